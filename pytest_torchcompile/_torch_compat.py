@@ -1,0 +1,254 @@
+"""Every use of torch internals (``torch._inductor``, ``torch._dynamo``, ``torch._functorch``).
+
+These APIs move between releases; keeping them here means one file to fix and to test
+against each supported torch (2.11 and 2.13 at least).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+CompiledGraph = Callable[[list[Any]], Any]
+"""A compiled FX graph in Inductor's boxed calling convention: takes a list, returns a sequence."""
+
+InnerCompileHook = Callable[
+    [torch.fx.GraphModule, Sequence[Any], dict[str, Any], Callable[[], CompiledGraph]], CompiledGraph
+]
+"""Called with (post-AOT graph, fake example inputs, Inductor kwargs, a function that compiles the
+graph); returns the callable Inductor should use. The hook sees the graph before Inductor's passes
+rewrite it and sees compile errors."""
+
+
+def compile_graph(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
+    """Compile a post-AOT (aten-level) FX graph with Inductor and return a plain callable.
+
+    This function is also embedded verbatim in generated repro files, so it may only use torch.
+    """
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    compiled = compile_fx_inner(gm, list(inputs))
+
+    def run(*args: Any) -> Any:
+        return compiled(list(args))
+
+    run.inductor_compiled = compiled  # type: ignore[attr-defined]
+    return run
+
+
+def generated_source(compiled: Callable[..., Any]) -> str | None:
+    """The kernel source Inductor generated (C++ or Triton wrapper module) for a compiled graph."""
+    inner = getattr(compiled, "inductor_compiled", compiled)
+    source = getattr(inner, "source_code", None)
+    return source if isinstance(source, str) else None
+
+
+def _mode_patches(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
+    from torch._inductor import list_mode_options
+
+    patches: dict[str, Any] = {}
+    if mode and mode != "default":
+        patches.update(list_mode_options(mode))
+    patches.update(options or {})
+    return patches
+
+
+def capturing_backend(
+    hook: InnerCompileHook,
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> Callable[..., Any]:
+    """A ``torch.compile`` backend equal to Inductor that shows each lowered graph to ``hook``."""
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    patches = _mode_patches(mode, options)
+
+    def inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
+        return hook(gm, example_inputs, kwargs, lambda: compile_fx_inner(gm, example_inputs, **kwargs))
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
+
+    return backend
+
+
+@contextlib.contextmanager
+def intercept_inductor(hook: InnerCompileHook) -> Iterator[None]:
+    """Route every Inductor compilation started while active (plain ``torch.compile(model)``
+    included) through ``hook``.
+
+    ``torch.compile``'s default backend and the registered "inductor" backend both look
+    ``compile_fx`` up on its module at call time, so replacing that attribute catches them while
+    leaving other backends untouched.
+    """
+    import torch._inductor.compile_fx as compile_fx_module
+
+    original = compile_fx_module.compile_fx
+
+    def inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
+        return hook(
+            gm, example_inputs, kwargs,
+            lambda: compile_fx_module.compile_fx_inner(gm, example_inputs, **kwargs),
+        )
+
+    def compile_fx(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("inner_compile", compile_fx_module.compile_fx_inner) is not compile_fx_module.compile_fx_inner:
+            return original(model, example_inputs, *args, **kwargs)
+        kwargs["inner_compile"] = inner_compile
+        return original(model, example_inputs, *args, **kwargs)
+
+    compile_fx_module.compile_fx = compile_fx  # type: ignore[assignment]
+    try:
+        with no_compile_caches():
+            yield
+    finally:
+        compile_fx_module.compile_fx = original
+
+
+@contextlib.contextmanager
+def no_compile_caches() -> Iterator[None]:
+    """Disable the caches that would skip Inductor's inner compile, and so skip capture."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    patches: list[contextlib.AbstractContextManager[Any]] = [
+        functorch_config.patch(enable_autograd_cache=False),
+    ]
+    if hasattr(inductor_config, "bundled_autotune_remote_cache"):
+        patches.append(inductor_config.patch(bundled_autotune_remote_cache=False))
+    with contextlib.ExitStack() as stack:
+        for patch in patches:
+            stack.enter_context(patch)
+        yield
+
+
+@contextlib.contextmanager
+def inductor_config(patches: dict[str, Any] | None) -> Iterator[None]:
+    """Apply Inductor config values (dotted names such as ``cpp.inject_relu_bug_TESTING_ONLY``)."""
+    import torch._inductor.config as inductor_config_module
+
+    if not patches:
+        yield
+        return
+    with inductor_config_module.patch(patches):
+        yield
+
+
+def inductor_config_source() -> str:
+    """Python statements that set every Inductor config value differing from its default."""
+    import torch._inductor.config as inductor_config_module
+
+    return str(inductor_config_module.codegen_config())
+
+
+def inductor_config_diff() -> dict[str, Any]:
+    """Inductor config values that differ from their defaults, JSON-friendly (repr for others)."""
+    import torch._inductor.config as inductor_config_module
+
+    diff: dict[str, Any] = {}
+    for name, value in inductor_config_module.get_config_copy().items():
+        if inductor_config_module._is_default(name):
+            continue
+        diff[name] = value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
+    return diff
+
+
+def reset() -> None:
+    """Forget compiled code so that the next ``torch.compile`` call lowers again."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+
+
+def is_random_op(target: Any) -> bool:
+    """Whether an FX node target draws random numbers (Inductor's RNG differs from eager's)."""
+    tags = getattr(target, "tags", ())
+    return torch.Tag.nondeterministic_seeded in tags
+
+
+def is_fake_tensor(value: Any) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(value, FakeTensor)
+
+
+def symbolic_sizes(example_inputs: Sequence[Any]) -> list[list[str] | None]:
+    """For each example input, its sizes as strings (symbols such as ``s0`` stay symbolic)."""
+    sizes: list[list[str] | None] = []
+    for value in example_inputs:
+        if isinstance(value, torch.Tensor):
+            sizes.append([str(s) for s in value.shape])
+        else:
+            sizes.append(None)
+    return sizes
+
+
+def environment() -> dict[str, str]:
+    """Versions and device names for repro headers and reports."""
+    env = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpu": platform.processor() or platform.machine(),
+    }
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = "not installed"
+    if torch.cuda.is_available():
+        env["cuda_device"] = torch.cuda.get_device_name()
+        env["cuda"] = str(torch.version.cuda)
+    return env
+
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@contextlib.contextmanager
+def float64_everywhere() -> Iterator[None]:
+    """Run code in fp64 even where it names a dtype: ``x.float()``, ``torch.zeros(..., dtype=
+    torch.float32)`` and ``prims.convert_element_type(x, torch.float16)`` all produce float64.
+
+    Works at the aten level (a dispatch mode), so it covers eager models and post-AOT graphs alike.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    def widen(value: Any) -> Any:
+        return torch.float64 if isinstance(value, torch.dtype) and value in _LOW_PRECISION else value
+
+    reinterpreting = {torch.ops.aten.view.dtype}
+
+    class Float64Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if func not in reinterpreting:
+                args = tuple(widen(a) for a in args)
+                kwargs = {k: widen(v) for k, v in kwargs.items()}
+            return func(*args, **kwargs)
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with Float64Mode(), torch.autocast("cpu", enabled=False):
+            if torch.cuda.is_available():
+                with torch.autocast("cuda", enabled=False):
+                    yield
+            else:
+                yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+@contextlib.contextmanager
+def strict_dynamo() -> Iterator[None]:
+    """Compile errors must surface instead of silently falling back to eager."""
+    import torch._dynamo.config as dynamo_config
+
+    with dynamo_config.patch(suppress_errors=False):
+        yield

@@ -1,0 +1,127 @@
+"""Intercept the graphs Inductor lowers, with their real runtime inputs and the compiled code."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from . import _torch_compat
+
+GraphCallObserver = Callable[["CapturedGraph", list[Any], Any], None]
+"""Told of every call of a captured graph: (graph, cloned inputs, outputs)."""
+
+
+@dataclass
+class CapturedGraph:
+    """One post-AOT graph handed to Inductor and what happened to it."""
+
+    index: int
+    gm: torch.fx.GraphModule
+    kind: str
+    symbolic_sizes: list[list[str] | None]
+    location: str
+    compiled: Callable[..., Any] | None = None
+    compile_error: BaseException | None = None
+    runtime_error: BaseException | None = None
+    calls: list[list[Any]] = field(default_factory=list)
+
+    @property
+    def runtime_inputs(self) -> list[Any] | None:
+        return self.calls[0] if self.calls else None
+
+    @property
+    def op_count(self) -> int:
+        return sum(1 for node in self.gm.graph.nodes if node.op == "call_function")
+
+    @property
+    def label(self) -> str:
+        return f"graph {self.index} ({self.kind}) from {self.location}"
+
+    def source(self) -> str | None:
+        return _torch_compat.generated_source(self.compiled) if self.compiled is not None else None
+
+
+def clone_inputs(values: Sequence[Any]) -> list[Any]:
+    return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def _user_frame() -> str:
+    """The innermost stack frame outside torch and this plugin: where the compiled code lives."""
+    for frame in reversed(traceback.extract_stack()):
+        name = frame.filename.replace("\\", "/")
+        if "/torch/" in name or "/pytest_torchcompile/" in name or "/_pytest/" in name or "/pluggy/" in name:
+            continue
+        return f"{name}:{frame.lineno} ({frame.name})"
+    return "<unknown>"
+
+
+class GraphCapture:
+    """Collects every graph compiled through :meth:`hook`.
+
+    ``max_calls_kept`` bounds how many distinct input-shape signatures of one graph keep their
+    inputs (dynamic shapes call one graph at several sizes).
+    """
+
+    def __init__(self, observer: GraphCallObserver | None = None, max_calls_kept: int = 4) -> None:
+        self.graphs: list[CapturedGraph] = []
+        self._observer = observer
+        self._max_calls_kept = max_calls_kept
+        self._counter = itertools.count()
+
+    def hook(
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[Any],
+        kwargs: dict[str, Any],
+        compile_fn: Callable[[], Any],
+    ) -> Any:
+        kind = "backward" if kwargs.get("is_backward") else (
+            "inference" if kwargs.get("is_inference") else "forward")
+        # Inductor's post-grad passes rewrite the graph in place; keep what it was given.
+        record = CapturedGraph(
+            index=next(self._counter),
+            gm=torch.fx.GraphModule(gm, copy.deepcopy(gm.graph)),
+            kind=kind,
+            symbolic_sizes=_torch_compat.symbolic_sizes(example_inputs),
+            location=_user_frame(),
+        )
+        self.graphs.append(record)
+        try:
+            compiled = compile_fn()
+        except BaseException as error:
+            record.compile_error = error
+            raise
+        record.compiled = compiled
+        return self._wrap(record, compiled)
+
+    def _wrap(self, record: CapturedGraph, compiled: Any) -> Any:
+        capture = self
+
+        def run(args: list[Any]) -> Any:
+            signature = [tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args]
+            known = [[tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in c] for c in record.calls]
+            inputs = clone_inputs(args)
+            if signature not in known and len(record.calls) < capture._max_calls_kept:
+                record.calls.append(inputs)
+            try:
+                outputs = compiled(args)
+            except BaseException as error:
+                record.runtime_error = error
+                raise
+            if capture._observer is not None:
+                capture._observer(record, inputs, outputs)
+            return outputs
+
+        run._boxed_call = True  # type: ignore[attr-defined]
+        return run
+
+    def backend(self, mode: str | None = None, options: dict[str, Any] | None = None) -> Callable[..., Any]:
+        """A ``torch.compile`` backend: Inductor, with every lowered graph captured here."""
+        return _torch_compat.capturing_backend(self.hook, mode, options)

@@ -1,0 +1,64 @@
+"""Plain records of what a run found: built on workers, shipped to the controller as dicts."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .oracle import LeafResult, Status
+
+
+@dataclass
+class MinifyResult:
+    """What the reducer made of one failing case."""
+
+    ops_before: int
+    ops_after: int
+    seconds: float
+    compiles: int
+    minimal: bool
+    path: str | None = None
+    kernel_path: str | None = None
+    note: str = ""
+
+    def summary_line(self, nodeid: str) -> str:
+        label = "" if self.minimal else " (time budget hit: not minimal)"
+        return (f"minified {nodeid}: {self.ops_before} -> {self.ops_after} ops in {self.seconds:.1f} s "
+                f"({self.compiles} compiles){label}")
+
+
+@dataclass
+class CaseResult:
+    """One check of one test: a fixture call, or one graph of a plain ``torch.compile`` call."""
+
+    nodeid: str
+    status: Status
+    message: str = ""
+    case_id: str | None = None
+    reference: str = "fp64"
+    worst_ratio: float | None = None
+    leaves: list[LeafResult] = field(default_factory=list)
+    repro_path: str | None = None
+    minify: MinifyResult | None = None
+    compile_seconds: float | None = None
+    graph: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["status"] = str(self.status)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseResult:
+        values = dict(data)
+        values["status"] = Status(values["status"])
+        values["leaves"] = [
+            LeafResult(**{**leaf, "shape": tuple(leaf["shape"]),
+                          "max_error_index": tuple(leaf["max_error_index"])
+                          if leaf.get("max_error_index") is not None else None})
+            for leaf in values.get("leaves", [])
+        ]
+        if values.get("minify") is not None:
+            values["minify"] = MinifyResult(**values["minify"])
+        return cls(**values)
