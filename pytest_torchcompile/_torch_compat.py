@@ -207,9 +207,6 @@ def environment() -> dict[str, str]:
     return env
 
 
-_LOW_PRECISION = (torch.float16, torch.bfloat16, torch.float32)
-
-
 @contextlib.contextmanager
 def float64_everywhere() -> Iterator[None]:
     """Run code in fp64 even where it names a dtype: ``x.float()``, ``torch.zeros(..., dtype=
@@ -219,8 +216,10 @@ def float64_everywhere() -> Iterator[None]:
     """
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    low_precision = (torch.float16, torch.bfloat16, torch.float32)
+
     def widen(value: Any) -> Any:
-        return torch.float64 if isinstance(value, torch.dtype) and value in _LOW_PRECISION else value
+        return torch.float64 if isinstance(value, torch.dtype) and value in low_precision else value
 
     reinterpreting = {torch.ops.aten.view.dtype}
 
@@ -252,3 +251,11 @@ def strict_dynamo() -> Iterator[None]:
 
     with dynamo_config.patch(suppress_errors=False):
         yield
+
+
+def concrete_int(value: Any) -> int:
+    """An int, or a symbolic int's hint (the size it had when traced)."""
+    if isinstance(value, torch.SymInt):
+        hint = value.node.hint
+        return int(hint) if hint is not None else 1
+    return int(value)

@@ -31,10 +31,28 @@ class CapturedGraph:
     compile_error: BaseException | None = None
     runtime_error: BaseException | None = None
     calls: list[list[Any]] = field(default_factory=list)
+    input_specs: list[Any] = field(default_factory=list)
+    config_source: str = ""
 
     @property
     def runtime_inputs(self) -> list[Any] | None:
         return self.calls[0] if self.calls else None
+
+    def synthesized_inputs(self, seed: int = 0) -> list[Any]:
+        """Random inputs of the traced shapes, for a graph that never ran (it failed to compile)."""
+        generator = torch.Generator().manual_seed(seed)
+        values: list[Any] = []
+        for spec in self.input_specs:
+            if not isinstance(spec, TensorSpec):
+                values.append(spec)
+                continue
+            storage = torch.randn(spec.storage_numel(), generator=generator, dtype=torch.float64)
+            if spec.dtype == torch.bool:
+                storage = storage > 0
+            elif not (spec.dtype.is_floating_point or spec.dtype.is_complex):
+                storage = (storage.abs() * 4).floor()
+            values.append(torch.as_strided(storage.to(spec.dtype), spec.shape, spec.stride).to(spec.device))
+        return values
 
     @property
     def op_count(self) -> int:
@@ -46,6 +64,31 @@ class CapturedGraph:
 
     def source(self) -> str | None:
         return _torch_compat.generated_source(self.compiled) if self.compiled is not None else None
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+
+    def storage_numel(self) -> int:
+        if any(size == 0 for size in self.shape):
+            return 0
+        return 1 + sum((size - 1) * step for size, step in zip(self.shape, self.stride, strict=True))
+
+
+def input_spec(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return TensorSpec(
+            tuple(_torch_compat.concrete_int(s) for s in value.shape),
+            tuple(_torch_compat.concrete_int(s) for s in value.stride()),
+            value.dtype, value.device,
+        )
+    if isinstance(value, torch.SymInt):
+        return _torch_compat.concrete_int(value)
+    return value
 
 
 def clone_inputs(values: Sequence[Any]) -> list[Any]:
@@ -91,6 +134,8 @@ class GraphCapture:
             kind=kind,
             symbolic_sizes=_torch_compat.symbolic_sizes(example_inputs),
             location=_user_frame(),
+            input_specs=[input_spec(v) for v in example_inputs],
+            config_source=_torch_compat.inductor_config_source(),
         )
         self.graphs.append(record)
         try:

@@ -1,0 +1,322 @@
+"""CI gating against a baseline file: which tests are known to fail, and how.
+
+Baseline file format
+--------------------
+
+A UTF-8 text file meant to be reviewed in diffs: one row per test id, sorted by test id::
+
+    # pytest-torchcompile baseline v1
+    tests/test_models.py::test_attention[bf16]\tfail_accuracy\thttps://github.com/pytorch/pytorch/issues/12345
+    tests/test_models.py::test_attention[fp32]\tpass
+    tests/test_models.py::test_layer_norm\tflaky\tdepends on thread count
+
+Each row is ``<test id><TAB><expected status>[<TAB><note>]``:
+
+- *test id*: the pytest node id, exactly as pytest prints it.
+- *expected status*: one of ``pass``, ``fail_accuracy``, ``fail_compile``, ``fail_runtime``,
+  ``eager_fail``, ``eager_nondeterministic``, ``no_fp64_reference`` (see ``oracle.Status``), or
+  ``flaky``: a flaky test never fails the run; its result is still shown.
+- *note*: optional free text kept as written, e.g. a link to the upstream bug.
+
+Blank lines and lines starting with ``#`` are ignored. The header line
+``# pytest-torchcompile baseline v1`` is optional when writing the file by hand; a header naming
+another version is rejected. Surrounding whitespace of each field is ignored, so a trailing space
+after a status is harmless. Loading stops at the first problem with a :class:`BaselineError` that
+names the file and line: a row without a tab-separated status, an unknown status, or a test id
+listed twice.
+
+Rewriting the file (``write_baseline``) records this run's status of every test that ran, keeps
+the rows of tests that did not run, keeps every note, and leaves ``flaky`` rows flaky. Comment
+lines other than the header are not preserved: put lasting remarks in a row's note.
+
+What a test's result means against its row (``decide``):
+
+============================  ====================================================  ===========
+baseline row                  this run                                              outcome
+============================  ====================================================  ===========
+pass / no_fp64_reference      pass or no_fp64_reference                             ok
+pass / no_fp64_reference      any failing status                                    new_failure
+failing status S              S                                                     expected_failure
+failing status S              another failing status                                new_failure
+failing status                pass or no_fp64_reference                             improved
+flaky                         anything                                              flaky
+(no row)                      pass or no_fp64_reference                             missing
+(no row)                      any failing status                                    new_failure
+============================  ====================================================  ===========
+
+``new_failure`` fails the run; ``improved`` fails it only in strict mode (so that the baseline is
+kept tight); the other outcomes never do.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TypeAlias
+
+from .oracle import Status
+from .results import CaseResult
+
+FORMAT_VERSION = 1
+HEADER = f"# pytest-torchcompile baseline v{FORMAT_VERSION}"
+FLAKY: Literal["flaky"] = "flaky"
+
+Expectation: TypeAlias = Status | Literal["flaky"]
+
+_HEADER_PATTERN = re.compile(r"#\s*pytest-torchcompile baseline v(\d+)\s*$")
+_ROW_SHAPE = "<test id><TAB><expected status>[<TAB><note>]"
+
+# Statuses under which a test counts as passing: without an fp64 reference the weaker check ran
+# and agreed, which is not a compiler failure.
+PASSING_STATUSES = frozenset({Status.PASS, Status.NO_FP64_REFERENCE})
+
+# The status that represents a test with several checks, most important first: a compiler failure
+# is what the plugin exists to find; eager problems make the check meaningless; a weaker check
+# that passed is still worth recording over a plain pass. Among compiler failures, a compile error
+# hides anything a run could have shown, and a crash hides the accuracy comparison.
+STATUS_PRIORITY: tuple[Status, ...] = (
+    Status.FAIL_COMPILE,
+    Status.FAIL_RUNTIME,
+    Status.FAIL_ACCURACY,
+    Status.EAGER_FAIL,
+    Status.EAGER_NONDETERMINISTIC,
+    Status.NO_FP64_REFERENCE,
+    Status.PASS,
+)
+
+
+class BaselineError(Exception):
+    """The baseline file cannot be read or written; the message names the file (and line)."""
+
+
+@dataclass(frozen=True)
+class BaselineEntry:
+    test_id: str
+    expected: Expectation
+    note: str = ""
+    line: int | None = None
+    """Where the row was read from; None for rows made by ``write_baseline``."""
+
+    @property
+    def is_flaky(self) -> bool:
+        return self.expected == FLAKY
+
+
+@dataclass(frozen=True)
+class Baseline:
+    path: Path
+    entries: Mapping[str, BaselineEntry]
+
+    def get(self, test_id: str) -> BaselineEntry | None:
+        return self.entries.get(test_id)
+
+
+class DecisionKind(enum.StrEnum):
+    OK = "ok"
+    EXPECTED_FAILURE = "expected_failure"
+    NEW_FAILURE = "new_failure"
+    IMPROVED = "improved"
+    MISSING = "missing"
+    FLAKY = "flaky"
+
+    @property
+    def label(self) -> str:
+        """How reports name the outcome; the ones that need attention are shouted."""
+        return {
+            DecisionKind.OK: "ok",
+            DecisionKind.EXPECTED_FAILURE: "expected failure",
+            DecisionKind.NEW_FAILURE: "NEW FAILURE",
+            DecisionKind.IMPROVED: "IMPROVED",
+            DecisionKind.MISSING: "missing",
+            DecisionKind.FLAKY: "flaky",
+        }[self]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one test's result means against the baseline."""
+
+    kind: DecisionKind
+    message: str
+    status: Status
+    expected: Expectation | None
+    """The baseline row's status; None when the test has no row."""
+    fails_run: bool
+
+
+def is_failing(status: Status) -> bool:
+    return status not in PASSING_STATUSES
+
+
+def test_status(results: Sequence[CaseResult]) -> Status:
+    """The status of a test with one or more checks: the first of ``STATUS_PRIORITY`` present."""
+    if not results:
+        raise ValueError("test_status() needs at least one CaseResult")
+    present = {result.status for result in results}
+    return next(status for status in STATUS_PRIORITY if status in present)
+
+
+# Tells pytest that this library function is not a test when a test module imports it.
+test_status.__test__ = False  # type: ignore[attr-defined]
+
+
+def _parse_expectation(text: str) -> Expectation | None:
+    if text == FLAKY:
+        return FLAKY
+    try:
+        return Status(text)
+    except ValueError:
+        return None
+
+
+def _parse_row(raw: str, path: Path, line: int) -> BaselineEntry:
+    where = f"{path}:{line}"
+    fields = [field.strip() for field in raw.split("\t", 2)]
+    if len(fields) < 2 or not fields[0] or not fields[1]:
+        raise BaselineError(f"{where}: malformed row {raw.strip()!r}: expected {_ROW_SHAPE}")
+    test_id, status_text = fields[0], fields[1]
+    expected = _parse_expectation(status_text)
+    if expected is None:
+        allowed = ", ".join([*(str(s) for s in Status), FLAKY])
+        raise BaselineError(f"{where}: unknown status {status_text!r} for {test_id}; expected one of {allowed}")
+    note = fields[2] if len(fields) == 3 else ""
+    return BaselineEntry(test_id, expected, note, line)
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Baseline:
+    """Read a baseline file; raise :class:`BaselineError` naming the file and line on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BaselineError(f"{path}: baseline file not found") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise BaselineError(f"{path}: cannot read baseline file: {error}") from error
+    entries: dict[str, BaselineEntry] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        where = f"{path}:{number}"
+        stripped = raw.strip()
+        if stripped.startswith("#"):
+            header = _HEADER_PATTERN.match(stripped)
+            if header and int(header.group(1)) != FORMAT_VERSION:
+                raise BaselineError(
+                    f"{where}: baseline format v{header.group(1)} is not supported (this plugin reads v{FORMAT_VERSION})"
+                )
+            continue
+        if not stripped:
+            continue
+        entry = _parse_row(raw, path, number)
+        first = entries.get(entry.test_id)
+        if first is not None:
+            raise BaselineError(f"{where}: duplicate test id {entry.test_id} (first listed on line {first.line})")
+        entries[entry.test_id] = entry
+    return Baseline(path, entries)
+
+
+def unknown_entries(baseline: Baseline, collected_ids: Iterable[str]) -> list[BaselineEntry]:
+    """Rows for tests that no longer exist: their test file was collected in this run, but the
+    test id itself was not (the test was renamed, removed or re-parametrized).
+
+    Rows of files that were not part of the run are not reported, so running a subset of the suite
+    is fine. ``collected_ids`` must hold every collected id of those files, deselected ones (``-k``,
+    ``-m``) included; selecting single tests by node id narrows collection itself, so the caller
+    should not report these rows in that case. Sorted by test id.
+    """
+    collected = set(collected_ids)
+    collected_files = {_file_of(test_id) for test_id in collected}
+    return sorted(
+        (
+            entry for test_id, entry in baseline.entries.items()
+            if test_id not in collected and _file_of(test_id) in collected_files
+        ),
+        key=lambda entry: entry.test_id,
+    )
+
+
+def _file_of(test_id: str) -> str:
+    return test_id.split("::", 1)[0]
+
+
+def decide(test_id: str, status: Status, baseline: Baseline, strict: bool) -> Decision:
+    """Judge one test's (aggregated) status against its baseline row; see the module docstring."""
+    entry = baseline.get(test_id)
+    if entry is None:
+        if is_failing(status):
+            return Decision(DecisionKind.NEW_FAILURE, f"{status}, and the test is not in the baseline",
+                            status, None, fails_run=True)
+        return Decision(DecisionKind.MISSING, f"{status}; the test is not in the baseline", status, None,
+                        fails_run=False)
+    expected = entry.expected
+    if not isinstance(expected, Status):
+        return Decision(DecisionKind.FLAKY, f"{status} (marked flaky in the baseline)", status, FLAKY,
+                        fails_run=False)
+    if not is_failing(expected):
+        if is_failing(status):
+            return Decision(DecisionKind.NEW_FAILURE, f"{status}, but the baseline expects {expected}",
+                            status, expected, fails_run=True)
+        return Decision(DecisionKind.OK, str(status), status, expected, fails_run=False)
+    if status == expected:
+        return Decision(DecisionKind.EXPECTED_FAILURE, _with_note(f"still {status}, as recorded in the baseline", entry),
+                        status, expected, fails_run=False)
+    if is_failing(status):
+        return Decision(DecisionKind.NEW_FAILURE,
+                        f"{status}, but the baseline expects a different failure: {expected}",
+                        status, expected, fails_run=True)
+    suffix = " (strict: update the baseline)" if strict else ""
+    return Decision(DecisionKind.IMPROVED, f"{status}, the baseline expects {expected}{suffix}",
+                    status, expected, fails_run=strict)
+
+
+def _with_note(message: str, entry: BaselineEntry) -> str:
+    return f"{message} ({entry.note})" if entry.note else message
+
+
+def write_baseline(
+    path: str | os.PathLike[str],
+    statuses: Mapping[str, Status],
+    previous: Baseline | None,
+) -> None:
+    """Record this run's statuses, keeping rows of tests that did not run, every note, and flaky
+    rows flaky. Written atomically: readers see the old file or the new one, never a mix."""
+    entries: dict[str, BaselineEntry] = dict(previous.entries) if previous else {}
+    for test_id, status in statuses.items():
+        if not test_id or test_id != test_id.strip() or any(c in test_id for c in "\t\r\n"):
+            raise BaselineError(f"{path}: test id {test_id!r} cannot be stored in a baseline row")
+        old = entries.get(test_id)
+        if old is not None and old.is_flaky:
+            continue
+        entries[test_id] = BaselineEntry(test_id, status, old.note if old else "")
+    write_text_atomic(path, format_baseline(entries.values()))
+
+
+def format_baseline(entries: Iterable[BaselineEntry]) -> str:
+    """The file text for ``entries``: header, then one row per test, sorted by test id."""
+    rows = [HEADER]
+    for entry in sorted(entries, key=lambda entry: entry.test_id):
+        row = f"{entry.test_id}\t{entry.expected}"
+        rows.append(f"{row}\t{entry.note}" if entry.note else row)
+    return "\n".join(rows) + "\n"
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Replace ``path`` with ``text`` so that a crash or a concurrent reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # mkstemp creates the file 0600; keep the mode of the file being replaced (or a usual 0644)
+    # so that a committed baseline or a CI artifact stays readable.
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

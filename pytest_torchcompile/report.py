@@ -1,0 +1,347 @@
+"""Reports of a run's checks: terminal table, JSON file, GitHub step summary, JUnit properties.
+
+Every report lists checks grouped by test id in sorted order, so that reports of runs with
+pytest-xdist (where results arrive in any order) compare cleanly.
+
+JSON report schema (``schema_version`` 1)
+-----------------------------------------
+
+The file is strict JSON (no ``NaN``/``Infinity``): a non-finite float is written as the string
+``"inf"``, ``"-inf"`` or ``"nan"`` (a ratio is ``inf`` when eager matches fp64 exactly and compiled
+does not).
+
+- ``schema_version`` (int): 1. Raised when a field changes meaning or disappears.
+- ``environment`` (object): as given by the caller, normally :func:`report_environment`:
+  ``torch``, ``triton`` (``"not installed"`` when absent), ``python``, ``cpu``, ``cuda_device`` and
+  ``cuda`` (only when CUDA is available), ``inductor_config`` (object: Inductor config values that
+  differ from their defaults; non-JSON values as their ``repr``).
+- ``counts`` (object):
+
+  - ``checks``: every status name -> number of checks with that status (zeros included).
+  - ``tests``: every status name -> number of tests whose aggregated status it is (see
+    ``baseline.test_status``).
+  - ``baseline``: every outcome name (``ok``, ``expected_failure``, ``new_failure``,
+    ``improved``, ``missing``, ``flaky``) -> number of tests; ``null`` without a baseline.
+
+- ``tests`` (array, sorted by ``nodeid``), one object per test:
+
+  - ``nodeid`` (string): the pytest node id.
+  - ``status`` (string): the test's aggregated status.
+  - ``baseline``: ``null`` without a baseline, else an object: ``kind`` (outcome name),
+    ``message`` (string), ``expected`` (the baseline row's status or ``"flaky"``; ``null`` when
+    the test has no row), ``fails_run`` (bool).
+  - ``checks`` (array, in the order the checks ran), one object per check with every
+    ``CaseResult`` field: ``nodeid``, ``status``, ``message``, ``case_id`` (string or null),
+    ``reference`` (``"fp64"``, or the weaker reference used without one), ``worst_ratio``
+    (number or null: the largest rmse(compiled, fp64) / rmse(eager, fp64) over the outputs),
+    ``repro_path``, ``compile_seconds``, ``graph`` (strings/number or null), ``minify`` (null or
+    an object: ``ops_before``, ``ops_after``, ``seconds``, ``compiles``, ``minimal`` (false when
+    the time budget ran out), ``path``, ``kernel_path``, ``note``), and ``leaves``: one object per
+    compared output: ``path`` (e.g. ``out[0]``), ``shape`` (array of int), ``dtype``, ``passed``,
+    ``rule`` (the comparison used), ``rmse_compiled``, ``rmse_eager``, ``multiplier``,
+    ``max_abs_error`` (numbers or null), ``max_error_index`` (array of int or null), ``detail``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+from . import _torch_compat
+from .baseline import Decision, DecisionKind, is_failing, test_status, write_text_atomic
+from .oracle import Status
+from .results import CaseResult, MinifyResult
+
+SCHEMA_VERSION = 1
+ID_WIDTH = 70
+"""Test ids longer than this are shortened in the terminal table (JSON and Markdown keep them)."""
+
+# Outcomes listed one by one under the terminal table: the ones a reader has to act on or know.
+_NOTABLE_KINDS = (DecisionKind.NEW_FAILURE, DecisionKind.IMPROVED, DecisionKind.MISSING, DecisionKind.FLAKY)
+
+
+def report_environment() -> dict[str, Any]:
+    """Versions, devices and the non-default Inductor config: the ``environment`` of a report."""
+    return {**_torch_compat.environment(), "inductor_config": _torch_compat.inductor_config_diff()}
+
+
+# --- cell formatting ------------------------------------------------------------------------
+
+
+def format_ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return "-"
+    return "inf" if math.isinf(ratio) else f"{ratio:.2f}"
+
+
+def format_minify(minify: MinifyResult | None) -> str:
+    if minify is None:
+        return "-"
+    text = f"{minify.ops_before} -> {minify.ops_after} ops, {minify.seconds:.1f} s, {minify.compiles} compiles"
+    return text if minify.minimal else f"{text}, not minimal"
+
+
+def _format_seconds(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.1f} s"
+
+
+def shorten(text: str, width: int) -> str:
+    """Cut the middle out of ``text``: a test id's file and its parameters are both worth keeping."""
+    if len(text) <= width:
+        return text
+    tail = (width - 1) // 2
+    return f"{text[:width - 1 - tail]}…{text[len(text) - tail:]}"
+
+
+def _sorted_by_test(results: Sequence[CaseResult]) -> list[CaseResult]:
+    # A stable sort keeps each test's checks in the order they ran.
+    return sorted(results, key=lambda result: result.nodeid)
+
+
+def _by_test(results: Sequence[CaseResult]) -> list[tuple[str, list[CaseResult]]]:
+    return [(nodeid, list(group)) for nodeid, group in groupby(_sorted_by_test(results), lambda r: r.nodeid)]
+
+
+def _status_counts(statuses: Sequence[Status]) -> dict[str, int]:
+    counted = Counter(statuses)
+    return {str(status): counted[status] for status in Status}
+
+
+def _kind_counts(decisions: Mapping[str, Decision]) -> dict[str, int]:
+    counted = Counter(decision.kind for decision in decisions.values())
+    return {str(kind): counted[kind] for kind in DecisionKind}
+
+
+def _nonzero(counts: Mapping[str, int], labels: Mapping[str, str] | None = None) -> str:
+    parts = [f"{n} {labels[name] if labels else name}" for name, n in counts.items() if n]
+    return ", ".join(parts) or "none"
+
+
+def status_summary(results: Sequence[CaseResult]) -> str:
+    """E.g. ``4 checks in 3 tests: 3 pass, 1 fail_accuracy``."""
+    tests = len({result.nodeid for result in results})
+    counts = _status_counts([result.status for result in results])
+    return f"{len(results)} checks in {tests} tests: {_nonzero(counts)}"
+
+
+def baseline_summary(decisions: Mapping[str, Decision]) -> str:
+    """E.g. ``1 NEW FAILURE, 1 IMPROVED, 5 ok`` (tests per outcome)."""
+    labels = {str(kind): kind.label for kind in DecisionKind}
+    return _nonzero(_kind_counts(decisions), labels)
+
+
+# --- terminal -------------------------------------------------------------------------------
+
+
+def terminal_lines(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | None) -> list[str]:
+    """An aligned table with one row per check, then counts by status and, with a baseline, the
+    outcomes: counts, and one line per test that is new failing, improved, missing or flaky."""
+    if not results and not decisions:
+        return []
+    header = ["test", "case", "status", "worst ratio", "repro", "minified", "minify", "compile"]
+    if decisions is not None:
+        header.append("baseline")
+    rows = [header]
+    for result in _sorted_by_test(results):
+        row = [
+            shorten(result.nodeid, ID_WIDTH),
+            result.case_id or "-",
+            str(result.status),
+            format_ratio(result.worst_ratio),
+            result.repro_path or "-",
+            (result.minify.path if result.minify else None) or "-",
+            format_minify(result.minify),
+            _format_seconds(result.compile_seconds),
+        ]
+        if decisions is not None:
+            decision = decisions.get(result.nodeid)
+            row.append(decision.kind.label if decision else "-")
+        rows.append(row)
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines.append(f"compile accuracy: {status_summary(results)}")
+    if decisions is not None:
+        lines.append(f"baseline: {baseline_summary(decisions)}")
+        for kind in _NOTABLE_KINDS:
+            lines.extend(
+                f"  {kind.label} {test_id}: {decision.message}"
+                for test_id, decision in sorted(decisions.items()) if decision.kind is kind
+            )
+    return lines
+
+
+# --- JSON -----------------------------------------------------------------------------------
+
+
+def _json_safe(value: Any) -> Any:
+    """Strict JSON has no NaN or Infinity; spell them as strings (documented in the schema)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def _decision_json(decision: Decision | None) -> dict[str, Any] | None:
+    if decision is None:
+        return None
+    return {
+        "kind": str(decision.kind),
+        "message": decision.message,
+        "expected": None if decision.expected is None else str(decision.expected),
+        "fails_run": decision.fails_run,
+    }
+
+
+def json_report(
+    results: Sequence[CaseResult],
+    decisions: Mapping[str, Decision] | None,
+    environment: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The report as JSON-ready data; the schema is in the module docstring."""
+    tests = _by_test(results)
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "environment": dict(environment),
+        "counts": {
+            "checks": _status_counts([result.status for result in results]),
+            "tests": _status_counts([test_status(checks) for _, checks in tests]),
+            "baseline": None if decisions is None else _kind_counts(decisions),
+        },
+        "tests": [
+            {
+                "nodeid": nodeid,
+                "status": str(test_status(checks)),
+                "baseline": _decision_json(decisions.get(nodeid)) if decisions is not None else None,
+                "checks": [check.to_dict() for check in checks],
+            }
+            for nodeid, checks in tests
+        ],
+    }
+    return _json_safe(report)
+
+
+def write_json_report(
+    path: str | os.PathLike[str],
+    results: Sequence[CaseResult],
+    decisions: Mapping[str, Decision] | None,
+    environment: Mapping[str, Any],
+) -> None:
+    """Write :func:`json_report` to ``path`` atomically."""
+    report = json_report(results, decisions, environment)
+    write_text_atomic(path, json.dumps(report, indent=2, allow_nan=False) + "\n")
+
+
+# --- GitHub step summary --------------------------------------------------------------------
+
+
+def _markdown_cell(text: str, code: bool = False) -> str:
+    text = text.replace("\r", " ").replace("\n", " ")
+    if code and "`" not in text:
+        text = f"`{text}`"
+    # GitHub splits table cells on "|" even inside code spans unless it is escaped.
+    return text.replace("|", "\\|")
+
+
+def _summary_priority(result: CaseResult, decisions: Mapping[str, Decision] | None) -> int:
+    decision = decisions.get(result.nodeid) if decisions else None
+    if decision is not None and decision.fails_run:
+        return 0
+    return 1 if is_failing(result.status) else 2
+
+
+def _markdown_row(result: CaseResult, decisions: Mapping[str, Decision] | None) -> str:
+    decision = decisions.get(result.nodeid) if decisions else None
+    cells = [
+        _markdown_cell(result.nodeid, code=True),
+        _markdown_cell(result.case_id or "-"),
+        _markdown_cell(str(result.status)),
+        format_ratio(result.worst_ratio),
+        _markdown_cell(decision.kind.label if decision else "-"),
+        _markdown_cell(result.repro_path, code=True) if result.repro_path else "-",
+        _markdown_cell(result.minify.path, code=True) if result.minify and result.minify.path else "-",
+        _markdown_cell(format_minify(result.minify)),
+    ]
+    return "| " + " | ".join(cells) + " |\n"
+
+
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def github_summary_markdown(
+    results: Sequence[CaseResult],
+    decisions: Mapping[str, Decision] | None,
+    max_bytes: int = 64_000,
+) -> str:
+    """A Markdown section for ``$GITHUB_STEP_SUMMARY``: counts, then a table with one row per check.
+
+    Rows of tests that fail the run come first, then other failing checks, then the rest, so
+    that what matters survives the size cap; rows that do not fit in ``max_bytes`` (UTF-8) are
+    replaced by a final "… N more rows" line.
+    """
+    head = f"### pytest-torchcompile\n\n**Compile accuracy:** {status_summary(results)}\n"
+    if decisions is not None:
+        head += f"\n**Baseline:** {baseline_summary(decisions)}\n"
+    head += (
+        "\n| test | case | status | worst ratio | baseline | repro | minified | minify |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+    )
+    ordered = sorted(_sorted_by_test(results), key=lambda result: _summary_priority(result, decisions))
+    rows = [_markdown_row(result, decisions) for result in ordered]
+    full = head + "".join(rows)
+    if _utf8_size(full) <= max_bytes:
+        return full
+
+    def footer(left_out: int) -> str:
+        # The blank line ends the table: GitHub would read a following text line as another row.
+        return f"\n… {left_out} more rows\n"
+
+    budget = max_bytes - _utf8_size(head) - _utf8_size(footer(len(rows)))
+    if budget < 0:
+        raise ValueError(f"max_bytes={max_bytes} cannot hold even the summary's header")
+    kept: list[str] = []
+    for row in rows:
+        budget -= _utf8_size(row)
+        if budget < 0:
+            break
+        kept.append(row)
+    return head + "".join(kept) + footer(len(rows) - len(kept))
+
+
+def append_github_summary(
+    path: str | os.PathLike[str],
+    results: Sequence[CaseResult],
+    decisions: Mapping[str, Decision] | None,
+    max_bytes: int = 64_000,
+) -> None:
+    """Append :func:`github_summary_markdown` to ``path`` (the file ``$GITHUB_STEP_SUMMARY`` names;
+    other steps' sections in it are kept)."""
+    with Path(path).open("a", encoding="utf-8") as handle:
+        handle.write(github_summary_markdown(results, decisions, max_bytes))
+
+
+# --- JUnit ----------------------------------------------------------------------------------
+
+
+def junit_properties(result: CaseResult) -> list[tuple[str, str]]:
+    """``record_property`` pairs for one check; values that are absent (no repro, no minified
+    file, no case id, no ratio) are left out rather than written empty."""
+    minified = result.minify.path if result.minify else None
+    candidates = [
+        ("torchcompile_case", result.case_id),
+        ("torchcompile_status", str(result.status)),
+        ("torchcompile_worst_ratio", None if result.worst_ratio is None else format_ratio(result.worst_ratio)),
+        ("torchcompile_repro", result.repro_path),
+        ("torchcompile_minified", minified),
+        ("torchcompile_reference", result.reference),
+    ]
+    return [(name, value) for name, value in candidates if value is not None]

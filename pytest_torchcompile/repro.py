@@ -1,0 +1,359 @@
+"""Write and load standalone repro files.
+
+A repro is one Python file that needs only torch: the post-AOT graph Inductor lowered, as module
+code; the real inputs and constants (small ones inline, large ones in ``tensors/<content hash>.pt``
+beside it); the Inductor config that differed from default; and the same judging code the plugin
+uses. ``python repro.py`` exits 1 while the failure reproduces, 2 when it fails another way, 0 once
+fixed; ``pytest repro.py`` collects it as one test marked ``inductor_repro``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import inspect
+import io
+import itertools
+import os
+import re
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import filelock
+import torch
+import torch.fx
+
+from . import _torch_compat, oracle, standalone
+
+INLINE_NUMEL = 32
+"""Tensors up to this many elements are written into the file; larger ones go to tensors/."""
+
+TENSOR_DIR = "tensors"
+
+
+@dataclass
+class ReproCase:
+    """Everything a repro file holds."""
+
+    gm: torch.fx.GraphModule
+    inputs: list[Any]
+    kind: str
+    title: str
+    tol: float = oracle.DEFAULT_TOLERANCE
+    check_non_float: bool = True
+    expected_error: str | None = None
+    error_pattern: str | None = None
+    config_source: str = ""
+    grad_enabled: bool = False
+    symbolic_sizes: list[list[str] | None] = field(default_factory=list)
+    status_line: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def op_count(self) -> int:
+        return sum(1 for node in self.gm.graph.nodes if node.op == "call_function")
+
+
+def slugify(nodeid: str, limit: int = 80) -> str:
+    """A directory name for a test id; long or colliding ids keep a hash suffix to stay unique."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid.replace("::", "__")).strip("_.") or "case"
+    if len(slug) > limit:
+        digest = hashlib.sha1(nodeid.encode()).hexdigest()[:8]
+        slug = f"{slug[: limit - 9]}-{digest}"
+    return slug
+
+
+# --- rendering -----------------------------------------------------------------------------
+
+
+class _TensorWriter:
+    """Turns tensors into source expressions; large ones are saved once, named by content."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+
+    def expression(self, value: Any) -> str:
+        if isinstance(value, torch.Tensor):
+            return self._tensor(value)
+        if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            raise TypeError("symbolic value at runtime: no concrete input to write")
+        if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+            return f"float({str(value)!r})"
+        return repr(value)
+
+    def _tensor(self, value: torch.Tensor) -> str:
+        value = value.detach()
+        meta = (f"{value.dtype}, {tuple(value.shape)!r}, {tuple(value.stride())!r}, "
+                f"{str(value.device)!r}, {value.requires_grad}")
+        if value.numel() <= INLINE_NUMEL and not value.is_complex():
+            return f"_inline({_literal(value.cpu().tolist())}, {meta})"
+        buffer = io.BytesIO()
+        torch.save(value.cpu().contiguous().clone(), buffer)
+        data = buffer.getvalue()
+        name = hashlib.sha256(data).hexdigest()[:20]
+        self.files[name] = data
+        return f"_load({name!r}, {meta})"
+
+
+def _literal(values: Any) -> str:
+    text = repr(values)
+    return text.replace("inf", "float('inf')").replace("nan", "float('nan')")
+
+
+def _module_source(gm: torch.fx.GraphModule, class_name: str, writer: _TensorWriter) -> str:
+    """A torch.nn.Module class whose forward is the graph; constants become buffers."""
+    nested: list[str] = []
+    init_lines: list[str] = []
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        owner: Any = gm
+        *parents, leaf = str(node.target).split(".")
+        for part in parents:
+            owner = getattr(owner, part)
+        value = getattr(owner, leaf)
+        target = str(node.target)
+        if isinstance(value, torch.fx.GraphModule):
+            child = f"{class_name}_{re.sub(r'[^A-Za-z0-9_]', '_', target)}"
+            nested.append(_module_source(value, child, writer))
+            init_lines.append(f"self.{target} = {child}()")
+        elif isinstance(value, torch.Tensor):
+            init_lines.append(f"self.register_buffer({target!r}, {writer.expression(value)})")
+        else:
+            init_lines.append(f"self.{target} = {writer.expression(value)}")
+    body = textwrap.indent(gm.code.strip(), "    ")
+    init = textwrap.indent("\n".join(["super().__init__()", *init_lines]), "        ")
+    return "\n\n".join([*nested, f"class {class_name}(torch.nn.Module):\n    def __init__(self):\n{init}\n\n{body}\n"])
+
+
+def _standalone_runtime() -> str:
+    """The judging code, taken from the plugin's own modules so both judge alike."""
+    parts = [inspect.getsource(obj) for obj in (_torch_compat.compile_graph, _torch_compat.float64_everywhere)]
+    parts += [inspect.getsource(obj) for obj in oracle.STANDALONE_SOURCES]
+    module_source = inspect.getsource(standalone)
+    module_body = module_source[module_source.index("ACCURACY = "):]
+    parts.append(module_body)
+    return "\n\n".join(textwrap.dedent(part).strip() for part in parts)
+
+
+_PRELUDE = '''\
+from __future__ import annotations
+
+import contextlib
+import math
+import operator
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from math import inf, nan
+from typing import Any
+
+import torch
+import torch.fx
+from torch import device
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _inline(values, dtype, shape, stride, device, requires_grad):
+    out = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+    out.copy_(torch.tensor(values, dtype=dtype).reshape(shape))
+    return out.requires_grad_(requires_grad)
+
+
+def _load(name, dtype, shape, stride, device, requires_grad):
+    saved = torch.load(os.path.join(HERE, "tensors", name + ".pt"), weights_only=True)
+    out = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+    out.copy_(saved.reshape(shape))
+    return out.requires_grad_(requires_grad)
+'''
+
+_MAIN = '''\
+def run_check():
+    """Compile and judge the graph; return (exit status, report)."""
+    torch.manual_seed(0)
+    with torch.set_grad_enabled(GRAD_ENABLED):
+        gm = torch.fx.symbolic_trace(Repro())
+        verdict = judge_graph(gm, make_inputs(), TOL, CHECK_NON_FLOAT)
+    lines = [f"expected failure: {KIND}" + (f" ({EXPECTED_ERROR})" if EXPECTED_ERROR else "")]
+    if verdict.leaves:
+        lines.append(format_table(verdict.leaves))
+    if verdict.failure is None:
+        lines.append("PASS: the compiled graph matches the reference: the bug is fixed")
+        return 0, "\\n".join(lines)
+    lines.append(f"{verdict.failure}" + (f": {verdict.error}" if verdict.error else ""))
+    if same_failure(verdict, KIND, EXPECTED_ERROR, ERROR_PATTERN):
+        lines.append("REPRODUCED")
+        return 1, "\\n".join(lines)
+    lines.append("FAILS DIFFERENTLY from the recorded failure")
+    return 2, "\\n".join(lines)
+
+
+def main():
+    status, report = run_check()
+    print(report)
+    return status
+
+
+try:
+    import pytest
+except ImportError:
+    pytest = None
+
+if pytest is not None:
+    @pytest.mark.inductor_repro(kind=KIND, tol=TOL)
+    def test_repro():
+        status, report = run_check()
+        assert status == 0, report
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
+    """The repro file's source and the tensor files it needs (name -> bytes)."""
+    writer = _TensorWriter()
+    module = _module_source(case.gm, "Repro", writer)
+    inputs = ",\n".join(f"        {writer.expression(value)}" for value in case.inputs)
+    env = _torch_compat.environment()
+    header = [
+        "# pytest-torchcompile repro: only torch is needed to run it.",
+        f"# case:    {case.title}",
+        f"# status:  {case.status_line or case.kind}",
+        f"# ops:     {case.op_count}",
+        "# env:     " + ", ".join(f"{k} {v}" for k, v in env.items()),
+        "# run:     python repro.py   (exit 1: reproduced, 2: fails differently, 0: fixed)",
+        "#          pytest repro.py   (one test, marked inductor_repro)",
+        *(f"# note:    {note}" for note in case.notes),
+    ]
+    if any(sizes and any(not s.isdigit() for s in sizes) for sizes in case.symbolic_sizes):
+        header.append(f"# symbolic input sizes: {case.symbolic_sizes}")
+    config = case.config_source.strip() or "# (all Inductor config values at their defaults)"
+    settings = "\n".join([
+        f"KIND = {case.kind!r}",
+        f"TOL = {case.tol!r}",
+        f"CHECK_NON_FLOAT = {case.check_non_float!r}",
+        f"EXPECTED_ERROR = {case.expected_error!r}",
+        f"ERROR_PATTERN = {case.error_pattern!r}",
+        f"GRAD_ENABLED = {case.grad_enabled!r}",
+        f"SYMBOLIC_SIZES = {case.symbolic_sizes!r}",
+    ])
+    source = "\n\n".join([
+        "\n".join(header),
+        _PRELUDE.rstrip(),
+        "import torch._inductor.config\n" + config,
+        settings,
+        "\n\n" + module.rstrip(),
+        "\n\ndef make_inputs():\n    return [\n" + inputs + ("," if case.inputs else "") + "\n    ]",
+        "\n\n# --- judging code (the plugin's own rule) ---\n\n" + _standalone_runtime(),
+        "\n\n" + _MAIN,
+    ])
+    return source, writer.files
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    """Serialise writers of one case directory across processes."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(str(directory) + ".lock"):
+        yield
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def write_repro(case: ReproCase, path: Path) -> Path:
+    """Write ``case`` to ``path`` (and its tensors beside it), atomically and under a lock."""
+    source, tensors = render_repro(case)
+    with locked(path.parent):
+        for name, data in tensors.items():
+            target = path.parent / TENSOR_DIR / f"{name}.pt"
+            if not target.exists():
+                atomic_write(target, data)
+        atomic_write(path, source.encode())
+    return path
+
+
+def unique_case_dir(root: Path, slug: str) -> Path:
+    """``root/slug``, or ``root/slug-2``, ... when a directory for that slug was already claimed
+    in this run (several checks in one test, several failing graphs)."""
+    root.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(str(root / ".claims.lock")):
+        for suffix in itertools.count(1):
+            name = slug if suffix == 1 else f"{slug}-{suffix}"
+            claim = root / f"{name}.claimed"
+            if not claim.exists():
+                claim.touch()
+                return root / name
+    raise AssertionError("unreachable")
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+@dataclass
+class LoadedRepro:
+    path: Path
+    module: ModuleType
+    case: ReproCase
+
+
+def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
+    """Import a repro file and rebuild its case (graph traced from its ``Repro`` module)."""
+    path = Path(path).resolve()
+    name = f"_pytest_torchcompile_repro_{hashlib.sha1(str(path).encode()).hexdigest()[:12]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import repro {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(name, None)
+    gm = torch.fx.symbolic_trace(module.Repro())
+    title = next((line.split(":", 1)[1].strip() for line in path.read_text().splitlines()
+                  if line.startswith("# case:")), path.parent.name)
+    case = ReproCase(
+        gm=gm, inputs=module.make_inputs(), kind=module.KIND, title=title, tol=module.TOL,
+        check_non_float=module.CHECK_NON_FLOAT, expected_error=module.EXPECTED_ERROR,
+        error_pattern=module.ERROR_PATTERN, grad_enabled=module.GRAD_ENABLED,
+        symbolic_sizes=module.SYMBOLIC_SIZES, config_source=_config_lines(path),
+    )
+    return LoadedRepro(path, module, case)
+
+
+def _config_lines(path: Path) -> str:
+    return "\n".join(line for line in path.read_text().splitlines()
+                     if line.startswith("torch._inductor.config."))
+
+
+def run_repro_file(path: Path, args: Sequence[str] = ()) -> int:
+    """Run a repro as its users do (``python repro.py``) and return its exit status."""
+    import subprocess
+
+    return subprocess.call([sys.executable, str(path), *args])

@@ -1,0 +1,120 @@
+"""Judge one post-AOT graph on real inputs: compile it, run it, compare with eager and fp64.
+
+Shared by the plugin's per-graph checks, the minifier's candidates and every generated repro file,
+whose source embeds this module (with the oracle's rule and the compile helper), so that a repro
+judges exactly as the plugin did. Hence: torch and the standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ._torch_compat import compile_graph, float64_everywhere
+from .oracle import LeafResult, compare_tensor
+
+ACCURACY = "accuracy"
+COMPILE_ERROR = "compile_error"
+RUNTIME_ERROR = "runtime_error"
+EAGER_ERROR = "eager_error"
+
+
+@dataclass
+class GraphVerdict:
+    """What one graph did: ``failure`` is None when compiled matches, else one of the kinds above."""
+
+    failure: str | None
+    leaves: list[LeafResult] = field(default_factory=list)
+    error: str | None = None
+    reference: str = "fp64"
+
+    @property
+    def worst_ratio(self) -> float | None:
+        ratios = [leaf.ratio for leaf in self.leaves if leaf.ratio is not None]
+        return max(ratios) if ratios else None
+
+
+def error_signature(error: BaseException) -> str:
+    """``Type: first line of the message``; the identity of a compile or runtime failure."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+def _normalized(signature: str) -> str:
+    return re.sub(r"0x[0-9a-fA-F]+|\d+", "N", signature)
+
+
+def same_failure(verdict: GraphVerdict, kind: str, expected_error: str | None, pattern: str | None) -> bool:
+    """Whether ``verdict`` fails the way the original case did (the minifier's interestingness)."""
+    if verdict.failure != kind:
+        return False
+    if kind == ACCURACY:
+        return True
+    if pattern:
+        return verdict.error is not None and re.search(pattern, verdict.error) is not None
+    if expected_error is None or verdict.error is None:
+        return True
+    return _normalized(verdict.error) == _normalized(expected_error)
+
+
+def clone_values(values: Sequence[Any]) -> list[Any]:
+    return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def _widen(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.detach().to(torch.float64)
+    return value
+
+
+def reference_outputs(module: Callable[..., Any], inputs: Sequence[Any]) -> tuple[list[Any], list[Any] | None]:
+    """Eager outputs in the original dtype, and in fp64 (None where the graph cannot run in fp64)."""
+    with torch.no_grad():
+        eager = list(module(*clone_values(inputs)))
+        try:
+            with float64_everywhere():
+                fp64: list[Any] | None = list(module(*[_widen(v) for v in clone_values(inputs)]))
+        except Exception:
+            fp64 = None
+    return eager, fp64
+
+
+def judge_graph(
+    gm: torch.fx.GraphModule,
+    inputs: Sequence[Any],
+    tol: float,
+    check_non_float: bool,
+    references: tuple[list[Any], list[Any] | None] | None = None,
+) -> GraphVerdict:
+    """Compile ``gm`` with Inductor, run it on ``inputs`` and judge every output.
+
+    Non-floating outputs count only with ``check_non_float``: a minified candidate must keep a
+    floating deviation, so a flipped bool mask cannot steer the reduction.
+    """
+    try:
+        eager, fp64 = references if references is not None else reference_outputs(gm, inputs)
+    except Exception as error:
+        return GraphVerdict(EAGER_ERROR, error=error_signature(error))
+    try:
+        compiled = compile_graph(gm, clone_values(inputs))
+    except Exception as error:
+        return GraphVerdict(COMPILE_ERROR, error=error_signature(error))
+    try:
+        with torch.no_grad():
+            outputs = list(compiled(*clone_values(inputs)))
+    except Exception as error:
+        return GraphVerdict(RUNTIME_ERROR, error=error_signature(error))
+    leaves = []
+    for index, (result, expected) in enumerate(zip(outputs, eager, strict=True)):
+        if not isinstance(expected, torch.Tensor):
+            continue
+        leaves.append(compare_tensor(
+            f"graph_out[{index}]", result, expected,
+            fp64[index] if fp64 is not None else None, tol, check_non_float,
+        ))
+    failed = any(not leaf.passed for leaf in leaves)
+    return GraphVerdict(ACCURACY if failed else None, leaves, reference="fp64" if fp64 is not None else "cosine")
