@@ -29,6 +29,7 @@ class CheckOptions:
     """Everything that decides how one model is checked (merged from call, marker, CLI and ini)."""
 
     tol: float = DEFAULT_TOLERANCE
+    backend: str = "inductor"
     mode: str | None = None
     inductor_config: dict[str, Any] = field(default_factory=dict)
     check_non_float: bool = True
@@ -169,10 +170,9 @@ def check_model(
     try:
         with _torch_compat.inductor_config(options.inductor_config), _torch_compat.no_compile_caches(), \
                 _torch_compat.strict_dynamo():
-            compiled = torch.compile(
-                compiled_fn, backend=capture.backend(options.mode), dynamic=options.dynamic,
-                fullgraph=options.fullgraph,
-            )
+            backend = capture.backend(options.mode) if options.backend == "inductor" else options.backend
+            compiled = torch.compile(compiled_fn, backend=backend, dynamic=options.dynamic,
+                                     fullgraph=options.fullgraph)
             compiled_out, compiled_args = _run(compiled, args, kwargs)
     except Exception as error:
         return _compiler_error_outcome(error, capture.graphs, time.perf_counter() - started)

@@ -1,0 +1,91 @@
+"""pytest wiring: options, ini keys, markers, the fixture and the hooks. No logic lives here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import settings
+from .session import AccuracySession
+
+SESSION_KEY = pytest.StashKey[AccuracySession]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    settings.add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", settings.MARKER_HELP)
+    config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped when none is visible")
+    enabled = bool(settings.option_value(config, settings.OPTIONS[0]))
+    directory = settings.option_value(config, settings.OPTIONS[1])
+    root = Path(directory) if directory else Path(config.rootpath) / ".compile-accuracy"
+    if not root.is_absolute():
+        root = Path(config.rootpath) / root
+    config.stash[SESSION_KEY] = AccuracySession(enabled, root, settings.session_settings(config))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("cuda") is not None:
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA device")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    from .parallel import run_minify_phase
+
+    run_minify_phase(session.config, session.config.stash[SESSION_KEY])
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    from .report import terminal_lines
+
+    state = config.stash.get(SESSION_KEY, None)
+    if state is None or not state.results:
+        return
+    terminalreporter.section("compile accuracy")
+    for line in terminal_lines(state.results, None):
+        terminalreporter.write_line(line)
+
+
+class CompileAccuracy:
+    """``compile_accuracy(model_or_fn, *args, **kwargs)``: the compiled output when it matches the
+    fp64 rule, else the test fails with a report and a repro.
+
+    Keywords named like the marker's options (``tol=``, ``mode=``, ``inductor_config=``, ...)
+    override them for this call; all other keywords go to the model. Use :meth:`check` when the
+    model itself takes a keyword of the same name.
+    """
+
+    def __init__(self, request: pytest.FixtureRequest, record_property: Any) -> None:
+        self._request = request
+        self._record_property = record_property
+
+    @property
+    def enabled(self) -> bool:
+        return self._state.enabled
+
+    @property
+    def _state(self) -> AccuracySession:
+        return self._request.config.stash[SESSION_KEY]
+
+    def __call__(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in settings.KEYWORDS}
+        return self.check(fn, args, kwargs, **overrides)
+
+    def check(self, fn: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None,
+              **overrides: Any) -> Any:
+        node = self._request.node
+        resolved = self._state.settings_for(node.get_closest_marker("inductor_repro"), overrides)
+        return self._state.check(node.nodeid, fn, args, kwargs or {}, resolved, self._record_property)
+
+
+@pytest.fixture
+def compile_accuracy(request: pytest.FixtureRequest, record_property: Any) -> CompileAccuracy:
+    """Check a model compiled by torch.compile (Inductor) against eager and fp64 references."""
+    return CompileAccuracy(request, record_property)

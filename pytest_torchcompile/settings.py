@@ -1,0 +1,151 @@
+"""The plugin's options: one table drives the command line, the ini file, the marker and the
+fixture's keyword overrides, with precedence call kwargs > marker > command line > ini."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from .check import CheckOptions
+from .oracle import DEFAULT_TOLERANCE
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """Per-check settings. Field names are the marker's and the fixture's keyword names."""
+
+    tol: float = DEFAULT_TOLERANCE
+    backend: str = "inductor"
+    mode: str | None = None
+    inductor_config: dict[str, Any] = field(default_factory=dict)
+    ignore_non_float: bool = False
+    seed: int = 0
+    dynamic: bool | None = None
+    fullgraph: bool = False
+    minify: bool = True
+    minify_timeout: float = 300.0
+    check_str: str | None = None
+    kind: str | None = None
+
+    def check_options(self) -> CheckOptions:
+        return CheckOptions(
+            tol=self.tol, backend=self.backend, mode=self.mode, inductor_config=dict(self.inductor_config),
+            check_non_float=not self.ignore_non_float, seed=self.seed, dynamic=self.dynamic,
+            fullgraph=self.fullgraph,
+        )
+
+    def replace(self, overrides: Mapping[str, Any]) -> CheckSettings:
+        unknown = set(overrides) - KEYWORDS
+        if unknown:
+            raise pytest.UsageError(
+                f"unknown compile-accuracy option(s) {sorted(unknown)}; known: {sorted(KEYWORDS)}")
+        return dataclasses.replace(self, **overrides)
+
+
+KEYWORDS = frozenset(f.name for f in dataclasses.fields(CheckSettings))
+
+
+def _bool(text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise pytest.UsageError(f"expected a boolean, got {text!r}")
+
+
+def _mode(text: str) -> str | None:
+    return None if text in ("", "default") else text
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line flag and its ini twin."""
+
+    name: str
+    help: str
+    default: Any
+    parse: Callable[[Any], Any] = str
+    flag: bool = False
+    negatable: bool = False
+    setting: str | None = None
+    metavar: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def cli(self) -> str:
+        return f"--{self.name}"
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("compile-accuracy", "check models compiled with torch.compile (Inductor) against fp64 "
+           "references; off, the compile_accuracy fixture only runs the model eagerly",
+           False, _bool, flag=True),
+    Option("compile-accuracy-dir", "where repro and minified files go (default: "
+           "<rootdir>/.compile-accuracy)", "", metavar="DIR"),
+    Option("compile-backend", "torch.compile backend; repros and minification need 'inductor'",
+           "inductor", setting="backend", metavar="NAME"),
+    Option("compile-mode", "torch.compile mode: default, reduce-overhead, max-autotune, "
+           "max-autotune-no-cudagraphs", "default", _mode, setting="mode", metavar="MODE"),
+    Option("compile-accuracy-tol", "tolerance of the allclose shortcut and the fp64 rule's "
+           "additive slack (tol/10)", DEFAULT_TOLERANCE, float, setting="tol", metavar="TOL"),
+    Option("compile-minify", "minify every failing case into minified.py (default on; "
+           "--no-compile-minify turns it off)", True, _bool, flag=True, negatable=True, setting="minify"),
+    Option("compile-minify-timeout", "time budget in seconds for minifying one case; the best "
+           "result so far is kept, labelled not minimal", 300.0, float, setting="minify_timeout",
+           metavar="SECONDS"),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("torchcompile", "torch.compile accuracy (pytest-torchcompile)")
+    for option in OPTIONS:
+        if option.flag:
+            group.addoption(option.cli, action="store_true", default=None, dest=option.dest, help=option.help)
+            if option.negatable:
+                group.addoption(f"--no-{option.name}", action="store_false", dest=option.dest,
+                                help=f"turn off {option.cli}")
+        else:
+            group.addoption(option.cli, default=None, dest=option.dest, metavar=option.metavar, help=option.help)
+        parser.addini(option.dest, option.help, type="string", default=str(option.default))
+
+
+def option_value(config: pytest.Config, option: Option) -> Any:
+    """Command line over ini over default."""
+    value = config.getoption(option.dest)
+    if value is not None:
+        return value if option.flag else option.parse(value)
+    ini = config.getini(option.dest)
+    return option.parse(ini) if ini != "" else option.default
+
+
+def session_settings(config: pytest.Config) -> CheckSettings:
+    """The settings every check starts from: defaults < ini < command line."""
+    values = {o.setting: option_value(config, o) for o in OPTIONS if o.setting is not None}
+    return CheckSettings(**values)
+
+
+def marker_settings(base: CheckSettings, marker: pytest.Mark | None) -> CheckSettings:
+    if marker is None:
+        return base
+    if marker.args:
+        raise pytest.UsageError("@pytest.mark.inductor_repro takes keyword arguments only "
+                                f"({sorted(KEYWORDS)})")
+    return base.replace(marker.kwargs)
+
+
+MARKER_HELP = (
+    "inductor_repro(tol=..., mode=..., inductor_config={...}, ignore_non_float=..., minify=..., "
+    "minify_timeout=..., check_str=..., ...): per-test options of the compile-accuracy check and of "
+    "repro writing/minification; overrides the command line and ini, overridden by keywords passed "
+    "to the compile_accuracy fixture. Generated repro tests carry it too."
+)

@@ -1,0 +1,77 @@
+"""pytester runs of whole suites under --compile-accuracy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+SUITE = """
+import torch
+import pytest
+
+BUG = {bug!r}
+
+
+@pytest.fixture(autouse=True)
+def _inject_bug(monkeypatch):
+    import torch._inductor.config as config
+    if BUG:
+        monkeypatch.setattr(config.cpp, "inject_relu_bug_TESTING_ONLY", BUG)
+
+
+def test_mlp(compile_accuracy):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    out = compile_accuracy(model, torch.randn(4, 8))
+    assert out.shape == (4, 4)
+"""
+
+
+def repro_files(pytester: pytest.Pytester, name: str) -> list[Path]:
+    return sorted((pytester.path / ".compile-accuracy").glob(f"*/{name}"))
+
+
+@pytest.mark.parametrize("bug", ["accuracy", "compile_error", "runtime_error"])
+def test_injected_bug_fails_with_table_and_repro(pytester: pytest.Pytester, bug: str) -> None:
+    pytester.makepyfile(test_model=SUITE.format(bug=bug))
+    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
+    result.assert_outcomes(failed=1)
+    status = {"accuracy": "fail_accuracy", "compile_error": "fail_compile", "runtime_error": "fail_runtime"}[bug]
+    result.stdout.fnmatch_lines([f"*compile accuracy: {status}*", "*repro: *repro.py", "*rerun: python *repro.py"])
+    if bug == "accuracy":
+        result.stdout.fnmatch_lines(["*output*rmse(comp,fp64)*rmse(eager,fp64)*ratio*", "*out*fp64 rmse FAIL*"])
+    (repro,) = repro_files(pytester, "repro.py")
+    run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "REPRODUCED" in run.stdout
+
+
+def test_repro_collects_as_marked_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model=SUITE.format(bug="accuracy"))
+    pytester.runpytest("--compile-accuracy", "--no-compile-minify")
+    (repro,) = repro_files(pytester, "repro.py")
+    result = pytester.runpytest(str(repro), "--strict-markers", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*REPRODUCED*"])
+
+
+@pytest.mark.parametrize("flags", [["--compile-accuracy"], []], ids=["checked", "flag-off"])
+def test_passes_without_bug_or_without_flag(pytester: pytest.Pytester, flags: list[str]) -> None:
+    bug = None if flags else "accuracy"
+    pytester.makepyfile(test_model=SUITE.format(bug=bug))
+    result = pytester.runpytest(*flags)
+    result.assert_outcomes(passed=1)
+    assert repro_files(pytester, "repro.py") == []
+
+
+def test_options_are_documented(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["*--compile-accuracy *", "*--compile-accuracy-dir*", "*--compile-backend*",
+                                 "*--compile-mode*", "*--no-compile-minify*", "*--compile-minify-timeout*"])
+    markers = pytester.runpytest("--markers")
+    markers.stdout.fnmatch_lines(["@pytest.mark.inductor_repro(*"])
