@@ -3,12 +3,13 @@
 Baseline file format
 --------------------
 
-A UTF-8 text file meant to be reviewed in diffs: one row per test id, sorted by test id::
+A UTF-8 text file meant to be reviewed in diffs: one row per test id, sorted by test id, fields
+separated by one tab character (shown as ``<TAB>`` here)::
 
     # pytest-torchcompile baseline v1
-    tests/test_models.py::test_attention[bf16]\tfail_accuracy\thttps://github.com/pytorch/pytorch/issues/12345
-    tests/test_models.py::test_attention[fp32]\tpass
-    tests/test_models.py::test_layer_norm\tflaky\tdepends on thread count
+    tests/test_models.py::test_attention[bf16]<TAB>fail_accuracy<TAB>https://github.com/pytorch/pytorch/issues/12345
+    tests/test_models.py::test_attention[fp32]<TAB>pass
+    tests/test_models.py::test_layer_norm<TAB>flaky<TAB>depends on thread count
 
 Each row is ``<test id><TAB><expected status>[<TAB><note>]``:
 
@@ -21,7 +22,7 @@ Each row is ``<test id><TAB><expected status>[<TAB><note>]``:
 Blank lines and lines starting with ``#`` are ignored. The header line
 ``# pytest-torchcompile baseline v1`` is optional when writing the file by hand; a header naming
 another version is rejected. Surrounding whitespace of each field is ignored, so a trailing space
-after a status is harmless. Loading stops at the first problem with a :class:`BaselineError` that
+after a status is harmless. Loading stops at the first problem with a ``BaselineError`` that
 names the file and line: a row without a tab-separated status, an unknown status, or a test id
 listed twice.
 
@@ -29,23 +30,31 @@ Rewriting the file (``write_baseline``) records this run's status of every test 
 the rows of tests that did not run, keeps every note, and leaves ``flaky`` rows flaky. Comment
 lines other than the header are not preserved: put lasting remarks in a row's note.
 
-What a test's result means against its row (``decide``):
+A test that ran several checks is judged by one status (``test_status``), the first present in
+this order: ``fail_compile``, ``fail_runtime``, ``fail_accuracy``, ``eager_fail``,
+``eager_nondeterministic``, ``no_fp64_reference``, ``pass``. *Failing* below means any status
+other than ``pass`` and ``no_fp64_reference``.
 
-============================  ====================================================  ===========
-baseline row                  this run                                              outcome
-============================  ====================================================  ===========
-pass / no_fp64_reference      pass or no_fp64_reference                             ok
-pass / no_fp64_reference      any failing status                                    new_failure
-failing status S              S                                                     expected_failure
-failing status S              another failing status                                new_failure
-failing status                pass or no_fp64_reference                             improved
-flaky                         anything                                              flaky
-(no row)                      pass or no_fp64_reference                             missing
-(no row)                      any failing status                                    new_failure
-============================  ====================================================  ===========
+What a test's status means against its row (``decide``):
+
+========================  ============================  ================
+baseline row              this run                      outcome
+========================  ============================  ================
+pass, no_fp64_reference   pass, no_fp64_reference       ok
+pass, no_fp64_reference   failing                       new_failure
+failing status S          S                             expected_failure
+failing status S          another failing status        new_failure
+failing status            pass, no_fp64_reference       improved
+flaky                     anything                      flaky
+(no row)                  pass, no_fp64_reference       missing
+(no row)                  failing                       new_failure
+========================  ============================  ================
 
 ``new_failure`` fails the run; ``improved`` fails it only in strict mode (so that the baseline is
 kept tight); the other outcomes never do.
+
+Rows of tests that no longer exist are found by ``unknown_entries``: rows whose test file was
+collected in this run but whose test id was not.
 """
 
 from __future__ import annotations
@@ -244,37 +253,35 @@ def _file_of(test_id: str) -> str:
 
 
 def decide(test_id: str, status: Status, baseline: Baseline, strict: bool) -> Decision:
-    """Judge one test's (aggregated) status against its baseline row; see the module docstring."""
+    """Judge one test's (aggregated) status against its baseline row; see the module docstring.
+    Messages end with the row's note, so an expected failure shows its upstream bug link."""
     entry = baseline.get(test_id)
     if entry is None:
         if is_failing(status):
             return Decision(DecisionKind.NEW_FAILURE, f"{status}, and the test is not in the baseline",
                             status, None, fails_run=True)
-        return Decision(DecisionKind.MISSING, f"{status}; the test is not in the baseline", status, None,
-                        fails_run=False)
+        return Decision(DecisionKind.MISSING, f"{status}; the test is not in the baseline",
+                        status, None, fails_run=False)
     expected = entry.expected
     if not isinstance(expected, Status):
-        return Decision(DecisionKind.FLAKY, f"{status} (marked flaky in the baseline)", status, FLAKY,
-                        fails_run=False)
-    if not is_failing(expected):
+        kind, message, fails_run = DecisionKind.FLAKY, f"{status} (flaky in the baseline)", False
+    elif not is_failing(expected):
         if is_failing(status):
-            return Decision(DecisionKind.NEW_FAILURE, f"{status}, but the baseline expects {expected}",
-                            status, expected, fails_run=True)
-        return Decision(DecisionKind.OK, str(status), status, expected, fails_run=False)
-    if status == expected:
-        return Decision(DecisionKind.EXPECTED_FAILURE, _with_note(f"still {status}, as recorded in the baseline", entry),
-                        status, expected, fails_run=False)
-    if is_failing(status):
-        return Decision(DecisionKind.NEW_FAILURE,
-                        f"{status}, but the baseline expects a different failure: {expected}",
-                        status, expected, fails_run=True)
-    suffix = " (strict: update the baseline)" if strict else ""
-    return Decision(DecisionKind.IMPROVED, f"{status}, the baseline expects {expected}{suffix}",
-                    status, expected, fails_run=strict)
-
-
-def _with_note(message: str, entry: BaselineEntry) -> str:
-    return f"{message} ({entry.note})" if entry.note else message
+            kind, message, fails_run = DecisionKind.NEW_FAILURE, f"{status}, the baseline expects {expected}", True
+        else:
+            kind, message, fails_run = DecisionKind.OK, str(status), False
+    elif status == expected:
+        kind, message, fails_run = DecisionKind.EXPECTED_FAILURE, f"still {status}, as the baseline records", False
+    elif is_failing(status):
+        kind, message, fails_run = (DecisionKind.NEW_FAILURE,
+                                    f"{status}, a different failure than the baseline's {expected}", True)
+    else:
+        # Strict mode fails the run so that a fixed bug cannot silently come back later.
+        advice = " (strict: record it in the baseline)" if strict else ""
+        kind, message, fails_run = DecisionKind.IMPROVED, f"{status}, the baseline expects {expected}{advice}", strict
+    if entry.note:
+        message = f"{message} [{entry.note}]"
+    return Decision(kind, message, status, expected, fails_run)
 
 
 def write_baseline(
@@ -286,7 +293,8 @@ def write_baseline(
     rows flaky. Written atomically: readers see the old file or the new one, never a mix."""
     entries: dict[str, BaselineEntry] = dict(previous.entries) if previous else {}
     for test_id, status in statuses.items():
-        if not test_id or test_id != test_id.strip() or any(c in test_id for c in "\t\r\n"):
+        # Such ids would read back differently: as a comment, trimmed, or split across fields.
+        if not test_id or test_id.startswith("#") or test_id != test_id.strip() or any(c in test_id for c in "\t\r\n"):
             raise BaselineError(f"{path}: test id {test_id!r} cannot be stored in a baseline row")
         old = entries.get(test_id)
         if old is not None and old.is_flaky:

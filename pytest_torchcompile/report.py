@@ -1,7 +1,8 @@
 """Reports of a run's checks: terminal table, JSON file, GitHub step summary, JUnit properties.
 
-Every report lists checks grouped by test id in sorted order, so that reports of runs with
-pytest-xdist (where results arrive in any order) compare cleanly.
+The terminal table and the JSON report list checks grouped by test id in sorted order, so that
+reports of runs with pytest-xdist (where results arrive in any order) compare cleanly; the GitHub
+summary puts failing checks first so that they survive its size cap.
 
 JSON report schema (``schema_version`` 1)
 -----------------------------------------
@@ -11,7 +12,7 @@ The file is strict JSON (no ``NaN``/``Infinity``): a non-finite float is written
 does not).
 
 - ``schema_version`` (int): 1. Raised when a field changes meaning or disappears.
-- ``environment`` (object): as given by the caller, normally :func:`report_environment`:
+- ``environment`` (object): as given by the caller, normally ``report_environment()``:
   ``torch``, ``triton`` (``"not installed"`` when absent), ``python``, ``cpu``, ``cuda_device`` and
   ``cuda`` (only when CUDA is available), ``inductor_config`` (object: Inductor config values that
   differ from their defaults; non-JSON values as their ``repr``).
@@ -92,11 +93,13 @@ def _format_seconds(seconds: float | None) -> str:
 
 
 def shorten(text: str, width: int) -> str:
-    """Cut the middle out of ``text``: a test id's file and its parameters are both worth keeping."""
+    """Cut the middle out of ``text``, keeping more of the end: the test name and parameters tell
+    rows apart, the start of the path still says where the file is."""
     if len(text) <= width:
         return text
-    tail = (width - 1) // 2
-    return f"{text[:width - 1 - tail]}…{text[len(text) - tail:]}"
+    head = width // 3
+    tail = width - 1 - head
+    return f"{text[:head]}…{text[len(text) - tail:]}"
 
 
 def _sorted_by_test(results: Sequence[CaseResult]) -> list[CaseResult]:
@@ -118,22 +121,21 @@ def _kind_counts(decisions: Mapping[str, Decision]) -> dict[str, int]:
     return {str(kind): counted[kind] for kind in DecisionKind}
 
 
-def _nonzero(counts: Mapping[str, int], labels: Mapping[str, str] | None = None) -> str:
-    parts = [f"{n} {labels[name] if labels else name}" for name, n in counts.items() if n]
-    return ", ".join(parts) or "none"
+def _join_counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {name}" for name, n in counts.items() if n) or "none"
 
 
 def status_summary(results: Sequence[CaseResult]) -> str:
     """E.g. ``4 checks in 3 tests: 3 pass, 1 fail_accuracy``."""
     tests = len({result.nodeid for result in results})
     counts = _status_counts([result.status for result in results])
-    return f"{len(results)} checks in {tests} tests: {_nonzero(counts)}"
+    return f"{len(results)} checks in {tests} tests: {_join_counts(counts)}"
 
 
 def baseline_summary(decisions: Mapping[str, Decision]) -> str:
     """E.g. ``1 NEW FAILURE, 1 IMPROVED, 5 ok`` (tests per outcome)."""
-    labels = {str(kind): kind.label for kind in DecisionKind}
-    return _nonzero(_kind_counts(decisions), labels)
+    counts = _kind_counts(decisions)
+    return _join_counts({kind.label: counts[str(kind)] for kind in DecisionKind})
 
 
 # --- terminal -------------------------------------------------------------------------------

@@ -1,0 +1,332 @@
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytest_torchcompile.baseline import Decision, DecisionKind
+from pytest_torchcompile.oracle import LeafResult, Status
+from pytest_torchcompile.report import (
+    ID_WIDTH,
+    SCHEMA_VERSION,
+    append_github_summary,
+    github_summary_markdown,
+    json_report,
+    junit_properties,
+    report_environment,
+    shorten,
+    terminal_lines,
+    write_json_report,
+)
+from pytest_torchcompile.results import CaseResult, MinifyResult
+
+LEAF = LeafResult(
+    path="out[0]", shape=(2, 3), dtype="bfloat16", passed=False, rule="fp64 rmse",
+    rmse_compiled=0.5, rmse_eager=0.01, multiplier=3.0, max_abs_error=1.25, max_error_index=(1, 2),
+)
+MINIFY = MinifyResult(ops_before=12, ops_after=3, seconds=4.25, compiles=17, minimal=True,
+                      path="repros/min_a.py", kernel_path="repros/min_a_kernel.py", note="")
+
+
+def failing_case() -> CaseResult:
+    return CaseResult(
+        nodeid="tests/m.py::test_b[bf16]", status=Status.FAIL_ACCURACY, message="out[0] differs",
+        case_id="graph 0", worst_ratio=50.0, leaves=[LEAF], repro_path="repros/a.py", minify=MINIFY,
+        compile_seconds=2.5, graph="graph 0 (forward)",
+    )
+
+
+def results() -> list[CaseResult]:
+    # Deliberately out of order: xdist delivers results as workers finish.
+    return [
+        failing_case(),
+        CaseResult(nodeid="tests/m.py::test_a", status=Status.PASS, worst_ratio=1.0, compile_seconds=0.25),
+        CaseResult(nodeid="tests/m.py::test_b[bf16]", status=Status.PASS, case_id="graph 1", worst_ratio=math.inf),
+        CaseResult(nodeid="tests/m.py::test_c", status=Status.NO_FP64_REFERENCE, reference="fp32 (cosine)"),
+    ]
+
+
+def decisions() -> dict[str, Decision]:
+    return {
+        "tests/m.py::test_a": Decision(DecisionKind.OK, "pass", Status.PASS, Status.PASS, False),
+        "tests/m.py::test_b[bf16]": Decision(
+            DecisionKind.NEW_FAILURE, "fail_accuracy, the baseline expects pass", Status.FAIL_ACCURACY,
+            Status.PASS, True,
+        ),
+        "tests/m.py::test_c": Decision(
+            DecisionKind.MISSING, "no_fp64_reference; the test is not in the baseline",
+            Status.NO_FP64_REFERENCE, None, False,
+        ),
+    }
+
+
+# --- terminal -------------------------------------------------------------------------------
+
+
+def cells(line: str) -> list[str]:
+    return line.split()
+
+
+def test_terminal_table_rows_sorted_by_test_with_every_column() -> None:
+    lines = terminal_lines(results(), None)
+    assert lines[0].split() == ["test", "case", "status", "worst", "ratio", "repro", "minified", "minify", "compile"]
+    assert cells(lines[1]) == ["tests/m.py::test_a", "-", "pass", "1.00", "-", "-", "-", "0.2", "s"]
+    assert cells(lines[2]) == [
+        "tests/m.py::test_b[bf16]", "graph", "0", "fail_accuracy", "50.00", "repros/a.py", "repros/min_a.py",
+        "12", "->", "3", "ops,", "4.2", "s,", "17", "compiles", "2.5", "s",
+    ]
+    assert cells(lines[3]) == ["tests/m.py::test_b[bf16]", "graph", "1", "pass", "inf", "-", "-", "-", "-"]
+    assert cells(lines[4]) == ["tests/m.py::test_c", "-", "no_fp64_reference", "-", "-", "-", "-", "-"]
+    assert lines[5] == "compile accuracy: 4 checks in 3 tests: 2 pass, 1 fail_accuracy, 1 no_fp64_reference"
+    assert len(lines) == 6
+
+
+def test_terminal_columns_are_aligned() -> None:
+    table = terminal_lines(results(), decisions())[:5]
+    for heading in ("status", "worst ratio", "repro", "baseline"):
+        column = table[0].index(heading)
+        for row in table[1:]:
+            assert row[column - 2:column] == "  " and row[column] != " ", (heading, row)
+
+
+def test_terminal_marks_a_minification_that_ran_out_of_time() -> None:
+    result = failing_case()
+    result.minify = MinifyResult(9, 5, 60.0, 40, minimal=False)
+    assert terminal_lines([result], None)[1].endswith("9 -> 5 ops, 60.0 s, 40 compiles, not minimal  2.5 s")
+
+
+def test_terminal_baseline_column_counts_and_notable_tests() -> None:
+    lines = terminal_lines(results(), decisions())
+    assert lines[0].rstrip().endswith("baseline")
+    assert lines[1].endswith("ok")
+    assert lines[2].endswith("NEW FAILURE")
+    assert lines[4].endswith("missing")
+    assert lines[6:] == [
+        "baseline: 1 ok, 1 NEW FAILURE, 1 missing",
+        "  NEW FAILURE tests/m.py::test_b[bf16]: fail_accuracy, the baseline expects pass",
+        "  missing tests/m.py::test_c: no_fp64_reference; the test is not in the baseline",
+    ]
+
+
+def test_terminal_lists_improved_and_flaky_tests() -> None:
+    flaky = CaseResult(nodeid="t.py::f", status=Status.FAIL_RUNTIME)
+    fixed = CaseResult(nodeid="t.py::g", status=Status.PASS)
+    lines = terminal_lines([flaky, fixed], {
+        "t.py::f": Decision(DecisionKind.FLAKY, "fail_runtime (flaky in the baseline)", Status.FAIL_RUNTIME,
+                            "flaky", False),
+        "t.py::g": Decision(DecisionKind.IMPROVED, "pass, the baseline expects fail_compile", Status.PASS,
+                            Status.FAIL_COMPILE, False),
+    })
+    assert lines[-3:] == [
+        "baseline: 1 IMPROVED, 1 flaky",
+        "  IMPROVED t.py::g: pass, the baseline expects fail_compile",
+        "  flaky t.py::f: fail_runtime (flaky in the baseline)",
+    ]
+
+
+def test_terminal_shortens_long_ids_keeping_both_ends() -> None:
+    nodeid = "tests/models/" + "deep/" * 20 + "test_model.py::test_forward[bfloat16-large-dynamic]"
+    row = terminal_lines([CaseResult(nodeid=nodeid, status=Status.PASS)], None)[1]
+    shown = row.split()[0]
+    assert len(shown) == ID_WIDTH
+    assert shown.startswith("tests/models/deep/")
+    assert shown.endswith("test_forward[bfloat16-large-dynamic]")
+    assert "…" in shown
+
+
+def test_shorten_keeps_short_text_and_cuts_to_width() -> None:
+    assert shorten("abcdef", 6) == "abcdef"
+    assert shorten("abcdefghij", 5) == "a…hij"
+    assert shorten("abcdefghij", 6) == "ab…hij"
+
+
+def test_terminal_nothing_to_report() -> None:
+    assert terminal_lines([], None) == []
+
+
+# --- JSON -----------------------------------------------------------------------------------
+
+
+ENVIRONMENT = {"torch": "2.13.0", "python": "3.11.7", "cpu": "x86_64", "triton": "not installed",
+               "inductor_config": {"fallback_random": True}}
+
+
+def test_json_report_top_level_and_counts() -> None:
+    report = json_report(results(), decisions(), ENVIRONMENT)
+    assert list(report) == ["schema_version", "environment", "counts", "tests"]
+    assert report["schema_version"] == SCHEMA_VERSION == 1
+    assert report["environment"] == ENVIRONMENT
+    assert report["counts"]["checks"] == {
+        "pass": 2, "fail_accuracy": 1, "fail_compile": 0, "fail_runtime": 0, "eager_fail": 0,
+        "eager_nondeterministic": 0, "no_fp64_reference": 1,
+    }
+    assert report["counts"]["tests"] == {
+        "pass": 1, "fail_accuracy": 1, "fail_compile": 0, "fail_runtime": 0, "eager_fail": 0,
+        "eager_nondeterministic": 0, "no_fp64_reference": 1,
+    }
+    assert report["counts"]["baseline"] == {
+        "ok": 1, "expected_failure": 0, "new_failure": 1, "improved": 0, "missing": 1, "flaky": 0,
+    }
+
+
+def test_json_report_tests_are_grouped_sorted_and_aggregated() -> None:
+    report = json_report(results(), decisions(), ENVIRONMENT)
+    tests = report["tests"]
+    assert [t["nodeid"] for t in tests] == ["tests/m.py::test_a", "tests/m.py::test_b[bf16]", "tests/m.py::test_c"]
+    test_b = tests[1]
+    assert test_b["status"] == "fail_accuracy"
+    assert test_b["baseline"] == {
+        "kind": "new_failure", "message": "fail_accuracy, the baseline expects pass", "expected": "pass",
+        "fails_run": True,
+    }
+    assert tests[2]["baseline"]["expected"] is None
+    assert [check["case_id"] for check in test_b["checks"]] == ["graph 0", "graph 1"]
+
+
+def test_json_report_check_has_every_case_result_field() -> None:
+    check = json_report(results(), None, ENVIRONMENT)["tests"][1]["checks"][0]
+    assert check == {
+        "nodeid": "tests/m.py::test_b[bf16]",
+        "status": "fail_accuracy",
+        "message": "out[0] differs",
+        "case_id": "graph 0",
+        "reference": "fp64",
+        "worst_ratio": 50.0,
+        "leaves": [{
+            "path": "out[0]", "shape": [2, 3], "dtype": "bfloat16", "passed": False, "rule": "fp64 rmse",
+            "rmse_compiled": 0.5, "rmse_eager": 0.01, "multiplier": 3.0, "max_abs_error": 1.25,
+            "max_error_index": [1, 2], "detail": "",
+        }],
+        "repro_path": "repros/a.py",
+        "minify": {
+            "ops_before": 12, "ops_after": 3, "seconds": 4.25, "compiles": 17, "minimal": True,
+            "path": "repros/min_a.py", "kernel_path": "repros/min_a_kernel.py", "note": "",
+        },
+        "compile_seconds": 2.5,
+        "graph": "graph 0 (forward)",
+    }
+    assert CaseResult.from_dict(check) == failing_case()
+
+
+def test_json_report_without_baseline_and_with_non_finite_floats() -> None:
+    nan_leaf = LeafResult("out", (1,), "float32", False, "fp64 rmse", rmse_compiled=math.nan, rmse_eager=0.0,
+                          max_abs_error=-math.inf)
+    result = CaseResult(nodeid="t.py::n", status=Status.FAIL_ACCURACY, worst_ratio=math.inf, leaves=[nan_leaf])
+    report = json_report([result], None, {})
+    assert report["counts"]["baseline"] is None
+    assert report["tests"][0]["baseline"] is None
+    check = report["tests"][0]["checks"][0]
+    assert check["worst_ratio"] == "inf"
+    assert check["leaves"][0]["rmse_compiled"] == "nan"
+    assert check["leaves"][0]["max_abs_error"] == "-inf"
+    json.dumps(report, allow_nan=False)
+
+
+def test_write_json_report_is_strict_json_equal_to_the_report(tmp_path: Path) -> None:
+    path = tmp_path / "out" / "report.json"
+    write_json_report(path, results(), decisions(), ENVIRONMENT)
+    text = path.read_text(encoding="utf-8")
+    assert "Infinity" not in text
+    assert json.loads(text) == json_report(results(), decisions(), ENVIRONMENT)
+    assert [p.name for p in path.parent.iterdir()] == ["report.json"]
+
+
+def test_report_environment_names_versions_and_inductor_config() -> None:
+    environment = report_environment()
+    assert environment["torch"] == torch.__version__
+    assert {"python", "triton", "cpu"} <= environment.keys()
+    assert isinstance(environment["inductor_config"], dict)
+
+
+# --- GitHub summary -------------------------------------------------------------------------
+
+
+def table_rows(markdown: str) -> list[str]:
+    return [line for line in markdown.splitlines() if line.startswith("| `")]
+
+
+def test_github_summary_counts_and_rows_failing_first() -> None:
+    markdown = github_summary_markdown(results(), decisions())
+    assert markdown.startswith(
+        "### pytest-torchcompile\n\n"
+        "**Compile accuracy:** 4 checks in 3 tests: 2 pass, 1 fail_accuracy, 1 no_fp64_reference\n\n"
+        "**Baseline:** 1 ok, 1 NEW FAILURE, 1 missing\n\n"
+        "| test | case | status | worst ratio | baseline | repro | minified | minify |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+    )
+    rows = table_rows(markdown)
+    assert rows == [
+        "| `tests/m.py::test_b[bf16]` | graph 0 | fail_accuracy | 50.00 | NEW FAILURE | `repros/a.py` | "
+        "`repros/min_a.py` | 12 -> 3 ops, 4.2 s, 17 compiles |",
+        "| `tests/m.py::test_b[bf16]` | graph 1 | pass | inf | NEW FAILURE | - | - | - |",
+        "| `tests/m.py::test_a` | - | pass | 1.00 | ok | - | - | - |",
+        "| `tests/m.py::test_c` | - | no_fp64_reference | - | missing | - | - | - |",
+    ]
+    assert markdown.endswith("|\n")
+
+
+def test_github_summary_without_baseline_puts_failing_checks_first() -> None:
+    markdown = github_summary_markdown(results(), None)
+    assert "**Baseline:**" not in markdown
+    rows = table_rows(markdown)
+    assert rows[0].startswith("| `tests/m.py::test_b[bf16]` | graph 0 | fail_accuracy |")
+    assert rows[1].startswith("| `tests/m.py::test_a` |")
+
+
+def test_github_summary_escapes_pipes_and_newlines() -> None:
+    result = CaseResult(nodeid="t.py::test[a|b]", status=Status.PASS, case_id="x\ny")
+    assert table_rows(github_summary_markdown([result], None)) == ["| `t.py::test[a\\|b]` | x y | pass | - | - | - | - | - |"]
+
+
+def test_github_summary_is_capped_with_a_count_of_rows_left_out() -> None:
+    many = [CaseResult(nodeid=f"tests/t.py::test_{i:04d}[é]", status=Status.PASS) for i in range(500)]
+    markdown = github_summary_markdown(many, None, max_bytes=4_000)
+    assert len(markdown.encode("utf-8")) <= 4_000
+    rows = table_rows(markdown)
+    assert 10 < len(rows) < 500
+    assert markdown.endswith(f"|\n\n… {500 - len(rows)} more rows\n")
+    assert rows[-1].startswith(f"| `tests/t.py::test_{len(rows) - 1:04d}[é]`")
+
+
+def test_github_summary_under_the_cap_is_complete() -> None:
+    markdown = github_summary_markdown(results(), None, max_bytes=len(github_summary_markdown(results(), None)))
+    assert "more rows" not in markdown
+    assert len(table_rows(markdown)) == 4
+
+
+def test_github_summary_cap_too_small_for_the_header() -> None:
+    with pytest.raises(ValueError, match="max_bytes=100"):
+        github_summary_markdown(results(), None, max_bytes=100)
+
+
+def test_append_github_summary_keeps_earlier_sections(tmp_path: Path) -> None:
+    path = tmp_path / "summary.md"
+    path.write_text("## earlier step\n", encoding="utf-8")
+    append_github_summary(path, results(), None)
+    assert path.read_text(encoding="utf-8") == "## earlier step\n" + github_summary_markdown(results(), None)
+
+
+# --- JUnit ----------------------------------------------------------------------------------
+
+
+def test_junit_properties_of_a_failing_check() -> None:
+    assert junit_properties(failing_case()) == [
+        ("torchcompile_case", "graph 0"),
+        ("torchcompile_status", "fail_accuracy"),
+        ("torchcompile_worst_ratio", "50.00"),
+        ("torchcompile_repro", "repros/a.py"),
+        ("torchcompile_minified", "repros/min_a.py"),
+        ("torchcompile_reference", "fp64"),
+    ]
+
+
+def test_junit_properties_leave_out_what_is_absent() -> None:
+    result = CaseResult(nodeid="t.py::a", status=Status.NO_FP64_REFERENCE, reference="fp32 (cosine)",
+                        minify=MinifyResult(5, 5, 1.0, 2, minimal=True, path=None))
+    assert junit_properties(result) == [
+        ("torchcompile_status", "no_fp64_reference"),
+        ("torchcompile_reference", "fp32 (cosine)"),
+    ]
