@@ -78,11 +78,16 @@ class CompileAccuracy:
         overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in settings.KEYWORDS}
         return self.check(fn, args, kwargs, **overrides)
 
+    def settings(self, **overrides: Any) -> settings.CheckSettings:
+        """The settings a check in this test would use, with ``overrides`` applied."""
+        marker = self._request.node.get_closest_marker("inductor_repro")
+        return self._state.settings_for(marker, overrides)
+
     def check(self, fn: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None,
               **overrides: Any) -> Any:
-        node = self._request.node
-        resolved = self._state.settings_for(node.get_closest_marker("inductor_repro"), overrides)
-        return self._state.check(node.nodeid, fn, args, kwargs or {}, resolved, self._record_property)
+        resolved = self.settings(**overrides)
+        return self._state.check(self._request.node.nodeid, fn, args, kwargs or {}, resolved,
+                                 self._record_property)
 
 
 @pytest.fixture

@@ -75,3 +75,68 @@ def test_options_are_documented(pytester: pytest.Pytester) -> None:
                                  "*--compile-mode*", "*--no-compile-minify*", "*--compile-minify-timeout*"])
     markers = pytester.runpytest("--markers")
     markers.stdout.fnmatch_lines(["@pytest.mark.inductor_repro(*"])
+
+
+def test_eager_exception_errors_the_test_with_its_own_traceback(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model="""
+        import torch
+
+        def broken(x):
+            raise ValueError("shape bug in the model")
+
+        def test_broken(compile_accuracy):
+            compile_accuracy(broken, torch.randn(2))
+    """)
+    result = pytester.runpytest("--compile-accuracy")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ValueError: shape bug in the model*"])
+    result.stdout.no_fnmatch_line("*fail_accuracy*")
+
+
+def test_option_precedence_call_over_marker_over_cli_over_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ncompile_accuracy_tol = 0.1\ncompile_mode = max-autotune\n")
+    pytester.makepyfile(test_model="""
+        import pytest
+
+        def test_ini_and_cli(compile_accuracy):
+            assert compile_accuracy.settings().tol == 0.2
+            assert compile_accuracy.settings().mode == "max-autotune"
+
+        @pytest.mark.inductor_repro(tol=0.3, ignore_non_float=True)
+        def test_marker(compile_accuracy):
+            assert compile_accuracy.settings().tol == 0.3
+            assert compile_accuracy.settings(tol=0.4).tol == 0.4
+            assert compile_accuracy.settings().ignore_non_float
+
+        def test_unknown_keyword(compile_accuracy):
+            with pytest.raises(pytest.UsageError, match="unknown compile-accuracy option"):
+                compile_accuracy.settings(tolerance=1)
+    """)
+    result = pytester.runpytest("--compile-accuracy-tol", "0.2")
+    result.assert_outcomes(passed=3)
+
+
+def test_repro_keeps_buffers_and_constants(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model="""
+        import pytest, torch
+
+        class WithConstants(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("scale", torch.linspace(0.5, 2.0, 64).reshape(8, 8))
+
+            def forward(self, x):
+                offset = torch.tensor([0.25, -0.5, 1.0, 0.0, 0.5, -1.0, 2.0, 0.125])
+                return torch.relu(x @ self.scale + offset)
+
+        @pytest.mark.inductor_repro(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
+        def test_constants(compile_accuracy):
+            compile_accuracy(WithConstants(), torch.randn(4, 8))
+    """)
+    pytester.runpytest("--compile-accuracy", "--no-compile-minify").assert_outcomes(failed=1)
+    (repro,) = repro_files(pytester, "repro.py")
+    source = repro.read_text()
+    assert "0.25, -0.5, 1.0, 0.0, 0.5, -1.0, 2.0, 0.125" in source
+    assert list((repro.parent / "tensors").glob("*.pt")), "the 64-element buffer goes to a tensor file"
+    run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stdout + run.stderr

@@ -1,0 +1,138 @@
+"""check_model on small models: real Inductor compiles on the CPU."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+
+from pytest_torchcompile.check import CheckOptions, EagerRunError, check_model
+from pytest_torchcompile.oracle import Status
+
+RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
+Heads = collections.namedtuple("Heads", ["logits", "labels"])
+
+
+class Nested(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple:
+        logits = self.linear(x).relu()
+        return logits.sum(), [Heads(logits, logits.argmax(-1))], {"mask": logits > 0, "nan": torch.log(x - 10)}
+
+
+def test_nested_int_bool_and_nan_outputs_pass() -> None:
+    torch.manual_seed(0)
+    outcome = check_model(Nested().eval(), (torch.randn(4, 8),))
+    assert outcome.status is Status.PASS, outcome.message
+    paths = [leaf.path for leaf in outcome.comparison.leaves]
+    assert paths == ["out[0]", "out[1][0].logits", "out[1][0].labels", "out[2]['mask']", "out[2]['nan']"]
+
+
+def test_relu_bug_is_caught_on_nested_outputs() -> None:
+    torch.manual_seed(0)
+    outcome = check_model(Nested().eval(), (torch.randn(4, 8),), options=CheckOptions(inductor_config=RELU_BUG))
+    assert outcome.status is Status.FAIL_ACCURACY
+    failing = {leaf.path for leaf in outcome.comparison.failing}
+    assert "out[1][0].logits" in failing
+    assert outcome.failing_graphs and outcome.failing_graphs[0].runtime_inputs is not None
+
+
+def test_fp16_upcast_in_compiled_code_is_not_a_failure() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x - torch.tensor(655, dtype=torch.float16) * 100
+
+    outcome = check_model(fn, (torch.tensor([65500.0] * 4, dtype=torch.float16),))
+    assert outcome.status is Status.PASS, outcome.message
+
+
+def test_dropout_in_train_mode_is_eager_nondeterministic() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5)).train()
+    outcome = check_model(model, (torch.randn(16, 8),))
+    assert outcome.status is Status.EAGER_NONDETERMINISTIC
+    assert "eager disagrees with itself" in outcome.message
+
+
+def test_in_place_mutation_of_input_is_checked_and_caller_tensor_untouched() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2).relu_()
+        return x.sum(0)
+
+    x = torch.randn(4, 8)
+    before = x.clone()
+    outcome = check_model(fn, (x,))
+    assert outcome.status is Status.PASS, outcome.message
+    assert torch.equal(x, before)
+    assert "args[0] (mutated in place)" in [leaf.path for leaf in outcome.comparison.leaves]
+    broken = check_model(fn, (x,), options=CheckOptions(inductor_config=RELU_BUG))
+    assert broken.status is Status.FAIL_ACCURACY
+    assert "args[0] (mutated in place)" in [leaf.path for leaf in broken.comparison.failing]
+
+
+class Float32Only(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != torch.float32:
+            raise TypeError("this model only supports float32")
+        return self.linear(x).tanh()
+
+
+def test_model_that_cannot_run_in_fp64_gets_labelled_weaker_check() -> None:
+    outcome = check_model(Float32Only(), (torch.randn(4, 8),))
+    assert outcome.status is Status.NO_FP64_REFERENCE
+    assert outcome.passed
+    assert "cannot run in fp64" in outcome.reference
+    assert all("cosine" in leaf.rule or leaf.rule == "allclose" for leaf in outcome.comparison.leaves)
+
+
+class WithBuffers(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = torch.nn.BatchNorm1d(8)
+        self.register_buffer("scale", torch.linspace(0.5, 2.0, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        offset = torch.tensor([0.25, -0.5, 1.0, 0.0, 0.5, -1.0, 2.0, 0.125])
+        return torch.relu(self.bn(x) * self.scale + offset)
+
+
+def test_buffers_and_constants_train_mode_model_untouched() -> None:
+    model = WithBuffers().train()
+    running_mean = model.bn.running_mean.clone()
+    outcome = check_model(model, (torch.randn(16, 8),))
+    assert outcome.status is Status.PASS, outcome.message
+    assert torch.equal(model.bn.running_mean, running_mean)
+    broken = check_model(model, (torch.randn(16, 8),), options=CheckOptions(inductor_config=RELU_BUG))
+    assert broken.status is Status.FAIL_ACCURACY
+
+
+def test_dtype_inside_model_is_widened_for_the_reference() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return (x.float() * 3).to(torch.float16).float() + torch.ones(x.shape, dtype=torch.float32)
+
+    outcome = check_model(fn, (torch.randn(64, 64),))
+    assert outcome.status is Status.PASS, outcome.message
+
+
+def test_eager_exception_is_an_error_of_the_test() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("broken model")
+
+    with pytest.raises(EagerRunError, match="broken model"):
+        check_model(fn, (torch.randn(2),))
+
+
+@pytest.mark.parametrize(("bug", "status"), [("compile_error", Status.FAIL_COMPILE),
+                                             ("runtime_error", Status.FAIL_RUNTIME)])
+def test_compiler_errors_have_their_own_statuses(bug: str, status: Status) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    outcome = check_model(model, (torch.randn(2, 4),),
+                          options=CheckOptions(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": bug}))
+    assert outcome.status is status
+    assert outcome.failing_graphs

@@ -1,0 +1,140 @@
+"""The fp64 rule, leaf by leaf, without compiling anything."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+
+import torch
+
+from pytest_torchcompile.oracle import (
+    compare_outputs,
+    compare_tensor,
+    flatten_outputs,
+    format_table,
+    outputs_agree,
+    rmse_multiplier,
+)
+
+
+def test_fp16_compiled_closer_to_fp64_than_eager_passes() -> None:
+    x = torch.tensor([65500.0], dtype=torch.float16)
+    eager = x - torch.tensor(655, dtype=torch.float16) * 100
+    compiled = (x.float() - 655.0 * 100).half()  # Inductor computes in fp32 and rounds once
+    fp64 = x.double() - 655.0 * 100
+    assert not torch.allclose(compiled, eager, atol=1e-4, rtol=1e-4)
+    leaf = compare_tensor("out", compiled, eager, fp64, tol=1e-4)
+    assert leaf.passed, leaf
+    assert leaf.rule == "fp64 rmse"
+    assert leaf.rmse_compiled == 0.0
+    assert leaf.rmse_eager is not None and leaf.rmse_eager > 1.0
+
+
+def test_compiled_error_beyond_multiplier_fails_and_reports_worst_element() -> None:
+    torch.manual_seed(0)
+    fp64 = torch.randn(64, 64, dtype=torch.float64)
+    eager = fp64.float()
+    compiled = eager.clone()
+    compiled[3, 7] += 0.5
+    leaf = compare_tensor("out", compiled, eager, fp64, tol=1e-4)
+    assert not leaf.passed
+    assert leaf.max_error_index == (3, 7)
+    assert leaf.max_abs_error is not None and math.isclose(leaf.max_abs_error, 0.5, rel_tol=1e-3)
+    assert leaf.ratio is not None and leaf.ratio > 100
+
+
+def test_multiplier_follows_dtype_and_size() -> None:
+    assert rmse_multiplier(torch.float32, 4096, (64, 64), 1e-4) == 2.0
+    assert rmse_multiplier(torch.float16, 4096, (64, 64), 1e-4) == 3.0
+    assert rmse_multiplier(torch.bfloat16, 4096, (64, 64), 1e-4) == 3.0
+    assert rmse_multiplier(torch.float32, 999, (999,), 1e-4) == 3.0
+    assert rmse_multiplier(torch.float32, 4096, (4096, 1, 1, 1), 1e-4) == 3.0
+
+
+def test_error_within_multiplier_of_eager_passes() -> None:
+    torch.manual_seed(1)
+    fp64 = torch.randn(4096, dtype=torch.float64)
+    noise = torch.randn(4096, dtype=torch.float64) * 1e-3
+    eager = (fp64 + noise).float()
+    compiled = (fp64 - 1.5 * noise).float()
+    assert compare_tensor("out", compiled, eager, fp64, tol=1e-5).passed
+    too_far = (fp64 - 2.5 * noise).float()
+    assert not compare_tensor("out", too_far, eager, fp64, tol=1e-5).passed
+
+
+def test_nonfinite_pattern_mismatch_fails_matching_pattern_passes() -> None:
+    eager = torch.tensor([1.0, float("nan"), float("inf"), 2.0])
+    same = eager.clone()
+    assert compare_tensor("out", same, eager, eager.double(), 1e-4).passed
+    moved = torch.tensor([float("nan"), 1.0, float("inf"), 2.0])
+    leaf = compare_tensor("out", moved, eager, eager.double(), 1e-4)
+    assert not leaf.passed and leaf.rule == "non-finite pattern"
+    flipped = torch.tensor([1.0, float("nan"), float("-inf"), 2.0])
+    assert not compare_tensor("out", flipped, eager, eager.double(), 1e-4).passed
+
+
+def test_integer_and_bool_outputs_are_exact_unless_ignored() -> None:
+    eager = torch.tensor([1, 2, 3])
+    assert compare_tensor("out", eager.clone(), eager, None, 1e-4).passed
+    wrong = torch.tensor([1, 2, 4])
+    leaf = compare_tensor("out", wrong, eager, None, 1e-4)
+    assert not leaf.passed and leaf.rule == "exact" and "1 of 3" in leaf.detail
+    assert compare_tensor("out", wrong, eager, None, 1e-4, check_non_float=False).passed
+    mask = torch.tensor([True, False])
+    assert not compare_tensor("out", ~mask, mask, None, 1e-4).passed
+
+
+def test_shape_or_dtype_mismatch_fails() -> None:
+    eager = torch.zeros(2, 3)
+    assert not compare_tensor("out", torch.zeros(3, 2), eager, eager.double(), 1e-4).passed
+    assert not compare_tensor("out", torch.zeros(2, 3, dtype=torch.float64), eager, eager.double(), 1e-4).passed
+
+
+def test_cosine_check_without_fp64_reference() -> None:
+    torch.manual_seed(2)
+    eager = torch.randn(256)
+    close = eager + 1e-3 * torch.randn(256)
+    leaf = compare_tensor("out", close, eager, None, 1e-5)
+    assert leaf.passed and "cosine" in leaf.rule
+    assert not compare_tensor("out", -eager, eager, None, 1e-5).passed
+
+
+Pair = collections.namedtuple("Pair", ["first", "second"])
+
+
+@dataclasses.dataclass
+class Output:
+    logits: torch.Tensor
+    extras: dict
+
+
+def test_nested_paths() -> None:
+    value = (torch.zeros(1), [Pair(torch.ones(1), {"logits": torch.ones(2)})], Output(torch.ones(3), {"k": 1}))
+    paths = [path for path, _ in flatten_outputs(value)]
+    assert paths == [
+        "out[0]", "out[1][0].first", "out[1][0].second['logits']", "out[2].logits", "out[2].extras['k']",
+    ]
+
+
+def test_compare_outputs_names_failing_leaf_in_table() -> None:
+    eager = {"logits": torch.ones(4, 4), "aux": (torch.zeros(2),)}
+    compiled = {"logits": torch.ones(4, 4) * 2, "aux": (torch.zeros(2),)}
+    reference = {"logits": torch.ones(4, 4, dtype=torch.float64), "aux": (torch.zeros(2, dtype=torch.float64),)}
+    comparison = compare_outputs(compiled, eager, reference)
+    assert not comparison.passed
+    assert [leaf.path for leaf in comparison.failing] == ["out['logits']"]
+    table = format_table(comparison.leaves)
+    assert "out['logits']" in table and "FAIL" in table and "4x4" in table
+
+
+def test_structure_difference_is_a_failure() -> None:
+    comparison = compare_outputs((torch.ones(1),), (torch.ones(1), torch.ones(1)), None)
+    assert not comparison.passed and comparison.structure_error
+
+
+def test_outputs_agree_uses_tolerance_for_floats_only() -> None:
+    a = (torch.ones(3), torch.tensor([1, 2]))
+    assert outputs_agree(a, (torch.ones(3) + 1e-7, torch.tensor([1, 2])), 1e-4)
+    assert not outputs_agree(a, (torch.ones(3) + 1e-2, torch.tensor([1, 2])), 1e-4)
+    assert not outputs_agree(a, (torch.ones(3), torch.tensor([1, 3])), 1e-4)
