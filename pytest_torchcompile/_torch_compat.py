@@ -150,9 +150,11 @@ def inductor_config_diff() -> dict[str, Any]:
     """Inductor config values that differ from their defaults, JSON-friendly (repr for others)."""
     import torch._inductor.config as inductor_config_module
 
+    # Private on the config module and absent from its type stubs.
+    is_default: Callable[[str], bool] = getattr(inductor_config_module, "_is_default")  # noqa: B009
     diff: dict[str, Any] = {}
     for name, value in inductor_config_module.get_config_copy().items():
-        if inductor_config_module._is_default(name):
+        if is_default(name):
             continue
         diff[name] = value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
     return diff
