@@ -20,8 +20,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", settings.MARKER_HELP)
     config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped when none is visible")
-    enabled = bool(settings.option_value(config, settings.OPTIONS[0]))
-    directory = settings.option_value(config, settings.OPTIONS[1])
+    enabled = bool(settings.option_value(config, settings.option("compile-accuracy")))
+    directory = settings.option_value(config, settings.option("compile-accuracy-dir"))
     root = Path(directory) if directory else Path(config.rootpath) / ".compile-accuracy"
     if not root.is_absolute():
         root = Path(config.rootpath) / root
@@ -34,6 +34,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
         if not torch.cuda.is_available():
             pytest.skip("needs a CUDA device")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    state = item.config.stash[SESSION_KEY]
+    marker = item.get_closest_marker("inductor_repro")
+    scope = settings.option_value(item.config, settings.option("compile-accuracy-scope"))
+    if scope == "marked" and marker is None:
+        return (yield)
+    with state.watch_graphs(item.nodeid, state.settings_for(marker, {})):
+        return (yield)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,10 @@ from typing import Any
 import pytest
 import torch
 
+from . import _torch_compat
 from .capture import CapturedGraph
 from .check import CheckOutcome, EagerRunError, check_model
+from .graphcheck import GraphChecker, GraphFailure
 from .oracle import Status, format_table
 from .repro import ReproCase, slugify, unique_case_dir, write_repro
 from .results import CaseResult, MinifyResult
@@ -78,10 +81,9 @@ class AccuracySession:
         )
         if outcome.status.is_compiler_failure and outcome.failing_graphs:
             graph = outcome.failing_graphs[0]
-            result.graph = graph.label
-            result.case_id, result.repro_path = self._write_repro(nodeid, outcome, graph, settings)
-            if settings.minify and settings.backend == "inductor":
-                self.minify_jobs.append(MinifyJob(result.case_id, nodeid, result.repro_path, settings.minify_timeout))
+            others = len(outcome.failing_graphs) - 1
+            notes = [f"{others} other graph(s) of this check also deviate"] if others else []
+            self._record_failing_graph(result, graph, graph.runtime_inputs, settings, notes)
         self.results.append(result)
         if record_property is not None:
             for name, value in junit_fields(result):
@@ -91,28 +93,61 @@ class AccuracySession:
         pytest.fail(failure_message(result, outcome), pytrace=False)
 
     def _write_repro(
-        self, nodeid: str, outcome: CheckOutcome, graph: CapturedGraph, settings: CheckSettings,
+        self, nodeid: str, graph: CapturedGraph, inputs: list[Any] | None, status: Status, message: str,
+        settings: CheckSettings, notes: list[str],
     ) -> tuple[str, str]:
-        kind = FAILURE_KINDS[outcome.status]
+        kind = FAILURE_KINDS[status]
         error = graph.compile_error or graph.runtime_error
-        inputs = graph.runtime_inputs
-        notes = [f"{len(outcome.failing_graphs) - 1} other graph(s) of this check also deviate"] \
-            if len(outcome.failing_graphs) > 1 else []
         if inputs is None:
             inputs = graph.synthesized_inputs(settings.seed)
-            notes.append("inputs are random values of the traced shapes: the graph failed before it ran")
+            notes = [*notes, "inputs are random values of the traced shapes: the graph failed before it ran"]
         case = ReproCase(
             gm=graph.gm, inputs=inputs, kind=kind, title=f"{nodeid} :: {graph.label}", tol=settings.tol,
             check_non_float=not settings.ignore_non_float,
             expected_error=error_signature(error) if error is not None and kind != ACCURACY else None,
             error_pattern=settings.check_str, config_source=graph.config_source,
             grad_enabled=graph.kind != "inference" and torch.is_grad_enabled(),
-            symbolic_sizes=graph.symbolic_sizes, status_line=f"{outcome.status}: {outcome.message}",
-            notes=notes,
+            symbolic_sizes=graph.symbolic_sizes, status_line=f"{status}: {message}", notes=notes,
         )
         directory = unique_case_dir(self.repro_root, slugify(nodeid))
         path = write_repro(case, directory / "repro.py")
         return directory.name, str(path)
+
+    def _record_failing_graph(
+        self, result: CaseResult, graph: CapturedGraph, inputs: list[Any] | None, settings: CheckSettings,
+        notes: list[str],
+    ) -> None:
+        result.graph = graph.label
+        result.case_id, result.repro_path = self._write_repro(
+            result.nodeid, graph, inputs, result.status, result.message, settings, notes)
+        if settings.minify and settings.backend == "inductor":
+            self.minify_jobs.append(
+                MinifyJob(result.case_id, result.nodeid, result.repro_path, settings.minify_timeout))
+
+    @contextlib.contextmanager
+    def watch_graphs(self, nodeid: str, settings: CheckSettings) -> Iterator[None]:
+        """Check every graph Inductor compiles while the block runs (plain ``torch.compile``
+        calls of the test); fail the test, with a repro per failing graph, if any deviates."""
+        if not self.enabled:
+            yield
+            return
+        checker = GraphChecker(settings.tol, not settings.ignore_non_float)
+        # Code compiled by an earlier test would be reused without reaching the capture hook.
+        _torch_compat.reset()
+        with _torch_compat.inductor_config(settings.inductor_config), checker.watching():
+            try:
+                yield
+            finally:
+                failures = checker.failures + checker.error_failures()
+                for failure in failures:
+                    result = CaseResult(nodeid, failure.status, failure.message,
+                                        worst_ratio=max((leaf.ratio for leaf in failure.leaves
+                                                         if leaf.ratio is not None), default=None),
+                                        leaves=failure.leaves)
+                    self._record_failing_graph(result, failure.graph, failure.inputs, settings, [])
+                    self.results.append(result)
+        if failures:
+            pytest.fail(graph_failures_message(self.results[-len(failures):], failures), pytrace=False)
 
     def record_minified(self, case_id: str, result: MinifyResult) -> None:
         for case in self.results:
@@ -146,4 +181,16 @@ def failure_message(result: CaseResult, outcome: CheckOutcome) -> str:
     elif result.status.is_compiler_failure:
         lines.append("no repro: no graph reached Inductor" if not outcome.graphs
                      else "no repro: the failing graph could not be identified")
+    return "\n".join(lines)
+
+
+def graph_failures_message(results: list[CaseResult], failures: list[GraphFailure]) -> str:
+    lines = [f"compile accuracy: {len(failures)} graph(s) compiled by this test fail"]
+    for result, failure in zip(results, failures, strict=True):
+        lines.append(f"{result.status}: {failure.message}")
+        if failure.leaves:
+            lines.append(format_table(failure.leaves))
+        if result.repro_path:
+            lines.append(f"repro: {result.repro_path}")
+            lines.append(f"rerun: python {relative(result.repro_path)}")
     return "\n".join(lines)

@@ -60,6 +60,12 @@ def _bool(text: str | bool) -> bool:
     raise pytest.UsageError(f"expected a boolean, got {text!r}")
 
 
+def _scope(text: str) -> str:
+    if text not in ("all", "marked"):
+        raise pytest.UsageError(f"--compile-accuracy-scope must be 'all' or 'marked', got {text!r}")
+    return text
+
+
 def _mode(text: str) -> str | None:
     return None if text in ("", "default") else text
 
@@ -96,6 +102,8 @@ OPTIONS: tuple[Option, ...] = (
            "inductor", setting="backend", metavar="NAME"),
     Option("compile-mode", "torch.compile mode: default, reduce-overhead, max-autotune, "
            "max-autotune-no-cudagraphs", "default", _mode, setting="mode", metavar="MODE"),
+    Option("compile-accuracy-scope", "which tests get their plain torch.compile calls checked graph by "
+           "graph: 'all', or 'marked' (only tests marked inductor_repro)", "all", _scope, metavar="SCOPE"),
     Option("compile-accuracy-tol", "tolerance of the allclose shortcut and the fp64 rule's "
            "additive slack (tol/10)", DEFAULT_TOLERANCE, float, setting="tol", metavar="TOL"),
     Option("compile-minify", "minify every failing case into minified.py (default on; "
@@ -104,6 +112,10 @@ OPTIONS: tuple[Option, ...] = (
            "result so far is kept, labelled not minimal", 300.0, float, setting="minify_timeout",
            metavar="SECONDS"),
 )
+
+
+def option(name: str) -> Option:
+    return next(o for o in OPTIONS if o.name == name)
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -1,0 +1,86 @@
+"""Check the graphs of plain ``torch.compile`` calls a test makes, without changing the test.
+
+While a test runs, every graph Inductor compiles is captured; each call of a captured graph is
+judged on its real inputs against the same graph run eagerly in its own dtype and in fp64. Graph
+breaks are fine: each graph is judged on its own, and the report names it (index, code location).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import _torch_compat
+from .capture import CapturedGraph, GraphCapture
+from .check import graph_has_random_ops
+from .oracle import LeafResult, Status, compare_tensor
+from .standalone import reference_outputs
+
+
+@dataclass
+class GraphFailure:
+    graph: CapturedGraph
+    inputs: list[Any]
+    status: Status
+    message: str
+    leaves: list[LeafResult] = field(default_factory=list)
+
+
+def _signature(inputs: list[Any]) -> tuple[Any, ...]:
+    return tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else v for v in inputs)
+
+
+class GraphChecker:
+    """Judges each (graph, input shapes) pair once; collects failures for the running test."""
+
+    def __init__(self, tol: float, check_non_float: bool) -> None:
+        self.tol = tol
+        self.check_non_float = check_non_float
+        self.capture = GraphCapture(observer=self._observe)
+        self.failures: list[GraphFailure] = []
+        self.unchecked: list[str] = []
+        self._judged: set[tuple[int, tuple[Any, ...]]] = set()
+
+    def _observe(self, graph: CapturedGraph, inputs: list[Any], outputs: Any) -> None:
+        key = (graph.index, _signature(inputs))
+        if key in self._judged:
+            return
+        self._judged.add(key)
+        if graph_has_random_ops(graph.gm):
+            self.unchecked.append(f"{graph.label}: draws random numbers (Inductor's RNG differs from eager)")
+            return
+        eager, fp64 = reference_outputs(graph.gm, inputs)
+        leaves = [
+            compare_tensor(f"{graph.kind}_out[{index}]", result, expected,
+                           fp64[index] if fp64 is not None else None, self.tol, self.check_non_float)
+            for index, (result, expected) in enumerate(zip(outputs, eager, strict=True))
+            if isinstance(expected, torch.Tensor) and isinstance(result, torch.Tensor)
+        ]
+        failing = [leaf for leaf in leaves if not leaf.passed]
+        if failing:
+            self.failures.append(GraphFailure(
+                graph, inputs, Status.FAIL_ACCURACY,
+                f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule",
+                leaves,
+            ))
+
+    def error_failures(self) -> list[GraphFailure]:
+        """Graphs that failed to compile or whose compiled code raised."""
+        failures = []
+        for graph in self.capture.graphs:
+            if graph.compile_error is not None:
+                failures.append(GraphFailure(graph, graph.synthesized_inputs(), Status.FAIL_COMPILE,
+                                             f"Inductor failed to compile {graph.label}"))
+            elif graph.runtime_error is not None and graph.runtime_inputs is not None:
+                failures.append(GraphFailure(graph, graph.runtime_inputs, Status.FAIL_RUNTIME,
+                                             f"compiled code raised in {graph.label}"))
+        return failures
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        with _torch_compat.intercept_inductor(self.capture.hook):
+            yield
