@@ -1,0 +1,61 @@
+"""The Triton path on a CUDA device: skipped cleanly where no GPU is visible."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+SUITE = """
+import pytest, torch
+
+BUG = {{"triton.inject_relu_bug_TESTING_ONLY": {bug!r}}}
+
+
+@pytest.mark.inductor_repro(inductor_config=BUG)
+def test_mlp_cuda(compile_accuracy):
+    torch.manual_seed(0)
+    layers = []
+    for index in range(6):
+        layers += [torch.nn.Linear(32, 32), torch.nn.ReLU() if index == 3 else torch.nn.Tanh()]
+    model = torch.nn.Sequential(*layers).eval().cuda()
+    compile_accuracy(model, torch.randn(16, 32, device="cuda"))
+"""
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(("bug", "status"), [("accuracy", "fail_accuracy"), ("compile_error", "fail_compile"),
+                                             ("runtime_error", "fail_runtime")])
+def test_triton_bug_gives_repro_and_minified_repro(pytester: pytest.Pytester, bug: str, status: str) -> None:
+    pytester.makepyfile(test_gpu=SUITE.format(bug=bug))
+    result = pytester.runpytest("--compile-accuracy")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*compile accuracy: {status}*", "*minified *test_mlp_cuda: * -> 1 ops*"])
+    (case,) = (pytester.path / ".compile-accuracy").glob("*test_mlp_cuda*/")
+    for name in ("repro.py", "minified.py"):
+        run = subprocess.run([sys.executable, str(case / name)], capture_output=True, text=True, timeout=600)
+        assert run.returncode == 1, f"{name}: {run.stdout}{run.stderr}"
+        assert "cuda" in (case / name).read_text()
+    kernels = list(case.glob("minified_kernel*"))
+    assert kernels and "triton" in kernels[0].read_text()
+
+
+@pytest.mark.cuda
+def test_parallel_minify_shares_one_gpu(pytester: pytest.Pytester) -> None:
+    tests = "\n".join(
+        f"@pytest.mark.inductor_repro(inductor_config=BUG)\n"
+        f"def test_case_{i}(compile_accuracy):\n"
+        f"    torch.manual_seed({i})\n"
+        f"    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()).cuda()\n"
+        f"    compile_accuracy(model, torch.randn(8, 16, device='cuda'))\n"
+        for i in range(4)
+    )
+    pytester.makepyfile(test_gpu=SUITE.format(bug="accuracy") + "\n\n" + tests)
+    result = pytester.runpytest("--compile-accuracy", "-n", "4")
+    result.assert_outcomes(failed=5)
+    minified = sorted((pytester.path / ".compile-accuracy").glob("*/minified.py"))
+    assert len(minified) == 5
+    assert len([line for line in result.outlines if line.startswith("minified ")]) == 5
