@@ -328,3 +328,122 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+# --- a run's use of the baseline --------------------------------------------------------------
+
+
+def _first_repro(results: Sequence[CaseResult]) -> str | None:
+    return next((result.repro_path for result in results if result.repro_path), None)
+
+
+def _by_test(results: Iterable[CaseResult]) -> dict[str, list[CaseResult]]:
+    grouped: dict[str, list[CaseResult]] = {}
+    for result in results:
+        grouped.setdefault(result.nodeid, []).append(result)
+    return grouped
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One run's use of a baseline file.
+
+    The process that runs a test judges it (:meth:`xfail_reason`, :meth:`failure_note`) so that its
+    report carries the outcome; the controller judges the whole run once all results are in
+    (:meth:`decisions`, :meth:`unknown`, :meth:`run_failures`) and rewrites the file on request
+    (:meth:`update_file`). With ``update`` a baseline file that does not exist yet counts as empty.
+    """
+
+    baseline: Baseline
+    strict: bool = False
+    update: bool = False
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], strict: bool = False, update: bool = False) -> Gate:
+        path = Path(path)
+        if update and not path.exists():
+            return cls(Baseline(path, {}), strict, update)
+        return cls(load_baseline(path), strict, update)
+
+    @property
+    def path(self) -> Path:
+        return self.baseline.path
+
+    def where(self, test_id: str) -> str:
+        """``file:line`` of the test's row, or the file when it has none."""
+        entry = self.baseline.get(test_id)
+        return f"{self.path}:{entry.line}" if entry is not None and entry.line is not None else str(self.path)
+
+    def decide(self, test_id: str, results: Sequence[CaseResult]) -> Decision | None:
+        """The test's outcome; None when it ran no check."""
+        if not results:
+            return None
+        return decide(test_id, test_status(results), self.baseline, self.strict)
+
+    def decisions(self, results: Iterable[CaseResult]) -> dict[str, Decision]:
+        """The outcome of every test with a check, by test id."""
+        return {
+            test_id: decide(test_id, test_status(checks), self.baseline, self.strict)
+            for test_id, checks in sorted(_by_test(results).items())
+        }
+
+    def xfail_reason(self, test_id: str, results: Sequence[CaseResult]) -> str | None:
+        """Why a failing test counts as expected (a recorded failure, or a flaky row), with its repro
+        path and the baseline row; None when its failure, if any, is not excused."""
+        decision = self.decide(test_id, results)
+        if decision is None or not is_failing(decision.status):
+            return None
+        if decision.kind not in (DecisionKind.EXPECTED_FAILURE, DecisionKind.FLAKY):
+            return None
+        reason = f"compile accuracy {decision.kind.label}: {decision.message} (baseline {self.where(test_id)})"
+        repro = _first_repro(results)
+        return f"{reason}; repro: {repro}" if repro else reason
+
+    def failure_note(self, test_id: str, results: Sequence[CaseResult]) -> str | None:
+        """For a new failure: what the baseline expected and where; None for any other outcome."""
+        decision = self.decide(test_id, results)
+        if decision is None or decision.kind is not DecisionKind.NEW_FAILURE:
+            return None
+        return f"{decision.kind.label}: {decision.message} (baseline {self.where(test_id)})"
+
+    def unknown(self, collected_ids: Iterable[str], narrowed_files: Iterable[str] = ()) -> list[BaselineEntry]:
+        """Rows of tests that no longer exist (:func:`unknown_entries`), leaving out the files whose
+        collection a node id argument narrowed (``pytest tests/a.py::test_x``)."""
+        narrowed = set(narrowed_files)
+        return [entry for entry in unknown_entries(self.baseline, collected_ids)
+                if _file_of(entry.test_id) not in narrowed]
+
+    def unknown_lines(self, unknown: Sequence[BaselineEntry]) -> list[str]:
+        """One line per row of a test that no longer exists: an error under strict, else a warning."""
+        level = "ERROR" if self.strict else "WARNING"
+        return [
+            f"{level} {self.where(entry.test_id)}: unknown test id {entry.test_id}: its file was collected "
+            "but the test was not (renamed or removed?); delete the row or rerun with "
+            "--compile-accuracy-update-baseline"
+            for entry in unknown
+        ]
+
+    def run_failures(self, decisions: Mapping[str, Decision], unknown: Sequence[BaselineEntry]) -> list[str]:
+        """Why the run fails against the baseline; empty when it does not."""
+        reasons = [
+            f"{decision.kind.label} {test_id}: {decision.message}"
+            for test_id, decision in sorted(decisions.items()) if decision.fails_run
+        ]
+        if self.strict:
+            reasons.extend(f"unknown test id {entry.test_id} ({self.where(entry.test_id)}; strict)"
+                           for entry in unknown)
+        return reasons
+
+    def update_file(self, results: Iterable[CaseResult], unknown: Sequence[BaselineEntry] = ()) -> str:
+        """Record this run's statuses in the baseline file, dropping the rows of tests that no
+        longer exist (``unknown``); a line saying what changed."""
+        statuses = {test_id: test_status(checks) for test_id, checks in sorted(_by_test(results).items())}
+        gone = {entry.test_id for entry in unknown}
+        kept = {test_id: entry for test_id, entry in self.baseline.entries.items() if test_id not in gone}
+        added = sum(1 for test_id in statuses if test_id not in kept)
+        changed = sum(1 for test_id, status in statuses.items()
+                      if test_id in kept and not kept[test_id].is_flaky and kept[test_id].expected != status)
+        write_baseline(self.path, statuses, Baseline(self.path, kept))
+        rows = len(set(kept) | set(statuses))
+        return (f"baseline written to {self.path}: {rows} rows ({added} added, {changed} changed, "
+                f"{len(gone)} removed, {rows - len(statuses)} kept of tests not run)")

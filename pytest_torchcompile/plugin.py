@@ -8,9 +8,16 @@ from typing import Any
 import pytest
 
 from . import settings
-from .session import AccuracySession
+from .session import AccuracySession, narrowed_files
 
 SESSION_KEY = pytest.StashKey[AccuracySession]()
+PYTEST_SESSION_KEY = pytest.StashKey[pytest.Session]()
+COLLECTED_IDS = "torchcompile_collected_ids"
+"""``config.workeroutput`` key: an xdist worker's collected test ids, for the controller."""
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -26,6 +33,46 @@ def pytest_configure(config: pytest.Config) -> None:
     if not root.is_absolute():
         root = Path(config.rootpath) / root
     config.stash[SESSION_KEY] = AccuracySession(enabled, root, settings.session_settings(config))
+    config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config))
+    if not _is_worker(config):
+        config.pluginmanager.register(ControllerHooks(config.stash[SESSION_KEY]), "torchcompile-controller")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[PYTEST_SESSION_KEY] = session
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    item.config.stash[SESSION_KEY].collected_ids.add(item.nodeid)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if _is_worker(session.config):
+        state = session.config.stash[SESSION_KEY]
+        session.config.workeroutput[COLLECTED_IDS] = sorted(state.collected_ids)  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    item.config.stash[SESSION_KEY].annotate_report(item, report)
+    return report
+
+
+class ControllerHooks:
+    """Registered on the controller (or the only process): receives what the tests' processes
+    found, via their reports and, under xdist, the workers' output."""
+
+    def __init__(self, state: AccuracySession) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.state.receive_report(report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", None) or {}
+        self.state.collected_ids.update(output.get(COLLECTED_IDS, ()))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -53,15 +100,34 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     run_minify_phase(session.config, session.config.stash[SESSION_KEY])
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    from .report import terminal_lines
-
+    # trylast, and after pytest_sessionfinish: the minify phase has filled in its results.
     state = config.stash.get(SESSION_KEY, None)
-    if state is None or not state.results:
+    if state is None or _is_worker(config):
         return
-    terminalreporter.section("compile accuracy")
-    for line in terminal_lines(state.results, None):
-        terminalreporter.write_line(line)
+    end = state.end_run(narrowed_files(config))
+    if end.lines:
+        terminalreporter.section("compile accuracy")
+        for line in end.lines:
+            terminalreporter.write_line(line, red=line.startswith("ERROR"), yellow=line.startswith("WARNING"))
+    if end.failures:
+        terminalreporter.write_line("compile accuracy: the run fails against the baseline:", red=True, bold=True)
+        for reason in end.failures:
+            terminalreporter.write_line(f"  {reason}", red=True)
+        session = config.stash.get(PYTEST_SESSION_KEY, None)
+        if session is not None and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # Without a terminal summary (--no-summary, -p no:terminal) the files are still written.
+    state = config.stash.get(SESSION_KEY, None)
+    session = config.stash.get(PYTEST_SESSION_KEY, None)
+    if state is None or session is None or _is_worker(config):
+        return
+    if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        state.end_run(narrowed_files(config))
 
 
 class CompileAccuracy:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,14 +15,15 @@ import pytest
 import torch
 
 from . import _torch_compat
+from .baseline import BaselineError, Gate
 from .capture import CapturedGraph
 from .check import CheckOutcome, EagerRunError, check_model
 from .graphcheck import GraphChecker, GraphFailure
 from .oracle import Status, format_table
 from .repro import ReproCase, slugify, unique_case_dir, write_repro
 from .results import CaseResult, MinifyResult
-from .settings import CheckSettings
-from .standalone import ACCURACY, COMPILE_ERROR, RUNTIME_ERROR, error_signature
+from .settings import CheckSettings, GatingSettings
+from .standalone import ACCURACY, COMPILE_ERROR, EAGER_ERROR, RUNTIME_ERROR, error_signature
 
 FAILURE_KINDS = {
     Status.FAIL_ACCURACY: ACCURACY,
@@ -49,6 +52,15 @@ class AccuracySession:
     base_settings: CheckSettings
     results: list[CaseResult] = field(default_factory=list)
     minify_jobs: list[MinifyJob] = field(default_factory=list)
+    gating: GatingSettings | None = None
+    gate: Gate | None = None
+    """The baseline in use; every process loads it (workers judge the tests they run)."""
+    collected_ids: set[str] = field(default_factory=set)
+    """Every test id collected (deselected ones included); under xdist, sent by the workers."""
+    _unreported: int = field(default=0, init=False, repr=False)
+    """``results[_unreported:]`` were made in this process and not yet put on a test report."""
+    _test_results: dict[str, list[CaseResult]] = field(default_factory=dict, init=False, repr=False)
+    _run_end: RunEnd | None = field(default=None, init=False, repr=False)
 
     def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
         from .settings import marker_settings
@@ -154,6 +166,93 @@ class AccuracySession:
             if case.case_id == case_id:
                 case.minify = result
 
+    # --- gating and reports: results travel on test reports, so that xdist workers and a plain
+    # run take one path; everything is decided and written once, on the controller.
+
+    def configure_gating(self, gating: GatingSettings) -> None:
+        """Load the baseline; a file that cannot be used stops the run before any test runs."""
+        self.gating = gating
+        if gating.baseline is not None:
+            try:
+                self.gate = Gate.load(gating.baseline, gating.strict, gating.update_baseline)
+            except BaselineError as error:
+                raise pytest.UsageError(f"compile accuracy baseline: {error}") from None
+
+    def annotate_report(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """Where the test ran, as its report is made: move the checks made since the last report
+        onto the report (for the controller), and at the end of the call phase judge the test
+        against the baseline: a recorded (or flaky) failure becomes xfail with its repro path, a
+        new failure names the baseline."""
+        pending = self.results[self._unreported:]
+        del self.results[self._unreported:]
+        mine = self._test_results.setdefault(item.nodeid, [])
+        mine.extend(result for result in pending if result.nodeid == item.nodeid)
+        if report.when == "call":
+            if not mine:
+                made = repro_test_result(item, report)
+                if made is not None:
+                    pending.append(made)
+                    mine.append(made)
+                    report.user_properties.extend(junit_fields(made))
+            if self.gate is not None and mine and report.failed:
+                reason = self.gate.xfail_reason(item.nodeid, mine)
+                note = self.gate.failure_note(item.nodeid, mine)
+                if reason is not None:
+                    report.outcome = "skipped"
+                    report.wasxfail = reason
+                elif note is not None:
+                    report.sections.append(("compile accuracy baseline", note))
+        elif report.when == "teardown":
+            self._test_results.pop(item.nodeid, None)
+        if pending:
+            setattr(report, RESULTS_ATTRIBUTE, json.dumps([result.to_dict() for result in pending]))
+
+    def receive_report(self, report: pytest.TestReport) -> None:
+        """On the controller (or the only process): take the checks a report carries."""
+        data = getattr(report, RESULTS_ATTRIBUTE, None)
+        if data:
+            self.results.extend(CaseResult.from_dict(item) for item in json.loads(data))
+        self._unreported = len(self.results)
+
+    def end_run(self, narrowed_files: set[str]) -> RunEnd:
+        """On the controller, once, after the minify phase: judge the run against the baseline,
+        write the JSON report, the GitHub step summary and the baseline update. Returns the lines
+        to show and the reasons the run fails (none when it does not). Later calls return the
+        first answer."""
+        if self._run_end is not None:
+            return self._run_end
+        from .report import (
+            append_github_summary,
+            report_environment,
+            terminal_lines,
+            write_json_report,
+        )
+
+        gating = self.gating or GatingSettings(None, False, False, None)
+        gate = self.gate
+        decisions = gate.decisions(self.results) if gate is not None else None
+        unknown = gate.unknown(self.collected_ids, narrowed_files) if gate is not None else []
+        lines = terminal_lines(self.results, decisions)
+        failures = gate.run_failures(decisions or {}, unknown) if gate is not None else []
+        if gate is not None:
+            lines.extend(gate.unknown_lines(unknown))
+            if not self.results:
+                lines.append(f"baseline {gate.path}: no test ran a compile-accuracy check"
+                             + ("" if self.enabled else " (--compile-accuracy is off)"))
+        try:
+            if gating.report is not None:
+                write_json_report(gating.report, self.results, decisions, report_environment())
+                lines.append(f"JSON report written to {gating.report}")
+            github = os.environ.get("GITHUB_STEP_SUMMARY")
+            if github and (self.results or gate is not None):
+                append_github_summary(github, self.results, decisions)
+            if gate is not None and gate.update:
+                lines.append(gate.update_file(self.results, unknown))
+        except (BaselineError, OSError) as error:
+            failures.append(f"cannot write a report: {error}")
+        self._run_end = RunEnd(lines, failures)
+        return self._run_end
+
 
 def junit_fields(result: CaseResult) -> list[tuple[str, str]]:
     from .report import junit_properties
@@ -194,3 +293,67 @@ def graph_failures_message(results: list[CaseResult], failures: list[GraphFailur
             lines.append(f"repro: {result.repro_path}")
             lines.append(f"rerun: python {relative(result.repro_path)}")
     return "\n".join(lines)
+
+
+RESULTS_ATTRIBUTE = "torchcompile_results"
+"""Test report attribute with the checks made since the previous report, as a JSON list of
+``CaseResult.to_dict()``; xdist carries report attributes from workers to the controller."""
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """What the controller shows at the end of the run, and why the run fails (if it does)."""
+
+    lines: list[str]
+    failures: list[str]
+
+
+# A generated repro's assertion message: its verdict line, e.g. "compile_error: RuntimeError: ...".
+_REPRO_VERDICT = re.compile(r"^(?:E\s+)?(accuracy|compile_error|runtime_error|eager_error)\b", re.MULTILINE)
+_REPRO_STATUSES = {
+    ACCURACY: Status.FAIL_ACCURACY,
+    COMPILE_ERROR: Status.FAIL_COMPILE,
+    RUNTIME_ERROR: Status.FAIL_RUNTIME,
+    EAGER_ERROR: Status.EAGER_FAIL,
+}
+
+
+def repro_test_result(item: pytest.Item, report: pytest.TestReport) -> CaseResult | None:
+    """The check of a generated repro test (``pytest repro.py``), which judges its graph itself
+    rather than through the fixture: ``pass`` when it passes (the bug is fixed), the recorded
+    failure kind of its marker when it reproduces, the kind it printed when it fails differently.
+    None for any other test, and for a repro test that failed for an unrelated reason."""
+    marker = item.get_closest_marker("inductor_repro")
+    kind = marker.kwargs.get("kind") if marker is not None else None
+    if kind not in _REPRO_STATUSES:
+        return None
+    path = Path(str(item.path))
+
+    def made(status: Status, message: str) -> CaseResult:
+        return CaseResult(item.nodeid, status, message, case_id=path.parent.name, repro_path=str(path))
+
+    if report.passed:
+        return made(Status.PASS, f"the repro no longer fails ({kind} recorded)")
+    if not report.failed:
+        return None
+    text = report.longreprtext
+    if "REPRODUCED" in text:
+        return made(_REPRO_STATUSES[kind], f"the repro still fails: {kind}")
+    verdicts = _REPRO_VERDICT.findall(text) if "FAILS DIFFERENTLY" in text else []
+    if verdicts:
+        return made(_REPRO_STATUSES[verdicts[-1]], f"the repro fails differently: {verdicts[-1]}, recorded {kind}")
+    return None
+
+
+def narrowed_files(config: pytest.Config) -> set[str]:
+    """Test files (as in node ids) whose collection a node id argument narrowed to some tests."""
+    files = set()
+    for arg in config.args:
+        if "::" not in arg:
+            continue
+        path = Path(config.invocation_params.dir, arg.split("::", 1)[0]).resolve()
+        try:
+            files.add(path.relative_to(config.rootpath).as_posix())
+        except ValueError:
+            files.add(Path(os.path.relpath(path, config.rootpath)).as_posix())
+    return files

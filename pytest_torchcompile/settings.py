@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -111,6 +112,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("compile-minify-timeout", "time budget in seconds for minifying one case; the best "
            "result so far is kept, labelled not minimal", 300.0, float, setting="minify_timeout",
            metavar="SECONDS"),
+    Option("compile-accuracy-baseline", "baseline file: the expected status of each test id; a "
+           "known failure xfails, a new one fails, a fixed one is reported IMPROVED (relative "
+           "paths: to the current directory on the command line, to the rootdir in the ini file)",
+           "", metavar="PATH"),
+    Option("compile-accuracy-update-baseline", "write the baseline file from this run's statuses, "
+           "keeping the rows (and notes) of tests that did not run", False, _bool, flag=True),
+    Option("compile-accuracy-strict", "with a baseline: an IMPROVED test (a recorded failure that "
+           "now passes) or a row naming a test that no longer exists fails the run", False, _bool,
+           flag=True),
+    Option("compile-accuracy-report", "write a JSON report of every check to PATH (schema: README, "
+           "'CI gating and reports')", "", metavar="PATH"),
 )
 
 
@@ -138,6 +150,42 @@ def option_value(config: pytest.Config, option: Option) -> Any:
         return value if option.flag else option.parse(value)
     ini = config.getini(option.dest)
     return option.parse(ini) if ini != "" else option.default
+
+
+def path_value(config: pytest.Config, option: Option) -> Path | None:
+    """A path option: None when unset; a relative path is taken from the current directory when
+    given on the command line, from the rootdir (the ini file's directory) when set in the ini."""
+    value = config.getoption(option.dest)
+    base = Path(config.invocation_params.dir)
+    if value is None:
+        value = config.getini(option.dest)
+        base = Path(config.rootpath)
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+@dataclass(frozen=True)
+class GatingSettings:
+    """The run-level options of CI gating and reporting."""
+
+    baseline: Path | None
+    update_baseline: bool
+    strict: bool
+    report: Path | None
+
+
+def gating_settings(config: pytest.Config) -> GatingSettings:
+    settings = GatingSettings(
+        baseline=path_value(config, option("compile-accuracy-baseline")),
+        update_baseline=bool(option_value(config, option("compile-accuracy-update-baseline"))),
+        strict=bool(option_value(config, option("compile-accuracy-strict"))),
+        report=path_value(config, option("compile-accuracy-report")),
+    )
+    if settings.update_baseline and settings.baseline is None:
+        raise pytest.UsageError("--compile-accuracy-update-baseline needs --compile-accuracy-baseline PATH")
+    return settings
 
 
 def session_settings(config: pytest.Config) -> CheckSettings:
