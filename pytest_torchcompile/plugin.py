@@ -34,6 +34,9 @@ def pytest_configure(config: pytest.Config) -> None:
         root = Path(config.rootpath) / root
     config.stash[SESSION_KEY] = AccuracySession(enabled, root, settings.session_settings(config))
     config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config))
+    from .parallel import configure as configure_minify_phase
+
+    configure_minify_phase(config, config.stash[SESSION_KEY])
     if not _is_worker(config):
         config.pluginmanager.register(ControllerHooks(config.stash[SESSION_KEY]), "torchcompile-controller")
 

@@ -112,6 +112,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("compile-minify-timeout", "time budget in seconds for minifying one case; the best "
            "result so far is kept, labelled not minimal", 300.0, float, setting="minify_timeout",
            metavar="SECONDS"),
+    Option("compile-minify-workers", "with xdist: at most N processes minify at once (GPU memory); "
+           "0: every worker whose tests are done", 0, int, metavar="N"),
+    Option("compile-devices", "CUDA devices for xdist workers: worker gwK uses entry K mod len "
+           "(default: all visible; env PYTEST_TORCHCOMPILE_DEVICES); a single process uses the "
+           "first", "", metavar="LIST"),
     Option("compile-accuracy-baseline", "baseline file: the expected status of each test id; a "
            "known failure xfails, a new one fails, a fixed one is reported IMPROVED (relative "
            "paths: to the current directory on the command line, to the rootdir in the ini file)",
