@@ -1,0 +1,415 @@
+"""Judge minifier candidates in a warm child process, or in this one.
+
+A candidate can crash the process that compiles and runs it (a segfault or an abort in generated
+code), hang, or leave the CUDA context unusable. Judged in a child, each of those costs a restart
+instead of the pytest session: the child imports torch and warms Inductor once, then judges every
+candidate of a case; a death is classified as ``CRASHED``, a hang as ``TIMED_OUT``, and the next
+candidate gets a fresh child.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx
+
+from . import _torch_compat
+from .oracle import DEFAULT_TOLERANCE
+from .repro import ReproCase
+from .standalone import ACCURACY, GraphVerdict, clone_values, error_signature, judge_graph
+
+CRASHED = "crashed"
+TIMED_OUT = "timed_out"
+JUDGE_ERROR = "judge_error"
+"""Failure kinds only a judge outside ``judge_graph`` gives; never the failure a case recorded,
+except ``CRASHED`` for a case whose recorded failure was that crash."""
+
+CONFIG_PREFIX = "torch._inductor.config."
+
+_POISONING_ERRORS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError")
+"""After these the CUDA context is unusable: the child that saw one is replaced."""
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """How a candidate is judged; the Inductor config and the device belong to the judge."""
+
+    tol: float = DEFAULT_TOLERANCE
+    check_non_float: bool = False
+    grad_enabled: bool = False
+
+    @classmethod
+    def for_minifying(cls, case: ReproCase) -> JudgeSettings:
+        # An accuracy candidate must keep a floating deviation: a flipped bool mask that never
+        # reaches a floating output must not steer the reduction.
+        return cls(case.tol, case.check_non_float and case.kind != ACCURACY, case.grad_enabled)
+
+
+VerdictFunction = Callable[[JudgeSettings, torch.fx.GraphModule, list[Any]], GraphVerdict]
+"""Judges one candidate where it runs; module-level, so that it pickles by name to the child."""
+
+
+def judge_candidate(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
+    """The real judging: ``judge_graph`` as a repro file runs it."""
+    torch.manual_seed(0)
+    try:
+        with torch.set_grad_enabled(settings.grad_enabled):
+            return judge_graph(gm, inputs, settings.tol, settings.check_non_float)
+    except Exception as error:
+        # judge_graph classifies eager, compile and run failures itself; anything escaping it
+        # is a fault of the judging, which must never pass for the failure being minified.
+        return GraphVerdict(JUDGE_ERROR, error=error_signature(error))
+
+
+def kernel_source(gm: torch.fx.GraphModule, inputs: list[Any]) -> str | None:
+    """The code Inductor generates for ``gm``; None when it does not compile."""
+    try:
+        compiled = _torch_compat.compile_graph(gm, clone_values(inputs))
+    except Exception:
+        return None
+    return _torch_compat.generated_source(compiled)
+
+
+def config_patches(config_source: str) -> dict[str, Any]:
+    """``torch._inductor.config.NAME = VALUE`` lines (a repro's config) as ``{NAME: value}``.
+
+    Values are evaluated rather than the lines executed, so that they can be applied as a patch
+    that is undone afterwards; modules named by values (custom passes) are imported first.
+    """
+    patches: dict[str, Any] = {}
+    for line in config_source.splitlines():
+        line = line.strip()
+        if not line.startswith(CONFIG_PREFIX):
+            continue
+        name, separator, expression = line[len(CONFIG_PREFIX):].partition("=")
+        if not separator:
+            raise ValueError(f"not an Inductor config assignment: {line!r}")
+        patches[name.strip()] = eval(expression.strip(), _namespace_for(expression.strip()))
+    return patches
+
+
+def _namespace_for(expression: str) -> dict[str, Any]:
+    """Globals for evaluating a config value: torch, inf/nan, and every module it names."""
+    namespace: dict[str, Any] = {"torch": torch, "inf": float("inf"), "nan": float("nan")}
+    for node in ast.walk(ast.parse(expression, mode="eval")):
+        dotted = _dotted_name(node)
+        if dotted is None or dotted.split(".")[0] in namespace:
+            continue
+        parts = dotted.split(".")
+        for length in range(len(parts), 0, -1):
+            with contextlib.suppress(ImportError):
+                importlib.import_module(".".join(parts[:length]))
+                namespace[parts[0]] = importlib.import_module(parts[0])
+                break
+    return namespace
+
+
+def _dotted_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted_name(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+class InProcessJudge:
+    """Judges in this process under the case's Inductor config (undone on exit): no start-up
+    cost, but a crashing candidate takes the process down with it."""
+
+    restarts = 0
+
+    def __init__(self, config_source: str = "", verdict_function: VerdictFunction = judge_candidate) -> None:
+        self._patches = config_patches(config_source)
+        self._verdict_function = verdict_function
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> InProcessJudge:
+        self._stack.enter_context(_torch_compat.inductor_config(self._patches))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def __call__(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
+        return self._verdict_function(settings, gm, inputs)
+
+    def kernel_source(self, gm: torch.fx.GraphModule, inputs: list[Any]) -> str | None:
+        return kernel_source(gm, inputs)
+
+
+class IsolationError(RuntimeError):
+    """The judging child could not be started."""
+
+
+@dataclass(frozen=True)
+class _ChildSetup:
+    """The first message to a child: everything that stays fixed across its candidates."""
+
+    config_source: str
+    verdict_function: VerdictFunction
+    warm_up_device: str
+    single_visible_cuda_device: bool
+
+
+@dataclass
+class _Child:
+    process: subprocess.Popen[bytes]
+    requests: Connection
+    replies: Connection
+    ready: bool = False
+
+
+class IsolatedJudge:
+    """A warm child process that judges candidates (context manager).
+
+    ``device`` ("cuda:N") makes GPU N the only one the child sees; every CUDA tensor and device
+    of a candidate is moved onto it. A candidate gets ``candidate_timeout_s`` to be judged.
+    """
+
+    def __init__(
+        self,
+        config_source: str = "",
+        *,
+        device: str | None = None,
+        candidate_timeout_s: float = 300.0,
+        startup_timeout_s: float = 300.0,
+        verdict_function: VerdictFunction = judge_candidate,
+    ) -> None:
+        config_patches(config_source)  # fail here, not in the child, on a malformed config
+        self._device = device
+        self._setup = _ChildSetup(
+            config_source, verdict_function,
+            warm_up_device="cuda" if device is not None and device.startswith("cuda") else "cpu",
+            single_visible_cuda_device=_cuda_index(device) is not None,
+        )
+        self._candidate_timeout_s = candidate_timeout_s
+        self._startup_timeout_s = startup_timeout_s
+        self._workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
+        self._child: _Child | None = None
+        self.restarts = 0
+
+    def __enter__(self) -> IsolatedJudge:
+        # Start now: the child imports torch and warms Inductor while the caller loads the case.
+        self._child = self._spawn()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop_child()
+        shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def __call__(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
+        reply = self._request(("judge", settings, _encode_candidate(gm, inputs)))
+        if isinstance(reply, GraphVerdict):
+            return reply
+        verdict, poisoned = reply
+        if poisoned:
+            self._stop_child()
+        return verdict
+
+    def kernel_source(self, gm: torch.fx.GraphModule, inputs: list[Any]) -> str | None:
+        reply = self._request(("kernel", None, _encode_candidate(gm, inputs)))
+        return None if isinstance(reply, GraphVerdict) else reply
+
+    def _request(self, message: tuple[str, JudgeSettings | None, bytes]) -> Any:
+        """Send one request and wait for its reply; a dead or hung child yields the verdict
+        that says so (and is replaced at the next request)."""
+        child = self._ready_child()
+        try:
+            child.requests.send(message)
+            if not child.replies.poll(self._candidate_timeout_s):
+                self._stop_child()
+                return GraphVerdict(TIMED_OUT, error=f"CandidateTimedOut: no verdict within "
+                                                     f"{self._candidate_timeout_s:.0f} s")
+            return child.replies.recv()
+        except (EOFError, OSError):
+            return GraphVerdict(CRASHED, error=f"CandidateCrashed: the judging process {self._reap()}")
+
+    def _ready_child(self) -> _Child:
+        if self._child is None:
+            self.restarts += 1
+            self._child = self._spawn()
+        child = self._child
+        if child.ready:
+            return child
+        try:
+            if not child.replies.poll(self._startup_timeout_s):
+                raise IsolationError(f"the judging process did not start within {self._startup_timeout_s:.0f} s")
+            status, detail = child.replies.recv()
+        except (EOFError, OSError) as error:
+            raise IsolationError(f"the judging process {self._reap()} while starting: {self._log_tail()}") from error
+        if status != "ready":
+            self._stop_child()
+            raise IsolationError(f"the judging process failed to start: {detail}")
+        child.ready = True
+        return child
+
+    def _spawn(self) -> _Child:
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        env = dict(os.environ)
+        # The child imports what this process can: the package, and test modules that define
+        # verdict functions.
+        env["PYTHONPATH"] = os.pathsep.join(
+            [entry for entry in sys.path if entry and os.path.isdir(entry)]
+            + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        )
+        index = _cuda_index(self._device)
+        if index is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(index)
+        with open(self._workdir / "child.log", "ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-c", "from pytest_torchcompile.isolation import child_main; child_main()",
+                 str(requests_read), str(replies_write)],
+                pass_fds=(requests_read, replies_write), env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log, start_new_session=True,
+            )
+        os.close(requests_read)
+        os.close(replies_write)
+        child = _Child(process, Connection(requests_write, readable=False), Connection(replies_read, writable=False))
+        child.requests.send(self._setup)
+        return child
+
+    def _reap(self) -> str:
+        """Wait for the dead child and say how it died."""
+        child = self._child
+        self._child = None
+        if child is None:
+            return "was not running"
+        try:
+            code = child.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            _kill(child)
+            code = child.process.wait()
+        _close(child)
+        if code < 0:
+            return f"died of signal {signal.Signals(-code).name}"
+        return f"exited with status {code}"
+
+    def _stop_child(self) -> None:
+        # Killed rather than asked to exit: a child holds nothing worth saving, and Inductor's
+        # compile workers can take seconds to shut down.
+        child = self._child
+        self._child = None
+        if child is None:
+            return
+        _kill(child)
+        child.process.wait()
+        _close(child)
+
+    def _log_tail(self, lines: int = 15) -> str:
+        log = self._workdir / "child.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        return "\n".join(text.strip().splitlines()[-lines:]) or "(no output)"
+
+
+def _cuda_index(device: str | None) -> int | None:
+    if device is None or not device.startswith("cuda:"):
+        return None
+    return torch.device(device).index
+
+
+def _kill(child: _Child) -> None:
+    """Kill the child and what it started (Inductor's compile workers): its whole session."""
+    if child.process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.process.pid, signal.SIGKILL)
+
+
+def _close(child: _Child) -> None:
+    for connection in (child.requests, child.replies):
+        with contextlib.suppress(OSError):
+            connection.close()
+
+
+def _encode_candidate(gm: torch.fx.GraphModule, inputs: list[Any]) -> bytes:
+    buffer = io.BytesIO()
+    torch.save((gm, list(inputs)), buffer)
+    return buffer.getvalue()
+
+
+# --- the child -------------------------------------------------------------------------------
+
+
+def child_main() -> None:
+    """Entry point of the judging child: ``python -c ... child_main() REQUESTS_FD REPLIES_FD``."""
+    requests = Connection(int(sys.argv[1]), writable=False)
+    replies = Connection(int(sys.argv[2]), readable=False)
+    try:
+        setup: _ChildSetup = requests.recv()
+        _warm_up(setup.warm_up_device)
+        patches = config_patches(setup.config_source)
+    except Exception:
+        replies.send(("failed", traceback.format_exc()))
+        return
+    with _torch_compat.inductor_config(patches):
+        replies.send(("ready", None))
+        _serve(setup, requests, replies)
+
+
+def _serve(setup: _ChildSetup, requests: Connection, replies: Connection) -> None:
+    while True:
+        try:
+            kind, settings, payload = requests.recv()
+        except EOFError:
+            return
+        try:
+            gm, inputs = _decode_candidate(payload, setup.single_visible_cuda_device)
+        except Exception as error:
+            replies.send(GraphVerdict(JUDGE_ERROR, error=error_signature(error)))
+            continue
+        if kind == "kernel":
+            replies.send(kernel_source(gm, inputs))
+            continue
+        verdict = setup.verdict_function(settings, gm, inputs)
+        poisoned = any(marker in (verdict.error or "") for marker in _POISONING_ERRORS)
+        replies.send((verdict, poisoned))
+        if poisoned:
+            return
+
+
+def _warm_up(device: str) -> None:
+    """Compile a one-op graph: Inductor's imports, its compile workers and (on a fresh cache)
+    the CPU feature probes are paid here, outside every candidate's timeout."""
+    graph = torch.fx.Graph()
+    value = graph.placeholder("x")
+    graph.output((graph.call_function(torch.ops.aten.add.Tensor, (value, 1.0)),))
+    _torch_compat.compile_graph(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.zeros(4, device=device)])
+
+
+def _decode_candidate(payload: bytes, single_visible_cuda_device: bool) -> tuple[torch.fx.GraphModule, list[Any]]:
+    if not single_visible_cuda_device:
+        gm, inputs = torch.load(io.BytesIO(payload), weights_only=False)
+        return gm, inputs
+    # Only the chosen GPU is visible (as cuda:0): whatever the case recorded, run there.
+    gm, inputs = torch.load(io.BytesIO(payload), weights_only=False, map_location=_storage_onto_visible_cuda)
+    for node in gm.graph.nodes:
+        node.args = torch.fx.node.map_aggregate(node.args, _onto_visible_cuda)
+        node.kwargs = torch.fx.node.map_aggregate(node.kwargs, _onto_visible_cuda)
+    gm.recompile()
+    return gm, inputs
+
+
+def _storage_onto_visible_cuda(storage: Any, location: str) -> Any:
+    return storage.cuda() if location.startswith("cuda") else storage
+
+
+def _onto_visible_cuda(value: Any) -> Any:
+    return torch.device("cuda", 0) if isinstance(value, torch.device) and value.type == "cuda" else value
+
