@@ -61,6 +61,7 @@ class AccuracySession:
     """``results[_unreported:]`` were made in this process and not yet put on a test report."""
     _test_results: dict[str, list[CaseResult]] = field(default_factory=dict, init=False, repr=False)
     _run_end: RunEnd | None = field(default=None, init=False, repr=False)
+    _environment: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
         from .settings import marker_settings
@@ -172,6 +173,11 @@ class AccuracySession:
     def configure_gating(self, gating: GatingSettings) -> None:
         """Load the baseline; a file that cannot be used stops the run before any test runs."""
         self.gating = gating
+        if gating.report is not None:
+            from .report import report_environment
+
+            # Before any test runs: the Inductor config the run was given, not what tests left set.
+            self._environment = report_environment()
         if gating.baseline is not None:
             try:
                 self.gate = Gate.load(gating.baseline, gating.strict, gating.update_baseline)
@@ -241,7 +247,8 @@ class AccuracySession:
                              + ("" if self.enabled else " (--compile-accuracy is off)"))
         try:
             if gating.report is not None:
-                write_json_report(gating.report, self.results, decisions, report_environment())
+                write_json_report(gating.report, self.results, decisions,
+                                  self._environment or report_environment())
                 lines.append(f"JSON report written to {gating.report}")
             github = os.environ.get("GITHUB_STEP_SUMMARY")
             if github and (self.results or gate is not None):
