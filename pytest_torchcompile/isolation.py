@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import importlib
 import io
 import os
@@ -148,10 +149,16 @@ class InProcessJudge:
         self._stack.close()
 
     def __call__(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
-        return self._verdict_function(settings, gm, inputs)
+        return self._verdict_function(settings, _private_copy(gm), inputs)
 
     def kernel_source(self, gm: torch.fx.GraphModule, inputs: list[Any]) -> str | None:
-        return kernel_source(gm, inputs)
+        return kernel_source(_private_copy(gm), inputs)
+
+
+def _private_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Inductor's post-grad passes rewrite the graph they compile in place: let them rewrite a
+    copy, not the candidate the caller keeps (and may write out)."""
+    return torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
 
 
 class IsolationError(RuntimeError):

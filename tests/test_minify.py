@@ -40,7 +40,7 @@ LOG1P_BUG = "torch._inductor.config.cpp.inject_log1p_bug_TESTING_ONLY = 'accurac
 
 def aten_case(fn: Callable[..., Any], inputs: list[Any], kind: str = ACCURACY, **fields: Any) -> ReproCase:
     """A case whose graph is ``fn`` traced to aten ops, as Inductor receives it."""
-    return ReproCase(make_fx(fn)(*inputs), inputs, kind, fn.__name__, **fields)
+    return ReproCase(make_fx(fn)(*inputs), inputs, kind, getattr(fn, "__name__", type(fn).__name__), **fields)
 
 
 def ops_of(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
@@ -314,26 +314,40 @@ def test_fusion_bug_keeps_both_ops_end_to_end() -> None:
     assert (sin.target, cos.target) == (aten.sin.default, aten.cos.default) and cos.args[0] is sin
 
 
+def buggy_constant_mul_pass(graph: torch.fx.Graph) -> None:
+    """A post-grad pass that miscompiles a product with a graph constant."""
+    for node in list(graph.nodes):
+        if node.target is aten.mul.Tensor and any(getattr(arg, "op", None) == "get_attr" for arg in node.args):
+            with graph.inserting_after(node):
+                wrong = graph.call_function(aten.add.Tensor, (node, 1.0))
+            node.replace_all_uses_with(wrong, delete_user_cb=lambda user, wrong=wrong: user is not wrong)
+
+
 class WithConstant(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.constant = torch.linspace(-2, 2, 40)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor]:
-        return (torch.sin(torch.relu(self.constant) * x),)
+        return (torch.sin(torch.relu(x) * self.constant),)
 
 
 @pytest.mark.slow
 def test_constants_survive_with_their_real_values(tmp_path: Path) -> None:
+    # A config value naming a function, written the way a repro file can execute it.
+    config = (f"torch._inductor.config.post_grad_custom_post_pass = "
+              f"__import__({__name__!r}).buggy_constant_mul_pass")
     module = WithConstant()
-    repro = write_case(aten_case(module, [torch.randn(40)], config_source=RELU_BUG.format("accuracy")), tmp_path)
+    repro = write_case(aten_case(module, [torch.randn(40)], config_source=config), tmp_path)
 
     result = minify_repro(repro, isolate=False)
 
-    minified = load_repro(result.path or "").case.gm
-    relu = only_op(Path(result.path or ""))
-    assert relu.target is aten.relu.default and relu.args[0].op == "get_attr"
-    torch.testing.assert_close(getattr(minified, relu.args[0].target), module.constant, rtol=0, atol=0)
+    assert result.ops_after == 1 and result.path is not None
+    mul = only_op(Path(result.path))
+    constant = next(arg for arg in mul.args if arg.op == "get_attr")
+    assert mul.target is aten.mul.Tensor
+    torch.testing.assert_close(getattr(load_repro(result.path).case.gm, constant.target), module.constant,
+                               rtol=0, atol=0)
 
 
 @pytest.mark.slow
