@@ -2,9 +2,9 @@
 
 A candidate can crash the process that compiles and runs it (a segfault or an abort in generated
 code), hang, or leave the CUDA context unusable. Judged in a child, each of those costs a restart
-instead of the pytest session: the child imports torch and warms Inductor once, then judges every
-candidate of a case; a death is classified as ``CRASHED``, a hang as ``TIMED_OUT``, and the next
-candidate gets a fresh child.
+instead of the pytest session: the child imports torch and Inductor once, then judges every
+candidate of a case, so Inductor's one-time costs are paid once; a death is classified as
+``CRASHED``, a hang as ``TIMED_OUT``, and the next candidate gets a fresh child.
 """
 
 from __future__ import annotations
@@ -171,7 +171,6 @@ class _ChildSetup:
 
     config_source: str
     verdict_function: VerdictFunction
-    warm_up_device: str
     single_visible_cuda_device: bool
 
 
@@ -201,11 +200,7 @@ class IsolatedJudge:
     ) -> None:
         config_patches(config_source)  # fail here, not in the child, on a malformed config
         self._device = device
-        self._setup = _ChildSetup(
-            config_source, verdict_function,
-            warm_up_device="cuda" if device is not None and device.startswith("cuda") else "cpu",
-            single_visible_cuda_device=_cuda_index(device) is not None,
-        )
+        self._setup = _ChildSetup(config_source, verdict_function, _cuda_index(device) is not None)
         self._candidate_timeout_s = candidate_timeout_s
         self._startup_timeout_s = startup_timeout_s
         self._workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
@@ -213,7 +208,7 @@ class IsolatedJudge:
         self.restarts = 0
 
     def __enter__(self) -> IsolatedJudge:
-        # Start now: the child imports torch and warms Inductor while the caller loads the case.
+        # Start now: the child imports torch and Inductor while the caller loads the case.
         self._child = self._spawn()
         return self
 
@@ -360,7 +355,8 @@ def child_main() -> None:
     replies = Connection(int(sys.argv[2]), readable=False)
     try:
         setup: _ChildSetup = requests.recv()
-        _warm_up(setup.warm_up_device)
+        if setup.single_visible_cuda_device and not torch.cuda.is_available():
+            raise RuntimeError(f"no CUDA device {os.environ.get('CUDA_VISIBLE_DEVICES')} to judge on")
         patches = config_patches(setup.config_source)
     except Exception:
         replies.send(("failed", traceback.format_exc()))
@@ -389,15 +385,6 @@ def _serve(setup: _ChildSetup, requests: Connection, replies: Connection) -> Non
         replies.send((verdict, poisoned))
         if poisoned:
             return
-
-
-def _warm_up(device: str) -> None:
-    """Compile a one-op graph: Inductor's imports, its compile workers and (on a fresh cache)
-    the CPU feature probes are paid here, outside every candidate's timeout."""
-    graph = torch.fx.Graph()
-    value = graph.placeholder("x")
-    graph.output((graph.call_function(torch.ops.aten.add.Tensor, (value, 1.0)),))
-    _torch_compat.compile_graph(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.zeros(4, device=device)])
 
 
 def _decode_candidate(payload: bytes, single_visible_cuda_device: bool) -> tuple[torch.fx.GraphModule, list[Any]]:

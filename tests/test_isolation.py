@@ -1,0 +1,161 @@
+"""The judging child: crashes, hangs and poisoned devices cost a restart, never this process;
+the case's Inductor config and device reach every child."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.fx
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from pytest_torchcompile import _torch_compat
+from pytest_torchcompile.isolation import (
+    CRASHED,
+    TIMED_OUT,
+    InProcessJudge,
+    IsolatedJudge,
+    JudgeSettings,
+    config_patches,
+)
+from pytest_torchcompile.minify import minify_graph, minify_repro
+from pytest_torchcompile.repro import ReproCase, write_repro
+from pytest_torchcompile.standalone import ACCURACY, RUNTIME_ERROR, GraphVerdict
+
+aten = torch.ops.aten
+RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'"
+SETTINGS = JudgeSettings()
+
+
+def relu_graph() -> torch.fx.GraphModule:
+    return make_fx(lambda x: (torch.relu(x),))(torch.randn(8))
+
+
+def graph_calling(function: Callable[..., Any], *args: Any) -> torch.fx.GraphModule:
+    """A graph whose eager run calls ``function(*args)`` before returning ``relu(x)``."""
+    graph = torch.fx.Graph()
+    value = graph.placeholder("x")
+    graph.call_function(function, args)
+    graph.output((graph.call_function(aten.relu.default, (value,)),))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def sin_relu_cos(x: torch.Tensor) -> tuple[torch.Tensor]:
+    return (torch.cos(torch.relu(torch.sin(x))),)
+
+
+def ops_of(gm: torch.fx.GraphModule) -> list[Any]:
+    return [node.target for node in gm.graph.nodes if node.op == "call_function"]
+
+
+# Verdict functions run in the child, which imports them from this module by name.
+
+
+def aborts_on_a_lone_sin(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
+    if ops_of(gm) == [aten.sin.default]:
+        os.abort()
+    return GraphVerdict(ACCURACY if aten.relu.default in ops_of(gm) else None)
+
+
+def poisons_the_device(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
+    return GraphVerdict(RUNTIME_ERROR, error=f"AcceleratorError: CUDA error: an illegal memory access (pid {os.getpid()})")
+
+
+def where_it_runs(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
+    return GraphVerdict(None, error=f"{os.environ.get('CUDA_VISIBLE_DEVICES')} {inputs[0].device}")
+
+
+@pytest.mark.slow
+def test_crashing_candidates_cost_a_restart_and_the_config_survives_it() -> None:
+    x = [torch.randn(8)]
+    with IsolatedJudge(RELU_BUG) as judge:
+        aborted = judge(graph_calling(os.abort), x, SETTINGS)
+        segfaulted = judge(graph_calling(ctypes.string_at, 0), x, SETTINGS)
+        judged = judge(relu_graph(), x, SETTINGS)
+
+    assert aborted.failure == CRASHED and "SIGABRT" in (aborted.error or "")
+    assert segfaulted.failure == CRASHED and "SIGSEGV" in (segfaulted.error or "")
+    assert judged.failure == ACCURACY  # the injected relu bug: the third child got the config too
+    assert judge.restarts == 2
+
+
+@pytest.mark.slow
+def test_a_hanging_candidate_times_out_and_the_next_one_is_judged() -> None:
+    x = [torch.randn(8)]
+    with IsolatedJudge(candidate_timeout_s=5) as judge:
+        started = time.perf_counter()
+        hung = judge(graph_calling(time.sleep, 600), x, SETTINGS)
+        waited = time.perf_counter() - started
+        judged = judge(relu_graph(), x, SETTINGS)
+
+    assert hung.failure == TIMED_OUT and waited < 60
+    assert judged.failure is None and judge.restarts == 1
+
+
+def test_minifying_survives_a_candidate_that_kills_the_child() -> None:
+    case = ReproCase(make_fx(sin_relu_cos)(torch.randn(8)), [torch.randn(8)], ACCURACY, "crashing")
+    with IsolatedJudge(verdict_function=aborts_on_a_lone_sin) as judge:
+        reduction = minify_graph(case, functools.partial(judge, settings=SETTINGS))
+
+    assert reduction.gm is not None and reduction.minimal
+    assert ops_of(reduction.gm) == [aten.relu.default]
+    assert judge.restarts == 1
+
+
+def test_a_poisoned_device_gets_a_fresh_child() -> None:
+    x = [torch.randn(8)]
+    with IsolatedJudge(verdict_function=poisons_the_device) as judge:
+        first = judge(relu_graph(), x, SETTINGS)
+        second = judge(relu_graph(), x, SETTINGS)
+
+    assert first.failure == second.failure == RUNTIME_ERROR
+    assert first.error != second.error and judge.restarts == 1  # another pid
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_child_that_cannot_start_ends_the_minification_with_a_note(tmp_path: Path) -> None:
+    case = ReproCase(relu_graph(), [torch.randn(8)], ACCURACY, "no gpu", config_source=RELU_BUG)
+    repro = write_repro(case, tmp_path / "repro.py")
+
+    result = minify_repro(repro, device="cuda:0")
+
+    assert result.path is None and "failed to start" in result.note and "no CUDA device 0" in result.note
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_the_chosen_gpu_is_the_only_one_the_child_sees() -> None:
+    index = torch.cuda.device_count() - 1
+    with IsolatedJudge(device=f"cuda:{index}", verdict_function=where_it_runs) as judge:
+        verdict = judge(relu_graph().cuda(), [torch.randn(8, device=f"cuda:{index}")], SETTINGS)
+
+    assert verdict.error == f"{index} cuda:0"
+
+
+def test_config_lines_become_patches_that_are_undone() -> None:
+    source = "\n".join([
+        "import os.path",
+        RELU_BUG,
+        "torch._inductor.config.post_grad_custom_post_pass = os.path.join",
+        "torch._inductor.config.debug = True",
+    ])
+    patches = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy", "post_grad_custom_post_pass": os.path.join,
+               "debug": True}
+
+    assert config_patches(source) == patches
+    with InProcessJudge(source):
+        inside = _torch_compat.inductor_config_diff()
+    after = _torch_compat.inductor_config_diff()
+    assert (inside["cpp.inject_relu_bug_TESTING_ONLY"], inside["post_grad_custom_post_pass"],
+            inside["debug"]) == ("accuracy", repr(os.path.join), True)
+    # Undone: back at the defaults (a restored value may still be listed, with its default).
+    assert (after.get("cpp.inject_relu_bug_TESTING_ONLY"), after.get("post_grad_custom_post_pass"),
+            after.get("debug", False)) == (None, None, False)
+    with pytest.raises(ValueError, match="not an Inductor config assignment"):
+        config_patches("torch._inductor.config.debug")
