@@ -167,6 +167,12 @@ class GraphCapture:
         run._boxed_call = True  # type: ignore[attr-defined]
         return run
 
+    def forget_calls(self) -> None:
+        """Start a new check with the same compiled code: earlier calls and errors no longer count."""
+        for graph in self.graphs:
+            graph.calls.clear()
+            graph.runtime_error = None
+
     def backend(self, mode: str | None = None, options: dict[str, Any] | None = None) -> Callable[..., Any]:
         """A ``torch.compile`` backend: Inductor, with every lowered graph captured here."""
         return _torch_compat.capturing_backend(self.hook, mode, options)

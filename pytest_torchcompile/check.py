@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -14,14 +15,18 @@ import torch.fx
 
 from . import _torch_compat
 from .capture import CapturedGraph, GraphCapture, clone_inputs
+from .intermediates import MaskedDivergence, find_masked_divergence
 from .oracle import (
     DEFAULT_TOLERANCE,
     Comparison,
     LeafResult,
     Status,
     compare_outputs,
+    compare_tensor,
+    flatten_outputs,
     outputs_agree,
 )
+from .standalone import reference_outputs
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,23 @@ class CheckOptions:
     seed: int = 0
     dynamic: bool | None = None
     fullgraph: bool = False
+    backward: bool = False
+    loss_fn: Callable[[Any], torch.Tensor] | None = None
+    steps: int = 0
+    lr: float = 0.01
+    sizes: tuple[tuple[Any, ...], ...] | None = None
+    intermediates: bool = True
+
+
+@dataclass
+class FailingGraph:
+    """A captured graph that fails, the inputs it fails on, and (for a masked deviation) the cut
+    of it that fails on its own outputs."""
+
+    graph: CapturedGraph
+    inputs: list[Any] | None
+    gm: torch.fx.GraphModule | None = None
+    note: str = ""
 
 
 @dataclass
@@ -45,7 +67,7 @@ class CheckOutcome:
     comparison: Comparison | None = None
     reference: str = "fp64"
     graphs: list[CapturedGraph] = field(default_factory=list)
-    failing_graphs: list[CapturedGraph] = field(default_factory=list)
+    failing_graphs: list[FailingGraph] = field(default_factory=list)
     compile_seconds: float | None = None
     compiled_output: Any = None
     error: BaseException | None = None
@@ -97,12 +119,52 @@ class EagerRunError(Exception):
     """The model raised when run eagerly: a defect of the test, not of the compiler."""
 
 
-def _run(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, list[Any]]:
-    """Call on clones; return the output and the arguments as the call left them (mutations)."""
-    call_args = [_clone_tree(a) for a in args]
-    call_kwargs = {k: _clone_tree(v) for k, v in kwargs.items()}
-    output = fn(*call_args, **call_kwargs)
-    return output, call_args
+Arguments = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+def _loss(output: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:
+    """The user's loss, or the sum of every floating output."""
+    if loss_fn is not None:
+        return loss_fn(output)
+    leaves = [leaf for _, leaf in flatten_outputs(output)
+              if isinstance(leaf, torch.Tensor) and leaf.is_floating_point() and leaf.requires_grad]
+    if not leaves:
+        raise ValueError("backward=True needs a floating output that requires grad")
+    return torch.stack([leaf.float().sum() for leaf in leaves]).sum()
+
+
+def _trainable(module: torch.nn.Module | None) -> list[tuple[str, torch.Tensor]]:
+    if module is None:
+        return []
+    return [(name, p) for name, p in module.named_parameters() if p.requires_grad]
+
+
+def _execute(
+    call: Callable[..., Any], module: torch.nn.Module | None, arguments: Arguments, options: CheckOptions,
+) -> tuple[dict[str, Any], list[Any]]:
+    """Run once on clones of the arguments. Returns what is judged, by kind ("out", "grad",
+    "param"), and the positional arguments as the call left them (in-place mutations)."""
+    args = [_clone_tree(a) for a in arguments[0]]
+    kwargs = {k: _clone_tree(v) for k, v in arguments[1].items()}
+    if options.steps:
+        optimizer = torch.optim.SGD([p for _, p in _trainable(module)], lr=options.lr)
+        with torch.enable_grad():
+            for _ in range(options.steps):
+                optimizer.zero_grad()
+                output = call(*args, **kwargs)
+                _loss(output, options.loss_fn).backward()
+                optimizer.step()
+        return {"out": output, "param": {n: p.detach() for n, p in _trainable(module)}}, args
+    if not options.backward:
+        return {"out": call(*args, **kwargs)}, args
+    with torch.enable_grad():
+        output = call(*args, **kwargs)
+        targets = _trainable(module) + [(f"args[{i}]", a) for i, a in enumerate(args)
+                                        if isinstance(a, torch.Tensor) and a.requires_grad]
+        if not targets:
+            raise ValueError("backward=True needs parameters or inputs that require grad")
+        grads = torch.autograd.grad(_loss(output, options.loss_fn), [t for _, t in targets], allow_unused=True)
+    return {"out": output, "grad": {n: g for (n, _), g in zip(targets, grads, strict=True) if g is not None}}, args
 
 
 def _mutated_positions(original: Sequence[Any], after: Sequence[Any]) -> list[int]:
@@ -114,9 +176,97 @@ def _mutated_positions(original: Sequence[Any], after: Sequence[Any]) -> list[in
     ]
 
 
-def _with_mutations(output: Any, call_args: Sequence[Any], positions: list[int]) -> tuple[Any, dict[str, Any]]:
-    """What a call produced: its output, plus the arguments it mutated (those must match too)."""
-    return output, {f"args[{i}] (mutated in place)": call_args[i] for i in positions}
+def _judged(parts: dict[str, Any], call_args: Sequence[Any], mutated: list[int]) -> dict[str, Any]:
+    """What a call produced, with the arguments it mutated (those must match too)."""
+    return {**parts, **{f"args[{i}] (mutated in place)": call_args[i] for i in mutated}}
+
+
+def _compare(compiled: dict[str, Any], eager: dict[str, Any], reference: dict[str, Any] | None,
+             options: CheckOptions) -> Comparison:
+    leaves: list[LeafResult] = []
+    for root, value in eager.items():
+        part = compare_outputs(compiled[root], value, reference[root] if reference is not None else None,
+                               options.tol, options.check_non_float, root=root)
+        if part.structure_error:
+            return part
+        leaves += part.leaves
+    return Comparison(leaves)
+
+
+def _grown(value: Any, batch: int, size: int) -> Any:
+    """``value`` with its leading (batch) dimension grown from ``batch`` to ``size`` by repetition."""
+    if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch:
+        repeats = [-(-size // batch)] + [1] * (value.dim() - 1)
+        return value.detach().repeat(*repeats)[:size].clone().requires_grad_(value.requires_grad)
+    return value
+
+
+def input_sets(arguments: Arguments, options: CheckOptions) -> list[Arguments]:
+    """The arguments to check: the given ones, then ``options.sizes`` or, with ``dynamic=True``,
+    the same arguments with the batch dimension grown (a bug may hide at another size)."""
+    sets = [arguments]
+    if options.sizes is not None:
+        return sets + [(tuple(extra), arguments[1]) for extra in options.sizes]
+    if options.dynamic:
+        tensors = [a for a in arguments[0] if isinstance(a, torch.Tensor) and a.dim() > 0]
+        if tensors:
+            batch = int(tensors[0].shape[0])
+            for size in (2 * batch + 1, 4 * batch + 3):
+                sets.append((tuple(_grown(a, batch, size) for a in arguments[0]),
+                             {k: _grown(v, batch, size) for k, v in arguments[1].items()}))
+    return sets
+
+
+def _describe(arguments: Arguments) -> str:
+    shapes = [list(a.shape) for a in (*arguments[0], *arguments[1].values()) if isinstance(a, torch.Tensor)]
+    return f"input sizes {shapes}"
+
+
+@dataclass
+class CompiledEntry:
+    """A compiled copy of one model, kept across the checks of one test (hypothesis examples)
+    so that later examples reuse the compiled code instead of recompiling."""
+
+    source: Callable[..., Any]
+    module: torch.nn.Module | None
+    compiled: Callable[..., Any]
+    capture: GraphCapture
+
+    def matches(self, fn: Callable[..., Any]) -> bool:
+        """Still the same model, with the same weights and buffers."""
+        if self.module is None or not isinstance(fn, torch.nn.Module):
+            return True
+        current = fn.state_dict()
+        return all(torch.equal(current[k], v) for k, v in self.module.state_dict().items())
+
+
+@dataclass
+class CompiledCache:
+    entries: list[CompiledEntry] = field(default_factory=list)
+
+    def lookup(self, fn: Callable[..., Any]) -> CompiledEntry | None:
+        """The entry compiled from ``fn`` as it is now; an entry of ``fn`` whose weights have
+        changed since is dropped."""
+        entry = next((entry for entry in self.entries if entry.source is fn), None)
+        if entry is not None and not entry.matches(fn):
+            self.entries.remove(entry)
+            return None
+        return entry
+
+    def clear(self) -> None:
+        if self.entries:
+            self.entries.clear()
+            _torch_compat.reset()
+
+
+def _compile(fn: Callable[..., Any], options: CheckOptions) -> CompiledEntry:
+    _torch_compat.reset()
+    copy_ = _copy_callable(fn)
+    capture = GraphCapture()
+    backend = capture.backend(options.mode) if options.backend == "inductor" else options.backend
+    compiled = torch.compile(copy_, backend=backend, dynamic=options.dynamic, fullgraph=options.fullgraph)
+    module = copy_ if isinstance(copy_, torch.nn.Module) else None
+    return CompiledEntry(fn, module, compiled, capture)
 
 
 def check_model(
@@ -124,23 +274,30 @@ def check_model(
     args: Sequence[Any],
     kwargs: dict[str, Any] | None = None,
     options: CheckOptions | None = None,
+    cache: CompiledCache | None = None,
 ) -> CheckOutcome:
     """Check ``fn(*args, **kwargs)`` compiled by Inductor against eager and an fp64 reference.
 
-    The caller's model and tensors are never mutated: every run works on copies.
+    The caller's model and tensors are never mutated: every run works on copies. With ``cache``,
+    a model checked again unchanged reuses its compiled code (training checks always recompile,
+    since they change the compiled copy's weights).
     """
     options = options or CheckOptions()
-    kwargs = kwargs or {}
+    given: Arguments = (tuple(args), dict(kwargs or {}))
+    sets = input_sets(given, options)
+
+    def eager_run(arguments: Arguments) -> tuple[dict[str, Any], list[Any]]:
+        model = _copy_callable(fn)
+        return _execute(model, model if isinstance(model, torch.nn.Module) else None, arguments, options)
 
     torch.manual_seed(options.seed)
     try:
-        eager_out, eager_args = _run(_copy_callable(fn), args, kwargs)
-        eager_again, _ = _run(_copy_callable(fn), args, kwargs)
+        eager_parts, eager_args = eager_run(given)
+        eager_again, _ = eager_run(given)
     except Exception as error:
         raise EagerRunError(f"the model raised when run eagerly: {_short_error(error)}") from error
-    mutated = _mutated_positions(args, eager_args)
-
-    if not outputs_agree(eager_out, eager_again, options.tol):
+    mutated = _mutated_positions(given[0], eager_args)
+    if not all(outputs_agree(eager_parts[k], eager_again[k], options.tol) for k in eager_parts):
         return CheckOutcome(
             Status.EAGER_NONDETERMINISTIC,
             "eager disagrees with itself across two runs (random ops such as dropout in train mode, "
@@ -148,80 +305,101 @@ def check_model(
             "deterministic (e.g. model.eval()) to check it",
         )
 
-    reference: Any | None
-    reference_label = "fp64"
-    torch.manual_seed(options.seed)
-    try:
-        with _torch_compat.float64_everywhere():
-            reference_out, reference_args = _run(
-                _copy_callable(fn, fp64=True), [_to_fp64(a) for a in args],
-                {k: _to_fp64(v) for k, v in kwargs.items()},
-            )
-        reference = _with_mutations(reference_out, reference_args, mutated)
-    except Exception as error:
-        reference = None
-        reference_label = f"same-precision cosine check: the model cannot run in fp64 ({_short_error(error)})"
-
-    capture = GraphCapture()
-    torch.manual_seed(options.seed)
-    _torch_compat.reset()
+    training = options.backward or options.steps > 0
+    entry = cache.lookup(fn) if cache is not None and not training else None
+    reused = entry is not None
     started = time.perf_counter()
-    compiled_fn = _copy_callable(fn)
     try:
         with _torch_compat.inductor_config(options.inductor_config), _torch_compat.no_compile_caches(), \
                 _torch_compat.strict_dynamo():
-            backend = capture.backend(options.mode) if options.backend == "inductor" else options.backend
-            compiled = torch.compile(compiled_fn, backend=backend, dynamic=options.dynamic,
-                                     fullgraph=options.fullgraph)
-            compiled_out, compiled_args = _run(compiled, args, kwargs)
+            if entry is None:
+                entry = _compile(fn, options)
+            entry.capture.forget_calls()
+            results = []
+            for index, arguments in enumerate(sets):
+                eager = (eager_parts, eager_args) if index == 0 else eager_run(arguments)
+                torch.manual_seed(options.seed)
+                compiled = _execute(entry.compiled, entry.module, arguments, options)
+                results.append((arguments, eager, compiled))
+            if reused and not any(graph.calls for graph in entry.capture.graphs):
+                # Dynamo stopped compiling this copy (its recompile limit): start afresh.
+                assert cache is not None
+                cache.entries.remove(entry)
+                return check_model(fn, args, kwargs, options, cache)
     except Exception as error:
-        return _compiler_error_outcome(error, capture.graphs, time.perf_counter() - started)
-    finally:
-        _torch_compat.reset()
+        graphs = entry.capture.graphs if entry is not None else []
+        if entry is not None and cache is not None and entry in cache.entries:
+            cache.entries.remove(entry)
+        return _compiler_error_outcome(error, graphs, time.perf_counter() - started)
     elapsed = time.perf_counter() - started
+    if cache is not None and not training and not reused:
+        cache.entries.append(entry)
+    elif cache is None or training:
+        _torch_compat.reset()
 
-    comparison = compare_outputs(
-        _with_mutations(compiled_out, compiled_args, mutated), _with_mutations(eager_out, eager_args, mutated),
-        reference, options.tol, options.check_non_float,
-    )
-    comparison = _rename_root(comparison)
-    if comparison.passed:
-        status = Status.PASS if reference is not None else Status.NO_FP64_REFERENCE
-        return CheckOutcome(status, "", comparison, reference_label, capture.graphs,
-                            compile_seconds=elapsed, compiled_output=compiled_out)
-    failing = _failing_graphs(capture.graphs, options)
-    return CheckOutcome(
-        Status.FAIL_ACCURACY,
-        comparison.structure_error or f"{len(comparison.failing)} of {len(comparison.leaves)} outputs "
-        f"deviate beyond the {'fp64 rule' if reference is not None else 'cosine check'}",
-        comparison, reference_label, capture.graphs, failing, elapsed, compiled_out,
-    )
+    graphs = entry.capture.graphs
+    comparison = Comparison([])
+    reference_label = "fp64"
+    for arguments, (eager_out, eager_call_args), (compiled_out, compiled_call_args) in results:
+        reference, reference_label = _reference(fn, arguments, options, mutated)
+        comparison = _compare(_judged(compiled_out, compiled_call_args, mutated),
+                              _judged(eager_out, eager_call_args, mutated), reference, options)
+        if not comparison.passed:
+            where = f" at {_describe(arguments)}" if len(sets) > 1 else ""
+            message = comparison.structure_error or (
+                f"{len(comparison.failing)} of {len(comparison.leaves)} outputs deviate beyond the "
+                f"{'fp64 rule' if reference is not None else 'cosine check'}{where}")
+            return CheckOutcome(Status.FAIL_ACCURACY, message, comparison, reference_label, graphs,
+                                _failing_graphs(graphs, options), elapsed, compiled_out["out"])
+    output = results[0][2][0]["out"]
+    if options.intermediates and options.backend == "inductor":
+        with _torch_compat.inductor_config(options.inductor_config):
+            masked = _masked_divergence(graphs, options)
+        if masked is not None:
+            graph, divergence = masked
+            return CheckOutcome(
+                Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}", comparison, reference_label,
+                graphs, [FailingGraph(graph, divergence.inputs, divergence.gm,
+                                      f"cut after {divergence.node!r}, the first deviating op: in the full "
+                                      "graph a later op masks it")],
+                elapsed, output)
+    status = Status.PASS if reference_label == "fp64" else Status.NO_FP64_REFERENCE
+    return CheckOutcome(status, "", comparison, reference_label, graphs, compile_seconds=elapsed,
+                        compiled_output=output)
 
 
-def _rename_root(comparison: Comparison) -> Comparison:
-    """Paths of the (output, mutated-arguments) pair read as ``out...`` and ``args[i] ...``."""
-    renamed = []
-    for leaf in comparison.leaves:
-        path = leaf.path
-        if path.startswith("out[0]"):
-            path = "out" + path[len("out[0]"):]
-        elif path.startswith("out[1]["):
-            path = path[len("out[1]['"):-2]
-        renamed.append(LeafResult(**{**leaf.__dict__, "path": path}))
-    return Comparison(renamed, comparison.structure_error)
+def _reference(
+    fn: Callable[..., Any], arguments: Arguments, options: CheckOptions, mutated: list[int],
+) -> tuple[dict[str, Any] | None, str]:
+    """The fp64 run's results, or None (with the label of the weaker check) when it cannot run."""
+    torch.manual_seed(options.seed)
+    widened: Arguments = (tuple(_to_fp64(a) for a in arguments[0]),
+                          {k: _to_fp64(v) for k, v in arguments[1].items()})
+    try:
+        with _torch_compat.float64_everywhere():
+            model = _copy_callable(fn, fp64=True)
+            parts, call_args = _execute(model, model if isinstance(model, torch.nn.Module) else None,
+                                        widened, options)
+    except Exception as error:
+        return None, f"same-precision cosine check: the model cannot run in fp64 ({_short_error(error)})"
+    return _judged(parts, call_args, mutated), "fp64"
 
 
 def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], elapsed: float) -> CheckOutcome:
     compile_failed = [g for g in graphs if g.compile_error is not None]
     if compile_failed:
-        return CheckOutcome(Status.FAIL_COMPILE, f"Inductor failed to compile {compile_failed[0].label}: "
-                            f"{_short_error(compile_failed[0].compile_error or error)}",
-                            graphs=graphs, failing_graphs=compile_failed[:1], compile_seconds=elapsed, error=error)
+        graph = compile_failed[0]
+        return CheckOutcome(Status.FAIL_COMPILE, f"Inductor failed to compile {graph.label}: "
+                            f"{_short_error(graph.compile_error or error)}",
+                            graphs=graphs, failing_graphs=[FailingGraph(graph, None)],
+                            compile_seconds=elapsed, error=error)
     run_failed = [g for g in graphs if g.runtime_error is not None]
     if run_failed:
-        return CheckOutcome(Status.FAIL_RUNTIME, f"compiled code raised in {run_failed[0].label}: "
-                            f"{_short_error(run_failed[0].runtime_error or error)}",
-                            graphs=graphs, failing_graphs=run_failed[:1], compile_seconds=elapsed, error=error)
+        graph = run_failed[0]
+        return CheckOutcome(Status.FAIL_RUNTIME, f"compiled code raised in {graph.label}: "
+                            f"{_short_error(graph.runtime_error or error)}",
+                            graphs=graphs, failing_graphs=[FailingGraph(graph, graph.calls[-1] if graph.calls else None)],
+                            compile_seconds=elapsed, error=error)
     where = "".join(traceback.format_exception_only(error)).strip().splitlines()[0]
     return CheckOutcome(Status.FAIL_COMPILE, f"torch.compile raised before Inductor lowered a graph: {where}",
                         graphs=graphs, compile_seconds=elapsed, error=error)
@@ -230,62 +408,50 @@ def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], e
 # --- one graph at a time -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class GraphReference:
-    """Eager results of one post-AOT graph on its real inputs: in the original dtype and in fp64."""
-
-    eager: list[Any]
-    fp64: list[Any] | None
-
-
-def run_graph(gm: torch.fx.GraphModule, inputs: Sequence[Any], fp64: bool = False) -> list[Any]:
-    values = clone_inputs(inputs)
-    with torch.no_grad():
-        if fp64:
-            values = [_to_fp64(v) for v in values]
-            with _torch_compat.float64_everywhere():
-                return list(gm(*values))
-        return list(gm(*values))
-
-
-def graph_reference(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> GraphReference:
-    eager = run_graph(gm, inputs)
-    try:
-        fp64: list[Any] | None = run_graph(gm, inputs, fp64=True)
-    except Exception:
-        fp64 = None
-    return GraphReference(eager, fp64)
-
-
-def compare_graph_outputs(
-    compiled: Sequence[Any], reference: GraphReference, tol: float, check_non_float: bool = True,
-) -> Comparison:
-    comparison = compare_outputs(list(compiled), reference.eager, reference.fp64, tol, check_non_float)
-    return Comparison(
-        [LeafResult(**{**leaf.__dict__, "path": leaf.path.replace("out[", "graph_out[", 1)})
-         for leaf in comparison.leaves],
-        comparison.structure_error,
-    )
-
-
 def graph_has_random_ops(gm: torch.fx.GraphModule) -> bool:
     return any(node.op == "call_function" and _torch_compat.is_random_op(node.target) for node in gm.graph.nodes)
 
 
-def _failing_graphs(graphs: list[CapturedGraph], options: CheckOptions) -> list[CapturedGraph]:
-    """The captured graphs that fail on their own, worst first; all of them when none does alone
-    (the deviation then builds up across graph breaks)."""
-    scored: list[tuple[float, CapturedGraph]] = []
+def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) -> float | None:
+    """The worst error ratio of one recorded call of a compiled graph, None when it passes."""
+    eager, fp64 = reference_outputs(graph.gm, inputs)
+    with torch.no_grad():
+        outputs = graph.compiled(clone_inputs(inputs)) if graph.compiled is not None else []
+    leaves = [compare_tensor(f"graph_out[{i}]", result, expected, fp64[i] if fp64 is not None else None,
+                             options.tol, options.check_non_float)
+              for i, (result, expected) in enumerate(zip(outputs, eager, strict=True))
+              if isinstance(expected, torch.Tensor) and isinstance(result, torch.Tensor)]
+    failing = [leaf for leaf in leaves if not leaf.passed]
+    if not failing:
+        return None
+    return max((leaf.ratio for leaf in failing if leaf.ratio is not None), default=math.inf)
+
+
+def _failing_graphs(graphs: list[CapturedGraph], options: CheckOptions) -> list[FailingGraph]:
+    """The recorded graph calls that fail on their own, worst first; every graph's last call when
+    none does alone (the deviation then builds up across graph breaks)."""
+    scored: list[tuple[float, FailingGraph]] = []
     for graph in graphs:
-        inputs = graph.runtime_inputs
-        if graph.compiled is None or inputs is None or graph_has_random_ops(graph.gm):
+        if graph.compiled is None or graph_has_random_ops(graph.gm):
             continue
-        reference = graph_reference(graph.gm, inputs)
-        with torch.no_grad():
-            outputs = graph.compiled(clone_inputs(inputs))
-        comparison = compare_graph_outputs(outputs, reference, options.tol, options.check_non_float)
-        if not comparison.passed:
-            scored.append((comparison.worst_ratio or float("inf"), graph))
+        for inputs in graph.calls:
+            ratio = _judge_call(graph, inputs, options)
+            if ratio is not None:
+                scored.append((ratio, FailingGraph(graph, inputs)))
+                break
     if not scored:
-        return [g for g in graphs if g.runtime_inputs is not None]
-    return [graph for _, graph in sorted(scored, key=lambda item: -item[0])]
+        return [FailingGraph(g, g.calls[-1], note="no graph deviates alone: the error builds up across "
+                             "graph breaks") for g in graphs if g.calls]
+    return [failing for _, failing in sorted(scored, key=lambda item: -item[0])]
+
+
+def _masked_divergence(
+    graphs: list[CapturedGraph], options: CheckOptions,
+) -> tuple[CapturedGraph, MaskedDivergence] | None:
+    for graph in graphs:
+        if graph.compiled is None or not graph.calls or graph_has_random_ops(graph.gm):
+            continue
+        divergence = find_masked_divergence(graph.gm, graph.calls[0], options.tol)
+        if divergence is not None:
+            return graph, divergence
+    return None

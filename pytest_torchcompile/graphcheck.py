@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.fx
 
 from . import _torch_compat
 from .capture import CapturedGraph, GraphCapture
 from .check import graph_has_random_ops
+from .intermediates import find_masked_divergence
 from .oracle import LeafResult, Status, compare_tensor
 from .standalone import reference_outputs
 
@@ -28,6 +30,8 @@ class GraphFailure:
     status: Status
     message: str
     leaves: list[LeafResult] = field(default_factory=list)
+    gm: torch.fx.GraphModule | None = None
+    note: str = ""
 
 
 def _signature(inputs: list[Any]) -> tuple[Any, ...]:
@@ -37,9 +41,10 @@ def _signature(inputs: list[Any]) -> tuple[Any, ...]:
 class GraphChecker:
     """Judges each (graph, input shapes) pair once; collects failures for the running test."""
 
-    def __init__(self, tol: float, check_non_float: bool) -> None:
+    def __init__(self, tol: float, check_non_float: bool, intermediates: bool) -> None:
         self.tol = tol
         self.check_non_float = check_non_float
+        self.intermediates = intermediates
         self.capture = GraphCapture(observer=self._observe)
         self.failures: list[GraphFailure] = []
         self.unchecked: list[str] = []
@@ -67,6 +72,14 @@ class GraphChecker:
                 f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule",
                 leaves,
             ))
+        elif self.intermediates:
+            divergence = find_masked_divergence(graph.gm, inputs, self.tol)
+            if divergence is not None:
+                self.failures.append(GraphFailure(
+                    graph, divergence.inputs, Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}",
+                    [divergence.leaf], divergence.gm,
+                    f"cut after {divergence.node!r}, the first deviating op: in the full graph a later op masks it",
+                ))
 
     def error_failures(self) -> list[GraphFailure]:
         """Graphs that failed to compile or whose compiled code raised."""

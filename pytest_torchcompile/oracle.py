@@ -254,11 +254,12 @@ def compare_outputs(
     reference: Any | None,
     tol: float = DEFAULT_TOLERANCE,
     check_non_float: bool = True,
+    root: str = "out",
 ) -> Comparison:
     """Compare nested outputs leaf by leaf; ``reference`` None selects the weaker check."""
-    compiled_leaves = list(flatten_outputs(compiled))
-    eager_leaves = list(flatten_outputs(eager))
-    reference_leaves = list(flatten_outputs(reference)) if reference is not None else None
+    compiled_leaves = list(flatten_outputs(compiled, root))
+    eager_leaves = list(flatten_outputs(eager, root))
+    reference_leaves = list(flatten_outputs(reference, root)) if reference is not None else None
     if [p for p, _ in compiled_leaves] != [p for p, _ in eager_leaves] or (
         reference_leaves is not None and [p for p, _ in reference_leaves] != [p for p, _ in eager_leaves]
     ):

@@ -91,9 +91,8 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     state = item.config.stash[SESSION_KEY]
     marker = item.get_closest_marker("inductor_repro")
     scope = settings.option_value(item.config, settings.option("compile-accuracy-scope"))
-    if scope == "marked" and marker is None:
-        return (yield)
-    with state.watch_graphs(item.nodeid, state.settings_for(marker, {})):
+    watch = scope == "all" or marker is not None
+    with state.running_test(item.nodeid, state.settings_for(marker, {}), watch):
         return (yield)
 
 

@@ -17,7 +17,7 @@ import torch
 from . import _torch_compat
 from .baseline import BaselineError, Gate
 from .capture import CapturedGraph
-from .check import CheckOutcome, EagerRunError, check_model
+from .check import CheckOutcome, CompiledCache, EagerRunError, check_model
 from .graphcheck import GraphChecker, GraphFailure
 from .oracle import Status, format_table
 from .repro import ReproCase, slugify, unique_case_dir, write_repro
@@ -52,6 +52,8 @@ class AccuracySession:
     base_settings: CheckSettings
     results: list[CaseResult] = field(default_factory=list)
     minify_jobs: list[MinifyJob] = field(default_factory=list)
+    compiled_cache: CompiledCache = field(default_factory=CompiledCache)
+    """Compiled models of the running test, reused across its checks (hypothesis examples)."""
     gating: GatingSettings | None = None
     gate: Gate | None = None
     """The baseline in use; every process loads it (workers judge the tests they run)."""
@@ -82,7 +84,7 @@ class AccuracySession:
         if not self.enabled:
             return fn(*args, **kwargs)
         try:
-            outcome = check_model(fn, args, kwargs, settings.check_options())
+            outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache)
         except EagerRunError as error:
             self.results.append(CaseResult(nodeid, Status.EAGER_FAIL, str(error)))
             raise error.__cause__ or error from None
@@ -93,10 +95,11 @@ class AccuracySession:
             compile_seconds=outcome.compile_seconds,
         )
         if outcome.status.is_compiler_failure and outcome.failing_graphs:
-            graph = outcome.failing_graphs[0]
+            failing = outcome.failing_graphs[0]
             others = len(outcome.failing_graphs) - 1
-            notes = [f"{others} other graph(s) of this check also deviate"] if others else []
-            self._record_failing_graph(result, graph, graph.runtime_inputs, settings, notes)
+            notes = [note for note in (failing.note, f"{others} other graph(s) of this check also deviate"
+                                       if others else "") if note]
+            self._record_failing_graph(result, failing.graph, failing.inputs, settings, notes, failing.gm)
         self.results.append(result)
         if record_property is not None:
             for name, value in junit_fields(result):
@@ -107,7 +110,7 @@ class AccuracySession:
 
     def _write_repro(
         self, nodeid: str, graph: CapturedGraph, inputs: list[Any] | None, status: Status, message: str,
-        settings: CheckSettings, notes: list[str],
+        settings: CheckSettings, notes: list[str], gm: torch.fx.GraphModule | None,
     ) -> tuple[str, str]:
         kind = FAILURE_KINDS[status]
         error = graph.compile_error or graph.runtime_error
@@ -115,7 +118,7 @@ class AccuracySession:
             inputs = graph.synthesized_inputs(settings.seed)
             notes = [*notes, "inputs are random values of the traced shapes: the graph failed before it ran"]
         case = ReproCase(
-            gm=graph.gm, inputs=inputs, kind=kind, title=f"{nodeid} :: {graph.label}", tol=settings.tol,
+            gm=gm if gm is not None else graph.gm, inputs=inputs, kind=kind, title=f"{nodeid} :: {graph.label}", tol=settings.tol,
             check_non_float=not settings.ignore_non_float,
             expected_error=error_signature(error) if error is not None and kind != ACCURACY else None,
             error_pattern=settings.check_str, config_source=graph.config_source,
@@ -128,14 +131,27 @@ class AccuracySession:
 
     def _record_failing_graph(
         self, result: CaseResult, graph: CapturedGraph, inputs: list[Any] | None, settings: CheckSettings,
-        notes: list[str],
+        notes: list[str], gm: torch.fx.GraphModule | None = None,
     ) -> None:
         result.graph = graph.label
         result.case_id, result.repro_path = self._write_repro(
-            result.nodeid, graph, inputs, result.status, result.message, settings, notes)
+            result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm)
         if settings.minify and settings.backend == "inductor":
             self.minify_jobs.append(
                 MinifyJob(result.case_id, result.nodeid, result.repro_path, settings.minify_timeout))
+
+    @contextlib.contextmanager
+    def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> Iterator[None]:
+        """Around one test's call: its plain ``torch.compile`` graphs are checked when ``watch``;
+        its compiled models are dropped at the end."""
+        try:
+            if watch:
+                with self.watch_graphs(nodeid, settings):
+                    yield
+            else:
+                yield
+        finally:
+            self.compiled_cache.clear()
 
     @contextlib.contextmanager
     def watch_graphs(self, nodeid: str, settings: CheckSettings) -> Iterator[None]:
@@ -144,7 +160,7 @@ class AccuracySession:
         if not self.enabled:
             yield
             return
-        checker = GraphChecker(settings.tol, not settings.ignore_non_float)
+        checker = GraphChecker(settings.tol, not settings.ignore_non_float, settings.intermediates)
         # Code compiled by an earlier test would be reused without reaching the capture hook.
         _torch_compat.reset()
         with _torch_compat.inductor_config(settings.inductor_config), checker.watching():
@@ -157,7 +173,8 @@ class AccuracySession:
                                         worst_ratio=max((leaf.ratio for leaf in failure.leaves
                                                          if leaf.ratio is not None), default=None),
                                         leaves=failure.leaves)
-                    self._record_failing_graph(result, failure.graph, failure.inputs, settings, [])
+                    self._record_failing_graph(result, failure.graph, failure.inputs, settings,
+                                               [failure.note] if failure.note else [], failure.gm)
                     self.results.append(result)
         if failures:
             pytest.fail(graph_failures_message(self.results[-len(failures):], failures), pytrace=False)

@@ -31,12 +31,20 @@ class CheckSettings:
     minify_timeout: float = 300.0
     check_str: str | None = None
     kind: str | None = None
+    intermediates: bool = True
+    backward: bool = False
+    loss_fn: Callable[[Any], Any] | None = None
+    steps: int = 0
+    lr: float = 0.01
+    sizes: tuple[tuple[Any, ...], ...] | None = None
 
     def check_options(self) -> CheckOptions:
         return CheckOptions(
             tol=self.tol, backend=self.backend, mode=self.mode, inductor_config=dict(self.inductor_config),
             check_non_float=not self.ignore_non_float, seed=self.seed, dynamic=self.dynamic,
-            fullgraph=self.fullgraph,
+            fullgraph=self.fullgraph, backward=self.backward, loss_fn=self.loss_fn, steps=self.steps,
+            lr=self.lr, sizes=tuple(tuple(s) for s in self.sizes) if self.sizes is not None else None,
+            intermediates=self.intermediates,
         )
 
     def replace(self, overrides: Mapping[str, Any]) -> CheckSettings:
@@ -107,6 +115,10 @@ OPTIONS: tuple[Option, ...] = (
            "graph: 'all', or 'marked' (only tests marked inductor_repro)", "all", _scope, metavar="SCOPE"),
     Option("compile-accuracy-tol", "tolerance of the allclose shortcut and the fp64 rule's "
            "additive slack (tol/10)", DEFAULT_TOLERANCE, float, setting="tol", metavar="TOL"),
+    Option("compile-accuracy-intermediates", "also judge every floating intermediate of each "
+           "compiled graph, so a deviation that later ops mask is caught (default on; "
+           "--no-compile-accuracy-intermediates turns it off)", True, _bool, flag=True, negatable=True,
+           setting="intermediates"),
     Option("compile-minify", "minify every failing case into minified.py (default on; "
            "--no-compile-minify turns it off)", True, _bool, flag=True, negatable=True, setting="minify"),
     Option("compile-minify-timeout", "time budget in seconds for minifying one case; the best "

@@ -38,7 +38,7 @@ def test_relu_bug_is_caught_on_nested_outputs() -> None:
     assert outcome.status is Status.FAIL_ACCURACY
     failing = {leaf.path for leaf in outcome.comparison.failing}
     assert "out[1][0].logits" in failing
-    assert outcome.failing_graphs and outcome.failing_graphs[0].runtime_inputs is not None
+    assert outcome.failing_graphs and outcome.failing_graphs[0].inputs is not None
 
 
 def test_fp16_upcast_in_compiled_code_is_not_a_failure() -> None:

@@ -1,0 +1,134 @@
+"""Training checks (gradients, optimizer steps), dynamic shapes, masked deviations, and reuse of
+compiled code across checks: check_model with real Inductor compiles on the CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pytest_torchcompile._torch_compat as compat
+from pytest_torchcompile.check import CheckOptions, CompiledCache, check_model
+from pytest_torchcompile.oracle import Status
+
+RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
+
+
+class ReluInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):  # type: ignore[override]
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        return grad.relu() * 2
+
+
+class BackwardOnlyRelu(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ReluInBackward.apply(self.linear(x)).sin()
+
+
+def test_backward_only_bug_is_caught_on_gradients() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(16, 8, requires_grad=True)
+    forward_only = check_model(BackwardOnlyRelu(), (x,), options=CheckOptions(inductor_config=RELU_BUG))
+    assert forward_only.status is Status.PASS, forward_only.message
+    outcome = check_model(BackwardOnlyRelu(), (x,), options=CheckOptions(inductor_config=RELU_BUG, backward=True))
+    assert outcome.status is Status.FAIL_ACCURACY
+    failing = {leaf.path for leaf in outcome.comparison.failing}
+    assert "grad['linear.weight']" in failing and "grad['args[0]']" in failing
+    assert outcome.failing_graphs[0].graph.kind == "backward"
+
+
+def test_optimizer_steps_compare_parameters() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    x = torch.randn(16, 8)
+    clean = check_model(model, (x,), options=CheckOptions(steps=2, lr=0.1))
+    assert clean.status is Status.PASS, clean.message
+    assert {leaf.path for leaf in clean.comparison.leaves} >= {"param['0.weight']", "param['2.bias']"}
+    broken = check_model(model, (x,), options=CheckOptions(steps=2, lr=0.1, inductor_config=RELU_BUG))
+    assert broken.status is Status.FAIL_ACCURACY
+    assert any(leaf.path.startswith("param[") for leaf in broken.comparison.failing)
+
+
+def test_bug_at_a_later_size_is_found_with_dynamic_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch._inductor.compile_fx as compile_fx
+
+    real = compile_fx.compile_fx_inner
+
+    def wrong_beyond_eight_rows(gm, example_inputs, **kwargs):  # type: ignore[no-untyped-def]
+        compiled = real(gm, example_inputs, **kwargs)
+
+        def run(args):  # type: ignore[no-untyped-def]
+            rows = next(a.shape[0] for a in args if isinstance(a, torch.Tensor) and a.dim() == 2)
+            outputs = compiled(args)
+            return [o + 1.0 if rows > 8 and o.is_floating_point() else o for o in outputs]
+
+        run._boxed_call = True  # type: ignore[attr-defined]
+        return run
+
+    monkeypatch.setattr(compile_fx, "compile_fx_inner", wrong_beyond_eight_rows)
+    x = torch.randn(4, 8)
+    assert check_model(torch.sin, (x,), options=CheckOptions(intermediates=False)).status is Status.PASS
+    outcome = check_model(torch.sin, (x,), options=CheckOptions(dynamic=True, intermediates=False))
+    assert outcome.status is Status.FAIL_ACCURACY
+    assert "input sizes [[9, 8]]" in outcome.message
+    failing = outcome.failing_graphs[0]
+    assert failing.inputs is not None and any(getattr(v, "shape", (0,))[0] == 9 for v in failing.inputs)
+    assert any(s and not s[0].isdigit() for s in failing.graph.symbolic_sizes), failing.graph.symbolic_sizes
+
+
+def sin_relu_cos(x: torch.Tensor) -> torch.Tensor:
+    for _ in range(20):
+        x = x.sin()
+    x = x.relu()
+    for _ in range(40):
+        x = x.cos()
+    return x
+
+
+def test_masked_deviation_is_caught_by_intermediate_checks_only() -> None:
+    x = torch.randn(16, 32)
+    without = check_model(sin_relu_cos, (x,), options=CheckOptions(inductor_config=RELU_BUG, intermediates=False))
+    assert without.status is Status.PASS
+    outcome = check_model(sin_relu_cos, (x,), options=CheckOptions(inductor_config=RELU_BUG))
+    assert outcome.status is Status.FAIL_ACCURACY
+    assert "intermediate 'relu' deviates" in outcome.message and "masks it" in outcome.message
+    cut = outcome.failing_graphs[0].gm
+    assert cut is not None
+    ops = [n.target for n in cut.graph.nodes if n.op == "call_function"]
+    assert ops[-1] == torch.ops.aten.relu.default and torch.ops.aten.cos.default not in ops
+
+
+def test_clean_model_has_no_intermediate_false_alarm() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64),
+                                torch.nn.Linear(64, 8)).eval()
+    outcome = check_model(model, (torch.randn(16, 32),))
+    assert outcome.status is Status.PASS, outcome.message
+
+
+def test_compiled_code_is_reused_across_checks_of_one_test() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()).eval()
+    cache = CompiledCache()
+    options = CheckOptions(dynamic=True, intermediates=False)
+    first = check_model(model, (torch.randn(3, 8),), options=options, cache=cache)
+    assert first.status is Status.PASS
+    compiled_graphs = len(first.graphs)
+    for rows in (5, 7, 11):
+        again = check_model(model, (torch.randn(rows, 8),), options=options, cache=cache)
+        assert again.status is Status.PASS
+        assert len(again.graphs) == compiled_graphs, "a later example recompiled"
+    with torch.no_grad():
+        model[0].weight.add_(1.0)
+    changed = check_model(model, (torch.randn(3, 8),), options=options, cache=cache)
+    assert changed.status is Status.PASS
+    assert len(cache.entries) == 1 and len(changed.graphs) == compiled_graphs, "stale copy reused"
+    cache.clear()
+    assert not cache.entries
+    compat.reset()
