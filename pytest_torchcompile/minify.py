@@ -113,6 +113,10 @@ class GraphSlicer:
                    if arg in self.unit_of and self.unit_of[arg] != unit}
             for unit, members in self.units.items()
         }
+        self.consumers: dict[str, set[str]] = {unit: set() for unit in self.units}
+        for unit, producers in self.producers.items():
+            for producer in producers:
+                self.consumers[producer].add(unit)
         self.values = self._eager_values(inputs)
 
     def _eager_values(self, inputs: Sequence[Any]) -> dict[torch.fx.Node, Any]:
@@ -136,14 +140,10 @@ class GraphSlicer:
 
     def neighbourhood(self, centre: str, radius: int, within: Selection) -> Selection:
         """Units at most ``radius`` producer/consumer steps from ``centre``, inside ``within``."""
-        consumers: dict[str, set[str]] = {unit: set() for unit in self.units}
-        for unit, producers in self.producers.items():
-            for producer in producers:
-                consumers[producer].add(unit)
         reached = {centre}
         frontier = {centre}
         for _ in range(radius):
-            frontier = {near for unit in frontier for near in self.producers[unit] | consumers[unit]
+            frontier = {near for unit in frontier for near in self.producers[unit] | self.consumers[unit]
                         if near in within} - reached
             reached |= frontier
         return frozenset(reached)
@@ -339,7 +339,7 @@ def _locate_divergence(search: _Search) -> list[str]:
     if not observed or sum(slicer.values[node].nbytes for node in observed) > LOCATE_BYTES_LIMIT:
         return []
     verdict = search.judge_graph(*slicer.slice(search.everything, outputs=observed))
-    diverged = {observed[_output_index(leaf.path)] for leaf in verdict.leaves if not leaf.passed}
+    diverged = {observed[output_index(leaf.path)] for leaf in verdict.leaves if not leaf.passed}
     failing_outputs = diverged & slicer.outputs
     if verdict.failure == ACCURACY and failing_outputs:
         search.record(search.everything, verdict)
@@ -348,7 +348,7 @@ def _locate_divergence(search: _Search) -> list[str]:
     return slicer.divergence_roots(diverged, failing_outputs) if verdict.failure == ACCURACY else []
 
 
-def _output_index(path: str) -> int:
+def output_index(path: str) -> int:
     """The output position in a leaf path of ``judge_graph`` (``graph_out[3]``)."""
     match = re.fullmatch(r"graph_out\[(\d+)\]", path)
     if match is None:
@@ -450,14 +450,14 @@ def minify_repro(
                 case, functools.partial(judge, settings=JudgeSettings.for_minifying(case)),
                 budget_s=timeout_s - (time.perf_counter() - started), progress=progress,
             )
+            kernel = judge.kernel_source(reduction.gm, reduction.inputs) if reduction.gm is not None else None
         except IsolationError as error:
             return MinifyResult(case.op_count, case.op_count, time.perf_counter() - started, 0, False,
                                 note=f"not minified: {error}")
-        kernel = judge.kernel_source(reduction.gm, reduction.inputs) if reduction.gm is not None else None
-    compiles = reduction.compiles + (reduction.gm is not None)
     if reduction.gm is None:
         return MinifyResult(reduction.ops_before, reduction.ops_after, time.perf_counter() - started,
-                            compiles, False, note=reduction.how)
+                            reduction.compiles, False, note=reduction.how)
+    compiles = reduction.compiles + 1  # the kernel's
     note = _note(reduction, compiles, time.perf_counter() - started)
     minified = write_repro(_minified_case(case, reduction, note), path.with_name(MINIFIED_NAME))
     kernel_path = _write_kernel(kernel, path.parent)
