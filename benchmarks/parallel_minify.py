@@ -54,7 +54,11 @@ class M(torch.nn.Module):
 
 @pytest.mark.inductor_repro(inductor_config={{KNOB: "accuracy"}})
 @pytest.mark.parametrize("bug_at", {bug_layers!r})
-def test_anchor(compile_accuracy, bug_at):
+def test_anchor(compile_accuracy, bug_at, request):
+    if DEVICE == "cuda":  # which GPU the test ran on, for the report
+        worker = getattr(request.config, "workerinput", {{}}).get("workerid", "main")
+        with open("test-devices.log", "a") as log:
+            log.write(f"{{request.node.nodeid}} {{worker}} cuda:{{torch.cuda.current_device()}}\\n")
     torch.manual_seed(0)
     model = M(bug_at).eval().to(DEVICE)
     x = torch.randn(16, 32, device=DEVICE)
@@ -97,6 +101,7 @@ def run_once(workdir: Path, workers: int, label: str, timeout_s: float, extra: l
         "minifiers": sorted({a["worker"] for j in jobs for a in j["attempts"]}),
         "cases": [{"nodeid": j["nodeid"], "worker": j["attempts"][-1]["worker"],
                    "seconds": j["finished"] - j["attempts"][-1]["claimed"],
+                   "device": j["attempts"][-1].get("device") or "-",
                    "ops": f"{j['result']['ops_before']} -> {j['result']['ops_after']}",
                    "compiles": j["result"]["compiles"]} for j in jobs],
         "lines": lines,
@@ -134,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"minified by {', '.join(result['minifiers'])}", flush=True)
             for case in result["cases"]:
                 print(f"    {case['nodeid']}: {case['ops']} ops, {case['compiles']} compiles, "
-                      f"{case['seconds']:.1f} s on {case['worker']}", flush=True)
+                      f"{case['seconds']:.1f} s on {case['worker']} (device {case['device']})", flush=True)
+    devices_log = workdir / "test-devices.log"
+    if devices_log.exists():
+        print("tests ran on:\n    " + "\n    ".join(sorted(set(devices_log.read_text().splitlines()))))
     serial = statistics.median(r["phase_s"] for r in runs["n1"])
     parallel = statistics.median(r["phase_s"] for r in runs[f"n{args.cases}"])
     print(f"minify phase: -n 1 {serial:.1f} s, -n {args.cases} {parallel:.1f} s: speedup {serial / parallel:.2f}x")

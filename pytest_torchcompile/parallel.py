@@ -60,6 +60,9 @@ MINIFIER_ENV = "PYTEST_TORCHCOMPILE_MINIFIER"
 (same signature); a seam for tests and experiments."""
 DEVICES_ENV = "PYTEST_TORCHCOMPILE_DEVICES"
 LEASE_ENV = "PYTEST_TORCHCOMPILE_LEASE_S"
+THREADS_ENV = "PYTEST_TORCHCOMPILE_MINIFY_THREADS"
+"""CPU threads for each minifying process (OpenMP and Inductor's compile workers). Unset: this
+process's CPUs shared out among the processes that minify at once; ``0``: leave them alone."""
 RUN_KEY = "pytest_torchcompile_run"
 QUEUE_KEY = "pytest_torchcompile_queue"
 QUEUE_DIR = ".queue"
@@ -118,6 +121,7 @@ class Identity:
     """One participating process. Make it in the process it describes."""
 
     worker: str
+    device: str | None = None
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     pid: int = field(default_factory=os.getpid)
     pid_start: str | None = field(default_factory=_own_start)
@@ -217,6 +221,10 @@ class WorkQueue:
         records = (_read(path) for path in sorted(self.workers_dir.glob("*.json")))
         return [record for record in records if record is not None]
 
+    def minifiers(self) -> int:
+        """How many live processes minify, or will once their tests are done."""
+        return sum(1 for p in self.participants() if p["state"] in (TESTING, MINIFYING) and self.alive(p["token"]))
+
     # jobs
 
     def _job_path(self, job_id: str) -> Path:
@@ -278,7 +286,7 @@ class WorkQueue:
             job.update(state=RUNNING, owner=me.token, owner_worker=me.worker)
             job["started"] = job["started"] or now
             job["attempts"].append({"worker": me.worker, "token": me.token, "pid": me.pid, "host": me.host,
-                                    "claimed": now, "ended": None, "outcome": None})
+                                    "device": me.device, "claimed": now, "ended": None, "outcome": None})
             _write(self._job_path(job["id"]), job)
             return job
 
@@ -397,6 +405,39 @@ def summary_line(job: dict[str, Any]) -> str:
     return f"not minified {job['nodeid']}: the run stopped first; repro: {job['repro_path']}"
 
 
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def thread_budget(minifiers: int, cap: int = 0) -> int | None:
+    """Threads each minifying process gets so that those running at once do not oversubscribe
+    the CPUs; None: leave the defaults (one minifier, or ``PYTEST_TORCHCOMPILE_MINIFY_THREADS=0``)."""
+    override = os.environ.get(THREADS_ENV, "")
+    if override:
+        return int(override) or None
+    at_once = min(minifiers, cap) if cap > 0 else minifiers
+    if at_once <= 1:
+        return None
+    return max(1, _cpus() // at_once)
+
+
+@contextlib.contextmanager
+def threads_limited(budget: int | None) -> Iterator[None]:
+    """Environment of the minifier's child processes: at most ``budget`` threads each."""
+    names = ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")
+    saved = {name: os.environ.get(name) for name in names}
+    if budget is not None:
+        os.environ.update({name: str(budget) for name in names})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 # --- devices -------------------------------------------------------------------------------
 
 
@@ -485,7 +526,8 @@ class Coordinator:
     def join(self, state: str) -> None:
         queue = self.open_queue()
         if self.me is None:
-            self.me = Identity(self.worker or ("controller" if self.role == "controller" else "main"))
+            self.me = Identity(self.worker or ("controller" if self.role == "controller" else "main"),
+                               self.device)
             queue.register(self.me, state)
             self.heartbeat = Heartbeat(queue, self.me).start()
         else:
@@ -625,18 +667,20 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
     if coordinator.role == "controller" and coordinator.queue is None and not coordinator.queue_dir.exists():
         return
     minifiers: list[Minifier] = []
+    cap = int(_option(config, "compile-minify-workers") or 0)
 
     def run_job(job: dict[str, Any]) -> MinifyResult:
+        assert coordinator.queue is not None
         if not minifiers:
             minifiers.append(load_minifier())
         progress = _progress_writer(config, coordinator, job["nodeid"])
-        return minifiers[0](Path(job["repro_path"]), timeout_s=job["timeout_s"], progress=progress,
-                            device=coordinator.device)
+        with threads_limited(thread_budget(coordinator.queue.minifiers(), cap)):
+            return minifiers[0](Path(job["repro_path"]), timeout_s=job["timeout_s"], progress=progress,
+                                device=coordinator.device)
 
     try:
         coordinator.join(MINIFYING)
         assert coordinator.queue is not None and coordinator.me is not None
-        cap = int(_option(config, "compile-minify-workers") or 0)
         coordinator.finished_here += drain(coordinator.queue, coordinator.me, run_job, cap)
     finally:
         coordinator.leave()
