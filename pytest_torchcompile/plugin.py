@@ -12,6 +12,7 @@ from .session import AccuracySession, narrowed_files
 
 SESSION_KEY = pytest.StashKey[AccuracySession]()
 PYTEST_SESSION_KEY = pytest.StashKey[pytest.Session]()
+CURRENT_ITEM_KEY = pytest.StashKey[pytest.Item]()
 COLLECTED_IDS = "torchcompile_collected_ids"
 """``config.workeroutput`` key: an xdist worker's collected test ids, for the controller."""
 
@@ -78,7 +79,9 @@ class ControllerHooks:
         self.state.collected_ids.update(output.get(COLLECTED_IDS, ()))
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.config.stash[CURRENT_ITEM_KEY] = item
     if item.get_closest_marker("cuda") is not None:
         import torch
 
@@ -89,6 +92,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     state = item.config.stash[SESSION_KEY]
+    item.config.stash[CURRENT_ITEM_KEY] = item
     marker = item.get_closest_marker("inductor_repro")
     scope = settings.option_value(item.config, settings.option("compile-accuracy-scope"))
     watch = scope == "all" or marker is not None
@@ -139,11 +143,13 @@ class CompileAccuracy:
     Keywords named like the marker's options (``tol=``, ``mode=``, ``inductor_config=``, ...)
     override them for this call; all other keywords go to the model. Use :meth:`check` when the
     model itself takes a keyword of the same name.
+
+    One object serves the whole session and acts for the test running now, so that hypothesis'
+    ``@given`` tests may use it (a function-scoped fixture would fail its health check).
     """
 
-    def __init__(self, request: pytest.FixtureRequest, record_property: Any) -> None:
-        self._request = request
-        self._record_property = record_property
+    def __init__(self, config: pytest.Config) -> None:
+        self._config = config
 
     @property
     def enabled(self) -> bool:
@@ -151,7 +157,14 @@ class CompileAccuracy:
 
     @property
     def _state(self) -> AccuracySession:
-        return self._request.config.stash[SESSION_KEY]
+        return self._config.stash[SESSION_KEY]
+
+    @property
+    def _item(self) -> pytest.Item:
+        item = self._config.stash.get(CURRENT_ITEM_KEY, None)
+        if item is None:
+            raise pytest.UsageError("compile_accuracy can only be called while a test runs")
+        return item
 
     def __call__(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in settings.KEYWORDS}
@@ -159,17 +172,21 @@ class CompileAccuracy:
 
     def settings(self, **overrides: Any) -> settings.CheckSettings:
         """The settings a check in this test would use, with ``overrides`` applied."""
-        marker = self._request.node.get_closest_marker("inductor_repro")
-        return self._state.settings_for(marker, overrides)
+        return self._state.settings_for(self._item.get_closest_marker("inductor_repro"), overrides)
 
     def check(self, fn: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None,
               **overrides: Any) -> Any:
-        resolved = self.settings(**overrides)
-        return self._state.check(self._request.node.nodeid, fn, args, kwargs or {}, resolved,
-                                 self._record_property)
+        item = self._item
+
+        def record_property(name: str, value: object) -> None:
+            item.user_properties.append((name, value))
+
+        hypothesis_test = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+        return self._state.check(item.nodeid, fn, args, kwargs or {}, self.settings(**overrides),
+                                 record_property, supersede=hypothesis_test)
 
 
-@pytest.fixture
-def compile_accuracy(request: pytest.FixtureRequest, record_property: Any) -> CompileAccuracy:
+@pytest.fixture(scope="session")
+def compile_accuracy(pytestconfig: pytest.Config) -> CompileAccuracy:
     """Check a model compiled by torch.compile (Inductor) against eager and fp64 references."""
-    return CompileAccuracy(request, record_property)
+    return CompileAccuracy(pytestconfig)

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,11 +79,17 @@ class AccuracySession:
         kwargs: dict[str, Any],
         settings: CheckSettings,
         record_property: Callable[[str, object], None] | None = None,
+        supersede: bool = False,
     ) -> Any:
         """The fixture's work: run eagerly when checking is off; otherwise check, record, and
-        fail the test with a readable report and a repro when the compiler is at fault."""
+        fail the test with a readable report and a repro when the compiler is at fault.
+
+        ``supersede`` (hypothesis tests): each example replaces the test's earlier ones, so the
+        run keeps the example hypothesis reports last (the shrunk one) and minifies only that."""
         if not self.enabled:
             return fn(*args, **kwargs)
+        if supersede:
+            self._drop_earlier_checks(nodeid)
         try:
             outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache)
         except EagerRunError as error:
@@ -107,6 +114,15 @@ class AccuracySession:
         if outcome.passed:
             return outcome.compiled_output
         pytest.fail(failure_message(result, outcome), pytrace=False)
+
+    def _drop_earlier_checks(self, nodeid: str) -> None:
+        earlier = [r for r in self.results[self._unreported:] if r.nodeid == nodeid]
+        for result in earlier:
+            self.results.remove(result)
+            if result.case_id is not None:
+                self.minify_jobs[:] = [job for job in self.minify_jobs if job.case_id != result.case_id]
+                shutil.rmtree(self.repro_root / result.case_id, ignore_errors=True)
+                (self.repro_root / f"{result.case_id}.claimed").unlink(missing_ok=True)
 
     def _write_repro(
         self, nodeid: str, graph: CapturedGraph, inputs: list[Any] | None, status: Status, message: str,

@@ -140,3 +140,27 @@ def test_repro_keeps_buffers_and_constants(pytester: pytest.Pytester) -> None:
     assert list((repro.parent / "tensors").glob("*.pt")), "the 64-element buffer goes to a tensor file"
     run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 1, run.stdout + run.stderr
+
+
+def test_hypothesis_failure_is_shrunk_and_written_once(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model="""
+        import pytest, torch
+        from hypothesis import given, settings, strategies as st
+        from pytest_torchcompile.strategies import tensors
+
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+
+        @pytest.mark.inductor_repro(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
+        @settings(max_examples=5, deadline=None, database=None)
+        @given(x=tensors(shape=st.tuples(st.integers(1, 16), st.just(8))))
+        def test_random_batch(compile_accuracy, x):
+            compile_accuracy(model, x, dynamic=True)
+    """)
+    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
+    result.assert_outcomes(failed=1)
+    # Hypothesis shrinks the batch to one row before the failure is reported and written.
+    assert "compile accuracy: fail_accuracy: 1 of 1 outputs deviate beyond the fp64 rule at input sizes [[1, 8]]" \
+        in result.stdout.str()
+    (repro,) = repro_files(pytester, "repro.py")
+    assert repro.parent.name == "test_model.py__test_random_batch", "superseded examples leave no repro"
+    result.stdout.fnmatch_lines(["compile accuracy: 1 checks in 1 tests: 1 fail_accuracy"])
