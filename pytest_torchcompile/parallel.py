@@ -102,6 +102,8 @@ def pid_alive(pid: int, start: str | None = None) -> bool:
         if stat is None or stat[0] in ("Z", "X"):
             return False
         return start is None or stat[1] == start
+    if os.name == "nt":  # os.kill(pid, 0) would send CTRL_C_EVENT there: rely on the lease
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
