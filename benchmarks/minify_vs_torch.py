@@ -1,0 +1,203 @@
+"""Time this package's minifier against torch's own on the shared anchor workload, side by side.
+
+The anchor model (``../shared/bench/anchor_model.py``: an MLP with one injected relu accuracy
+bug) is compiled once through ``check_model`` to write this package's repro, and once as the anchor
+script itself, with ``TORCHDYNAMO_REPRO_AFTER=aot`` / repro level 4, which writes torch's
+``minifier_launcher.py``. Then every contender runs as its own process with a fresh
+``TORCHINDUCTOR_CACHE_DIR``, so that none profits from another's compiled kernels:
+
+- ``minify_repro`` (isolated: a warm child judges the candidates), and with ``isolate=False``;
+- torch's launcher ``minify --no-isolate``, and ``minify`` (isolated, one process per query).
+
+Usage: ``python benchmarks/minify_vs_torch.py [--layers 12] [--bug-at 7] [--device cpu|cuda]
+[--skip-torch-isolated] [--anchor PATH]``. Wall times include each process's start-up (Python and
+torch imports); on a shared machine, compare runs of one invocation only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+ANCHOR = ROOT.parent / "shared" / "bench" / "anchor_model.py"
+
+sys.path.insert(0, str(ROOT))
+
+from pytest_torchcompile.check import CheckOptions, check_model  # noqa: E402
+from pytest_torchcompile.repro import ReproCase, write_repro  # noqa: E402
+
+
+@dataclass
+class Run:
+    """One contender's run."""
+
+    name: str
+    seconds: float
+    compiles: int | None
+    ops_after: int | None
+    detail: str = ""
+
+
+def anchor_model(anchor: Path, layers: int, bug_at: int, device: str) -> tuple[torch.nn.Module, torch.Tensor]:
+    """The anchor script's model and input, built the way the script builds them.
+
+    Only the script's model class is executed (it is read from the file), not its module body,
+    which would compile the model under torch's minifier settings.
+    """
+    tree = ast.parse(anchor.read_text())
+    model_class = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "M")
+    namespace: dict[str, Any] = {"torch": torch, "LAYERS": layers, "BUG_AT": bug_at}
+    exec(compile(ast.Module([model_class], type_ignores=[]), str(anchor), "exec"), namespace)
+    torch.manual_seed(0)
+    model = namespace["M"]().eval().to(device)
+    return model, torch.randn(16, 32, device=device)
+
+
+def write_anchor_repro(anchor: Path, layers: int, bug_at: int, device: str, directory: Path) -> tuple[Path, int]:
+    """This package's repro of the anchor graph; returns its path and op count."""
+    model, x = anchor_model(anchor, layers, bug_at, device)
+    knob = "triton" if device == "cuda" else "cpp"
+    with torch.no_grad():
+        outcome = check_model(model, (x,), options=CheckOptions(
+            inductor_config={f"{knob}.inject_relu_bug_TESTING_ONLY": "accuracy"}))
+    if not outcome.failing_graphs:
+        raise SystemExit(f"the anchor model did not fail its check: {outcome.status} {outcome.message}")
+    failing = outcome.failing_graphs[0]
+    case = ReproCase(failing.gm or failing.graph.gm, failing.inputs or [], "accuracy",
+                     f"anchor {layers} layers, bug at {bug_at}", config_source=failing.graph.config_source)
+    return write_repro(case, directory / "repro.py"), case.op_count
+
+
+def timed(command: list[str], cwd: Path, cache_dir: Path, timeout_s: float) -> tuple[float, str]:
+    """Run a contender with a fresh Inductor cache; its wall time and its output."""
+    env = {**_environment(), "TORCHINDUCTOR_CACHE_DIR": str(cache_dir)}
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    seconds = time.perf_counter() - started
+    output = done.stdout + done.stderr
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{output[-4000:]}")
+    return seconds, output
+
+
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    for name in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL"):
+        env.pop(name, None)
+    return env
+
+
+def run_ours(repro: Path, workdir: Path, isolate: bool, device: str, timeout_s: float) -> Run:
+    name = "pytest-torchcompile" + ("" if isolate else " (isolate=False)")
+    copy = workdir / ("ours-isolated" if isolate else "ours-in-process")
+    shutil.copytree(repro.parent, copy)
+    script = (
+        "import dataclasses, json, sys; from pathlib import Path; "
+        "from pytest_torchcompile.minify import minify_repro; "
+        f"r = minify_repro(Path(sys.argv[1]), isolate={isolate}, device={_device_index(device)!r}); "
+        "print('RESULT ' + json.dumps(dataclasses.asdict(r)))"
+    )
+    seconds, output = timed([sys.executable, "-c", script, str(copy / "repro.py")], copy, workdir / f"cache-{copy.name}", timeout_s)
+    result = json.loads(next(line for line in output.splitlines() if line.startswith("RESULT "))[len("RESULT "):])
+    return Run(name, seconds, result["compiles"], result["ops_after"], result["note"])
+
+
+def _device_index(device: str) -> str | None:
+    return "cuda:0" if device == "cuda" else None
+
+
+def torch_launcher(anchor: Path, layers: int, bug_at: int, device: str, workdir: Path,
+                   timeout_s: float) -> tuple[Path, float]:
+    """Run the anchor script as published; return torch's minifier launcher and the detection time."""
+    scratch = workdir / "torch-detect"
+    scratch.mkdir()
+    seconds, output = timed([sys.executable, str(anchor), device, str(layers), str(bug_at)], scratch,
+                            workdir / "cache-torch-detect", timeout_s)
+    if "NO FAILURE DETECTED" in output:
+        raise SystemExit("torch's accuracy check did not detect the anchor's bug")
+    return next(scratch.glob("torch_compile_debug/*/minifier/minifier_launcher.py")), seconds
+
+
+def run_torch(launcher: Path, workdir: Path, isolate: bool, timeout_s: float) -> Run:
+    name = "torch minifier" + ("" if isolate else " --no-isolate")
+    scratch = workdir / ("torch-isolated" if isolate else "torch-no-isolate")
+    scratch.mkdir()
+    cache = workdir / f"cache-{scratch.name}"
+    # The launcher pins the cache directory of the run that wrote it: give it a fresh one.
+    source = re.sub(r"^os\.environ\['TORCHINDUCTOR_CACHE_DIR'\] = .*$",
+                    f"os.environ['TORCHINDUCTOR_CACHE_DIR'] = {str(cache)!r}",
+                    launcher.read_text(), flags=re.M)
+    copy = scratch / "minifier_launcher.py"
+    copy.write_text(source)
+    command = [sys.executable, str(copy), "minify", *([] if isolate else ["--no-isolate"])]
+    seconds, output = timed(command, scratch, cache, timeout_s)
+    queries = re.findall(r"Made (\d+) queries", output)
+    checkpoints = re.findall(r"Writing checkpoint with (\d+) nodes", output)
+    # Torch counts placeholders and the output node; its one-relu result is 3 nodes.
+    return Run(name, seconds, int(queries[-1]) if queries else None, None,
+               f"final graph: {checkpoints[-1]} nodes" if checkpoints else "")
+
+
+def report(runs: list[Run], ops_before: int, detect_s: float) -> None:
+    ours = next(run for run in runs if run.name == "pytest-torchcompile")
+    print(f"\nanchor graph: {ops_before} ops; torch's detection run: {detect_s:.1f} s\n")
+    print(f"{'contender':40} {'wall s':>8} {'compiles':>9} {'ops after':>9}  ours vs it")
+    for run in runs:
+        ratio = "" if run is ours else f"{run.seconds / ours.seconds:.1f}x slower" if run.seconds >= ours.seconds \
+            else f"{ours.seconds / run.seconds:.1f}x faster"
+        compiles = "-" if run.compiles is None else str(run.compiles)
+        ops = "-" if run.ops_after is None else str(run.ops_after)
+        print(f"{run.name:40} {run.seconds:8.1f} {compiles:>9} {ops:>9}  {ratio}")
+    for run in runs:
+        if run.detail:
+            print(f"  {run.name}: {run.detail}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--bug-at", type=int, default=7)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--anchor", type=Path, default=ANCHOR, help="the anchor script (default: %(default)s)")
+    parser.add_argument("--skip-torch-isolated", action="store_true",
+                        help="skip torch's isolated minify (one process per query: minutes)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="limit per contender, seconds")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="minify-vs-torch-"))
+    try:
+        repro, ops_before = write_anchor_repro(args.anchor, args.layers, args.bug_at, args.device, workdir / "repro")
+        launcher, detect_s = torch_launcher(args.anchor, args.layers, args.bug_at, args.device, workdir, args.timeout)
+        runs = [
+            run_ours(repro, workdir, True, args.device, args.timeout),
+            run_ours(repro, workdir, False, args.device, args.timeout),
+            run_torch(launcher, workdir, False, args.timeout),
+        ]
+        if not args.skip_torch_isolated:
+            runs.append(run_torch(launcher, workdir, True, args.timeout))
+        report(runs, ops_before, detect_s)
+    finally:
+        if args.keep:
+            print(f"scratch directory kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
