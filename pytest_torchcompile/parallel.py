@@ -579,7 +579,9 @@ class ParallelHooks:
         self.coordinator = coordinator
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self.coordinator.role != "controller":
+        if self.coordinator.role == "controller":
+            self.coordinator.open_queue()
+        else:
             self.coordinator.join(TESTING)
 
     def pytest_runtest_logfinish(self) -> None:
@@ -666,17 +668,17 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
     if coordinator.interrupted:
         coordinator.leave()
         return
-    if coordinator.role == "controller" and coordinator.queue is None and not coordinator.queue_dir.exists():
-        return
     minifiers: list[Minifier] = []
     cap = int(_option(config, "compile-minify-workers") or 0)
 
     def run_job(job: dict[str, Any]) -> MinifyResult:
-        assert coordinator.queue is not None
+        assert coordinator.queue is not None and coordinator.me is not None
         if not minifiers:
             minifiers.append(load_minifier())
         progress = _progress_writer(config, coordinator, job["nodeid"])
-        with threads_limited(thread_budget(coordinator.queue.minifiers(), cap)):
+        pending, running, _ = coordinator.queue.census(coordinator.me)
+        at_once = min(coordinator.queue.minifiers(), pending + running)
+        with threads_limited(thread_budget(at_once, cap)):
             return minifiers[0](Path(job["repro_path"]), timeout_s=job["timeout_s"], progress=progress,
                                 device=coordinator.device)
 
