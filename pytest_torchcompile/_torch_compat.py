@@ -139,6 +139,19 @@ def inductor_config(patches: dict[str, Any] | None) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def inductor_config_restored() -> Iterator[None]:
+    """Undo, on exit, whatever Inductor config assignments the block made (a repro file sets its
+    config at import time)."""
+    import torch._inductor.config as inductor_config_module
+
+    saved = inductor_config_module.get_config_copy()
+    try:
+        yield
+    finally:
+        inductor_config_module.load_config(saved)
+
+
 def inductor_config_source() -> str:
     """Python statements that set every Inductor config value differing from its default."""
     import torch._inductor.config as inductor_config_module

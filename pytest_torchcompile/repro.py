@@ -332,7 +332,8 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with _torch_compat.inductor_config_restored():
+            spec.loader.exec_module(module)
     finally:
         sys.modules.pop(name, None)
     gm = torch.fx.symbolic_trace(module.Repro())
