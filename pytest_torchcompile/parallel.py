@@ -676,8 +676,9 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
         if not minifiers:
             minifiers.append(load_minifier())
         progress = _progress_writer(config, coordinator, job["nodeid"])
-        pending, running, _ = coordinator.queue.census(coordinator.me)
-        at_once = min(coordinator.queue.minifiers(), pending + running)
+        # CPU users: the jobs under way or waiting, and the processes still running tests
+        pending, running, testing = coordinator.queue.census(coordinator.me)
+        at_once = min(coordinator.queue.minifiers(), pending + running + testing)
         with threads_limited(thread_budget(at_once, cap)):
             return minifiers[0](Path(job["repro_path"]), timeout_s=job["timeout_s"], progress=progress,
                                 device=coordinator.device)
