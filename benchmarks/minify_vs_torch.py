@@ -179,11 +179,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800.0, help="limit per contender, seconds")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args()
+    anchor = args.anchor.resolve()  # contenders run in directories of their own
 
     workdir = Path(tempfile.mkdtemp(prefix="minify-vs-torch-"))
     try:
-        repro, ops_before = write_anchor_repro(args.anchor, args.layers, args.bug_at, args.device, workdir / "repro")
-        launcher, detect_s = torch_launcher(args.anchor, args.layers, args.bug_at, args.device, workdir, args.timeout)
+        repro, ops_before = write_anchor_repro(anchor, args.layers, args.bug_at, args.device, workdir / "repro")
+        launcher, detect_s = torch_launcher(anchor, args.layers, args.bug_at, args.device, workdir, args.timeout)
         runs = [
             run_ours(repro, workdir, True, args.device, args.timeout),
             run_ours(repro, workdir, False, args.device, args.timeout),

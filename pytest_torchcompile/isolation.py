@@ -186,7 +186,8 @@ class IsolatedJudge:
     """A warm child process that judges candidates (context manager).
 
     ``device`` ("cuda:N") makes GPU N the only one the child sees; every CUDA tensor and device
-    of a candidate is moved onto it. A candidate gets ``candidate_timeout_s`` to be judged.
+    of a candidate is moved onto it. A candidate gets ``candidate_timeout_s`` to be judged; the
+    first one a child judges also pays Inductor's one-time costs (CPU feature probes, workers).
     """
 
     def __init__(
