@@ -10,8 +10,10 @@ script itself, with ``TORCHDYNAMO_REPRO_AFTER=aot`` / repro level 4, which write
 - torch's launcher ``minify --no-isolate``, and ``minify`` (isolated, one process per query).
 
 Usage: ``python benchmarks/minify_vs_torch.py [--layers 12] [--bug-at 7] [--device cpu|cuda]
-[--skip-torch-isolated] [--anchor PATH]``. Wall times include each process's start-up (Python and
-torch imports); on a shared machine, compare runs of one invocation only.
+[--skip-torch-isolated] [--anchor PATH] [--primed-caches]``. Wall times include each process's
+start-up (Python and torch imports); on a shared machine, compare runs of one invocation only.
+A fresh cache also makes every contender pay Inductor's one-time setup of a cache directory (CPU
+feature probes: g++ test builds); ``--primed-caches`` pays it before the clock starts.
 """
 
 from __future__ import annotations
@@ -82,16 +84,40 @@ def write_anchor_repro(anchor: Path, layers: int, bug_at: int, device: str, dire
     return write_repro(case, directory / "repro.py"), case.op_count
 
 
-def timed(command: list[str], cwd: Path, cache_dir: Path, timeout_s: float) -> tuple[float, str]:
-    """Run a contender with a fresh Inductor cache; its wall time and its output."""
-    env = {**_environment(), "TORCHINDUCTOR_CACHE_DIR": str(cache_dir)}
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
-    seconds = time.perf_counter() - started
-    output = done.stdout + done.stderr
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{output[-4000:]}")
-    return seconds, output
+PRIME = (
+    "import sys, torch, torch.fx; "
+    "from pytest_torchcompile._torch_compat import compile_graph; "
+    "graph = torch.fx.Graph(); x = graph.placeholder('x'); "
+    "graph.output((graph.call_function(torch.ops.aten.add.Tensor, (x, 1.0)),)); "
+    "compile_graph(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.zeros(4, device=sys.argv[1])])"
+)
+"""One one-op compile: Inductor's one-time setup of a cache directory (the CPU feature probes,
+g++ test builds taking seconds), and none of the anchor's kernels."""
+
+
+@dataclass(frozen=True)
+class Bench:
+    """Where and how contenders run."""
+
+    workdir: Path
+    device: str
+    timeout_s: float
+    primed_caches: bool
+
+    def timed(self, command: list[str], cwd: Path, cache_name: str) -> tuple[float, str]:
+        """Run a contender with a fresh Inductor cache of its own; its wall time and its output."""
+        cache = self.workdir / f"cache-{cache_name}"
+        env = {**_environment(), "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+        if self.primed_caches:
+            subprocess.run([sys.executable, "-c", PRIME, self.device], env=env, check=True,
+                           capture_output=True, timeout=self.timeout_s)
+        started = time.perf_counter()
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=self.timeout_s)
+        seconds = time.perf_counter() - started
+        output = done.stdout + done.stderr
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{output[-4000:]}")
+        return seconds, output
 
 
 def _environment() -> dict[str, str]:
@@ -102,50 +128,46 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def run_ours(repro: Path, workdir: Path, isolate: bool, device: str, timeout_s: float) -> Run:
+def run_ours(bench: Bench, repro: Path, isolate: bool) -> Run:
     name = "pytest-torchcompile" + ("" if isolate else " (isolate=False)")
-    copy = workdir / ("ours-isolated" if isolate else "ours-in-process")
+    copy = bench.workdir / ("ours-isolated" if isolate else "ours-in-process")
     shutil.copytree(repro.parent, copy)
+    device = "cuda:0" if bench.device == "cuda" else None
     script = (
         "import dataclasses, json, sys; from pathlib import Path; "
         "from pytest_torchcompile.minify import minify_repro; "
-        f"r = minify_repro(Path(sys.argv[1]), isolate={isolate}, device={_device_index(device)!r}); "
+        f"r = minify_repro(Path(sys.argv[1]), isolate={isolate}, device={device!r}); "
         "print('RESULT ' + json.dumps(dataclasses.asdict(r)))"
     )
-    seconds, output = timed([sys.executable, "-c", script, str(copy / "repro.py")], copy, workdir / f"cache-{copy.name}", timeout_s)
+    seconds, output = bench.timed([sys.executable, "-c", script, str(copy / "repro.py")], copy, copy.name)
     result = json.loads(next(line for line in output.splitlines() if line.startswith("RESULT "))[len("RESULT "):])
     return Run(name, seconds, result["compiles"], result["ops_after"], result["note"])
 
 
-def _device_index(device: str) -> str | None:
-    return "cuda:0" if device == "cuda" else None
-
-
-def torch_launcher(anchor: Path, layers: int, bug_at: int, device: str, workdir: Path,
-                   timeout_s: float) -> tuple[Path, float]:
+def torch_launcher(bench: Bench, anchor: Path, layers: int, bug_at: int) -> tuple[Path, float]:
     """Run the anchor script as published; return torch's minifier launcher and the detection time."""
-    scratch = workdir / "torch-detect"
+    scratch = bench.workdir / "torch-detect"
     scratch.mkdir()
-    seconds, output = timed([sys.executable, str(anchor), device, str(layers), str(bug_at)], scratch,
-                            workdir / "cache-torch-detect", timeout_s)
+    seconds, output = bench.timed([sys.executable, str(anchor), bench.device, str(layers), str(bug_at)], scratch,
+                                  scratch.name)
     if "NO FAILURE DETECTED" in output:
         raise SystemExit("torch's accuracy check did not detect the anchor's bug")
     return next(scratch.glob("torch_compile_debug/*/minifier/minifier_launcher.py")), seconds
 
 
-def run_torch(launcher: Path, workdir: Path, isolate: bool, timeout_s: float) -> Run:
+def run_torch(bench: Bench, launcher: Path, isolate: bool) -> Run:
     name = "torch minifier" + ("" if isolate else " --no-isolate")
-    scratch = workdir / ("torch-isolated" if isolate else "torch-no-isolate")
+    scratch = bench.workdir / ("torch-isolated" if isolate else "torch-no-isolate")
     scratch.mkdir()
-    cache = workdir / f"cache-{scratch.name}"
-    # The launcher pins the cache directory of the run that wrote it: give it a fresh one.
+    # The launcher pins the cache directory of the run that wrote it: give it this run's own.
+    cache = bench.workdir / f"cache-{scratch.name}"
     source = re.sub(r"^os\.environ\['TORCHINDUCTOR_CACHE_DIR'\] = .*$",
                     f"os.environ['TORCHINDUCTOR_CACHE_DIR'] = {str(cache)!r}",
                     launcher.read_text(), flags=re.M)
     copy = scratch / "minifier_launcher.py"
     copy.write_text(source)
     command = [sys.executable, str(copy), "minify", *([] if isolate else ["--no-isolate"])]
-    seconds, output = timed(command, scratch, cache, timeout_s)
+    seconds, output = bench.timed(command, scratch, scratch.name)
     queries = re.findall(r"Made (\d+) queries", output)
     checkpoints = re.findall(r"Writing checkpoint with (\d+) nodes", output)
     # Torch counts placeholders and the output node; its one-relu result is 3 nodes.
@@ -177,21 +199,21 @@ def main() -> None:
     parser.add_argument("--skip-torch-isolated", action="store_true",
                         help="skip torch's isolated minify (one process per query: minutes)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="limit per contender, seconds")
+    parser.add_argument("--primed-caches", action="store_true",
+                        help="give each fresh cache Inductor's one-time setup first (untimed), so that "
+                             "the times show the minifiers' own work")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args()
     anchor = args.anchor.resolve()  # contenders run in directories of their own
 
     workdir = Path(tempfile.mkdtemp(prefix="minify-vs-torch-"))
+    bench = Bench(workdir, args.device, args.timeout, args.primed_caches)
     try:
         repro, ops_before = write_anchor_repro(anchor, args.layers, args.bug_at, args.device, workdir / "repro")
-        launcher, detect_s = torch_launcher(anchor, args.layers, args.bug_at, args.device, workdir, args.timeout)
-        runs = [
-            run_ours(repro, workdir, True, args.device, args.timeout),
-            run_ours(repro, workdir, False, args.device, args.timeout),
-            run_torch(launcher, workdir, False, args.timeout),
-        ]
+        launcher, detect_s = torch_launcher(bench, anchor, args.layers, args.bug_at)
+        runs = [run_ours(bench, repro, True), run_ours(bench, repro, False), run_torch(bench, launcher, False)]
         if not args.skip_torch_isolated:
-            runs.append(run_torch(launcher, workdir, True, args.timeout))
+            runs.append(run_torch(bench, launcher, True))
         report(runs, ops_before, detect_s)
     finally:
         if args.keep:
