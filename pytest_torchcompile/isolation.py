@@ -245,6 +245,8 @@ class IsolatedJudge:
             return GraphVerdict(CRASHED, error=f"CandidateCrashed: the judging process {self._reap()}")
 
     def _ready_child(self) -> _Child:
+        if self._child is not None and self._child.process.poll() is not None:
+            self._reap()  # died between candidates: no candidate's fault
         if self._child is None:
             self.restarts += 1
             self._child = self._spawn()
@@ -253,6 +255,7 @@ class IsolatedJudge:
             return child
         try:
             if not child.replies.poll(self._startup_timeout_s):
+                self._stop_child()
                 raise IsolationError(f"the judging process did not start within {self._startup_timeout_s:.0f} s")
             status, detail = child.replies.recv()
         except (EOFError, OSError) as error:
@@ -359,8 +362,9 @@ def child_main() -> None:
         if setup.single_visible_cuda_device and not torch.cuda.is_available():
             raise RuntimeError(f"no CUDA device {os.environ.get('CUDA_VISIBLE_DEVICES')} to judge on")
         patches = config_patches(setup.config_source)
-    except Exception:
-        replies.send(("failed", traceback.format_exc()))
+    except Exception as error:
+        traceback.print_exc()
+        replies.send(("failed", error_signature(error)))
         return
     with _torch_compat.inductor_config(patches):
         replies.send(("ready", None))
