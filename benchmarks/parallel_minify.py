@@ -13,7 +13,8 @@ tests. Every run gets a fresh Inductor cache directory.
 
 Targets: a 2-core CPU with K=2: >= 1.6x; a 16-core single-GPU machine with K=4: >= 3x.
 Measured (2026-11-21, 86 -> 1 ops, 3 compiles a case): 2 cores of an idle H200 host (taskset -c
-0,1), K=2: 59.5 s -> 31.2 s, 1.91x (1.62x without the CPU share per minifier); one H200, 16
+0,1), K=2: 59.5 s -> 31.2 s, 1.91x (1.62x without the CPU share per minifier); 2 cores of an H100
+host, K=2, median of 2 pairs: 87.7 s -> 47.4 s, 1.85x; one H200, 16
 cores, K=4: 30.8 s -> 9.7 s, 3.17x; two H200s, K=4: 31.1 s -> 9.9 s, 3.16x, workers on
 cuda:K mod 2; the 2-core development VM, shared with other jobs (load 5): 1.53x (median of 2).
 """
