@@ -31,13 +31,13 @@ from .standalone import reference_outputs
 
 @dataclass(frozen=True)
 class CheckOptions:
-    """Everything that decides how one model is checked (merged from call, marker, CLI and ini)."""
+    """Everything that decides how one model is checked."""
 
     tol: float = DEFAULT_TOLERANCE
     backend: str = "inductor"
     mode: str | None = None
     inductor_config: dict[str, Any] = field(default_factory=dict)
-    check_non_float: bool = True
+    ignore_non_float: bool = False
     seed: int = 0
     dynamic: bool | None = None
     fullgraph: bool = False
@@ -186,7 +186,7 @@ def _compare(compiled: dict[str, Any], eager: dict[str, Any], reference: dict[st
     leaves: list[LeafResult] = []
     for root, value in eager.items():
         part = compare_outputs(compiled[root], value, reference[root] if reference is not None else None,
-                               options.tol, options.check_non_float, root=root)
+                               options.tol, not options.ignore_non_float, root=root)
         if part.structure_error:
             return part
         leaves += part.leaves
@@ -418,7 +418,7 @@ def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) 
     with torch.no_grad():
         outputs = graph.compiled(clone_inputs(inputs)) if graph.compiled is not None else []
     leaves = [compare_tensor(f"graph_out[{i}]", result, expected, fp64[i] if fp64 is not None else None,
-                             options.tol, options.check_non_float)
+                             options.tol, not options.ignore_non_float)
               for i, (result, expected) in enumerate(zip(outputs, eager, strict=True))
               if isinstance(expected, torch.Tensor) and isinstance(result, torch.Tensor)]
     failing = [leaf for leaf in leaves if not leaf.passed]

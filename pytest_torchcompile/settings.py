@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,36 +16,21 @@ from .oracle import DEFAULT_TOLERANCE
 
 
 @dataclass(frozen=True)
-class CheckSettings:
-    """Per-check settings. Field names are the marker's and the fixture's keyword names."""
+class CheckSettings(CheckOptions):
+    """Per-check settings, merged from call keywords, marker, command line and ini: how to check
+    (:class:`CheckOptions`) and what to do with a failure. Field names are the marker's and the
+    fixture's keyword names."""
 
-    tol: float = DEFAULT_TOLERANCE
-    backend: str = "inductor"
-    mode: str | None = None
-    inductor_config: dict[str, Any] = field(default_factory=dict)
-    ignore_non_float: bool = False
-    seed: int = 0
-    dynamic: bool | None = None
-    fullgraph: bool = False
     minify: bool = True
     minify_timeout: float = 300.0
     check_str: str | None = None
     kind: str | None = None
-    intermediates: bool = True
-    backward: bool = False
-    loss_fn: Callable[[Any], Any] | None = None
-    steps: int = 0
-    lr: float = 0.01
-    sizes: tuple[tuple[Any, ...], ...] | None = None
 
     def check_options(self) -> CheckOptions:
-        return CheckOptions(
-            tol=self.tol, backend=self.backend, mode=self.mode, inductor_config=dict(self.inductor_config),
-            check_non_float=not self.ignore_non_float, seed=self.seed, dynamic=self.dynamic,
-            fullgraph=self.fullgraph, backward=self.backward, loss_fn=self.loss_fn, steps=self.steps,
-            lr=self.lr, sizes=tuple(tuple(s) for s in self.sizes) if self.sizes is not None else None,
-            intermediates=self.intermediates,
-        )
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(CheckOptions)}
+        if self.sizes is not None:
+            values["sizes"] = tuple(tuple(size) for size in self.sizes)
+        return CheckOptions(**values)
 
     def replace(self, overrides: Mapping[str, Any]) -> CheckSettings:
         unknown = set(overrides) - KEYWORDS
