@@ -140,6 +140,20 @@ def test_repro_keeps_buffers_and_constants(pytester: pytest.Pytester) -> None:
     assert list((repro.parent / "tensors").glob("*.pt")), "the 64-element buffer goes to a tensor file"
     run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 1, run.stdout + run.stderr
+    cli = subprocess.run([sys.executable, "-m", "pytest_torchcompile", "minify", str(repro), "--no-isolate"],
+                         capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert "-> 1 ops" in cli.stdout
+    minified = repro.parent / "minified.py"
+    assert "torch.ops.aten.relu.default" in minified.read_text()
+    rerun = subprocess.run([sys.executable, str(minified)], capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 1, rerun.stdout + rerun.stderr
+
+
+def test_minify_command_rejects_a_missing_file() -> None:
+    cli = subprocess.run([sys.executable, "-m", "pytest_torchcompile", "minify", "no/such/repro.py"],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 2 and "no such repro file" in cli.stderr
 
 
 def test_hypothesis_failure_is_shrunk_and_written_once(pytester: pytest.Pytester) -> None:
