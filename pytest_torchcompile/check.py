@@ -23,8 +23,8 @@ from .oracle import (
     Status,
     compare_outputs,
     compare_tensor,
+    first_disagreement,
     flatten_outputs,
-    outputs_agree,
 )
 from .standalone import reference_outputs
 
@@ -297,12 +297,14 @@ def check_model(
     except Exception as error:
         raise EagerRunError(f"the model raised when run eagerly: {_short_error(error)}") from error
     mutated = _mutated_positions(given[0], eager_args)
-    if not all(outputs_agree(eager_parts[k], eager_again[k], options.tol) for k in eager_parts):
+    unstable = next((where for root in eager_parts
+                     if (where := first_disagreement(eager_parts[root], eager_again[root], options.tol, root))), None)
+    if unstable is not None:
         return CheckOutcome(
             Status.EAGER_NONDETERMINISTIC,
-            "eager disagrees with itself across two runs (random ops such as dropout in train mode, "
-            "or nondeterministic kernels), so no compiled result can be judged; make the model "
-            "deterministic (e.g. model.eval()) to check it",
+            f"eager disagrees with itself across two runs at {unstable} (random ops such as dropout in "
+            "train mode, or nondeterministic kernels), so no compiled result can be judged; make the "
+            "model deterministic (e.g. model.eval()) to check it",
         )
 
     training = options.backward or options.steps > 0

@@ -208,23 +208,37 @@ STANDALONE_SOURCES = (
 # --- nested outputs -------------------------------------------------------------------------
 
 
-def flatten_outputs(value: Any, path: str = "out") -> Iterator[tuple[str, Any]]:
+PLAIN_VALUES = (int, float, bool, str, complex, type(None), torch.dtype, torch.device)
+"""Non-tensor leaves compared by equality; any other object is looked into, or left alone."""
+
+MAX_OBJECT_DEPTH = 6
+
+
+def flatten_outputs(value: Any, path: str = "out", depth: int = 0) -> Iterator[tuple[str, Any]]:
     """Yield (path, leaf) for any nesting of tuples, lists, dicts, namedtuples, dataclasses and
-    ModelOutput-style objects (``OrderedDict`` subclasses), e.g. ``out[1]["logits"]``."""
-    if isinstance(value, torch.Tensor) or value is None or isinstance(value, (int, float, bool, str, complex)):
+    ModelOutput-style objects (``OrderedDict`` subclasses), e.g. ``out[1]["logits"]``.
+
+    Other objects (a transformers ``DynamicCache``, say) are looked into through their attributes,
+    so the tensors they hold are judged like any output."""
+    if isinstance(value, (torch.Tensor, *PLAIN_VALUES)):
         yield path, value
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from flatten_outputs(item, f"{path}[{key!r}]")
+            yield from flatten_outputs(item, f"{path}[{key!r}]", depth + 1)
     elif isinstance(value, tuple) and hasattr(value, "_fields"):
         for key in value._fields:
-            yield from flatten_outputs(getattr(value, key), f"{path}.{key}")
+            yield from flatten_outputs(getattr(value, key), f"{path}.{key}", depth + 1)
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            yield from flatten_outputs(item, f"{path}[{index}]")
+            yield from flatten_outputs(item, f"{path}[{index}]", depth + 1)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for field in dataclasses.fields(value):
-            yield from flatten_outputs(getattr(value, field.name), f"{path}.{field.name}")
+            yield from flatten_outputs(getattr(value, field.name), f"{path}.{field.name}", depth + 1)
+    elif (hasattr(value, "__dict__") and depth < MAX_OBJECT_DEPTH
+          and not isinstance(value, (type, torch.nn.Module)) and not callable(value)):
+        for key, item in vars(value).items():
+            if not key.startswith("_"):
+                yield from flatten_outputs(item, f"{path}.{key}", depth + 1)
     else:
         yield path, value
 
@@ -279,6 +293,8 @@ def compare_outputs(
             leaves.append(compare_tensor(path, torch.tensor(comp), torch.tensor(eag),
                                          torch.tensor(ref, dtype=torch.float64) if isinstance(ref, float) else None,
                                          tol, check_non_float))
+        elif not isinstance(eag, PLAIN_VALUES):
+            leaves.append(LeafResult(path, (), type(eag).__name__, True, "not compared (opaque object)"))
         else:
             same = comp == eag
             leaves.append(LeafResult(path, (), type(eag).__name__, bool(same) or not check_non_float,
@@ -286,21 +302,21 @@ def compare_outputs(
     return Comparison(leaves)
 
 
-def outputs_agree(first: Any, second: Any, tol: float) -> bool:
-    """Whether two eager runs agree: allclose at ``tol`` for floats, exact otherwise."""
-    first_leaves = list(flatten_outputs(first))
-    second_leaves = list(flatten_outputs(second))
+def first_disagreement(first: Any, second: Any, tol: float, root: str = "out") -> str | None:
+    """Where two eager runs disagree (allclose at ``tol`` for floats, exact otherwise), or None."""
+    first_leaves = list(flatten_outputs(first, root))
+    second_leaves = list(flatten_outputs(second, root))
     if [p for p, _ in first_leaves] != [p for p, _ in second_leaves]:
-        return False
-    for (_, a), (_, b) in zip(first_leaves, second_leaves, strict=True):
+        return f"{root} (its structure)"
+    for (path, a), (_, b) in zip(first_leaves, second_leaves, strict=True):
         if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
             if a.shape != b.shape or a.dtype != b.dtype:
-                return False
+                return path
             if a.is_floating_point() or a.is_complex():
                 if not torch.allclose(a.detach().cpu(), b.detach().cpu(), atol=tol, rtol=tol, equal_nan=True):
-                    return False
+                    return path
             elif not torch.equal(a.cpu(), b.cpu()):
-                return False
-        elif a != b:
-            return False
-    return True
+                return path
+        elif isinstance(a, PLAIN_VALUES) and a != b:
+            return path
+    return None

@@ -11,9 +11,9 @@ import torch
 from pytest_torchcompile.oracle import (
     compare_outputs,
     compare_tensor,
+    first_disagreement,
     flatten_outputs,
     format_table,
-    outputs_agree,
     rmse_multiplier,
 )
 
@@ -133,8 +133,30 @@ def test_structure_difference_is_a_failure() -> None:
     assert not comparison.passed and comparison.structure_error
 
 
-def test_outputs_agree_uses_tolerance_for_floats_only() -> None:
+def test_eager_disagreement_uses_tolerance_for_floats_only_and_names_the_output() -> None:
     a = (torch.ones(3), torch.tensor([1, 2]))
-    assert outputs_agree(a, (torch.ones(3) + 1e-7, torch.tensor([1, 2])), 1e-4)
-    assert not outputs_agree(a, (torch.ones(3) + 1e-2, torch.tensor([1, 2])), 1e-4)
-    assert not outputs_agree(a, (torch.ones(3), torch.tensor([1, 3])), 1e-4)
+    assert first_disagreement(a, (torch.ones(3) + 1e-7, torch.tensor([1, 2])), 1e-4) is None
+    assert first_disagreement(a, (torch.ones(3) + 1e-2, torch.tensor([1, 2])), 1e-4) == "out[0]"
+    assert first_disagreement(a, (torch.ones(3), torch.tensor([1, 3])), 1e-4) == "out[1]"
+
+
+class Cache:
+    """Stands for a transformers DynamicCache: an object holding tensors, with no equality."""
+
+    def __init__(self, keys: list[torch.Tensor]) -> None:
+        self.layers = [{"keys": k} for k in keys]
+        self.layer_class = dict
+        self._private = object()
+
+
+def test_objects_holding_tensors_are_looked_into() -> None:
+    eager = {"logits": torch.ones(2), "past": Cache([torch.ones(3), torch.zeros(3)])}
+    again = {"logits": torch.ones(2), "past": Cache([torch.ones(3), torch.zeros(3)])}
+    assert first_disagreement(eager, again, 1e-4) is None, "two eager runs of a cache-returning model agree"
+    paths = [path for path, _ in flatten_outputs(eager)]
+    assert "out['past'].layers[1]['keys']" in paths
+    broken = {"logits": torch.ones(2), "past": Cache([torch.ones(3), torch.ones(3)])}
+    reference = {"logits": torch.ones(2, dtype=torch.float64),
+                 "past": Cache([torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)])}
+    comparison = compare_outputs(broken, eager, reference)
+    assert [leaf.path for leaf in comparison.failing] == ["out['past'].layers[1]['keys']"]
