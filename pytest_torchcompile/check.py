@@ -26,7 +26,7 @@ from .oracle import (
     first_disagreement,
     flatten_outputs,
 )
-from .standalone import reference_outputs
+from .standalone import full_fp32_precision, reference_outputs
 
 
 @dataclass(frozen=True)
@@ -282,8 +282,12 @@ def check_model(
     a model checked again unchanged reuses its compiled code (training checks always recompile,
     since they change the compiled copy's weights).
     """
-    options = options or CheckOptions()
-    given: Arguments = (tuple(args), dict(kwargs or {}))
+    with full_fp32_precision():
+        return _check(fn, (tuple(args), dict(kwargs or {})), options or CheckOptions(), cache)
+
+
+def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
+           cache: CompiledCache | None) -> CheckOutcome:
     sets = input_sets(given, options)
 
     def eager_run(arguments: Arguments) -> tuple[dict[str, Any], list[Any]]:
@@ -327,7 +331,7 @@ def check_model(
                 # Dynamo stopped compiling this copy (its recompile limit): start afresh.
                 assert cache is not None
                 cache.entries.remove(entry)
-                return check_model(fn, args, kwargs, options, cache)
+                return _check(fn, given, options, cache)
     except Exception as error:
         graphs = entry.capture.graphs if entry is not None else []
         if entry is not None and cache is not None and entry in cache.entries:

@@ -24,7 +24,14 @@ from .oracle import Status, format_table
 from .repro import ReproCase, slugify, unique_case_dir, write_repro
 from .results import CaseResult, MinifyResult
 from .settings import CheckSettings, GatingSettings
-from .standalone import ACCURACY, COMPILE_ERROR, EAGER_ERROR, RUNTIME_ERROR, error_signature
+from .standalone import (
+    ACCURACY,
+    COMPILE_ERROR,
+    EAGER_ERROR,
+    RUNTIME_ERROR,
+    error_signature,
+    full_fp32_precision,
+)
 
 FAILURE_KINDS = {
     Status.FAIL_ACCURACY: ACCURACY,
@@ -161,11 +168,12 @@ class AccuracySession:
         """Around one test's call: its plain ``torch.compile`` graphs are checked when ``watch``;
         its compiled models are dropped at the end."""
         try:
-            if watch:
-                with self.watch_graphs(nodeid, settings):
+            with full_fp32_precision() if self.enabled else contextlib.nullcontext():
+                if watch:
+                    with self.watch_graphs(nodeid, settings):
+                        yield
+                else:
                     yield
-            else:
-                yield
         finally:
             self.compiled_cache.clear()
 

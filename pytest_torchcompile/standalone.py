@@ -7,8 +7,9 @@ judges exactly as the plugin did. Hence: torch and the standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,20 @@ class GraphVerdict:
     def worst_ratio(self) -> float | None:
         ratios = [leaf.ratio for leaf in self.leaves if leaf.ratio is not None]
         return max(ratios) if ratios else None
+
+
+@contextlib.contextmanager
+def full_fp32_precision() -> Iterator[None]:
+    """Turn TF32 off while checking, as PyTorch's own accuracy runs do: cuDNN uses it by default,
+    so eager and compiled code can take different precision paths for one op (a depthwise
+    convolution eagerly exact, compiled through cuDNN in TF32) and differ by far more than
+    either's rounding."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def error_signature(error: BaseException) -> str:
@@ -95,6 +110,17 @@ def judge_graph(
     Non-floating outputs count only with ``check_non_float``: a minified candidate must keep a
     floating deviation, so a flipped bool mask cannot steer the reduction.
     """
+    with full_fp32_precision():
+        return _judge(gm, inputs, tol, check_non_float, references)
+
+
+def _judge(
+    gm: torch.fx.GraphModule,
+    inputs: Sequence[Any],
+    tol: float,
+    check_non_float: bool,
+    references: tuple[list[Any], list[Any] | None] | None,
+) -> GraphVerdict:
     try:
         eager, fp64 = references if references is not None else reference_outputs(gm, inputs)
     except Exception as error:

@@ -160,3 +160,16 @@ def test_objects_holding_tensors_are_looked_into() -> None:
                  "past": Cache([torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)])}
     comparison = compare_outputs(broken, eager, reference)
     assert [leaf.path for leaf in comparison.failing] == ["out['past'].layers[1]['keys']"]
+
+
+def test_checks_run_without_tf32_and_restore_the_callers_setting() -> None:
+    from pytest_torchcompile.standalone import full_fp32_precision
+
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
+        with full_fp32_precision():
+            assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+        assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
