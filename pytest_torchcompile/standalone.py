@@ -60,7 +60,10 @@ def error_signature(error: BaseException) -> str:
 
 
 def _normalized(signature: str) -> str:
-    return re.sub(r"0x[0-9a-fA-F]+|\d+", "N", signature)
+    """A signature without what changes between two compiles of one failure: file paths (Inductor
+    names generated modules by content hash), addresses and numbers."""
+    without_paths = re.sub(r"(?:[A-Za-z]:)?(?:[/\\][^\s/\\'\"]+)+", "PATH", signature)
+    return re.sub(r"0x[0-9a-fA-F]+|\d+", "N", without_paths)
 
 
 def same_failure(verdict: GraphVerdict, kind: str, expected_error: str | None, pattern: str | None) -> bool:

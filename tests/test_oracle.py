@@ -173,3 +173,14 @@ def test_checks_run_without_tf32_and_restore_the_callers_setting() -> None:
         assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def test_same_error_despite_generated_file_paths_and_numbers() -> None:
+    from pytest_torchcompile.standalone import COMPILE_ERROR, GraphVerdict, same_failure
+
+    recorded = "InductorError: RuntimeError: Failed to import /tmp/torchinductor_root/yz/cyzcx53d62.py"
+    again = GraphVerdict(COMPILE_ERROR, error="InductorError: RuntimeError: Failed to import /tmp/torchinductor_root/ab/cab9f1.py")
+    other = GraphVerdict(COMPILE_ERROR, error="InductorError: CppCompileError: C++ compile error")
+    assert same_failure(again, COMPILE_ERROR, recorded, None)
+    assert not same_failure(other, COMPILE_ERROR, recorded, None)
+    assert same_failure(other, COMPILE_ERROR, recorded, r"CppCompileError")
