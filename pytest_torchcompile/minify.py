@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -444,7 +445,7 @@ def minify_repro(
     judging = (IsolatedJudge(config_source, device=device, candidate_timeout_s=timeout_s)
                if isolate else InProcessJudge(config_source))
     with judging as judge:
-        case = _load_case(path, config_source)
+        case = load_case(path)
         try:
             reduction = minify_graph(
                 case, functools.partial(judge, settings=JudgeSettings.for_minifying(case)),
@@ -467,10 +468,10 @@ def minify_repro(
     )
 
 
-def _load_case(path: Path, config_source: str) -> ReproCase:
-    # Loading runs the file's config lines; inside this patch they are undone afterwards
-    # instead of leaking into every later compile of this process.
-    with _torch_compat.inductor_config(config_patches(config_source)):
+def load_case(path: str | os.PathLike[str]) -> ReproCase:
+    """The case of a repro file, loaded without leaking its Inductor config into this process:
+    ``load_repro`` runs the file's config lines, and this patch undoes them afterwards."""
+    with _torch_compat.inductor_config(config_patches(_config_lines(Path(path)))):
         return load_repro(path).case
 
 

@@ -23,8 +23,14 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile import _torch_compat
 from pytest_torchcompile.isolation import InProcessJudge, JudgeSettings
-from pytest_torchcompile.minify import GraphSlicer, MinifyProgress, minify_graph, minify_repro
-from pytest_torchcompile.repro import ReproCase, load_repro, write_repro
+from pytest_torchcompile.minify import (
+    GraphSlicer,
+    MinifyProgress,
+    load_case,
+    minify_graph,
+    minify_repro,
+)
+from pytest_torchcompile.repro import ReproCase, write_repro
 from pytest_torchcompile.standalone import (
     ACCURACY,
     COMPILE_ERROR,
@@ -81,7 +87,7 @@ def sin_relu_cos_short(x: torch.Tensor) -> tuple[torch.Tensor]:
 
 
 def only_op(path: Path) -> torch.fx.Node:
-    (op,) = ops_of(load_repro(path).case.gm)
+    (op,) = ops_of(load_case(path).gm)
     return op
 
 
@@ -346,7 +352,7 @@ def test_constants_survive_with_their_real_values(tmp_path: Path) -> None:
     mul = only_op(Path(result.path))
     constant = next(arg for arg in mul.args if arg.op == "get_attr")
     assert mul.target is aten.mul.Tensor
-    torch.testing.assert_close(getattr(load_repro(result.path).case.gm, constant.target), module.constant,
+    torch.testing.assert_close(getattr(load_case(result.path).gm, constant.target), module.constant,
                                rtol=0, atol=0)
 
 
@@ -364,7 +370,7 @@ def test_errors_minify_to_the_relu_with_the_same_error(tmp_path: Path, kind: str
     result = minify_repro(repro, isolate=False)
 
     assert result.ops_after == 1 and only_op(Path(result.path or "")).target is aten.relu.default
-    assert load_repro(result.path or "").case.expected_error == recorded.error
+    assert load_case(result.path or "").expected_error == recorded.error
 
 
 @pytest.mark.slow
@@ -377,7 +383,7 @@ def test_a_tiny_budget_writes_a_failing_graph_labelled_not_minimal(tmp_path: Pat
     assert "NOT MINIMAL" in result.note and "not minimal" in result.summary_line("case")
     text = Path(result.path).read_text()
     assert "# note:    NOT MINIMAL" in text and "not minimal: time budget ran out" in text
-    minified = load_repro(result.path).case
+    minified = load_case(result.path)
     with _torch_compat.inductor_config({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
         assert judge_graph(minified.gm, minified.inputs, minified.tol, False).failure == ACCURACY
 
