@@ -68,22 +68,18 @@ def failing_with(*targets: Any, kind: str = ACCURACY, error: str | None = None) 
     return judge
 
 
-def sin_relu_cos(x: torch.Tensor) -> tuple[torch.Tensor]:
-    for _ in range(20):
-        x = torch.sin(x)
-    x = torch.relu(x)
-    for _ in range(4):
-        x = torch.cos(x)
-    return (x,)
+def sin_relu_cos(sines: int = 20, cosines: int = 4) -> Callable[[torch.Tensor], tuple[torch.Tensor]]:
+    """A chain: ``sines`` sins, a relu, ``cosines`` coss."""
 
+    def sin_relu_cos(x: torch.Tensor) -> tuple[torch.Tensor]:
+        for _ in range(sines):
+            x = torch.sin(x)
+        x = torch.relu(x)
+        for _ in range(cosines):
+            x = torch.cos(x)
+        return (x,)
 
-def sin_relu_cos_short(x: torch.Tensor) -> tuple[torch.Tensor]:
-    for _ in range(3):
-        x = torch.sin(x)
-    x = torch.relu(x)
-    for _ in range(3):
-        x = torch.cos(x)
-    return (x,)
+    return sin_relu_cos
 
 
 def only_op(path: Path) -> torch.fx.Node:
@@ -165,7 +161,7 @@ def test_compile_errors_are_bisected_in_log_n_compiles() -> None:
 
 
 def test_a_different_error_is_not_the_failure() -> None:
-    case = aten_case(sin_relu_cos_short, [torch.randn(4)], COMPILE_ERROR, expected_error="InductorError: A")
+    case = aten_case(sin_relu_cos(3, 3), [torch.randn(4)], COMPILE_ERROR, expected_error="InductorError: A")
 
     reduction = minify_graph(case, failing_with(aten.relu.default, kind=COMPILE_ERROR, error="InductorError: B"))
 
@@ -173,7 +169,7 @@ def test_a_different_error_is_not_the_failure() -> None:
 
 
 def test_budget_returns_the_smallest_failing_graph_labelled_not_minimal() -> None:
-    case = aten_case(sin_relu_cos, [torch.randn(4)])
+    case = aten_case(sin_relu_cos(), [torch.randn(4)])
     judge = failing_with(aten.relu.default)
 
     reduction = minify_graph(case, judge, budget_s=0.0)
@@ -185,7 +181,7 @@ def test_budget_returns_the_smallest_failing_graph_labelled_not_minimal() -> Non
 
 def test_progress_is_reported_after_every_candidate() -> None:
     seen: list[MinifyProgress] = []
-    case = aten_case(sin_relu_cos, [torch.randn(4)])
+    case = aten_case(sin_relu_cos(), [torch.randn(4)])
 
     reduction = minify_graph(case, failing_with(aten.relu.default), progress=seen.append)
 
@@ -271,7 +267,7 @@ def write_case(case: ReproCase, directory: Path) -> Path:
 
 @pytest.mark.slow
 def test_sin_relu_cos_minifies_to_one_relu_of_a_graph_input(tmp_path: Path) -> None:
-    repro = write_case(aten_case(sin_relu_cos, [torch.randn(64)], config_source=RELU_BUG.format("accuracy")), tmp_path)
+    repro = write_case(aten_case(sin_relu_cos(), [torch.randn(64)], config_source=RELU_BUG.format("accuracy")), tmp_path)
     original = repro.read_bytes()
 
     result = minify_repro(repro)
@@ -361,7 +357,7 @@ def test_constants_survive_with_their_real_values(tmp_path: Path) -> None:
 def test_errors_minify_to_the_relu_with_the_same_error(tmp_path: Path, kind: str) -> None:
     config = RELU_BUG.format(kind)
     inputs = [torch.randn(16)]
-    gm = make_fx(sin_relu_cos_short)(*inputs)
+    gm = make_fx(sin_relu_cos(3, 3))(*inputs)
     with InProcessJudge(config) as judge:
         recorded = judge(gm, inputs, JudgeSettings())
     assert recorded.failure == kind
@@ -375,7 +371,7 @@ def test_errors_minify_to_the_relu_with_the_same_error(tmp_path: Path, kind: str
 
 @pytest.mark.slow
 def test_a_tiny_budget_writes_a_failing_graph_labelled_not_minimal(tmp_path: Path) -> None:
-    repro = write_case(aten_case(sin_relu_cos, [torch.randn(64)], config_source=RELU_BUG.format("accuracy")), tmp_path)
+    repro = write_case(aten_case(sin_relu_cos(), [torch.randn(64)], config_source=RELU_BUG.format("accuracy")), tmp_path)
 
     result = minify_repro(repro, timeout_s=0.0, isolate=False)
 
