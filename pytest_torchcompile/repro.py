@@ -170,6 +170,13 @@ def _inline(values, dtype, shape, stride, device, requires_grad):
     return out.requires_grad_(requires_grad)
 
 
+def _trace(module):
+    """The module's graph, ops on constants included (plain symbolic_trace folds those away)."""
+    tracer = torch.fx.Tracer()
+    tracer.proxy_buffer_attributes = True
+    return torch.fx.GraphModule(module, tracer.trace(module))
+
+
 def _load(name, dtype, shape, stride, device, requires_grad):
     saved = torch.load(os.path.join(HERE, "tensors", name + ".pt"), weights_only=True)
     out = torch.empty_strided(shape, stride, dtype=dtype, device=device)
@@ -182,8 +189,7 @@ def run_check():
     """Compile and judge the graph; return (exit status, report)."""
     torch.manual_seed(0)
     with torch.set_grad_enabled(GRAD_ENABLED):
-        gm = torch.fx.symbolic_trace(Repro())
-        verdict = judge_graph(gm, make_inputs(), TOL, CHECK_NON_FLOAT)
+        verdict = judge_graph(_trace(Repro()), make_inputs(), TOL, CHECK_NON_FLOAT)
     lines = [f"expected failure: {KIND}" + (f" ({EXPECTED_ERROR})" if EXPECTED_ERROR else "")]
     if verdict.leaves:
         lines.append(format_table(verdict.leaves))
@@ -336,7 +342,7 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
             spec.loader.exec_module(module)
     finally:
         sys.modules.pop(name, None)
-    gm = torch.fx.symbolic_trace(module.Repro())
+    gm = module._trace(module.Repro())
     title = next((line.split(":", 1)[1].strip() for line in path.read_text().splitlines()
                   if line.startswith("# case:")), path.parent.name)
     case = ReproCase(

@@ -178,3 +178,22 @@ def test_hypothesis_failure_is_shrunk_and_written_once(pytester: pytest.Pytester
     (repro,) = repro_files(pytester, "repro.py")
     assert repro.parent.name == "test_model.py__test_random_batch", "superseded examples leave no repro"
     result.stdout.fnmatch_lines(["compile accuracy: 1 checks in 1 tests: 1 fail_accuracy"])
+
+
+def test_an_op_on_constants_alone_survives_into_the_repro(tmp_path: Path) -> None:
+    import torch
+    import torch.fx
+
+    from pytest_torchcompile.repro import ReproCase, load_repro, write_repro
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    constant = graph.get_attr("_tensor_constant0")
+    relu = graph.call_function(torch.ops.aten.relu.default, (constant,))
+    graph.output((graph.call_function(torch.ops.aten.add.Tensor, (x, relu)),))
+    root = torch.nn.Module()
+    root.register_buffer("_tensor_constant0", torch.linspace(-1, 1, 64))
+    path = write_repro(ReproCase(torch.fx.GraphModule(root, graph), [torch.zeros(64)], "accuracy", "t"),
+                       tmp_path / "repro.py")
+    loaded = load_repro(path).case.gm
+    assert torch.ops.aten.relu.default in [n.target for n in loaded.graph.nodes]
