@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import platform
+import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -274,3 +276,27 @@ def concrete_int(value: Any) -> int:
         hint = value.node.hint
         return int(hint) if hint is not None else 1
     return int(value)
+
+
+def cpp_kernels(wrapper: str) -> str | None:
+    """The C++ kernels embedded in a CPU wrapper module Inductor generated (None for Triton or
+    extern-only code); relies on the layout of that wrapper."""
+    kernels = re.findall(r"^(\w+) = async_compile\.cpp(?:_pybinding)?\(.*?r'''\n?(.*?)'''", wrapper, re.M | re.S)
+    return "\n\n".join(f"// {name}\n{code.strip()}\n" for name, code in kernels) or None
+
+
+def probe_cpu_vector_isas() -> None:
+    """Run Inductor's probes of the CPU's vector ISAs side by side: a g++ test build and a load
+    check each, seconds apiece in a fresh cache directory, which the first CPU compile would
+    otherwise run one after another. Results are cached, so the compile then finds them."""
+    from torch._inductor import cpu_vec_isa
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return
+    supported = cpu_vec_isa.x86_isa_checker()
+    probes = [threading.Thread(target=bool, args=(isa,)) for isa in cpu_vec_isa.supported_vec_isa_list
+              if all(flag in supported for flag in str(isa).split())]
+    for probe in probes:
+        probe.start()
+    for probe in probes:
+        probe.join()

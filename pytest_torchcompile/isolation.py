@@ -15,7 +15,6 @@ import copy
 import importlib
 import io
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -365,7 +364,7 @@ def child_main() -> None:
             raise RuntimeError(f"no CUDA device {os.environ.get('CUDA_VISIBLE_DEVICES')} to judge on")
         if not setup.single_visible_cuda_device:
             # While the first candidate comes and is lowered.
-            threading.Thread(target=_probe_cpu_vector_isas, daemon=True).start()
+            threading.Thread(target=_torch_compat.probe_cpu_vector_isas, daemon=True).start()
         patches = config_patches(setup.config_source)
     except Exception as error:
         traceback.print_exc()
@@ -395,24 +394,6 @@ def _serve(setup: _ChildSetup, requests: Connection, replies: Connection) -> Non
         replies.send((verdict, poisoned))
         if poisoned:
             return
-
-
-def _probe_cpu_vector_isas() -> None:
-    """Run Inductor's probes of the CPU's vector ISAs side by side: a g++ test build and a load
-    check each, seconds apiece in a fresh cache directory, which the first CPU compile would
-    otherwise run one after another. Results are cached, so the compile then finds them.
-    Private Inductor API: a candidate for ``_torch_compat``."""
-    from torch._inductor import cpu_vec_isa
-
-    if platform.machine() not in ("x86_64", "AMD64"):
-        return
-    supported = cpu_vec_isa.x86_isa_checker()
-    probes = [threading.Thread(target=bool, args=(isa,)) for isa in cpu_vec_isa.supported_vec_isa_list
-              if all(flag in supported for flag in str(isa).split())]
-    for probe in probes:
-        probe.start()
-    for probe in probes:
-        probe.join()
 
 
 def _decode_candidate(payload: bytes, single_visible_cuda_device: bool) -> tuple[torch.fx.GraphModule, list[Any]]:

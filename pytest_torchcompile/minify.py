@@ -497,15 +497,8 @@ def _minified_case(case: ReproCase, reduction: Reduction, note: str) -> ReproCas
 def _write_kernel(source: str | None, directory: Path) -> Path | None:
     if source is None:
         return None
-    cpp = _cpp_kernels(source)
+    cpp = _torch_compat.cpp_kernels(source)
     path = directory / ("minified_kernel.cpp" if cpp else "minified_kernel.py")
     with locked(directory):
         atomic_write(path, (cpp or source).encode())
     return path
-
-
-def _cpp_kernels(wrapper: str) -> str | None:
-    """The C++ kernels embedded in a CPU wrapper module (None for Triton or extern-only code).
-    Relies on the layout of Inductor's wrapper: a candidate for ``_torch_compat``."""
-    kernels = re.findall(r"^(\w+) = async_compile\.cpp(?:_pybinding)?\(.*?r'''\n?(.*?)'''", wrapper, re.M | re.S)
-    return "\n\n".join(f"// {name}\n{code.strip()}\n" for name, code in kernels) or None
