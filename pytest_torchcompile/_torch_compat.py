@@ -188,12 +188,6 @@ def is_random_op(target: Any) -> bool:
     return torch.Tag.nondeterministic_seeded in tags
 
 
-def is_fake_tensor(value: Any) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return isinstance(value, FakeTensor)
-
-
 def symbolic_sizes(example_inputs: Sequence[Any]) -> list[list[str] | None]:
     """For each example input, its sizes as strings (symbols such as ``s0`` stay symbolic)."""
     sizes: list[list[str] | None] = []

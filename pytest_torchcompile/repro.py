@@ -20,7 +20,7 @@ import re
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -357,10 +357,3 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
 def _config_lines(path: Path) -> str:
     return "\n".join(line for line in path.read_text().splitlines()
                      if line.startswith("torch._inductor.config."))
-
-
-def run_repro_file(path: Path, args: Sequence[str] = ()) -> int:
-    """Run a repro as its users do (``python repro.py``) and return its exit status."""
-    import subprocess
-
-    return subprocess.call([sys.executable, str(path), *args])
