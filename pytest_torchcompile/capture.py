@@ -91,6 +91,10 @@ def input_spec(value: Any) -> Any:
     return value
 
 
+def _signature(values: Sequence[Any]) -> list[Any]:
+    return [tuple(v.shape) if isinstance(v, torch.Tensor) else v for v in values]
+
+
 def clone_inputs(values: Sequence[Any]) -> list[Any]:
     return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
 
@@ -150,17 +154,18 @@ class GraphCapture:
         capture = self
 
         def run(args: list[Any]) -> Any:
-            signature = [tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args]
-            known = [[tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in c] for c in record.calls]
-            inputs = clone_inputs(args)
-            if signature not in known and len(record.calls) < capture._max_calls_kept:
+            signature = _signature(args)
+            # Shapes already recorded were judged then: a training loop pays no copy per step.
+            fresh = not any(_signature(call) == signature for call in record.calls)
+            inputs = clone_inputs(args) if fresh else []
+            if fresh and len(record.calls) < capture._max_calls_kept:
                 record.calls.append(inputs)
             try:
                 outputs = compiled(args)
             except BaseException as error:
                 record.runtime_error = error
                 raise
-            if capture._observer is not None:
+            if fresh and capture._observer is not None:
                 capture._observer(record, inputs, outputs)
             return outputs
 
