@@ -13,6 +13,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat
+from .standalone import clone_values
 
 GraphCallObserver = Callable[["CapturedGraph", list[Any], Any], None]
 """Told of every call of a captured graph: (graph, cloned inputs, outputs)."""
@@ -95,10 +96,6 @@ def _signature(values: Sequence[Any]) -> list[Any]:
     return [tuple(v.shape) if isinstance(v, torch.Tensor) else v for v in values]
 
 
-def clone_inputs(values: Sequence[Any]) -> list[Any]:
-    return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
-
-
 def _user_frame() -> str:
     """The innermost stack frame outside torch and this plugin: where the compiled code lives."""
     for frame in reversed(traceback.extract_stack()):
@@ -157,7 +154,7 @@ class GraphCapture:
             signature = _signature(args)
             # Shapes already recorded were judged then: a training loop pays no copy per step.
             fresh = not any(_signature(call) == signature for call in record.calls)
-            inputs = clone_inputs(args) if fresh else []
+            inputs = clone_values(args) if fresh else []
             if fresh and len(record.calls) < capture._max_calls_kept:
                 record.calls.append(inputs)
             try:

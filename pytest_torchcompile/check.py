@@ -14,7 +14,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat
-from .capture import CapturedGraph, GraphCapture, clone_inputs
+from .capture import CapturedGraph, GraphCapture
 from .intermediates import MaskedDivergence, find_masked_divergence
 from .oracle import (
     DEFAULT_TOLERANCE,
@@ -26,7 +26,7 @@ from .oracle import (
     first_disagreement,
     flatten_outputs,
 )
-from .standalone import full_fp32_precision, reference_outputs
+from .standalone import clone_values, full_fp32_precision, reference_outputs
 
 
 @dataclass(frozen=True)
@@ -77,28 +77,32 @@ class CheckOutcome:
         return self.status in (Status.PASS, Status.NO_FP64_REFERENCE)
 
 
-def _clone_tree(value: Any) -> Any:
+def _map_tensors(value: Any, tensor: Callable[[torch.Tensor], Any], other: Callable[[Any], Any]) -> Any:
+    """``value`` with each tensor in its lists, tuples and dicts replaced by ``tensor(t)`` and each
+    other leaf by ``other(leaf)``."""
     if isinstance(value, torch.Tensor):
-        return value.detach().clone().requires_grad_(value.requires_grad)
+        return tensor(value)
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_clone_tree(v) for v in value)
+        return type(value)(_map_tensors(v, tensor, other) for v in value)
     if isinstance(value, dict):
-        return type(value)((k, _clone_tree(v)) for k, v in value.items())
-    return copy.deepcopy(value)
+        return type(value)((k, _map_tensors(v, tensor, other)) for k, v in value.items())
+    return other(value)
+
+
+def _clone_tree(value: Any) -> Any:
+    return _map_tensors(value, lambda t: t.detach().clone().requires_grad_(t.requires_grad), copy.deepcopy)
+
+
+def _widened_tensor(value: torch.Tensor) -> torch.Tensor:
+    if value.is_floating_point():
+        return value.detach().to(torch.float64).requires_grad_(value.requires_grad)
+    if value.is_complex():
+        return value.detach().to(torch.complex128)
+    return value.detach().clone()
 
 
 def _to_fp64(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        if value.is_floating_point():
-            return value.detach().to(torch.float64).requires_grad_(value.requires_grad)
-        if value.is_complex():
-            return value.detach().to(torch.complex128)
-        return value.detach().clone()
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_to_fp64(v) for v in value)
-    if isinstance(value, dict):
-        return type(value)((k, _to_fp64(v)) for k, v in value.items())
-    return value
+    return _map_tensors(value, _widened_tensor, lambda leaf: leaf)
 
 
 def _copy_callable(fn: Callable[..., Any], fp64: bool = False) -> Callable[..., Any]:
@@ -422,7 +426,7 @@ def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) 
     """The worst error ratio of one recorded call of a compiled graph, None when it passes."""
     eager, fp64 = reference_outputs(graph.gm, inputs)
     with torch.no_grad():
-        outputs = graph.compiled(clone_inputs(inputs)) if graph.compiled is not None else []
+        outputs = graph.compiled(clone_values(inputs)) if graph.compiled is not None else []
     leaves = [compare_tensor(f"graph_out[{i}]", result, expected, fp64[i] if fp64 is not None else None,
                              options.tol, not options.ignore_non_float)
               for i, (result, expected) in enumerate(zip(outputs, eager, strict=True))
