@@ -92,8 +92,9 @@ def input_spec(value: Any) -> Any:
     return value
 
 
-def _signature(values: Sequence[Any]) -> list[Any]:
-    return [tuple(v.shape) if isinstance(v, torch.Tensor) else v for v in values]
+def input_signature(values: Sequence[Any]) -> tuple[Any, ...]:
+    """The shapes (and non-tensor values) of a graph call: calls alike in it are judged once."""
+    return tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else v for v in values)
 
 
 def _user_frame() -> str:
@@ -151,9 +152,9 @@ class GraphCapture:
         capture = self
 
         def run(args: list[Any]) -> Any:
-            signature = _signature(args)
+            signature = input_signature(args)
             # Shapes already recorded were judged then: a training loop pays no copy per step.
-            fresh = not any(_signature(call) == signature for call in record.calls)
+            fresh = not any(input_signature(call) == signature for call in record.calls)
             inputs = clone_values(args) if fresh else []
             if fresh and len(record.calls) < capture._max_calls_kept:
                 record.calls.append(inputs)

@@ -22,11 +22,10 @@ from .oracle import (
     LeafResult,
     Status,
     compare_outputs,
-    compare_tensor,
     first_disagreement,
     flatten_outputs,
 )
-from .standalone import clone_values, full_fp32_precision, reference_outputs
+from .standalone import clone_values, compare_graph_outputs, full_fp32_precision, reference_outputs
 
 
 @dataclass(frozen=True)
@@ -427,10 +426,7 @@ def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) 
     eager, fp64 = reference_outputs(graph.gm, inputs)
     with torch.no_grad():
         outputs = graph.compiled(clone_values(inputs)) if graph.compiled is not None else []
-    leaves = [compare_tensor(f"graph_out[{i}]", result, expected, fp64[i] if fp64 is not None else None,
-                             options.tol, not options.ignore_non_float)
-              for i, (result, expected) in enumerate(zip(outputs, eager, strict=True))
-              if isinstance(expected, torch.Tensor) and isinstance(result, torch.Tensor)]
+    leaves = compare_graph_outputs(outputs, eager, fp64, options.tol, not options.ignore_non_float)
     failing = [leaf for leaf in leaves if not leaf.passed]
     if not failing:
         return None

@@ -16,11 +16,11 @@ import torch
 import torch.fx
 
 from . import _torch_compat
-from .capture import CapturedGraph, GraphCapture
+from .capture import CapturedGraph, GraphCapture, input_signature
 from .check import graph_has_random_ops
 from .intermediates import find_masked_divergence
-from .oracle import LeafResult, Status, compare_tensor
-from .standalone import reference_outputs
+from .oracle import LeafResult, Status
+from .standalone import compare_graph_outputs, reference_outputs
 
 
 @dataclass
@@ -32,10 +32,6 @@ class GraphFailure:
     leaves: list[LeafResult] = field(default_factory=list)
     gm: torch.fx.GraphModule | None = None
     note: str = ""
-
-
-def _signature(inputs: list[Any]) -> tuple[Any, ...]:
-    return tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else v for v in inputs)
 
 
 class GraphChecker:
@@ -51,7 +47,7 @@ class GraphChecker:
         self._judged: set[tuple[int, tuple[Any, ...]]] = set()
 
     def _observe(self, graph: CapturedGraph, inputs: list[Any], outputs: Any) -> None:
-        key = (graph.index, _signature(inputs))
+        key = (graph.index, input_signature(inputs))
         if key in self._judged:
             return
         self._judged.add(key)
@@ -59,12 +55,7 @@ class GraphChecker:
             self.unchecked.append(f"{graph.label}: draws random numbers (Inductor's RNG differs from eager)")
             return
         eager, fp64 = reference_outputs(graph.gm, inputs)
-        leaves = [
-            compare_tensor(f"{graph.kind}_out[{index}]", result, expected,
-                           fp64[index] if fp64 is not None else None, self.tol, self.check_non_float)
-            for index, (result, expected) in enumerate(zip(outputs, eager, strict=True))
-            if isinstance(expected, torch.Tensor) and isinstance(result, torch.Tensor)
-        ]
+        leaves = compare_graph_outputs(outputs, eager, fp64, self.tol, self.check_non_float, f"{graph.kind}_out")
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
             self.failures.append(GraphFailure(

@@ -101,6 +101,23 @@ def reference_outputs(module: Callable[..., Any], inputs: Sequence[Any]) -> tupl
     return eager, fp64
 
 
+def compare_graph_outputs(
+    outputs: Sequence[Any],
+    eager: Sequence[Any],
+    fp64: Sequence[Any] | None,
+    tol: float,
+    check_non_float: bool,
+    name: str = "graph_out",
+) -> list[LeafResult]:
+    """Judge each tensor a compiled graph returned against the graph's own eager and fp64 results."""
+    return [
+        compare_tensor(f"{name}[{index}]", result, expected, fp64[index] if fp64 is not None else None,
+                       tol, check_non_float)
+        for index, (result, expected) in enumerate(zip(outputs, eager, strict=True))
+        if isinstance(expected, torch.Tensor) and isinstance(result, torch.Tensor)
+    ]
+
+
 def judge_graph(
     gm: torch.fx.GraphModule,
     inputs: Sequence[Any],
@@ -137,13 +154,6 @@ def _judge(
             outputs = list(compiled(*clone_values(inputs)))
     except Exception as error:
         return GraphVerdict(RUNTIME_ERROR, error=error_signature(error))
-    leaves = []
-    for index, (result, expected) in enumerate(zip(outputs, eager, strict=True)):
-        if not isinstance(expected, torch.Tensor):
-            continue
-        leaves.append(compare_tensor(
-            f"graph_out[{index}]", result, expected,
-            fp64[index] if fp64 is not None else None, tol, check_non_float,
-        ))
+    leaves = compare_graph_outputs(outputs, eager, fp64, tol, check_non_float)
     failed = any(not leaf.passed for leaf in leaves)
     return GraphVerdict(ACCURACY if failed else None, leaves, reference="fp64" if fp64 is not None else "cosine")
