@@ -20,7 +20,7 @@ from .baseline import BaselineError, Gate
 from .capture import CapturedGraph
 from .check import CheckOutcome, CompiledCache, EagerRunError, check_model
 from .graphcheck import GraphChecker, GraphFailure
-from .oracle import Status, format_table
+from .oracle import Comparison, Status, format_table
 from .repro import ReproCase, slugify, unique_case_dir, write_repro
 from .results import CaseResult, MinifyResult
 from .settings import CheckSettings, GatingSettings
@@ -194,8 +194,7 @@ class AccuracySession:
                 failures = checker.failures + checker.error_failures()
                 for failure in failures:
                     result = CaseResult(nodeid, failure.status, failure.message,
-                                        worst_ratio=max((leaf.ratio for leaf in failure.leaves
-                                                         if leaf.ratio is not None), default=None),
+                                        worst_ratio=Comparison(failure.leaves).worst_ratio,
                                         leaves=failure.leaves)
                     self._record_failing_graph(result, failure.graph, failure.inputs, settings,
                                                [failure.note] if failure.note else [], failure.gm)
@@ -322,10 +321,8 @@ def failure_message(result: CaseResult, outcome: CheckOutcome) -> str:
         lines.append(format_table(outcome.comparison.leaves))
     if result.graph:
         lines.append(f"failing graph: {result.graph}")
-    if result.repro_path:
-        lines.append(f"repro: {result.repro_path}")
-        lines.append(f"rerun: python {relative(result.repro_path)}")
-    elif result.status.is_compiler_failure:
+    lines += _repro_lines(result)
+    if not result.repro_path and result.status.is_compiler_failure:
         lines.append("no repro: no graph reached Inductor" if not outcome.graphs
                      else "no repro: the failing graph could not be identified")
     return "\n".join(lines)
@@ -337,10 +334,14 @@ def graph_failures_message(results: list[CaseResult], failures: list[GraphFailur
         lines.append(f"{result.status}: {failure.message}")
         if failure.leaves:
             lines.append(format_table(failure.leaves))
-        if result.repro_path:
-            lines.append(f"repro: {result.repro_path}")
-            lines.append(f"rerun: python {relative(result.repro_path)}")
+        lines += _repro_lines(result)
     return "\n".join(lines)
+
+
+def _repro_lines(result: CaseResult) -> list[str]:
+    if not result.repro_path:
+        return []
+    return [f"repro: {result.repro_path}", f"rerun: python {relative(result.repro_path)}"]
 
 
 RESULTS_ATTRIBUTE = "torchcompile_results"
