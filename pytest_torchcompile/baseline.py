@@ -62,14 +62,13 @@ from __future__ import annotations
 import enum
 import os
 import re
-import stat
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeAlias
 
 from .oracle import Status
+from .repro import atomic_write
 from .results import CaseResult
 
 FORMAT_VERSION = 1
@@ -300,7 +299,7 @@ def write_baseline(
         if old is not None and old.is_flaky:
             continue
         entries[test_id] = BaselineEntry(test_id, status, old.note if old else "")
-    write_text_atomic(path, format_baseline(entries.values()))
+    atomic_write(path, format_baseline(entries.values()).encode())
 
 
 def format_baseline(entries: Iterable[BaselineEntry]) -> str:
@@ -310,24 +309,6 @@ def format_baseline(entries: Iterable[BaselineEntry]) -> str:
         row = f"{entry.test_id}\t{entry.expected}"
         rows.append(f"{row}\t{entry.note}" if entry.note else row)
     return "\n".join(rows) + "\n"
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Replace ``path`` with ``text`` so that a crash or a concurrent reader never sees half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # mkstemp creates the file 0600; keep the mode of the file being replaced (or a usual 0644)
-    # so that a committed baseline or a CI artifact stays readable.
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 # --- a run's use of the baseline --------------------------------------------------------------

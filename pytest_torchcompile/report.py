@@ -55,8 +55,9 @@ from pathlib import Path
 from typing import Any
 
 from . import _torch_compat
-from .baseline import Decision, DecisionKind, is_failing, test_status, write_text_atomic
+from .baseline import Decision, DecisionKind, is_failing, test_status
 from .oracle import Status
+from .repro import atomic_write
 from .results import CaseResult, MinifyResult
 
 SCHEMA_VERSION = 1
@@ -239,7 +240,7 @@ def write_json_report(
 ) -> None:
     """Write :func:`json_report` to ``path`` atomically."""
     report = json_report(results, decisions, environment)
-    write_text_atomic(path, json.dumps(report, indent=2, allow_nan=False) + "\n")
+    atomic_write(path, (json.dumps(report, indent=2, allow_nan=False) + "\n").encode())
 
 
 # --- GitHub step summary --------------------------------------------------------------------
