@@ -36,7 +36,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -323,7 +322,7 @@ def _synchronize(device: torch.device) -> None:
 
 
 def _free_memory(device: torch.device) -> None:
-    torch._dynamo.reset()
+    _torch_compat.reset()
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -334,12 +333,7 @@ def _cold_cache() -> Iterator[None]:
     """A fresh, empty Inductor/Triton cache directory for one measurement. Otherwise whichever of
     the plain run and the check compiles a kernel second finds the first one's FX graph, C++
     library or Triton binary on disk, and the overhead figure measures cache order, not the check."""
-    import torch._inductor.utils as inductor_utils
-
-    # Named fresh_inductor_cache before torch 2.8; both names exist in 2.11 and 2.13.
-    fresh = getattr(inductor_utils, "fresh_cache", None) or inductor_utils.fresh_inductor_cache
-    # Inside a directory of our own: fresh_cache keeps its directory when the body raises.
-    with tempfile.TemporaryDirectory(prefix="zoo-inductor-") as parent, fresh(dir=parent):
+    with _torch_compat.empty_compile_cache():
         yield
 
 
@@ -347,7 +341,7 @@ def _plain_compile_seconds(model: nn.Module, args: tuple[Any, ...], kwargs: dict
                            loss: LossFn, device: torch.device) -> float:
     """What a user pays without the check: the first call of ``torch.compile(model)`` on a fresh
     dynamo (for training, with its backward)."""
-    torch._dynamo.reset()
+    _torch_compat.reset()
     fresh = copy.deepcopy(model)
     compiled = torch.compile(fresh)
     started = time.perf_counter()
@@ -356,7 +350,7 @@ def _plain_compile_seconds(model: nn.Module, args: tuple[Any, ...], kwargs: dict
     _synchronize(device)
     elapsed = time.perf_counter() - started
     del compiled, result
-    torch._dynamo.reset()
+    _torch_compat.reset()
     return elapsed
 
 
@@ -418,13 +412,13 @@ def measure(spec: ModelSpec, dtype_name: str, mode: str, sizes: Sizes, options: 
 def _warm_up(device: torch.device) -> None:
     """Pay one-time process costs (Inductor and AOTAutograd imports, compile workers, the CUDA
     context) before the first timed model, so that they do not inflate its plain compile time."""
-    torch._dynamo.reset()
+    _torch_compat.reset()
     with _cold_cache():
         layer = nn.Linear(8, 8).to(device)
         _run_step(torch.compile(layer), layer, (torch.randn(2, 8, device=device),), {}, "training",
                   lambda out: out.square().mean())
     _synchronize(device)
-    torch._dynamo.reset()
+    _torch_compat.reset()
 
 
 # --- libraries ------------------------------------------------------------------------------
@@ -501,7 +495,7 @@ def environment(device: torch.device, sizes: Sizes, options: CheckOptions) -> di
     env.update(cudnn_allow_tf32=torch.backends.cudnn.allow_tf32,
                matmul_allow_tf32=torch.backends.cuda.matmul.allow_tf32,
                deterministic=torch.are_deterministic_algorithms_enabled())
-    env.update(tol=options.tol, intermediates=options.intermediates)
+    env.update(tol=options.tol if options.tol is not None else "default", intermediates=options.intermediates)
     env.update(device=str(device), tiny=sizes.tiny, batch=sizes.batch, seq_len=sizes.seq_len,
                image=sizes.image, date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
     return env
@@ -587,7 +581,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "one, e.g. bert,t5,vit (default: all; see --list)")
     parser.add_argument("--dtypes", type=_csv(tuple(DTYPES)), default=list(DTYPES))
     parser.add_argument("--modes", type=_csv(MODES), default=list(MODES))
-    parser.add_argument("--tol", type=float, default=CheckOptions().tol)
+    parser.add_argument("--tol", type=float, default=None,
+                        help="the checks' tolerance (default: the plugin's, 1e-4 inference, 1e-3 training)")
     parser.add_argument("--no-intermediates", action="store_true",
                         help="skip the masked-deviation check of every intermediate (on by default, "
                              "as for users; one extra compile per graph)")

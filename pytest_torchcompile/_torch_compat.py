@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import platform
 import re
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -180,6 +181,19 @@ def reset() -> None:
     import torch._dynamo
 
     torch._dynamo.reset()
+
+
+@contextlib.contextmanager
+def empty_compile_cache() -> Iterator[None]:
+    """Compile into a new, empty Inductor/Triton cache directory (removed afterwards): a timing
+    that must not find kernels on disk from an earlier compile."""
+    import torch._inductor.utils as inductor_utils
+
+    # Named fresh_inductor_cache before torch 2.8; both names exist in 2.11 and 2.13.
+    fresh = getattr(inductor_utils, "fresh_cache", None) or inductor_utils.fresh_inductor_cache
+    # Inside a directory of our own: fresh_cache keeps its directory when the body raises.
+    with tempfile.TemporaryDirectory(prefix="pytest-torchcompile-cache-") as parent, fresh(dir=parent):
+        yield
 
 
 def is_random_op(target: Any) -> bool:

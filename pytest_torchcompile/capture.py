@@ -13,7 +13,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat
-from .standalone import clone_values
+from .standalone import clone_values, devices_of, synchronize
 
 GraphCallObserver = Callable[["CapturedGraph", list[Any], Any], None]
 """Told of every call of a captured graph: (graph, cloned inputs, outputs)."""
@@ -34,6 +34,10 @@ class CapturedGraph:
     calls: list[list[Any]] = field(default_factory=list)
     input_specs: list[Any] = field(default_factory=list)
     config_source: str = ""
+    host_copy: HostCopy | None = None
+    """The graph and inputs of its latest new-shape call in host memory, where they live on an
+    accelerator: a device-side error (an assert in a kernel) leaves the whole device unreadable
+    to this process, and its repro must still be written."""
 
     @property
     def runtime_inputs(self) -> list[Any] | None:
@@ -65,6 +69,68 @@ class CapturedGraph:
 
     def source(self) -> str | None:
         return _torch_compat.generated_source(self.compiled) if self.compiled is not None else None
+
+
+@dataclass(frozen=True)
+class HostTensor:
+    """A host copy of an accelerator tensor that is written back to ``device`` in a repro."""
+
+    data: torch.Tensor
+    device: torch.device
+    requires_grad: bool
+
+
+@dataclass(frozen=True)
+class HostCopy:
+    gm: torch.fx.GraphModule
+    inputs: list[Any]
+    devices: frozenset[torch.device]
+
+    def devices_usable(self) -> bool:
+        """False once a device-side error has made the devices unusable to this process."""
+        try:
+            synchronize(set(self.devices))
+        except RuntimeError:
+            return False
+        return True
+
+
+def _to_host(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+        return HostTensor(value.detach().cpu(), value.device, value.requires_grad)
+    return value
+
+
+def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
+    value: Any = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _graph_on_host(gm: torch.fx.GraphModule, devices: set[torch.device]) -> torch.fx.GraphModule:
+    """A copy of ``gm`` with its constants in host memory; adds the devices they were on."""
+    attributes: dict[str, Any] = {}
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        value = _attribute(gm, str(node.target))
+        if isinstance(value, torch.fx.GraphModule):
+            value = _graph_on_host(value, devices)
+        else:
+            value = _to_host(value)
+            if isinstance(value, HostTensor):
+                devices.add(value.device)
+        attributes[str(node.target)] = value
+    return torch.fx.GraphModule(attributes, copy.deepcopy(gm.graph))
+
+
+def copy_to_host(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> HostCopy | None:
+    """``gm`` and ``inputs`` in host memory, or None when nothing of them is on an accelerator."""
+    devices = devices_of(inputs)
+    graph = _graph_on_host(gm, devices)
+    on_host = [_to_host(v) for v in inputs]
+    return HostCopy(graph, on_host, frozenset(devices)) if devices else None
 
 
 @dataclass(frozen=True)
@@ -158,8 +224,12 @@ class GraphCapture:
             inputs = clone_values(args) if fresh else []
             if fresh and len(record.calls) < capture._max_calls_kept:
                 record.calls.append(inputs)
+            if fresh:
+                record.host_copy = copy_to_host(record.gm, inputs)
+            devices = devices_of(args)  # before the call, which empties ``args``
             try:
                 outputs = compiled(args)
+                synchronize(devices)
             except BaseException as error:
                 record.runtime_error = error
                 raise
@@ -175,6 +245,7 @@ class GraphCapture:
         for graph in self.graphs:
             graph.calls.clear()
             graph.runtime_error = None
+            graph.host_copy = None
 
     def backend(self, mode: str | None = None, options: dict[str, Any] | None = None) -> Callable[..., Any]:
         """A ``torch.compile`` backend: Inductor, with every lowered graph captured here."""

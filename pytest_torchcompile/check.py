@@ -18,6 +18,7 @@ from .capture import CapturedGraph, GraphCapture
 from .intermediates import MaskedDivergence, find_masked_divergence
 from .oracle import (
     DEFAULT_TOLERANCE,
+    TRAINING_TOLERANCE,
     Comparison,
     LeafResult,
     Status,
@@ -32,7 +33,8 @@ from .standalone import clone_values, compare_graph_outputs, full_fp32_precision
 class CheckOptions:
     """Everything that decides how one model is checked."""
 
-    tol: float = DEFAULT_TOLERANCE
+    tol: float | None = None
+    """None: ``DEFAULT_TOLERANCE``, or ``TRAINING_TOLERANCE`` for a training check."""
     backend: str = "inductor"
     mode: str | None = None
     inductor_config: dict[str, Any] = field(default_factory=dict)
@@ -46,6 +48,16 @@ class CheckOptions:
     lr: float = 0.01
     sizes: tuple[tuple[Any, ...], ...] | None = None
     intermediates: bool = True
+
+    @property
+    def training(self) -> bool:
+        return self.backward or self.steps > 0
+
+    @property
+    def tolerance(self) -> float:
+        if self.tol is not None:
+            return self.tol
+        return TRAINING_TOLERANCE if self.training else DEFAULT_TOLERANCE
 
 
 @dataclass
@@ -189,7 +201,7 @@ def _compare(compiled: dict[str, Any], eager: dict[str, Any], reference: dict[st
     leaves: list[LeafResult] = []
     for root, value in eager.items():
         part = compare_outputs(compiled[root], value, reference[root] if reference is not None else None,
-                               options.tol, not options.ignore_non_float, root=root)
+                               options.tolerance, not options.ignore_non_float, root=root)
         if part.structure_error:
             return part
         leaves += part.leaves
@@ -305,7 +317,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         raise EagerRunError(f"the model raised when run eagerly: {_short_error(error)}") from error
     mutated = _mutated_positions(given[0], eager_args)
     unstable = next((where for root in eager_parts
-                     if (where := first_disagreement(eager_parts[root], eager_again[root], options.tol, root))), None)
+                     if (where := first_disagreement(eager_parts[root], eager_again[root], options.tolerance, root))), None)
     if unstable is not None:
         return CheckOutcome(
             Status.EAGER_NONDETERMINISTIC,
@@ -314,7 +326,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
             "model deterministic (e.g. model.eval()) to check it",
         )
 
-    training = options.backward or options.steps > 0
+    training = options.training
     entry = cache.lookup(fn) if cache is not None and not training else None
     reused = entry is not None
     started = time.perf_counter()
@@ -368,9 +380,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
             graph, divergence = masked
             return CheckOutcome(
                 Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}", comparison, reference_label,
-                graphs, [FailingGraph(graph, divergence.inputs, divergence.gm,
-                                      f"cut after {divergence.node!r}, the first deviating op: in the full "
-                                      "graph a later op masks it")],
+                graphs, [FailingGraph(graph, divergence.inputs, divergence.gm, divergence.note)],
                 elapsed, output)
     status = Status.PASS if reference_label == "fp64" else Status.NO_FP64_REFERENCE
     return CheckOutcome(status, "", comparison, reference_label, graphs, compile_seconds=elapsed,
@@ -426,7 +436,7 @@ def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) 
     eager, fp64 = reference_outputs(graph.gm, inputs)
     with torch.no_grad():
         outputs = graph.compiled(clone_values(inputs)) if graph.compiled is not None else []
-    leaves = compare_graph_outputs(outputs, eager, fp64, options.tol, not options.ignore_non_float)
+    leaves = compare_graph_outputs(outputs, eager, fp64, options.tolerance, not options.ignore_non_float)
     failing = [leaf for leaf in leaves if not leaf.passed]
     if not failing:
         return None
@@ -457,7 +467,7 @@ def _masked_divergence(
     for graph in graphs:
         if graph.compiled is None or not graph.calls or graph_has_random_ops(graph.gm):
             continue
-        divergence = find_masked_divergence(graph.gm, graph.calls[0], options.tol)
+        divergence = find_masked_divergence(graph.gm, graph.calls[0], options.tolerance)
         if divergence is not None:
             return graph, divergence
     return None

@@ -69,7 +69,7 @@ class GraphChecker:
                 self.failures.append(GraphFailure(
                     graph, divergence.inputs, Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}",
                     [divergence.leaf], divergence.gm,
-                    f"cut after {divergence.node!r}, the first deviating op: in the full graph a later op masks it",
+                    divergence.note,
                 ))
 
     def error_failures(self) -> list[GraphFailure]:

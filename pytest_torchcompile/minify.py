@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import operator
 import os
 import re
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -46,6 +50,9 @@ times over with the references) is skipped for delta debugging."""
 
 ROOTS_TRIED_ALONE = 3
 """How many places where a deviation starts are tried as one-op candidates."""
+
+FRESH_PROCESS_GRACE_S = 120.0
+"""Beyond its time budget, how long a minifying process may take to start and write its files."""
 
 
 @dataclass(frozen=True)
@@ -466,6 +473,30 @@ def minify_repro(
         reduction.ops_before, reduction.ops_after, time.perf_counter() - started, compiles,
         reduction.minimal, str(minified), str(kernel_path) if kernel_path else None, note,
     )
+
+
+def minify_in_fresh_process(
+    repro_path: Path,
+    *,
+    timeout_s: float = 300.0,
+    progress: Callable[[MinifyProgress], None] | None = None,
+    isolate: bool = True,
+    device: str | None = None,
+) -> MinifyResult:
+    """:func:`minify_repro` run by ``python -m pytest_torchcompile`` in a new process, for a
+    process whose device a device-side error has made unusable: the reducer itself runs the
+    graph eagerly to feed its candidates. ``progress`` is not reported across processes."""
+    with tempfile.TemporaryDirectory(prefix="pytest-torchcompile-") as scratch:
+        result_path = Path(scratch) / "result.json"
+        command = [sys.executable, "-m", "pytest_torchcompile", "minify", str(repro_path),
+                   "--timeout", str(timeout_s), "--result-json", str(result_path)]
+        command += [] if isolate else ["--no-isolate"]
+        command += ["--device", device] if device is not None else []
+        run = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s + FRESH_PROCESS_GRACE_S)
+        if not result_path.is_file():
+            tail = (run.stdout + run.stderr).strip().splitlines()[-3:]
+            raise RuntimeError(f"the minifying process exited {run.returncode}: {' | '.join(tail)}")
+        return MinifyResult(**json.loads(result_path.read_text()))
 
 
 def load_case(path: str | os.PathLike[str]) -> ReproCase:

@@ -473,7 +473,11 @@ def _option(config: pytest.Config, name: str) -> Any:
     return settings.option_value(config, next(o for o in settings.OPTIONS if o.name == name))
 
 
-def load_minifier() -> Minifier:
+def load_minifier(state: AccuracySession) -> Minifier:
+    if state.devices_lost_in is not None:
+        from .minify import minify_in_fresh_process
+
+        return minify_in_fresh_process
     spec = os.environ.get(MINIFIER_ENV, "")
     if not spec:
         from .minify import minify_repro
@@ -674,7 +678,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
     def run_job(job: dict[str, Any]) -> MinifyResult:
         assert coordinator.queue is not None and coordinator.me is not None
         if not minifiers:
-            minifiers.append(load_minifier())
+            minifiers.append(load_minifier(state))
         progress = _progress_writer(config, coordinator, job["nodeid"])
         # CPU users: the jobs under way or waiting, and the processes still running tests
         pending, running, testing = coordinator.queue.census(coordinator.me)
@@ -697,7 +701,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
 
 def _run_in_process(config: pytest.Config, state: AccuracySession) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    jobs, minifier = list(state.minify_jobs), load_minifier() if state.minify_jobs else None
+    jobs, minifier = list(state.minify_jobs), load_minifier(state) if state.minify_jobs else None
     state.minify_jobs.clear()
     for job in jobs:
         assert minifier is not None

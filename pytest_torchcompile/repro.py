@@ -32,6 +32,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat, oracle, standalone
+from .capture import HostTensor
 
 INLINE_NUMEL = 32
 """Tensors up to this many elements are written into the file; larger ones go to tensors/."""
@@ -82,17 +83,18 @@ class _TensorWriter:
 
     def expression(self, value: Any) -> str:
         if isinstance(value, torch.Tensor):
-            return self._tensor(value)
+            return self._tensor(value.detach(), value.device, value.requires_grad)
+        if isinstance(value, HostTensor):
+            return self._tensor(value.data, value.device, value.requires_grad)
         if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
             raise TypeError("symbolic value at runtime: no concrete input to write")
         if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
             return f"float({str(value)!r})"
         return repr(value)
 
-    def _tensor(self, value: torch.Tensor) -> str:
-        value = value.detach()
+    def _tensor(self, value: torch.Tensor, device: torch.device, requires_grad: bool) -> str:
         meta = (f"{value.dtype}, {tuple(value.shape)!r}, {tuple(value.stride())!r}, "
-                f"{str(value.device)!r}, {value.requires_grad}")
+                f"{str(device)!r}, {requires_grad}")
         if value.numel() <= INLINE_NUMEL and not value.is_complex():
             return f"_inline({_literal(value.cpu().tolist())}, {meta})"
         buffer = io.BytesIO()
@@ -125,7 +127,7 @@ def _module_source(gm: torch.fx.GraphModule, class_name: str, writer: _TensorWri
             child = f"{class_name}_{re.sub(r'[^A-Za-z0-9_]', '_', target)}"
             nested.append(_module_source(value, child, writer))
             init_lines.append(f"self.{target} = {child}()")
-        elif isinstance(value, torch.Tensor):
+        elif isinstance(value, torch.Tensor | HostTensor):
             init_lines.append(f"self.register_buffer({target!r}, {writer.expression(value)})")
         else:
             init_lines.append(f"self.{target} = {writer.expression(value)}")

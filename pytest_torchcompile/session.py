@@ -72,6 +72,9 @@ class AccuracySession:
     _test_results: dict[str, list[CaseResult]] = field(default_factory=dict, init=False, repr=False)
     _run_end: RunEnd | None = field(default=None, init=False, repr=False)
     _environment: dict[str, Any] | None = field(default=None, init=False, repr=False)
+    devices_lost_in: str | None = None
+    """The test whose compiled code hit a device-side error, after which no kernel can run on
+    its device in this process (CUDA keeps the error for the rest of the process's life)."""
 
     def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
         from .settings import marker_settings
@@ -141,7 +144,7 @@ class AccuracySession:
             inputs = graph.synthesized_inputs(settings.seed)
             notes = [*notes, "inputs are random values of the traced shapes: the graph failed before it ran"]
         case = ReproCase(
-            gm=gm if gm is not None else graph.gm, inputs=inputs, kind=kind, title=f"{nodeid} :: {graph.label}", tol=settings.tol,
+            gm=gm if gm is not None else graph.gm, inputs=inputs, kind=kind, title=f"{nodeid} :: {graph.label}", tol=settings.tolerance,
             check_non_float=not settings.ignore_non_float,
             expected_error=error_signature(error) if error is not None and kind != ACCURACY else None,
             error_pattern=settings.check_str, config_source=graph.config_source,
@@ -157,6 +160,13 @@ class AccuracySession:
         notes: list[str], gm: torch.fx.GraphModule | None = None,
     ) -> None:
         result.graph = graph.label
+        if result.status is Status.FAIL_RUNTIME and graph.host_copy is not None and gm is None:
+            # The failing call's own copy, readable even where the error left the device unusable.
+            gm, inputs = graph.host_copy.gm, graph.host_copy.inputs
+            if not graph.host_copy.devices_usable():
+                self.devices_lost_in = result.nodeid
+                result.message += (" (a device-side error: the device is unusable to this process from "
+                                   "now on, so its later checks here cannot run)")
         result.case_id, result.repro_path = self._write_repro(
             result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm)
         if settings.minify and settings.backend == "inductor":
@@ -184,7 +194,7 @@ class AccuracySession:
         if not self.enabled:
             yield
             return
-        checker = GraphChecker(settings.tol, not settings.ignore_non_float, settings.intermediates)
+        checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates)
         # Code compiled by an earlier test would be reused without reaching the capture hook.
         _torch_compat.reset()
         with _torch_compat.inductor_config(settings.inductor_config), checker.watching():
@@ -250,6 +260,10 @@ class AccuracySession:
                     report.sections.append(("compile accuracy baseline", note))
         elif report.when == "teardown":
             self._test_results.pop(item.nodeid, None)
+        if report.failed and self.devices_lost_in not in (None, item.nodeid) and _DEVICE_ERROR in report.longreprtext:
+            report.sections.append(("compile accuracy", f"the device-side error in {self.devices_lost_in} left "
+                                    "the device unusable to this process, which this failure follows from; "
+                                    "run this test on its own"))
         if pending:
             setattr(report, RESULTS_ATTRIBUTE, json.dumps([result.to_dict() for result in pending]))
 
@@ -343,6 +357,8 @@ def _repro_lines(result: CaseResult) -> list[str]:
         return []
     return [f"repro: {result.repro_path}", f"rerun: python {relative(result.repro_path)}"]
 
+
+_DEVICE_ERROR = "CUDA error"
 
 RESULTS_ATTRIBUTE = "torchcompile_results"
 """Test report attribute with the checks made since the previous report, as a JSON list of

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from .check import CheckOptions
-from .oracle import DEFAULT_TOLERANCE
+from .oracle import DEFAULT_TOLERANCE, TRAINING_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("compile-accuracy-scope", "which tests get their plain torch.compile calls checked graph by "
            "graph: 'all', or 'marked' (only tests marked inductor_repro)", "all", _scope, metavar="SCOPE"),
     Option("compile-accuracy-tol", "tolerance of the allclose shortcut and the fp64 rule's "
-           "additive slack (tol/10)", DEFAULT_TOLERANCE, float, setting="tol", metavar="TOL"),
+           f"additive slack (tol/10); default {DEFAULT_TOLERANCE:g}, {TRAINING_TOLERANCE:g} for "
+           "checks of a training step (backward=True or steps)", None, float, setting="tol", metavar="TOL"),
     Option("compile-accuracy-intermediates", "also judge every floating intermediate of each "
            "compiled graph, so a deviation that later ops mask is caught (default on; "
            "--no-compile-accuracy-intermediates turns it off)", True, _bool, flag=True, negatable=True,
@@ -142,7 +143,8 @@ def add_options(parser: pytest.Parser) -> None:
                                 help=f"turn off {option.cli}")
         else:
             group.addoption(option.cli, default=None, dest=option.dest, metavar=option.metavar, help=option.help)
-        parser.addini(option.dest, option.help, type="string", default=str(option.default))
+        parser.addini(option.dest, option.help, type="string",
+                      default="" if option.default is None else str(option.default))
 
 
 def option_value(config: pytest.Config, option: Option) -> Any:

@@ -79,6 +79,18 @@ def same_failure(verdict: GraphVerdict, kind: str, expected_error: str | None, p
     return _normalized(verdict.error) == _normalized(expected_error)
 
 
+def devices_of(values: Sequence[Any]) -> set[torch.device]:
+    return {v.device for v in values if isinstance(v, torch.Tensor) and v.device.type != "cpu"}
+
+
+def synchronize(devices: set[torch.device]) -> None:
+    """Wait for the kernels on ``devices``: they run asynchronously, and a device-side error
+    must surface on the call that caused it, not at a later read."""
+    for device in devices:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+
 def clone_values(values: Sequence[Any]) -> list[Any]:
     return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
 
@@ -152,6 +164,7 @@ def _judge(
     try:
         with torch.no_grad():
             outputs = list(compiled(*clone_values(inputs)))
+        synchronize(devices_of([*inputs, *outputs]))
     except Exception as error:
         return GraphVerdict(RUNTIME_ERROR, error=error_signature(error))
     leaves = compare_graph_outputs(outputs, eager, fp64, tol, check_non_float)

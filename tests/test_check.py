@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pytest_torchcompile.check import CheckOptions, EagerRunError, check_model
-from pytest_torchcompile.oracle import Status
+from pytest_torchcompile.oracle import DEFAULT_TOLERANCE, TRAINING_TOLERANCE, Status
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 Heads = collections.namedtuple("Heads", ["logits", "labels"])
@@ -136,3 +136,9 @@ def test_compiler_errors_have_their_own_statuses(bug: str, status: Status) -> No
                           options=CheckOptions(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": bug}))
     assert outcome.status is status
     assert outcome.failing_graphs
+
+
+def test_training_checks_default_to_pytorchs_training_tolerance() -> None:
+    assert CheckOptions().tolerance == DEFAULT_TOLERANCE
+    assert CheckOptions(backward=True).tolerance == CheckOptions(steps=2).tolerance == TRAINING_TOLERANCE
+    assert CheckOptions(backward=True, tol=1e-5).tolerance == 1e-5

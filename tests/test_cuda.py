@@ -49,6 +49,27 @@ def test_triton_bug_gives_repro_and_minified_repro(pytester: pytest.Pytester, bu
 
 
 @pytest.mark.cuda
+def test_a_device_side_error_is_contained_and_named(pytester: pytest.Pytester) -> None:
+    """A device-side assert leaves the test process's GPU unusable for good: the failing test
+    still gets its repro (from host copies) and its minified repro (made in a fresh process),
+    and a later CUDA test fails with a message naming the culprit, not a bare CUDA error."""
+    pytester.makepyfile(test_gpu=SUITE.format(bug="runtime_error") + """
+
+def test_innocent(compile_accuracy):
+    compile_accuracy(torch.nn.Linear(8, 8).cuda(), torch.randn(4, 8, device="cuda"))
+""")
+    result = pytester.runpytest("--compile-accuracy", "-p", "no:xdist")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*compile accuracy: fail_runtime: *device-side error: the device is unusable*"])
+    result.stdout.fnmatch_lines(["*the device-side error in test_gpu.py::test_mlp_cuda left the device unusable*"])
+    result.stdout.fnmatch_lines(["minified *test_mlp_cuda: * -> 1 ops*"])
+    (case,) = (pytester.path / ".compile-accuracy").glob("*test_mlp_cuda*/")
+    for name in ("repro.py", "minified.py"):
+        run = subprocess.run([sys.executable, str(case / name)], capture_output=True, text=True, timeout=600)
+        assert run.returncode == 1, f"{name}: {run.stdout}{run.stderr}"
+
+
+@pytest.mark.cuda
 def test_parallel_minify_shares_one_gpu(pytester: pytest.Pytester) -> None:
     tests = "\n".join(
         f"@pytest.mark.inductor_repro(inductor_config=BUG)\n"

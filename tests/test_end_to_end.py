@@ -197,3 +197,27 @@ def test_an_op_on_constants_alone_survives_into_the_repro(tmp_path: Path) -> Non
                        tmp_path / "repro.py")
     loaded = load_repro(path).case.gm
     assert torch.ops.aten.relu.default in [n.target for n in loaded.graph.nodes]
+
+
+def test_host_copies_are_written_back_on_their_recorded_device() -> None:
+    """A device-side error leaves a device unreadable, so a failing call's inputs and constants
+    are copied to host memory first; the repro still puts them on the device they came from."""
+    import torch
+    import torch.fx
+
+    from pytest_torchcompile.capture import HostTensor, copy_to_host
+    from pytest_torchcompile.repro import ReproCase, render_repro
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    constant = graph.get_attr("_tensor_constant0")
+    graph.output((graph.call_function(torch.ops.aten.add.Tensor, (x, constant)),))
+    on_cpu = torch.fx.GraphModule({"_tensor_constant0": torch.ones(4)}, graph)
+    assert copy_to_host(on_cpu, [torch.zeros(4)]) is None, "nothing to copy off the host"
+
+    recorded = torch.device("cuda", 1)
+    on_host = torch.fx.GraphModule({"_tensor_constant0": HostTensor(torch.ones(4), recorded, False)}, graph)
+    source, _ = render_repro(ReproCase(on_host, [HostTensor(torch.arange(4.0), recorded, True)], "runtime_error", "t"))
+
+    assert "self.register_buffer('_tensor_constant0', _inline([1.0, 1.0, 1.0, 1.0], torch.float32, (4,), (1,), 'cuda:1', False))" in source
+    assert "_inline([0.0, 1.0, 2.0, 3.0], torch.float32, (4,), (1,), 'cuda:1', True)" in source

@@ -28,6 +28,7 @@ from pytest_torchcompile.minify import (
     MinifyProgress,
     load_case,
     minify_graph,
+    minify_in_fresh_process,
     minify_repro,
 )
 from pytest_torchcompile.repro import ReproCase, write_repro
@@ -279,6 +280,17 @@ def test_sin_relu_cos_minifies_to_one_relu_of_a_graph_input(tmp_path: Path) -> N
     assert result.kernel_path is not None and "kernel" in Path(result.kernel_path).read_text()
     assert repro.read_bytes() == original
     assert subprocess.run([sys.executable, result.path], capture_output=True).returncode == 1
+
+
+@pytest.mark.slow
+def test_a_fresh_process_minifies_as_this_one_would(tmp_path: Path) -> None:
+    """What a process whose device a device-side error made unusable does instead."""
+    repro = write_case(aten_case(sin_relu_cos(4, 2), [torch.randn(64)], config_source=RELU_BUG.format("accuracy")), tmp_path)
+
+    result = minify_in_fresh_process(repro, isolate=False)
+
+    assert (result.ops_before, result.ops_after, result.minimal) == (7, 1, True)
+    assert result.path == str(tmp_path / "minified.py") and only_op(Path(result.path)).target is aten.relu.default
 
 
 @pytest.mark.slow

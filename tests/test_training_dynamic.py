@@ -105,6 +105,30 @@ def test_masked_deviation_is_caught_by_intermediate_checks_only() -> None:
     assert ops[-1] == torch.ops.aten.relu.default and torch.ops.aten.cos.default not in ops
 
 
+def perturb_every_product(graph: torch.fx.Graph) -> None:
+    """A post-grad pass standing in for correct rounding: every product comes out 5e-6 off,
+    well inside allclose alone, beyond it after twenty products."""
+    for node in list(graph.nodes):
+        if node.target is torch.ops.aten.mul.Tensor:
+            with graph.inserting_after(node):
+                off = graph.call_function(torch.ops.aten.mul.Tensor, (node, 1 + 5e-6))
+            node.replace_all_uses_with(off, delete_user_cb=lambda user, off=off: user is not off)
+
+
+def forty_products_behind_sign(x: torch.Tensor) -> torch.Tensor:
+    for _ in range(40):
+        x = x * 1.01
+    return x.sign()
+
+
+def test_error_that_only_adds_up_is_not_a_masked_deviation() -> None:
+    """The late products deviate beyond the rule, but none does on its own (fed with eager's
+    values, alone or with its neighbours): no miscompiled op, so no alarm."""
+    config = {"post_grad_custom_post_pass": perturb_every_product}
+    outcome = check_model(forty_products_behind_sign, (torch.randn(64),), options=CheckOptions(inductor_config=config))
+    assert outcome.status is Status.PASS, outcome.message
+
+
 def test_clean_model_has_no_intermediate_false_alarm() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64),
