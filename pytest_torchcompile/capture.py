@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import operator
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -101,36 +102,30 @@ def _to_host(value: Any) -> Any:
     return value
 
 
-def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
-    value: Any = gm
-    for part in target.split("."):
-        value = getattr(value, part)
-    return value
+def _constants(gm: torch.fx.GraphModule) -> dict[str, Any]:
+    return {str(node.target): operator.attrgetter(str(node.target))(gm)
+            for node in gm.graph.nodes if node.op == "get_attr"}
 
 
-def _graph_on_host(gm: torch.fx.GraphModule, devices: set[torch.device]) -> torch.fx.GraphModule:
-    """A copy of ``gm`` with its constants in host memory; adds the devices they were on."""
-    attributes: dict[str, Any] = {}
-    for node in gm.graph.nodes:
-        if node.op != "get_attr":
-            continue
-        value = _attribute(gm, str(node.target))
-        if isinstance(value, torch.fx.GraphModule):
-            value = _graph_on_host(value, devices)
-        else:
-            value = _to_host(value)
-            if isinstance(value, HostTensor):
-                devices.add(value.device)
-        attributes[str(node.target)] = value
+def _constant_devices(gm: torch.fx.GraphModule) -> set[torch.device]:
+    devices: set[torch.device] = set()
+    for value in _constants(gm).values():
+        devices |= _constant_devices(value) if isinstance(value, torch.fx.GraphModule) else devices_of([value])
+    return devices
+
+
+def _graph_on_host(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    attributes = {target: _graph_on_host(value) if isinstance(value, torch.fx.GraphModule) else _to_host(value)
+                  for target, value in _constants(gm).items()}
     return torch.fx.GraphModule(attributes, copy.deepcopy(gm.graph))
 
 
 def copy_to_host(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> HostCopy | None:
     """``gm`` and ``inputs`` in host memory, or None when nothing of them is on an accelerator."""
-    devices = devices_of(inputs)
-    graph = _graph_on_host(gm, devices)
-    on_host = [_to_host(v) for v in inputs]
-    return HostCopy(graph, on_host, frozenset(devices)) if devices else None
+    devices = devices_of(inputs) | _constant_devices(gm)
+    if not devices:
+        return None
+    return HostCopy(_graph_on_host(gm), [_to_host(v) for v in inputs], frozenset(devices))
 
 
 @dataclass(frozen=True)

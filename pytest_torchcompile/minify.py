@@ -467,8 +467,10 @@ def minify_repro(
                             reduction.compiles, False, note=reduction.how)
     compiles = reduction.compiles + 1  # the kernel's
     note = _note(reduction, compiles, time.perf_counter() - started)
-    minified = write_repro(_minified_case(case, reduction, note), path.with_name(MINIFIED_NAME))
-    kernel_path = _write_kernel(kernel, path.parent)
+    generated = _generated_code(kernel)
+    minified = write_repro(_minified_case(case, reduction, note, generated[0] if generated else ""),
+                           path.with_name(MINIFIED_NAME))
+    kernel_path = _write_kernel(generated, path.parent)
     return MinifyResult(
         reduction.ops_before, reduction.ops_after, time.perf_counter() - started, compiles,
         reduction.minimal, str(minified), str(kernel_path) if kernel_path else None, note,
@@ -514,22 +516,31 @@ def _note(reduction: Reduction, compiles: int, seconds: float) -> str:
             "1-minimal: without any one of its ops it no longer fails")
 
 
-def _minified_case(case: ReproCase, reduction: Reduction, note: str) -> ReproCase:
+def _minified_case(case: ReproCase, reduction: Reduction, note: str, generated_code: str) -> ReproCase:
     assert reduction.gm is not None
     label = "" if reduction.minimal else ", not minimal: time budget ran out"
     return replace(
         case, gm=reduction.gm, inputs=reduction.inputs,
         check_non_float=JudgeSettings.for_minifying(case).check_non_float,
-        symbolic_sizes=[], notes=[*case.notes, note],
+        symbolic_sizes=[], notes=[*case.notes, note], generated_code=generated_code,
         status_line=f"{case.status_line or case.kind} (minified {reduction.ops_before} -> {reduction.ops_after} ops{label})",
     )
 
 
-def _write_kernel(source: str | None, directory: Path) -> Path | None:
+def _generated_code(source: str | None) -> tuple[str, str] | None:
+    """The code Inductor generated for the minified graph and its file suffix: the C++ kernels on
+    a CPU; on a GPU the whole module, whose Triton kernels are Python."""
     if source is None:
         return None
     cpp = _torch_compat.cpp_kernels(source)
-    path = directory / ("minified_kernel.cpp" if cpp else "minified_kernel.py")
+    return (cpp, ".cpp") if cpp else (source, ".py")
+
+
+def _write_kernel(generated: tuple[str, str] | None, directory: Path) -> Path | None:
+    if generated is None:
+        return None
+    code, suffix = generated
+    path = directory / f"minified_kernel{suffix}"
     with locked(directory):
-        atomic_write(path, (cpp or source).encode())
+        atomic_write(path, code.encode())
     return path

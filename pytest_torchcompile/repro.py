@@ -15,6 +15,7 @@ import importlib.util
 import inspect
 import io
 import itertools
+import operator
 import os
 import re
 import stat
@@ -57,6 +58,8 @@ class ReproCase:
     symbolic_sizes: list[list[str] | None] = field(default_factory=list)
     status_line: str = ""
     notes: list[str] = field(default_factory=list)
+    generated_code: str = ""
+    """What Inductor generated for the graph (a minified one's), appended as comments to read."""
 
     @property
     def op_count(self) -> int:
@@ -117,12 +120,8 @@ def _module_source(gm: torch.fx.GraphModule, class_name: str, writer: _TensorWri
     for node in gm.graph.nodes:
         if node.op != "get_attr":
             continue
-        owner: Any = gm
-        *parents, leaf = str(node.target).split(".")
-        for part in parents:
-            owner = getattr(owner, part)
-        value = getattr(owner, leaf)
         target = str(node.target)
+        value = operator.attrgetter(target)(gm)
         if isinstance(value, torch.fx.GraphModule):
             child = f"{class_name}_{re.sub(r'[^A-Za-z0-9_]', '_', target)}"
             nested.append(_module_source(value, child, writer))
@@ -151,6 +150,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import operator
 import operator
 import os
 import re
@@ -267,8 +267,15 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
         "\n\ndef make_inputs():\n    return [\n" + inputs + ("," if case.inputs else "") + "\n    ]",
         "\n\n# --- judging code (the plugin's own rule) ---\n\n" + _standalone_runtime(),
         "\n\n" + _MAIN,
+        *([_generated_code_comment(case.generated_code)] if case.generated_code else []),
     ])
     return source, writer.files
+
+
+def _generated_code_comment(code: str) -> str:
+    lines = "\n".join(f"# {line}".rstrip() for line in code.strip().splitlines())
+    return ("\n# --- the code Inductor generated for this graph (torch "
+            f"{torch.__version__}), to read; the check above compiles afresh ---\n{lines}")
 
 
 # --- writing -------------------------------------------------------------------------------

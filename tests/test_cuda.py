@@ -46,6 +46,8 @@ def test_triton_bug_gives_repro_and_minified_repro(pytester: pytest.Pytester, bu
         assert not kernels, "a graph that fails to compile has no generated code"
     else:
         assert kernels and "triton" in kernels[0].read_text()
+        generated = (case / "minified.py").read_text().split("# --- the code Inductor generated")[1]
+        assert "@triton.jit" in generated, "the minified repro carries the Triton kernel it minified to"
 
 
 @pytest.mark.cuda

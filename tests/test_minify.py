@@ -278,6 +278,8 @@ def test_sin_relu_cos_minifies_to_one_relu_of_a_graph_input(tmp_path: Path) -> N
     relu = only_op(Path(result.path))
     assert relu.target is aten.relu.default and relu.args[0].op == "placeholder"
     assert result.kernel_path is not None and "kernel" in Path(result.kernel_path).read_text()
+    kernel_line = next(line for line in Path(result.kernel_path).read_text().splitlines() if "kernel" in line)
+    assert f"# {kernel_line}".rstrip() in Path(result.path).read_text(), "the generated code is in minified.py too"
     assert repro.read_bytes() == original
     assert subprocess.run([sys.executable, result.path], capture_output=True).returncode == 1
 
