@@ -207,9 +207,10 @@ class GraphCapture:
             record.compile_error = error
             raise
         record.compiled = compiled
-        return self._wrap(record, compiled)
+        # Dynamo guards on devices: every call of this compiled graph finds its inputs there.
+        return self._wrap(record, compiled, devices_of(example_inputs))
 
-    def _wrap(self, record: CapturedGraph, compiled: Any) -> Any:
+    def _wrap(self, record: CapturedGraph, compiled: Any, devices: set[torch.device]) -> Any:
         capture = self
 
         def run(args: list[Any]) -> Any:
@@ -221,7 +222,6 @@ class GraphCapture:
                 record.calls.append(inputs)
             if fresh:
                 record.host_copy = copy_to_host(record.gm, inputs)
-            devices = devices_of(args)  # before the call, which empties ``args``
             try:
                 outputs = compiled(args)
                 synchronize(devices)

@@ -45,7 +45,12 @@ except ``CRASHED`` for a case whose recorded failure was that crash."""
 CONFIG_PREFIX = "torch._inductor.config."
 
 _POISONING_ERRORS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError")
-"""After these the CUDA context is unusable: the child that saw one is replaced."""
+
+
+def leaves_device_unusable(error_text: str) -> bool:
+    """Whether an error is one after which the process's CUDA context is unusable (a child that
+    saw one is replaced; a test process that did names the culprit on later failures)."""
+    return any(marker in error_text for marker in _POISONING_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -390,7 +395,7 @@ def _serve(setup: _ChildSetup, requests: Connection, replies: Connection) -> Non
             replies.send(kernel_source(gm, inputs))
             continue
         verdict = setup.verdict_function(settings, gm, inputs)
-        poisoned = any(marker in (verdict.error or "") for marker in _POISONING_ERRORS)
+        poisoned = leaves_device_unusable(verdict.error or "")
         replies.send((verdict, poisoned))
         if poisoned:
             return

@@ -151,7 +151,6 @@ from __future__ import annotations
 import contextlib
 import math
 import operator
-import operator
 import os
 import re
 import sys

@@ -20,6 +20,7 @@ from .baseline import BaselineError, Gate
 from .capture import CapturedGraph
 from .check import CheckOutcome, CompiledCache, EagerRunError, check_model
 from .graphcheck import GraphChecker, GraphFailure
+from .isolation import leaves_device_unusable
 from .oracle import Comparison, Status, format_table
 from .repro import ReproCase, slugify, unique_case_dir, write_repro
 from .results import CaseResult, MinifyResult
@@ -260,7 +261,8 @@ class AccuracySession:
                     report.sections.append(("compile accuracy baseline", note))
         elif report.when == "teardown":
             self._test_results.pop(item.nodeid, None)
-        if report.failed and self.devices_lost_in not in (None, item.nodeid) and _DEVICE_ERROR in report.longreprtext:
+        if (report.failed and self.devices_lost_in not in (None, item.nodeid)
+                and leaves_device_unusable(report.longreprtext)):
             report.sections.append(("compile accuracy", f"the device-side error in {self.devices_lost_in} left "
                                     "the device unusable to this process, which this failure follows from; "
                                     "run this test on its own"))
@@ -357,8 +359,6 @@ def _repro_lines(result: CaseResult) -> list[str]:
         return []
     return [f"repro: {result.repro_path}", f"rerun: python {relative(result.repro_path)}"]
 
-
-_DEVICE_ERROR = "CUDA error"
 
 RESULTS_ATTRIBUTE = "torchcompile_results"
 """Test report attribute with the checks made since the previous report, as a JSON list of
