@@ -176,6 +176,14 @@ def inductor_config_diff() -> dict[str, Any]:
     return diff
 
 
+def set_compile_threads(threads: int) -> None:
+    """How many compile workers Inductor's pool gets (read when the pool starts, at the first
+    compile that needs it)."""
+    import torch._inductor.config as inductor_config_module
+
+    inductor_config_module.compile_threads = threads
+
+
 def reset() -> None:
     """Forget compiled code so that the next ``torch.compile`` call lowers again."""
     import torch._dynamo

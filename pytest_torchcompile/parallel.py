@@ -51,6 +51,7 @@ from typing import Any
 import filelock
 import pytest
 
+from . import budget
 from .repro import atomic_write
 from .results import MinifyResult
 from .session import AccuracySession, MinifyJob
@@ -60,9 +61,6 @@ MINIFIER_ENV = "PYTEST_TORCHCOMPILE_MINIFIER"
 (same signature); a seam for tests and experiments."""
 DEVICES_ENV = "PYTEST_TORCHCOMPILE_DEVICES"
 LEASE_ENV = "PYTEST_TORCHCOMPILE_LEASE_S"
-THREADS_ENV = "PYTEST_TORCHCOMPILE_MINIFY_THREADS"
-"""CPU threads for each minifying process (OpenMP and Inductor's compile workers). Unset: this
-process's CPUs shared out among the processes that minify at once; ``0``: leave them alone."""
 RUN_KEY = "pytest_torchcompile_run"
 QUEUE_KEY = "pytest_torchcompile_queue"
 QUEUE_DIR = ".queue"
@@ -407,39 +405,6 @@ def summary_line(job: dict[str, Any]) -> str:
     return f"not minified {job['nodeid']}: the run stopped first; repro: {job['repro_path']}"
 
 
-def _cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def thread_budget(minifiers: int, cap: int = 0) -> int | None:
-    """Threads each minifying process gets so that those running at once do not oversubscribe
-    the CPUs; None: leave the defaults (one minifier, or ``PYTEST_TORCHCOMPILE_MINIFY_THREADS=0``)."""
-    override = os.environ.get(THREADS_ENV, "")
-    if override:
-        return int(override) or None
-    at_once = min(minifiers, cap) if cap > 0 else minifiers
-    if at_once <= 1:
-        return None
-    return max(1, _cpus() // at_once)
-
-
-@contextlib.contextmanager
-def threads_limited(budget: int | None) -> Iterator[None]:
-    """Environment of the minifier's child processes: at most ``budget`` threads each."""
-    names = ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")
-    saved = {name: os.environ.get(name) for name in names}
-    if budget is not None:
-        os.environ.update({name: str(budget) for name in names})
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 # --- devices -------------------------------------------------------------------------------
 
 
@@ -619,6 +584,7 @@ def configure(config: pytest.Config, state: AccuracySession) -> None:
         queue_dir, worker = state.repro_root / QUEUE_DIR / run_id, None
     coordinator = Coordinator(config, state, run_id, queue_dir, worker)
     coordinator.device = _select_device(config, worker)
+    budget.configure(config)
     config.stash[COORDINATOR_KEY] = coordinator
     config.pluginmanager.register(ParallelHooks(coordinator), "torchcompile-parallel")
     if config.pluginmanager.hasplugin("xdist"):
@@ -683,7 +649,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
         # CPU users: the jobs under way or waiting, and the processes still running tests
         pending, running, testing = coordinator.queue.census(coordinator.me)
         at_once = min(coordinator.queue.minifiers(), pending + running + testing)
-        with threads_limited(thread_budget(at_once, cap)):
+        with budget.children_limited(budget.for_minifying(config, min(at_once, cap) if cap > 0 else at_once)):
             return minifiers[0](Path(job["repro_path"]), timeout_s=job["timeout_s"], progress=progress,
                                 device=coordinator.device)
 

@@ -112,6 +112,10 @@ OPTIONS: tuple[Option, ...] = (
            metavar="SECONDS"),
     Option("compile-minify-workers", "with xdist: at most N processes minify at once (GPU memory); "
            "0: every worker whose tests are done", 0, int, metavar="N"),
+    Option("compile-threads", "CPU threads for each process of the run (OpenMP, Inductor's compile "
+           "workers, their child processes); default: the CPUs shared among the xdist workers, "
+           "torch's defaults without xdist; 0: torch's defaults (env PYTEST_TORCHCOMPILE_THREADS)",
+           None, metavar="N"),
     Option("compile-devices", "CUDA devices for xdist workers: worker gwK uses entry K mod len "
            "(default: all visible; env PYTEST_TORCHCOMPILE_DEVICES); a single process uses the "
            "first", "", metavar="LIST"),

@@ -35,8 +35,6 @@ from pytest_torchcompile.parallel import (
     job_result,
     parse_devices,
     summary_line,
-    thread_budget,
-    threads_limited,
 )
 from pytest_torchcompile.results import MinifyResult
 from pytest_torchcompile.session import MinifyJob
@@ -378,18 +376,3 @@ def test_worker_k_gets_device_k_mod_g() -> None:
         parse_devices("cuda:0")
 
 
-def test_minifiers_running_at_once_share_the_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PYTEST_TORCHCOMPILE_MINIFY_THREADS", raising=False)
-    monkeypatch.setattr("pytest_torchcompile.parallel._cpus", lambda: 16)
-    assert thread_budget(1) is None  # alone: Inductor's and OpenMP's defaults
-    assert [thread_budget(n) for n in (2, 4, 32)] == [8, 4, 1]
-    assert thread_budget(4, cap=2) == 8
-    monkeypatch.setenv("PYTEST_TORCHCOMPILE_MINIFY_THREADS", "3")
-    assert thread_budget(4) == 3
-    monkeypatch.setenv("PYTEST_TORCHCOMPILE_MINIFY_THREADS", "0")
-    assert thread_budget(4) is None
-    monkeypatch.setenv("OMP_NUM_THREADS", "7")
-    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
-    with threads_limited(2):
-        assert (os.environ["OMP_NUM_THREADS"], os.environ["TORCHINDUCTOR_COMPILE_THREADS"]) == ("2", "2")
-    assert os.environ["OMP_NUM_THREADS"] == "7" and "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ

@@ -1,0 +1,126 @@
+"""One CPU budget for a whole run: the processes that compile at once share this machine's CPUs.
+
+Under ``pytest -n N`` every worker compiles, and each would otherwise take the whole machine:
+OpenMP threads for eager and generated CPU code, as many Inductor compile workers as there are
+cores, and the same again for the children it starts (the judging child of the minifier, a
+fresh minifying process). N workers would then run N times the machine's CPUs, and a check
+under ``-n 4`` would take longer than four checks one after the other.
+
+So each xdist worker gets its share, ``CPUs // N`` (the CPUs this process may run on, from
+``os.sched_getaffinity``): ``torch.set_num_threads``, Inductor's ``compile_threads`` (read when
+its compile pool starts, so set before the first compile), and ``OMP_NUM_THREADS`` /
+``TORCHINDUCTOR_COMPILE_THREADS`` for the children it starts. In the minify phase the processes
+still minifying share the CPUs again. A single process keeps torch's defaults.
+
+``--compile-threads N`` (ini ``compile_threads``, env ``PYTEST_TORCHCOMPILE_THREADS``) gives every
+process N threads instead; ``0`` leaves torch's defaults everywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+THREADS_ENV = "PYTEST_TORCHCOMPILE_THREADS"
+LIMITED_KEY = pytest.StashKey[int]()
+"""The threads :func:`configure` gave this process, when it limited them."""
+CHILD_ENV = ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")
+"""What a child process reads its thread counts from when it starts."""
+
+
+def cpus() -> int:
+    """The CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _count(text: str, where: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise pytest.UsageError(f"{where}: expected a number of threads (0: torch's defaults), got {text!r}")
+    return value
+
+
+def override(config: pytest.Config) -> int | None:
+    """The user's threads per process: ``--compile-threads`` (or its ini key), else
+    ``PYTEST_TORCHCOMPILE_THREADS``; None when neither is given."""
+    from . import settings
+
+    given = settings.option_value(config, settings.option("compile-threads"))
+    if given not in (None, ""):
+        return _count(str(given), "--compile-threads")
+    env = os.environ.get(THREADS_ENV, "").strip()
+    return _count(env, THREADS_ENV) if env else None
+
+
+def share(processes: int, given: int | None = None) -> int | None:
+    """Threads for each of ``processes`` processes compiling at once; None: torch's defaults (one
+    process, or an override of 0)."""
+    if given is not None:
+        return given or None
+    if processes <= 1:
+        return None
+    return max(1, cpus() // processes)
+
+
+def worker_count(config: pytest.Config) -> int:
+    """How many xdist workers this run has (1 without xdist, and on the controller)."""
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return 1
+    count = workerinput.get("workercount") or os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1
+    return int(count)
+
+
+def configure(config: pytest.Config) -> int | None:
+    """Give this process its share of the run's CPUs (from ``pytest_configure``, before any
+    compile); returns the threads given, None when torch's defaults stay."""
+    threads = share(worker_count(config), override(config))
+    if threads is not None:
+        limit_this_process(threads)
+        config.stash[LIMITED_KEY] = threads
+    return threads
+
+
+def for_minifying(config: pytest.Config, at_once: int) -> int | None:
+    """Threads for each child of the ``at_once`` processes minifying together; a process that
+    minifies alone gets the whole machine back."""
+    given = override(config)
+    threads = share(at_once, given)
+    if threads is None and given is None and LIMITED_KEY in config.stash:
+        return cpus()
+    return threads
+
+
+def limit_this_process(threads: int) -> None:
+    """At most ``threads`` threads for this process's eager and compiled CPU code, its Inductor
+    compile workers, and the children it starts from now on."""
+    import torch
+
+    from . import _torch_compat
+
+    torch.set_num_threads(threads)
+    _torch_compat.set_compile_threads(threads)
+    os.environ.update({name: str(threads) for name in CHILD_ENV})
+
+
+@contextlib.contextmanager
+def children_limited(threads: int | None) -> Iterator[None]:
+    """Children started in the block get at most ``threads`` threads each (None: as before)."""
+    saved = {name: os.environ.get(name) for name in CHILD_ENV}
+    if threads is not None:
+        os.environ.update({name: str(threads) for name in CHILD_ENV})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
