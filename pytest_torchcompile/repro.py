@@ -149,6 +149,7 @@ _PRELUDE = '''\
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import operator
 import os

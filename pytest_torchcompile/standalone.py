@@ -8,6 +8,7 @@ judges exactly as the plugin did. Hence: torch and the standard library only.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -44,13 +45,70 @@ def full_fp32_precision() -> Iterator[None]:
     """Turn TF32 off while checking, as PyTorch's own accuracy runs do: cuDNN uses it by default,
     so eager and compiled code can take different precision paths for one op (a depthwise
     convolution eagerly exact, compiled through cuDNN in TF32) and differ by far more than
-    either's rounding."""
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    either's rounding. Matmuls run in full fp32 too (``set_float32_matmul_precision("medium")``
+    makes CPU matmuls bf16).
+
+    Works where global flags are frozen (``torch.backends.disable_global_flags()``, which
+    ``torch.testing._internal.common_utils`` calls on import) and with either TF32 API, and
+    restores every flag as it was."""
+    with _matmul_in_fp32(), _cudnn_without_tf32():
+        yield
+
+
+@contextlib.contextmanager
+def _fp32_precision(owners: Sequence[Any], precision: str | None) -> Iterator[None]:
+    """Set the per-operation ``fp32_precision`` (TF32 API of torch >= 2.9) of ``owners`` for the
+    block (None: leave it), and put back what each had on exit."""
+    owners = [owner for owner in owners if hasattr(owner, "fp32_precision")]
+    saved = [owner.fp32_precision for owner in owners]
     try:
+        if precision is not None:
+            for owner in owners:
+                owner.fp32_precision = precision
         yield
     finally:
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+        for owner, previous in zip(owners, saved, strict=True):
+            owner.fp32_precision = previous
+
+
+def _legacy_tf32_flags_readable(read: Callable[[], Any]) -> bool:
+    """False where a program set TF32 through the legacy and the per-operation API so that they
+    disagree: torch then refuses to read the legacy flag, and only the per-operation one counts."""
+    try:
+        read()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _cudnn_without_tf32() -> contextlib.AbstractContextManager[None]:
+    cudnn = torch.backends.cudnn
+    if not _legacy_tf32_flags_readable(lambda: cudnn.allow_tf32):
+        return _fp32_precision([getattr(cudnn, "conv", None)], "ieee")
+    # The flags context manager works while flags are frozen; None leaves a flag as it is. The
+    # per-operation precision goes to "ieee" too: left unset, it inherits a "tf32" set for all.
+    flags = dict.fromkeys(inspect.signature(cudnn.flags).parameters)
+    flags["allow_tf32"] = False
+    if "fp32_precision" in flags:
+        flags["fp32_precision"] = "ieee"
+    return cudnn.flags(**flags)
+
+
+@contextlib.contextmanager
+def _matmul_in_fp32() -> Iterator[None]:
+    owners = [torch.backends.cuda.matmul, getattr(torch.backends.mkldnn, "matmul", None)]
+    if not _legacy_tf32_flags_readable(torch.get_float32_matmul_precision):
+        with _fp32_precision(owners, "ieee"):
+            yield
+        return
+    saved = torch.get_float32_matmul_precision()
+    # set_float32_matmul_precision overwrites the per-operation settings: they are put back after.
+    with _fp32_precision(owners, None):
+        torch.set_float32_matmul_precision("highest")
+        try:
+            yield
+        finally:
+            torch.set_float32_matmul_precision(saved)
 
 
 def error_signature(error: BaseException) -> str:

@@ -1,0 +1,85 @@
+"""Third-party suites as they are: global torch flags, warnings filters, logging, random ops."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+
+FROZEN_FLAGS_SUITE = """
+import torch
+
+# What torch.testing._internal.common_utils does on import.
+torch.backends.disable_global_flags()
+
+
+def test_plain():
+    assert torch.ones(2).sum() == 2
+
+
+def test_fixture(compile_accuracy):
+    compile_accuracy(torch.nn.Linear(4, 3), torch.randn(2, 4))
+"""
+
+
+def test_frozen_global_flags_do_not_fail_tests(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_frozen=FROZEN_FLAGS_SUITE)
+    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
+    result.assert_outcomes(passed=2)
+
+
+PRECISION_STATE = """
+import torch
+
+def state():
+    read = torch._C._get_fp32_precision_getter
+    values = {f"{backend}.{op}": read(backend, op) for backend, op in
+              [("generic", "all"), ("cuda", "all"), ("cuda", "matmul"), ("cuda", "conv"),
+               ("cuda", "rnn"), ("mkldnn", "matmul")]}
+    for name, legacy in [("float32_matmul_precision", torch.get_float32_matmul_precision),
+                         ("cublas_allow_tf32", lambda: torch.backends.cuda.matmul.allow_tf32),
+                         ("cudnn_allow_tf32", lambda: torch.backends.cudnn.allow_tf32)]:
+        try:
+            values[name] = legacy()
+        except RuntimeError:  # the legacy and per-operation TF32 APIs disagree
+            values[name] = "unreadable"
+    return values
+"""
+
+
+@pytest.mark.parametrize("setup", [
+    "pass",
+    "torch.backends.disable_global_flags()",
+    "torch.backends.disable_global_flags(); torch.set_float32_matmul_precision('medium')",
+    "torch.backends.cuda.matmul.allow_tf32 = True; torch.backends.cudnn.allow_tf32 = False",
+    "torch.backends.fp32_precision = 'tf32'",
+    "torch.backends.fp32_precision = 'ieee'",
+    "torch.backends.disable_global_flags(); torch.backends.cuda.matmul.fp32_precision = 'tf32'",
+    "torch.backends.cudnn.conv.fp32_precision = 'ieee'",
+])
+def test_full_fp32_precision_turns_tf32_off_and_restores_every_flag(setup: str) -> None:
+    """Whatever API a program set its TF32 flags with, and frozen or not: inside, no TF32 and no
+    legacy flag newly unreadable (Inductor reads them); after, every flag as it was."""
+    script = PRECISION_STATE + textwrap.dedent(f"""
+        import warnings
+        from pytest_torchcompile.standalone import full_fp32_precision
+
+        {setup}
+        warnings.simplefilter("error")
+        before = state()
+        with full_fp32_precision():
+            inside = state()
+        assert state() == before, (before, state())
+        assert inside["cuda.matmul"] == inside["mkldnn.matmul"] == "ieee", inside
+        assert inside["cuda.conv"] != "tf32" and inside["cublas_allow_tf32"] is False, inside
+        assert inside["cudnn_allow_tf32"] in (False, "unreadable"), inside
+        newly_unreadable = [k for k, v in inside.items() if v == "unreadable" != before[k]]
+        assert not newly_unreadable, (before, inside)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
