@@ -7,10 +7,12 @@ against each supported torch (2.11 and 2.13 at least).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import platform
 import re
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -189,6 +191,29 @@ def reset() -> None:
     import torch._dynamo
 
     torch._dynamo.reset()
+
+
+def reset_if_compiled() -> None:
+    """:func:`reset`, unless Dynamo has compiled no frame since the last reset (which zeroes its
+    frame counter): then there is no compiled code to forget."""
+    import torch._dynamo.convert_frame as convert_frame
+
+    if getattr(convert_frame, "FRAME_COUNTER", 1):
+        reset()
+
+
+_COMPILER_MODULES = ("torch._dynamo", "torch._functorch.config", "torch._inductor.config",
+                     "torch._inductor.compile_fx")
+
+
+def import_compiler() -> None:
+    """Import Dynamo and Inductor now, with their import-time warnings silenced (torch.jit's
+    deprecation notices among them). Imported while a test runs, they would cost that test
+    seconds and be reported against it, failing it under ``-W error``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in _COMPILER_MODULES:
+            importlib.import_module(name)
 
 
 @contextlib.contextmanager

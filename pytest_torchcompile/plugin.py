@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from . import settings
+from . import _torch_compat, settings
 from .session import AccuracySession, narrowed_files
 
 SESSION_KEY = pytest.StashKey[AccuracySession]()
@@ -19,6 +19,10 @@ COLLECTED_IDS = "torchcompile_collected_ids"
 
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return not _is_worker(config) and getattr(config.option, "dist", "no") != "no"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,6 +39,9 @@ def pytest_configure(config: pytest.Config) -> None:
         root = Path(config.rootpath) / root
     config.stash[SESSION_KEY] = AccuracySession(enabled, root, settings.session_settings(config))
     config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config))
+    if enabled and not _is_xdist_controller(config):
+        # Once, before any test: imported during a test, the compiler is charged to that test.
+        _torch_compat.import_compiler()
     from .parallel import configure as configure_minify_phase
 
     configure_minify_phase(config, config.stash[SESSION_KEY])

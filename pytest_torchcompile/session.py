@@ -197,7 +197,7 @@ class AccuracySession:
             return
         checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates)
         # Code compiled by an earlier test would be reused without reaching the capture hook.
-        _torch_compat.reset()
+        _torch_compat.reset_if_compiled()
         with _torch_compat.inductor_config(settings.inductor_config), checker.watching():
             try:
                 yield

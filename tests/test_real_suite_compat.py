@@ -83,3 +83,39 @@ def test_full_fp32_precision_turns_tf32_off_and_restores_every_flag(setup: str) 
     """)
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
+
+
+WARNINGS_SUITE = """
+import pytest, torch
+
+
+def test_trivial():
+    assert 1 + 1 == 2
+
+
+def double_relu(x):
+    return torch.relu(x) * 2
+
+
+compiled = torch.compile(double_relu)
+
+
+def test_compiles_first():
+    assert compiled(torch.ones(4)).sum() == 8
+
+
+@pytest.mark.inductor_repro(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
+def test_reuses_compiled_code():
+    compiled(torch.randn(4))
+"""
+
+
+def test_tests_that_compile_nothing_see_no_compiler(pytester: pytest.Pytester) -> None:
+    """The compiler is imported before the tests, so its import-time deprecation warnings do not
+    fail a trivial test under -W error; code an earlier test compiled is still checked later."""
+    pytester.makepyfile(test_suite=WARNINGS_SUITE)
+    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify", "-W", "error::DeprecationWarning",
+                                "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*FAILED*test_reuses_compiled_code*"])
+    result.stdout.no_fnmatch_line("*script_method*")
