@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
+import os
 import platform
 import re
 import tempfile
@@ -200,6 +202,16 @@ def reset_if_compiled() -> None:
 
     if getattr(convert_frame, "FRAME_COUNTER", 1):
         reset()
+
+
+def quiet_trace_log() -> None:
+    """Keep torch's structured-trace logger out of captured logs. It logs at DEBUG with empty
+    messages (its payload goes to TORCH_TRACE files), and pytest attaches its capture handlers to
+    it, so every compile adds hundreds of empty lines to a failing test's report. Left alone when
+    TORCH_TRACE asks for the trace."""
+    if not os.environ.get("TORCH_TRACE"):
+        # torch's trace logger decides by its own level alone.
+        logging.getLogger("torch.__trace").setLevel(logging.INFO)
 
 
 _COMPILER_MODULES = ("torch._dynamo", "torch._functorch.config", "torch._inductor.config",

@@ -42,6 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if enabled and not _is_xdist_controller(config):
         # Once, before any test: imported during a test, the compiler is charged to that test.
         _torch_compat.import_compiler()
+    if enabled and not settings.option_value(config, settings.option("compile-accuracy-trace-log")):
+        _torch_compat.quiet_trace_log()
     from .parallel import configure as configure_minify_phase
 
     configure_minify_phase(config, config.stash[SESSION_KEY])

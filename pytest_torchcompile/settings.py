@@ -128,6 +128,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("compile-accuracy-strict", "with a baseline: an IMPROVED test (a recorded failure that "
            "now passes) or a row naming a test that no longer exists fails the run", False, _bool,
            flag=True),
+    Option("compile-accuracy-trace-log", "keep the DEBUG records of torch's structured-trace logger "
+           "(torch.__trace: hundreds of empty lines per compile) in captured logs; without it they are "
+           "dropped unless TORCH_TRACE is set", False, _bool, flag=True),
     Option("compile-accuracy-report", "write a JSON report of every check to PATH (schema: README, "
            "'CI gating and reports')", "", metavar="PATH"),
 )

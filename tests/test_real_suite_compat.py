@@ -119,3 +119,24 @@ def test_tests_that_compile_nothing_see_no_compiler(pytester: pytest.Pytester) -
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*FAILED*test_reuses_compiled_code*"])
     result.stdout.no_fnmatch_line("*script_method*")
+
+
+TRACE_LOG_SUITE = """
+import torch
+
+
+def test_compiles_then_fails():
+    torch.compile(lambda x: x.sin() + 1)(torch.randn(4))
+    assert False
+"""
+
+
+def test_torch_trace_log_stays_out_of_captured_logs_unless_asked(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_trace=TRACE_LOG_SUITE)
+    quiet = pytester.runpytest("--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider")
+    quiet.assert_outcomes(failed=1)
+    quiet.stdout.no_fnmatch_line("*torch.__trace*")
+    asked = pytester.runpytest("--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider",
+                               "--compile-accuracy-trace-log")
+    asked.assert_outcomes(failed=1)
+    asked.stdout.fnmatch_lines(["*DEBUG*torch.__trace*"])
