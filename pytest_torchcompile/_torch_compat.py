@@ -241,6 +241,11 @@ def empty_compile_cache() -> Iterator[None]:
         yield
 
 
+def is_op_overload(target: Any) -> bool:
+    """Whether an FX node target is one overload of an aten (or other registered) op."""
+    return isinstance(target, torch._ops.OpOverload)
+
+
 def is_random_op(target: Any) -> bool:
     """Whether an FX node target draws random numbers (Inductor's RNG differs from eager's)."""
     tags = getattr(target, "tags", ())
@@ -353,3 +358,80 @@ def probe_cpu_vector_isas() -> None:
         probe.start()
     for probe in probes:
         probe.join()
+
+
+SubsystemDecision = Callable[[str, str, str], bool]
+"""Called as (backend, subsystem, what) wherever Inductor asks its CompilerBisector whether to
+skip a subsystem (a pass, a decomposition, one op's lowering); ``what`` names the pass, op or
+node ("" where torch gives nothing). True skips it."""
+
+
+@contextlib.contextmanager
+def subsystems_skipped(decide: SubsystemDecision) -> Iterator[bool]:
+    """Answer the compiler bisector's questions with ``decide`` while active, without its files
+    and environment variables; yields False where the installed torch has no such hook."""
+    if not can_skip_subsystems():
+        yield False
+        return
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    original = CompilerBisector.__dict__["disable_subsystem"]
+
+    def disable_subsystem(cls: Any, backend: str, subsystem: str, debug_info: Any = None) -> bool:
+        what = ""
+        if debug_info is not None:
+            with contextlib.suppress(Exception):
+                what = str(debug_info())
+        return decide(backend, subsystem, what)
+
+    setattr(CompilerBisector, "disable_subsystem", classmethod(disable_subsystem))  # noqa: B010
+    try:
+        # A cached compile would skip the passes and lowerings being asked about. (Not
+        # force_disable_caches: that one warns, and a run under -W error would fail on it.)
+        with no_compile_caches(), inductor_config({"fx_graph_cache": False}):
+            yield True
+    finally:
+        setattr(CompilerBisector, "disable_subsystem", original)  # noqa: B010
+
+
+def can_skip_subsystems() -> bool:
+    """Whether :func:`subsystems_skipped` can skip anything with the installed torch."""
+    try:
+        from torch._inductor.compiler_bisector import CompilerBisector
+    except ImportError:
+        return False
+    return "disable_subsystem" in CompilerBisector.__dict__
+
+
+def bisector_config_changes(backend: str) -> list[dict[str, Any]]:
+    """The config changes the compiler bisector tries for ``backend`` (e.g. Inductor's
+    ``emulate_precision_casts=True``), as config patches; none where torch has no such list."""
+    try:
+        from torch._inductor import compiler_bisector
+    except ImportError:
+        return []
+    changes = getattr(compiler_bisector, "BACKENDS", {}).get(backend, [])
+    return [{change.config_field: change.config_value} for change in changes
+            if type(change).__name__ == "ConfigChange" and getattr(change, "config_name", None) == "inductor"]
+
+
+def inductor_config_default(name: str) -> Any:
+    """The default of an Inductor config value (dotted name)."""
+    import torch._inductor.config as inductor_config_module
+
+    entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
+    return entries[name].default
+
+
+def compiler_for_backend(backend: str) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]:
+    """Compile a torch-level (Dynamo) graph with the ``torch.compile`` backend ``backend`` into
+    a plain callable; compile errors surface here, not at the first call."""
+
+    def compile_graph_with(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
+        reset()
+        compiled = torch.compile(gm, backend=backend, fullgraph=True)
+        with strict_dynamo(), torch.no_grad():
+            compiled(*[value.detach().clone() if isinstance(value, torch.Tensor) else value for value in inputs])
+        return compiled
+
+    return compile_graph_with

@@ -13,6 +13,7 @@ import ast
 import contextlib
 import copy
 import importlib
+import importlib.util
 import io
 import os
 import shutil
@@ -34,6 +35,7 @@ import torch.fx
 from . import _torch_compat
 from .oracle import DEFAULT_TOLERANCE
 from .repro import ReproCase
+from .stages import FailureKind, StageAttribution, attribute_stage
 from .standalone import ACCURACY, GraphVerdict, clone_values, error_signature, judge_graph
 
 CRASHED = "crashed"
@@ -43,6 +45,11 @@ JUDGE_ERROR = "judge_error"
 except ``CRASHED`` for a case whose recorded failure was that crash."""
 
 CONFIG_PREFIX = "torch._inductor.config."
+
+SETUP_VARIABLE = "PYTEST_TORCHCOMPILE_SETUP"
+"""Modules (``package.module``) or files (``path/to/setup.py``), comma-separated, that a judging
+process imports before it judges anything: custom backends, op registrations, Inductor passes
+or lowerings that the process which found the failure had and a fresh process lacks."""
 
 _POISONING_ERRORS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError")
 
@@ -82,6 +89,48 @@ def judge_candidate(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: l
         # judge_graph classifies eager, compile and run failures itself; anything escaping it
         # is a fault of the judging, which must never pass for the failure being minified.
         return GraphVerdict(JUDGE_ERROR, error=error_signature(error))
+
+
+@dataclass(frozen=True)
+class StageQuery:
+    """Which stage of the stack introduces a failure: how the graph is judged, what level it is
+    (``stages.POST_AOT`` or ``stages.DYNAMO``) and how it fails."""
+
+    settings: JudgeSettings
+    level: str
+    failure: FailureKind
+
+
+def stage_of(query: StageQuery, gm: torch.fx.GraphModule, inputs: list[Any],
+             config: dict[str, Any]) -> StageAttribution:
+    """:func:`stages.attribute_stage` under the query's settings; a fault of the attribution
+    itself becomes an ``unattributed`` answer, never an exception."""
+    torch.manual_seed(0)
+    try:
+        with torch.set_grad_enabled(query.settings.grad_enabled):
+            return attribute_stage(gm, inputs, query.level, query.settings.tol, query.failure,
+                                   check_non_float=query.settings.check_non_float, config=config)
+    except Exception as error:
+        return StageAttribution("unattributed", f"stage attribution failed: {error_signature(error)}",
+                                level=query.level)
+
+
+def import_setup_modules() -> None:
+    """Import what :data:`SETUP_VARIABLE` names (once per process: imports are cached)."""
+    for entry in filter(None, (part.strip() for part in os.environ.get(SETUP_VARIABLE, "").split(","))):
+        if entry.endswith(".py") or os.sep in entry:
+            path = Path(entry).resolve()
+            name = f"_pytest_torchcompile_setup_{path.stem}"
+            if name in sys.modules:
+                continue
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"{SETUP_VARIABLE}: cannot import {entry}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        else:
+            importlib.import_module(entry)
 
 
 def kernel_source(gm: torch.fx.GraphModule, inputs: list[Any]) -> str | None:
@@ -148,6 +197,7 @@ class InProcessJudge:
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> InProcessJudge:
+        import_setup_modules()
         self._stack.enter_context(_torch_compat.inductor_config(self._patches))
         return self
 
@@ -159,6 +209,9 @@ class InProcessJudge:
 
     def kernel_source(self, gm: torch.fx.GraphModule, inputs: list[Any]) -> str | None:
         return kernel_source(_private_copy(gm), inputs)
+
+    def attribute_stage(self, gm: torch.fx.GraphModule, inputs: list[Any], query: StageQuery) -> StageAttribution:
+        return stage_of(query, gm, inputs, self._patches)
 
 
 def _private_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -236,7 +289,16 @@ class IsolatedJudge:
         reply = self._request(("kernel", None, _encode_candidate(gm, inputs)))
         return None if isinstance(reply, GraphVerdict) else reply
 
-    def _request(self, message: tuple[str, JudgeSettings | None, bytes]) -> Any:
+    def attribute_stage(self, gm: torch.fx.GraphModule, inputs: list[Any], query: StageQuery) -> StageAttribution:
+        """:func:`stage_of` in the child; a crash or hang of the child is the answer's note."""
+        reply = self._request(("stage", query, _encode_candidate(gm, inputs)))
+        if isinstance(reply, GraphVerdict):
+            if leaves_device_unusable(reply.error or ""):
+                self._stop_child()
+            return StageAttribution("unattributed", f"stage attribution failed: {reply.error}", level=query.level)
+        return reply
+
+    def _request(self, message: tuple[str, JudgeSettings | StageQuery | None, bytes]) -> Any:
         """Send one request and wait for its reply; a dead or hung child yields the verdict
         that says so (and is replaced at the next request)."""
         child = self._ready_child()
@@ -370,6 +432,7 @@ def child_main() -> None:
         if not setup.single_visible_cuda_device:
             # While the first candidate comes and is lowered.
             threading.Thread(target=_torch_compat.probe_cpu_vector_isas, daemon=True).start()
+        import_setup_modules()
         patches = config_patches(setup.config_source)
     except Exception as error:
         traceback.print_exc()
@@ -377,10 +440,10 @@ def child_main() -> None:
         return
     with _torch_compat.inductor_config(patches):
         replies.send(("ready", None))
-        _serve(setup, requests, replies)
+        _serve(setup, patches, requests, replies)
 
 
-def _serve(setup: _ChildSetup, requests: Connection, replies: Connection) -> None:
+def _serve(setup: _ChildSetup, patches: dict[str, Any], requests: Connection, replies: Connection) -> None:
     while True:
         try:
             kind, settings, payload = requests.recv()
@@ -393,6 +456,9 @@ def _serve(setup: _ChildSetup, requests: Connection, replies: Connection) -> Non
             continue
         if kind == "kernel":
             replies.send(kernel_source(gm, inputs))
+            continue
+        if kind == "stage":
+            replies.send(stage_of(settings, gm, inputs, patches))
             continue
         verdict = setup.verdict_function(settings, gm, inputs)
         poisoned = leaves_device_unusable(verdict.error or "")

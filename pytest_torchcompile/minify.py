@@ -31,9 +31,17 @@ import torch
 import torch.fx
 
 from . import _torch_compat
-from .isolation import InProcessJudge, IsolatedJudge, IsolationError, JudgeSettings, config_patches
+from .isolation import (
+    InProcessJudge,
+    IsolatedJudge,
+    IsolationError,
+    JudgeSettings,
+    StageQuery,
+    config_patches,
+)
 from .repro import ReproCase, _config_lines, atomic_write, load_repro, locked, write_repro
 from .results import MinifyResult
+from .stages import FailureKind, StageAttribution, graph_ops
 from .standalone import ACCURACY, GraphVerdict, clone_values, error_signature, same_failure
 
 Judge = Callable[[torch.fx.GraphModule, list[Any]], GraphVerdict]
@@ -459,22 +467,33 @@ def minify_repro(
                 budget_s=timeout_s - (time.perf_counter() - started), progress=progress,
             )
             kernel = judge.kernel_source(reduction.gm, reduction.inputs) if reduction.gm is not None else None
+            seconds = time.perf_counter() - started
+            stage = (judge.attribute_stage(reduction.gm, reduction.inputs, stage_query(case))
+                     if reduction.gm is not None else None)
         except IsolationError as error:
             return MinifyResult(case.op_count, case.op_count, time.perf_counter() - started, 0, False,
                                 note=f"not minified: {error}")
-    if reduction.gm is None:
-        return MinifyResult(reduction.ops_before, reduction.ops_after, time.perf_counter() - started,
+    if reduction.gm is None or stage is None:
+        return MinifyResult(reduction.ops_before, reduction.ops_after, seconds,
                             reduction.compiles, False, note=reduction.how)
     compiles = reduction.compiles + 1  # the kernel's
-    note = _note(reduction, compiles, time.perf_counter() - started)
+    note = _note(reduction, compiles, seconds)
     generated = _generated_code(kernel)
-    minified = write_repro(_minified_case(case, reduction, note, generated[0] if generated else ""),
+    minified = write_repro(_minified_case(case, reduction, note, generated[0] if generated else "", stage),
                            path.with_name(MINIFIED_NAME))
     kernel_path = _write_kernel(generated, path.parent)
     return MinifyResult(
-        reduction.ops_before, reduction.ops_after, time.perf_counter() - started, compiles,
+        reduction.ops_before, reduction.ops_after, seconds, compiles,
         reduction.minimal, str(minified), str(kernel_path) if kernel_path else None, note,
+        graph_ops(reduction.gm), stage.stage, stage.summary, stage_query(case).failure.type_name,
+        stage.compiles, time.perf_counter() - started - seconds,
     )
+
+
+def stage_query(case: ReproCase) -> StageQuery:
+    """How the stage of a case's failure is looked for: judged as its candidates are."""
+    return StageQuery(JudgeSettings.for_minifying(case), case.level,
+                      FailureKind(case.kind, case.expected_error, case.error_pattern))
 
 
 def minify_in_fresh_process(
@@ -516,13 +535,14 @@ def _note(reduction: Reduction, compiles: int, seconds: float) -> str:
             "1-minimal: without any one of its ops it no longer fails")
 
 
-def _minified_case(case: ReproCase, reduction: Reduction, note: str, generated_code: str) -> ReproCase:
+def _minified_case(case: ReproCase, reduction: Reduction, note: str, generated_code: str,
+                   stage: StageAttribution) -> ReproCase:
     assert reduction.gm is not None
     label = "" if reduction.minimal else ", not minimal: time budget ran out"
     return replace(
         case, gm=reduction.gm, inputs=reduction.inputs,
         check_non_float=JudgeSettings.for_minifying(case).check_non_float,
-        symbolic_sizes=[], notes=[*case.notes, note], generated_code=generated_code,
+        symbolic_sizes=[], notes=[*case.notes, note], generated_code=generated_code, stage=stage.summary,
         status_line=f"{case.status_line or case.kind} (minified {reduction.ops_before} -> {reduction.ops_after} ops{label})",
     )
 

@@ -37,10 +37,18 @@ does not).
     (number or null: the largest rmse(compiled, fp64) / rmse(eager, fp64) over the outputs),
     ``repro_path``, ``compile_seconds``, ``graph`` (strings/number or null), ``minify`` (null or
     an object: ``ops_before``, ``ops_after``, ``seconds``, ``compiles``, ``minimal`` (false when
-    the time budget ran out), ``path``, ``kernel_path``, ``note``), and ``leaves``: one object per
+    the time budget ran out), ``path``, ``kernel_path``, ``note``, ``ops`` (array of the
+    minimal graph's distinct ops), ``stage`` (where the failure appears: ``inductor.lowering``,
+    ``inductor.codegen.cpp``, ``decompositions``, ... or null), ``stage_summary`` (that in
+    words), ``failure_type`` (``accuracy`` or an exception type)), and ``leaves``: one object per
     compared output: ``path`` (e.g. ``out[0]``), ``shape`` (array of int), ``dtype``, ``passed``,
     ``rule`` (the comparison used), ``rmse_compiled``, ``rmse_eager``, ``multiplier``,
     ``max_abs_error`` (numbers or null), ``max_error_index`` (array of int or null), ``detail``.
+
+- ``root_causes`` (array, the group breaking most tests first): failing checks whose minimal
+  graphs share a signature, one object per signature: ``signature`` (string), ``ops``,
+  ``stage``, ``stage_summary``, ``failure_type`` (as in ``minify``), ``tests`` (sorted node ids
+  of the tests it breaks), ``minified`` (paths of their minified repros).
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ from typing import Any
 
 from . import _torch_compat
 from .baseline import Decision, DecisionKind, is_failing, test_status
+from .grouping import root_cause_lines, root_causes
 from .oracle import Status
 from .repro import atomic_write
 from .results import CaseResult, MinifyResult
@@ -169,6 +178,7 @@ def terminal_lines(results: Sequence[CaseResult], decisions: Mapping[str, Decisi
     widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.append(f"compile accuracy: {status_summary(results)}")
+    lines.extend(root_cause_lines(results))
     if decisions is not None:
         lines.append(f"baseline: {baseline_summary(decisions)}")
         for kind in _NOTABLE_KINDS:
@@ -228,6 +238,7 @@ def json_report(
             }
             for nodeid, checks in tests
         ],
+        "root_causes": [group.to_dict() for group in root_causes(results)],
     }
     return _json_safe(report)
 

@@ -60,6 +60,11 @@ class ReproCase:
     notes: list[str] = field(default_factory=list)
     generated_code: str = ""
     """What Inductor generated for the graph (a minified one's), appended as comments to read."""
+    level: str = "post_aot"
+    """What the graph is: ``post_aot`` (aten ops, as Inductor lowers them) or ``dynamo``
+    (torch-level ops, as Dynamo hands them to a backend); see ``stages``."""
+    stage: str = ""
+    """Which stage of the stack introduces the failure (a minified case's), in words."""
 
     @property
     def op_count(self) -> int:
@@ -241,6 +246,7 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
         f"# case:    {case.title}",
         f"# status:  {case.status_line or case.kind}",
         f"# ops:     {case.op_count}",
+        *([f"# stage:   {case.stage}"] if case.stage else []),
         "# env:     " + ", ".join(f"{k} {v}" for k, v in env.items()),
         "# run:     python repro.py   (exit 1: reproduced, 2: fails differently, 0: fixed)",
         "#          pytest repro.py   (one test, marked inductor_repro)",

@@ -21,11 +21,32 @@ class MinifyResult:
     path: str | None = None
     kernel_path: str | None = None
     note: str = ""
+    ops: list[str] = field(default_factory=list)
+    """The distinct ops of the minimal graph."""
+    stage: str | None = None
+    """Where the failure appears (``stages.StageAttribution.stage``); None when not attributed."""
+    stage_summary: str = ""
+    failure_type: str = ""
+    """``accuracy``, or the exception type of a compile or runtime error."""
+    stage_compiles: int = 0
+    stage_seconds: float = 0.0
+    """What finding the stage cost, beyond ``compiles`` and ``seconds`` (the minification's)."""
+
+    @property
+    def signature(self) -> str | None:
+        """What failures with one root cause share: the minimal graph's ops, the stage and the
+        failure type; None for a case not reduced and attributed."""
+        if not self.ops or self.stage is None:
+            return None
+        return f"{' + '.join(self.ops)} | {self.stage_summary or self.stage} | {self.failure_type}"
 
     def summary_line(self, nodeid: str) -> str:
         label = "" if self.minimal else " (time budget hit: not minimal)"
-        return (f"minified {nodeid}: {self.ops_before} -> {self.ops_after} ops in {self.seconds:.1f} s "
+        line = (f"minified {nodeid}: {self.ops_before} -> {self.ops_after} ops in {self.seconds:.1f} s "
                 f"({self.compiles} compiles){label}")
+        if not self.stage_summary:
+            return line
+        return f"{line}\n  {self.stage_summary} ({self.stage_compiles} compiles, {self.stage_seconds:.1f} s)"
 
 
 @dataclass

@@ -194,14 +194,15 @@ def judge_graph(
     tol: float,
     check_non_float: bool,
     references: tuple[list[Any], list[Any] | None] | None = None,
+    compiler: Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]] = compile_graph,
 ) -> GraphVerdict:
-    """Compile ``gm`` with Inductor, run it on ``inputs`` and judge every output.
+    """Compile ``gm`` with Inductor (or ``compiler``), run it on ``inputs`` and judge every output.
 
     Non-floating outputs count only with ``check_non_float``: a minified candidate must keep a
     floating deviation, so a flipped bool mask cannot steer the reduction.
     """
     with full_fp32_precision():
-        return _judge(gm, inputs, tol, check_non_float, references)
+        return _judge(gm, inputs, tol, check_non_float, references, compiler)
 
 
 def _judge(
@@ -210,13 +211,14 @@ def _judge(
     tol: float,
     check_non_float: bool,
     references: tuple[list[Any], list[Any] | None] | None,
+    compiler: Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]],
 ) -> GraphVerdict:
     try:
         eager, fp64 = references if references is not None else reference_outputs(gm, inputs)
     except Exception as error:
         return GraphVerdict(EAGER_ERROR, error=error_signature(error))
     try:
-        compiled = compile_graph(gm, clone_values(inputs))
+        compiled = compiler(gm, clone_values(inputs))
     except Exception as error:
         return GraphVerdict(COMPILE_ERROR, error=error_signature(error))
     try:

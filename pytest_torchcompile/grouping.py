@@ -1,0 +1,65 @@
+"""Failures with one root cause: checks whose minimal graphs share a signature (the ops of the
+minimal graph, the stage that introduces the failure and the failure type) are one group, shown
+once with the tests it breaks listed under it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .results import CaseResult
+
+
+@dataclass
+class RootCause:
+    """One signature and the failing checks that share it."""
+
+    signature: str
+    ops: list[str]
+    stage: str
+    stage_summary: str
+    failure_type: str
+    tests: list[str] = field(default_factory=list)
+    minified: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "signature": self.signature, "ops": self.ops, "stage": self.stage,
+            "stage_summary": self.stage_summary, "failure_type": self.failure_type,
+            "tests": self.tests, "minified": self.minified,
+        }
+
+
+def root_causes(results: Sequence[CaseResult]) -> list[RootCause]:
+    """Groups of attributed failures, the ones breaking most tests first (ties by signature)."""
+    groups: dict[str, RootCause] = {}
+    for result in results:
+        minify = result.minify
+        signature = minify.signature if minify is not None else None
+        if minify is None or signature is None or minify.stage is None:
+            continue
+        group = groups.setdefault(signature, RootCause(signature, list(minify.ops), minify.stage,
+                                                       minify.stage_summary, minify.failure_type))
+        if result.nodeid not in group.tests:
+            group.tests.append(result.nodeid)
+        if minify.path:
+            group.minified.append(minify.path)
+    for group in groups.values():
+        group.tests.sort()
+    return sorted(groups.values(), key=lambda group: (-len(group.tests), group.signature))
+
+
+def root_cause_lines(results: Sequence[CaseResult]) -> list[str]:
+    """``root causes: N`` then, per group, its stage, ops and failure type on one line and the
+    tests it breaks indented under it; nothing when no failure was attributed."""
+    groups = root_causes(results)
+    if not groups:
+        return []
+    lines = [f"compile accuracy root causes: {len(groups)}"]
+    for group in groups:
+        tests = "test" if len(group.tests) == 1 else "tests"
+        lines.append(f"  [{len(group.tests)} {tests}] {group.stage_summary or group.stage}"
+                     f" | ops: {', '.join(group.ops)} | {group.failure_type}")
+        lines.extend(f"      {nodeid}" for nodeid in group.tests)
+    return lines

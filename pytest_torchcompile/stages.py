@@ -1,0 +1,304 @@
+"""Which stage of the compiler stack introduces a minimal graph's failure.
+
+The graph is run through successive stages, as PyTorch's CompilerBisector does, each judged by
+the same rule as the failure itself: for a torch-level (Dynamo) graph, Dynamo alone (``eager``),
+AOT autograd alone (``aot_eager``), AOT autograd with Inductor's decompositions
+(``aot_eager_decomp_partition``), then Inductor; for a post-AOT graph (already decomposed) only
+Inductor's stages remain. Within Inductor, a subsystem is to blame when switching it off cures
+the failure: its graph passes, fusion, the lowering of one op (Inductor then calls the aten op
+instead), and within a lowered op its code generation when restoring a codegen config value or
+leaving vectorisation out cures it. The graph is minimal, so this costs a few small compiles.
+"""
+
+from __future__ import annotations
+
+import copy
+import operator
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from . import _torch_compat
+from .standalone import (
+    ACCURACY,
+    GraphVerdict,
+    compile_graph,
+    devices_of,
+    judge_graph,
+    reference_outputs,
+    same_failure,
+)
+
+POST_AOT = "post_aot"
+"""A graph of aten ops, as Inductor lowers it (what repro files hold)."""
+DYNAMO = "dynamo"
+"""A graph of torch-level ops, as Dynamo hands it to a backend."""
+LEVELS = (POST_AOT, DYNAMO)
+
+CODEGEN_PREFIXES = {"cpp.": "C++", "triton.": "Triton"}
+"""Inductor config namespaces that belong to one code generator."""
+
+
+@dataclass(frozen=True)
+class FailureKind:
+    """How the graph fails, as the case recorded it: the attribution looks for this failure."""
+
+    kind: str = ACCURACY
+    expected_error: str | None = None
+    error_pattern: str | None = None
+
+    @property
+    def type_name(self) -> str:
+        """``accuracy``, or the exception type of a compile or runtime error."""
+        if self.kind == ACCURACY or not self.expected_error:
+            return self.kind
+        return self.expected_error.split(":", 1)[0]
+
+
+@dataclass
+class StageAttribution:
+    """Where a failure appears. ``stage`` is a stable key (``aot_autograd``, ``decompositions``,
+    ``inductor.post_grad_passes``, ``inductor.fusion``, ``inductor.lowering``,
+    ``inductor.codegen.cpp``, ``inductor.codegen.triton``, ``inductor.config``, ``inductor``,
+    ...); ``culprits`` the ops, passes or config values it names; ``summary`` the sentence."""
+
+    stage: str
+    summary: str
+    culprits: list[str] = field(default_factory=list)
+    level: str = POST_AOT
+    compiles: int = 0
+    trail: list[str] = field(default_factory=list)
+    """What each step found, in order (``aot_eager: passes``, ...)."""
+
+
+Compiler = Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]
+
+
+class _Stages:
+    """Judges the graph under one stage setting at a time and remembers what it tried."""
+
+    def __init__(self, gm: torch.fx.GraphModule, inputs: list[Any], tol: float, failure: FailureKind,
+                 check_non_float: bool, level: str) -> None:
+        self.gm = gm
+        self.inputs = inputs
+        self.tol = tol
+        self.failure = failure
+        self.check_non_float = check_non_float
+        self.level = level
+        self.references = reference_outputs(gm, inputs)
+        self.compiles = 0
+        self.trail: list[str] = []
+        self.can_skip = _torch_compat.can_skip_subsystems()
+
+    def fails(self, step: str, compiler: Compiler = compile_graph, *, skip: Callable[[str, str, str], bool] | None = None,
+              config: dict[str, Any] | None = None) -> bool:
+        if skip is not None and not self.can_skip:
+            self.trail.append(f"{step}: not tried (this torch cannot switch subsystems off)")
+            return True
+        # A private copy: Inductor's passes rewrite the graph they compile.
+        gm = torch.fx.GraphModule(self.gm, copy.deepcopy(self.gm.graph))
+        with _torch_compat.subsystems_skipped(skip or _skip_nothing), _torch_compat.inductor_config(config):
+            verdict = judge_graph(gm, self.inputs, self.tol, self.check_non_float, self.references, compiler)
+        self.compiles += 1
+        failing = same_failure(verdict, self.failure.kind, self.failure.expected_error, self.failure.error_pattern)
+        self.trail.append(f"{step}: {'fails' if failing else _outcome(verdict)}")
+        return failing
+
+    def result(self, stage: str, summary: str, culprits: Iterable[str] = ()) -> StageAttribution:
+        if self.failure.kind != ACCURACY:
+            summary = summary.replace("deviation", "the error", 1)
+        return StageAttribution(stage, summary, list(culprits), self.level, self.compiles, self.trail)
+
+
+def _skip_nothing(backend: str, subsystem: str, what: str) -> bool:
+    return False
+
+
+def _outcome(verdict: GraphVerdict) -> str:
+    if verdict.failure is None:
+        return "passes"
+    return f"fails differently ({verdict.failure})"
+
+
+class _Skipper:
+    """Skips one subsystem (all of it, or only the parts named ``only``) and records the names
+    of the parts it was asked about."""
+
+    def __init__(self, backend: str, subsystem: str, only: set[str] | None = None) -> None:
+        self.backend = backend
+        self.subsystem = subsystem
+        self.only = only
+        self.seen: list[str] = []
+
+    def __call__(self, backend: str, subsystem: str, what: str) -> bool:
+        if (backend, subsystem) != (self.backend, self.subsystem):
+            return False
+        if what not in self.seen:
+            self.seen.append(what)
+        return self.only is None or what in self.only
+
+
+def attribute_stage(
+    gm: torch.fx.GraphModule,
+    inputs: Sequence[Any],
+    level: str,
+    tol: float,
+    failure: FailureKind = FailureKind(),
+    *,
+    check_non_float: bool = False,
+    config: dict[str, Any] | None = None,
+) -> StageAttribution:
+    """The stage of the stack that introduces the failure of ``gm`` (which returns a tuple or
+    list, as Dynamo's and AOT's graphs do) on ``inputs``.
+
+    ``level`` is :data:`POST_AOT` or :data:`DYNAMO`; ``config`` the Inductor config values the
+    case sets (they are active already; restoring a codegen one to its default is one of the
+    steps). Runs in the calling process: call it where candidates are judged (the judging child).
+    """
+    if level not in LEVELS:
+        raise ValueError(f"unknown graph level {level!r}: expected one of {LEVELS}")
+    stages = _Stages(gm, list(inputs), tol, failure, check_non_float, level)
+    if level == DYNAMO:
+        found = _before_inductor(stages)
+        if found is not None:
+            return found
+        compiler = _torch_compat.compiler_for_backend("inductor")
+        passes: tuple[str, ...] = ("pre_grad_passes", "joint_graph_passes", "post_grad_passes")
+    else:
+        compiler = compile_graph
+        passes = ("post_grad_passes",)
+    if not stages.fails("inductor", compiler):
+        return stages.result("unreproduced", "the minimal graph no longer fails under Inductor")
+    return _within_inductor(stages, compiler, passes, config or {})
+
+
+def _before_inductor(stages: _Stages) -> StageAttribution | None:
+    compiler = _torch_compat.compiler_for_backend
+    if stages.fails("eager", compiler("eager")):
+        return stages.result("dynamo", "deviation appears in Dynamo's tracing (backend eager)")
+    if stages.fails("aot_eager", compiler("aot_eager")):
+        return stages.result("aot_autograd", "deviation appears with AOT autograd alone (aot_eager)")
+    decomposing = compiler("aot_eager_decomp_partition")
+    if not stages.fails("aot_eager_decomp_partition", decomposing):
+        return None
+    if not stages.can_skip:
+        return stages.result("decompositions", "deviation appears with decompositions or AOT autograd's "
+                                               "partitioner (aot_eager_decomp_partition)")
+    everything = _Skipper("aot_eager_decomp_partition", "decomposition")
+    if stages.fails("aot_eager_decomp_partition without decompositions", decomposing, skip=everything):
+        return stages.result("aot_autograd.partition",
+                             "deviation appears with AOT autograd's partitioner (aot_eager_decomp_partition)")
+    ops = _single_culprits(stages, "aot_eager_decomp_partition without the decomposition of", decomposing,
+                           everything) or everything.seen
+    return stages.result("decompositions", "deviation appears with decompositions: " + ", ".join(_op_names(ops)),
+                         _op_names(ops))
+
+
+def _single_culprits(stages: _Stages, step: str, compiler: Compiler, everything: _Skipper) -> list[str]:
+    """The parts of a subsystem whose skipping alone cures the failure (skipping all of it did)."""
+    if len(everything.seen) == 1:
+        return list(everything.seen)
+    return [what for what in everything.seen
+            if not stages.fails(f"{step} {what}", compiler,
+                                skip=_Skipper(everything.backend, everything.subsystem, {what}))]
+
+
+def _op_names(reprs: Iterable[str]) -> list[str]:
+    """``<OpOverload(op='aten.native_layer_norm', overload='default')>`` (how torch names a
+    decomposed op) -> ``aten.native_layer_norm``."""
+    names = []
+    for what in reprs:
+        match = re.search(r"op='([^']+)', overload='([^']+)'", what)
+        name = what if match is None else f"{match[1]}.{match[2]}"
+        names.append(name.removesuffix(".default"))
+    return names
+
+
+def _within_inductor(stages: _Stages, compiler: Compiler, passes: Sequence[str],
+                     config: dict[str, Any]) -> StageAttribution:
+    for subsystem in passes:
+        everything = _Skipper("inductor", subsystem)
+        if not stages.fails(f"inductor without {subsystem}", compiler, skip=everything):
+            named = _single_culprits(stages, "inductor without", compiler, everything)
+            label = subsystem.replace("_", "-").replace("-passes", " passes")
+            return stages.result(f"inductor.{subsystem}",
+                                 f"deviation appears in Inductor's {label}" + (f": {', '.join(named)}" if named else ""),
+                                 named)
+    if _op_count(stages.gm) > 1 and not stages.fails("inductor without fusion", compiler, config={"max_fusion_size": 1}):
+        return stages.result("inductor.fusion", "deviation appears when Inductor fuses its kernels (scheduler)")
+    everything = _Skipper("inductor", "lowerings")
+    if not stages.fails("inductor with every op falling back to aten", compiler, skip=everything):
+        return _lowered(stages, compiler, everything, config)
+    for name, value in _non_codegen_config(config):
+        if not stages.fails(f"inductor with {name} at its default", compiler,
+                            config={name: _torch_compat.inductor_config_default(name)}):
+            return stages.result("inductor.config", f"deviation appears with Inductor config {name}={value!r}",
+                                 [f"{name}={value!r}"])
+    for change in _torch_compat.bisector_config_changes("inductor"):
+        if not stages.fails(f"inductor with {_assignments(change)}", compiler, config=change):
+            return stages.result("inductor.config", f"deviation disappears with Inductor config {_assignments(change)}",
+                                 [_assignments(change)])
+    return stages.result("inductor", "deviation appears in Inductor; no subsystem it can switch off "
+                                     "(graph passes, fusion, lowerings, config) isolates it")
+
+
+def _lowered(stages: _Stages, compiler: Compiler, everything: _Skipper, config: dict[str, Any]) -> StageAttribution:
+    """The failure goes when ops fall back to aten: name the op, then tell its lowering from the
+    code generated for it."""
+    nodes = _ops_by_node_name(stages.gm)
+    culprits = _single_culprits(stages, "inductor with aten's", compiler, everything) or everything.seen
+    ops = ", ".join(dict.fromkeys(nodes.get(name, name) for name in culprits))
+    generator = "C++" if not devices_of(stages.inputs) else "Triton"
+    for name, value in config.items():
+        prefix = next((prefix for prefix in CODEGEN_PREFIXES if name.startswith(prefix)), None)
+        if prefix is None:
+            continue
+        if not stages.fails(f"inductor with {name} at its default", compiler,
+                            config={name: _torch_compat.inductor_config_default(name)}):
+            language = CODEGEN_PREFIXES[prefix]
+            return stages.result(f"inductor.codegen.{prefix.rstrip('.')}",
+                                 f"deviation appears in Inductor's {language} codegen of {ops} ({name}={value!r})",
+                                 [ops, f"{name}={value!r}"])
+    if generator == "C++" and not stages.fails("inductor without vectorisation", compiler, config={"cpp.simdlen": 1}):
+        return stages.result("inductor.codegen.cpp",
+                             f"deviation appears in Inductor's vectorised C++ codegen of {ops}", [ops])
+    return stages.result("inductor.lowering", f"deviation appears in Inductor's lowering of {ops}", [ops])
+
+
+def _ops_by_node_name(gm: torch.fx.GraphModule) -> dict[str, str]:
+    return {node.name: op_name(node.target) for node in gm.graph.nodes if node.op == "call_function"}
+
+
+def op_name(target: Any) -> str:
+    """``aten.relu`` for ``torch.ops.aten.relu.default``; ``torch.relu``, ``operator.add`` ..."""
+    if _torch_compat.is_op_overload(target):
+        return str(target).removesuffix(".default")
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__name__", None) or str(target)
+    module = {"torch._C._nn": "torch.nn.functional", "_operator": "operator", "torch._C._VariableFunctions": "torch"
+              }.get(module, module)
+    return f"{module}.{name}" if module else name
+
+
+def graph_ops(gm: torch.fx.GraphModule) -> list[str]:
+    """The distinct ops a graph calls, in order (the op part of a failure's signature)."""
+    return list(dict.fromkeys(op_name(node.target) for node in gm.graph.nodes
+                              if node.op in ("call_function", "call_method", "call_module")
+                              and node.target is not operator.getitem))
+
+
+def _op_count(gm: torch.fx.GraphModule) -> int:
+    return sum(1 for node in gm.graph.nodes if node.op == "call_function")
+
+
+def _non_codegen_config(config: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(name, value) for name, value in config.items()
+            if not any(name.startswith(prefix) for prefix in CODEGEN_PREFIXES)]
+
+
+def _assignments(change: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in change.items())
