@@ -447,12 +447,15 @@ def minify_repro(
     progress: Callable[[MinifyProgress], None] | None = None,
     isolate: bool = True,
     device: str | None = None,
+    find_stage: bool = True,
 ) -> MinifyResult:
     """Minify the case of a repro file; write ``minified.py`` and the generated kernel beside it.
 
     Candidates are judged in a warm child process (``isolate``) on ``device`` ("cuda:N"), so that
     a crashing or hanging candidate cannot take this process down. ``repro.py`` is only read,
-    and every file written is replaced atomically: nothing is lost if the minifier dies.
+    and every file written is replaced atomically: nothing is lost if the minifier dies. With
+    ``find_stage``, the stage of the stack that introduces the failure is looked for too (see
+    ``stages``), in the same child.
     """
     started = time.perf_counter()
     path = Path(repro_path).resolve()
@@ -469,11 +472,11 @@ def minify_repro(
             kernel = judge.kernel_source(reduction.gm, reduction.inputs) if reduction.gm is not None else None
             seconds = time.perf_counter() - started
             stage = (judge.attribute_stage(reduction.gm, reduction.inputs, stage_query(case))
-                     if reduction.gm is not None else None)
+                     if reduction.gm is not None and find_stage else None)
         except IsolationError as error:
             return MinifyResult(case.op_count, case.op_count, time.perf_counter() - started, 0, False,
                                 note=f"not minified: {error}")
-    if reduction.gm is None or stage is None:
+    if reduction.gm is None:
         return MinifyResult(reduction.ops_before, reduction.ops_after, seconds,
                             reduction.compiles, False, note=reduction.how)
     compiles = reduction.compiles + 1  # the kernel's
@@ -482,12 +485,15 @@ def minify_repro(
     minified = write_repro(_minified_case(case, reduction, note, generated[0] if generated else "", stage),
                            path.with_name(MINIFIED_NAME))
     kernel_path = _write_kernel(generated, path.parent)
-    return MinifyResult(
+    result = MinifyResult(
         reduction.ops_before, reduction.ops_after, seconds, compiles,
         reduction.minimal, str(minified), str(kernel_path) if kernel_path else None, note,
-        graph_ops(reduction.gm), stage.stage, stage.summary, stage_query(case).failure.type_name,
-        stage.compiles, time.perf_counter() - started - seconds,
+        graph_ops(reduction.gm), failure_type=stage_query(case).failure.type_name,
     )
+    if stage is not None:
+        result.stage, result.stage_summary = stage.stage, stage.summary
+        result.stage_compiles, result.stage_seconds = stage.compiles, time.perf_counter() - started - seconds
+    return result
 
 
 def stage_query(case: ReproCase) -> StageQuery:
@@ -536,13 +542,14 @@ def _note(reduction: Reduction, compiles: int, seconds: float) -> str:
 
 
 def _minified_case(case: ReproCase, reduction: Reduction, note: str, generated_code: str,
-                   stage: StageAttribution) -> ReproCase:
+                   stage: StageAttribution | None) -> ReproCase:
     assert reduction.gm is not None
     label = "" if reduction.minimal else ", not minimal: time budget ran out"
     return replace(
         case, gm=reduction.gm, inputs=reduction.inputs,
         check_non_float=JudgeSettings.for_minifying(case).check_non_float,
-        symbolic_sizes=[], notes=[*case.notes, note], generated_code=generated_code, stage=stage.summary,
+        symbolic_sizes=[], notes=[*case.notes, note], generated_code=generated_code,
+        stage=stage.summary if stage is not None else "",
         status_line=f"{case.status_line or case.kind} (minified {reduction.ops_before} -> {reduction.ops_after} ops{label})",
     )
 
