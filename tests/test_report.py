@@ -156,7 +156,7 @@ ENVIRONMENT = {"torch": "2.13.0", "python": "3.11.7", "cpu": "x86_64", "triton":
 
 def test_json_report_top_level_and_counts() -> None:
     report = json_report(results(), decisions(), ENVIRONMENT)
-    assert list(report) == ["schema_version", "environment", "counts", "tests"]
+    assert list(report) == ["schema_version", "environment", "counts", "tests", "root_causes"]
     assert report["schema_version"] == SCHEMA_VERSION == 1
     assert report["environment"] == ENVIRONMENT
     assert report["counts"]["checks"] == {
@@ -204,6 +204,8 @@ def test_json_report_check_has_every_case_result_field() -> None:
         "minify": {
             "ops_before": 12, "ops_after": 3, "seconds": 4.25, "compiles": 17, "minimal": True,
             "path": "repros/min_a.py", "kernel_path": "repros/min_a_kernel.py", "note": "",
+            "ops": [], "stage": None, "stage_summary": "", "failure_type": "", "stage_compiles": 0,
+            "stage_seconds": 0.0,
         },
         "compile_seconds": 2.5,
         "graph": "graph 0 (forward)",
