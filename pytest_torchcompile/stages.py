@@ -192,19 +192,27 @@ def _before_inductor(stages: _Stages) -> StageAttribution | None:
     if stages.fails("aot_eager_decomp_partition without decompositions", decomposing, skip=everything):
         return stages.result("aot_autograd.partition",
                              "deviation appears with AOT autograd's partitioner (aot_eager_decomp_partition)")
-    ops = _single_culprits(stages, "aot_eager_decomp_partition without the decomposition of", decomposing,
-                           everything) or everything.seen
+    ops = _culprit(stages, "aot_eager_decomp_partition without the decompositions of", decomposing, everything)
     return stages.result("decompositions", "deviation appears with decompositions: " + ", ".join(_op_names(ops)),
                          _op_names(ops))
 
 
-def _single_culprits(stages: _Stages, step: str, compiler: Compiler, everything: _Skipper) -> list[str]:
-    """The parts of a subsystem whose skipping alone cures the failure (skipping all of it did)."""
-    if len(everything.seen) == 1:
-        return list(everything.seen)
-    return [what for what in everything.seen
-            if not stages.fails(f"{step} {what}", compiler,
-                                skip=_Skipper(everything.backend, everything.subsystem, {what}))]
+def _culprit(stages: _Stages, step: str, compiler: Compiler, everything: _Skipper) -> list[str]:
+    """The part of a subsystem whose skipping cures the failure (skipping all of it did): the
+    shortest prefix of the parts, in the order torch asked about them, whose skipping cures it
+    ends with it, found by bisection as the compiler bisector does, in log2(parts) compiles."""
+    parts = everything.seen
+    passing, failing = 0, len(parts)
+    while failing - passing > 1:
+        middle = (passing + failing) // 2
+        skipped = parts[:middle]
+        label = skipped[0] if middle == 1 else f"{skipped[0]} .. {skipped[-1]}"
+        if stages.fails(f"{step} {label}", compiler,
+                        skip=_Skipper(everything.backend, everything.subsystem, set(skipped))):
+            passing = middle
+        else:
+            failing = middle
+    return parts[failing - 1:failing]
 
 
 def _op_names(reprs: Iterable[str]) -> list[str]:
@@ -223,7 +231,7 @@ def _within_inductor(stages: _Stages, compiler: Compiler, passes: Sequence[str],
     for subsystem in passes:
         everything = _Skipper("inductor", subsystem)
         if not stages.fails(f"inductor without {subsystem}", compiler, skip=everything):
-            named = _single_culprits(stages, "inductor without", compiler, everything)
+            named = _culprit(stages, "inductor without", compiler, everything)
             label = subsystem.replace("_", "-").replace("-passes", " passes")
             return stages.result(f"inductor.{subsystem}",
                                  f"deviation appears in Inductor's {label}" + (f": {', '.join(named)}" if named else ""),
@@ -250,7 +258,7 @@ def _lowered(stages: _Stages, compiler: Compiler, everything: _Skipper, config: 
     """The failure goes when ops fall back to aten: name the op, then tell its lowering from the
     code generated for it."""
     nodes = _ops_by_node_name(stages.gm)
-    culprits = _single_culprits(stages, "inductor with aten's", compiler, everything) or everything.seen
+    culprits = _culprit(stages, "inductor with aten's", compiler, everything)
     ops = ", ".join(dict.fromkeys(nodes.get(name, name) for name in culprits))
     generator = "C++" if not devices_of(stages.inputs) else "Triton"
     for name, value in config.items():

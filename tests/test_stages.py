@@ -13,7 +13,7 @@ import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from pytest_torchcompile import stages
+from pytest_torchcompile import _torch_compat, stages
 from pytest_torchcompile.grouping import root_cause_lines, root_causes
 from pytest_torchcompile.isolation import SETUP_VARIABLE
 from pytest_torchcompile.minify import minify_repro
@@ -105,13 +105,31 @@ def test_compile_errors_name_the_error_not_a_deviation() -> None:
     gm = make_fx(lambda x: (torch.relu(x),))(x)
     config = {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"}
     failure = stages.FailureKind(COMPILE_ERROR)
-    from pytest_torchcompile import _torch_compat
-
     with _torch_compat.inductor_config(config):
         found = stages.attribute_stage(gm, [x], stages.POST_AOT, 1e-4, failure, config=config)
 
     assert found.stage == "inductor.codegen.cpp"
     assert found.summary.startswith("the error appears in Inductor's C++ codegen of aten.relu")
+
+
+def break_relu(graph: torch.fx.Graph) -> None:
+    """A post-grad pass that miscompiles: every relu becomes a neg."""
+    for node in graph.nodes:
+        if node.target is aten.relu.default:
+            node.target = aten.neg.default
+
+
+@pytest.mark.slow
+def test_a_graph_pass_mutant_is_attributed_to_the_pass_by_name() -> None:
+    x = torch.randn(64)
+    gm = make_fx(lambda x: (torch.relu(x.sin()) * 2,))(x)
+    config = {"post_grad_custom_post_pass": break_relu}
+    with _torch_compat.inductor_config(config):
+        found = stages.attribute_stage(gm, [x], stages.POST_AOT, 1e-4, config=config)
+
+    assert found.stage == "inductor.post_grad_passes" and found.culprits == ["post_grad_custom_post_pass"]
+    assert found.summary == "deviation appears in Inductor's post-grad passes: post_grad_custom_post_pass"
+    assert found.compiles <= 8, "the passes are bisected, not tried one by one"
 
 
 # --- torch-level (Dynamo) graphs ---------------------------------------------------------------
