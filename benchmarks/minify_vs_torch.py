@@ -35,7 +35,10 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-ANCHOR = ROOT.parent / "shared" / "bench" / "anchor_model.py"
+ANCHOR = next((parent / "shared" / "bench" / "anchor_model.py" for parent in ROOT.parents
+               if (parent / "shared" / "bench" / "anchor_model.py").is_file()),
+              ROOT.parent / "shared" / "bench" / "anchor_model.py")
+"""``shared/bench/anchor_model.py`` beside this checkout or beside one of its parents."""
 
 sys.path.insert(0, str(ROOT))
 
@@ -104,10 +107,13 @@ class Bench:
     timeout_s: float
     primed_caches: bool
 
+    def environment(self, cache_name: str) -> dict[str, str]:
+        """A contender's environment: this checkout importable, a fresh Inductor cache of its own."""
+        return {**_environment(), "TORCHINDUCTOR_CACHE_DIR": str(self.workdir / f"cache-{cache_name}")}
+
     def timed(self, command: list[str], cwd: Path, cache_name: str) -> tuple[float, str]:
         """Run a contender with a fresh Inductor cache of its own; its wall time and its output."""
-        cache = self.workdir / f"cache-{cache_name}"
-        env = {**_environment(), "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+        env = self.environment(cache_name)
         if self.primed_caches:
             subprocess.run([sys.executable, "-c", PRIME, self.device], env=env, check=True,
                            capture_output=True, timeout=self.timeout_s)
@@ -145,9 +151,9 @@ def run_ours(bench: Bench, repro: Path, isolate: bool) -> Run:
     return Run(name, seconds, result["compiles"], result["ops_after"], result["note"])
 
 
-def torch_launcher(bench: Bench, anchor: Path, layers: int, bug_at: int) -> tuple[Path, float]:
+def torch_launcher(bench: Bench, anchor: Path, layers: int, bug_at: int, tag: str = "") -> tuple[Path, float]:
     """Run the anchor script as published; return torch's minifier launcher and the detection time."""
-    scratch = bench.workdir / "torch-detect"
+    scratch = bench.workdir / f"torch-detect{tag}"
     scratch.mkdir()
     seconds, output = bench.timed([sys.executable, str(anchor), bench.device, str(layers), str(bug_at)], scratch,
                                   scratch.name)
@@ -156,9 +162,9 @@ def torch_launcher(bench: Bench, anchor: Path, layers: int, bug_at: int) -> tupl
     return next(scratch.glob("torch_compile_debug/*/minifier/minifier_launcher.py")), seconds
 
 
-def run_torch(bench: Bench, launcher: Path, isolate: bool) -> Run:
+def run_torch(bench: Bench, launcher: Path, isolate: bool, tag: str = "") -> Run:
     name = "torch minifier" + ("" if isolate else " --no-isolate")
-    scratch = bench.workdir / ("torch-isolated" if isolate else "torch-no-isolate")
+    scratch = bench.workdir / (("torch-isolated" if isolate else "torch-no-isolate") + tag)
     scratch.mkdir()
     # The launcher pins the cache directory of the run that wrote it: give it this run's own.
     cache = bench.workdir / f"cache-{scratch.name}"
@@ -191,12 +197,18 @@ def report(runs: list[Run], ops_before: int, detect_s: float) -> None:
             print(f"  {run.name}: {run.detail}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def anchor_arguments(description: str) -> argparse.ArgumentParser:
+    """A parser with the anchor workload's arguments."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--bug-at", type=int, default=7)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--anchor", type=Path, default=ANCHOR, help="the anchor script (default: %(default)s)")
+    return parser
+
+
+def main() -> None:
+    parser = anchor_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--skip-torch-isolated", action="store_true",
                         help="skip torch's isolated minify (one process per query: minutes)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="limit per contender, seconds")

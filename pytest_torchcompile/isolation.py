@@ -10,6 +10,7 @@ candidate of a case, so Inductor's one-time costs are paid once; a death is clas
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
 import copy
 import importlib
@@ -32,7 +33,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import _torch_compat
+from . import _torch_compat, budget
 from .oracle import DEFAULT_TOLERANCE
 from .repro import ReproCase
 from .stages import FailureKind, StageAttribution, attribute_stage
@@ -238,7 +239,83 @@ class _Child:
     process: subprocess.Popen[bytes]
     requests: Connection
     replies: Connection
+    log: Path
+    threads: tuple[str | None, ...]
+    """The thread counts it was started with (see :func:`_thread_environment`)."""
     ready: bool = False
+
+
+def _thread_environment() -> tuple[str | None, ...]:
+    return tuple(os.environ.get(name) for name in budget.CHILD_ENV)
+
+
+def _spawn_child(setup: _ChildSetup, device: str | None, log_path: Path) -> _Child:
+    requests_read, requests_write = os.pipe()
+    replies_read, replies_write = os.pipe()
+    env = dict(os.environ)
+    # The child imports what this process can: the package, and test modules that define
+    # verdict functions.
+    env["PYTHONPATH"] = os.pathsep.join(
+        [entry for entry in sys.path if entry and os.path.isdir(entry)]
+        + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    )
+    index = _cuda_index(device)
+    if index is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(index)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-c", "from pytest_torchcompile.isolation import child_main; child_main()",
+             str(requests_read), str(replies_write)],
+            pass_fds=(requests_read, replies_write), env=env, stdin=subprocess.DEVNULL,
+            stdout=log, stderr=log, start_new_session=True,
+        )
+    os.close(requests_read)
+    os.close(replies_write)
+    child = _Child(process, Connection(requests_write, readable=False), Connection(replies_read, writable=False),
+                   log_path, _thread_environment())
+    child.requests.send(setup)
+    return child
+
+
+_spares: dict[tuple[_ChildSetup, str | None], _Child] = {}
+"""Judging children started ahead of the minify phase (:func:`prestart`), not yet adopted."""
+
+
+def prestart(config_source: str, device: str | None = None,
+             verdict_function: VerdictFunction = judge_candidate) -> None:
+    """Start the judging child of a case now (once a failing case is known), so that its start
+    (Python, torch, Inductor's CPU probes) overlaps the rest of the test run instead of opening
+    the minify phase. The first :class:`IsolatedJudge` of the same setup in this process adopts
+    it; one never adopted is killed when this process exits."""
+    setup = _ChildSetup(config_source, verdict_function, _cuda_index(device) is not None)
+    if (setup, device) in _spares:
+        return
+    config_patches(config_source)
+    if not _spares:
+        atexit.register(_kill_spares)
+    workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
+    _spares[(setup, device)] = _spawn_child(setup, device, workdir / "child.log")
+
+
+def _adopt_spare(setup: _ChildSetup, device: str | None) -> _Child | None:
+    """The prestarted child of this setup, if it still runs with the thread counts children get now."""
+    child = _spares.pop((setup, device), None)
+    if child is None:
+        return None
+    if child.process.poll() is None and child.threads == _thread_environment():
+        return child
+    _discard(child)
+    return None
+
+
+def _discard(child: _Child) -> None:
+    _end(child)
+    shutil.rmtree(child.log.parent, ignore_errors=True)
+
+
+def _kill_spares() -> None:
+    while _spares:
+        _discard(_spares.popitem()[1])
 
 
 class IsolatedJudge:
@@ -265,16 +342,24 @@ class IsolatedJudge:
         self._startup_timeout_s = startup_timeout_s
         self._workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
         self._child: _Child | None = None
+        self._spare_dir: Path | None = None
         self.restarts = 0
 
     def __enter__(self) -> IsolatedJudge:
-        # Start now: the child imports torch and Inductor while the caller loads the case.
-        self._child = self._spawn()
+        # Start now (unless one was prestarted): the child imports torch and Inductor while the
+        # caller loads the case.
+        self._child = _adopt_spare(self._setup, self._device)
+        if self._child is not None:
+            self._spare_dir = self._child.log.parent
+        else:
+            self._child = self._spawn()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop_child()
         shutil.rmtree(self._workdir, ignore_errors=True)
+        if self._spare_dir is not None:
+            shutil.rmtree(self._spare_dir, ignore_errors=True)
 
     def __call__(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
         reply = self._request(("judge", settings, _encode_candidate(gm, inputs)))
@@ -327,7 +412,7 @@ class IsolatedJudge:
                 raise IsolationError(f"the judging process did not start within {self._startup_timeout_s:.0f} s")
             status, detail = child.replies.recv()
         except (EOFError, OSError) as error:
-            raise IsolationError(f"the judging process {self._reap()} while starting: {self._log_tail()}") from error
+            raise IsolationError(f"the judging process {self._reap()} while starting: {_log_tail(child.log)}") from error
         if status != "ready":
             self._stop_child()
             raise IsolationError(f"the judging process failed to start: {detail}")
@@ -335,30 +420,7 @@ class IsolatedJudge:
         return child
 
     def _spawn(self) -> _Child:
-        requests_read, requests_write = os.pipe()
-        replies_read, replies_write = os.pipe()
-        env = dict(os.environ)
-        # The child imports what this process can: the package, and test modules that define
-        # verdict functions.
-        env["PYTHONPATH"] = os.pathsep.join(
-            [entry for entry in sys.path if entry and os.path.isdir(entry)]
-            + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-        )
-        index = _cuda_index(self._device)
-        if index is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(index)
-        with open(self._workdir / "child.log", "ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-c", "from pytest_torchcompile.isolation import child_main; child_main()",
-                 str(requests_read), str(replies_write)],
-                pass_fds=(requests_read, replies_write), env=env, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=log, start_new_session=True,
-            )
-        os.close(requests_read)
-        os.close(replies_write)
-        child = _Child(process, Connection(requests_write, readable=False), Connection(replies_read, writable=False))
-        child.requests.send(self._setup)
-        return child
+        return _spawn_child(self._setup, self._device, self._workdir / "child.log")
 
     def _reap(self) -> str:
         """Wait for the dead child and say how it died."""
@@ -381,16 +443,13 @@ class IsolatedJudge:
         # compile workers can take seconds to shut down.
         child = self._child
         self._child = None
-        if child is None:
-            return
-        _kill(child)
-        child.process.wait()
-        _close(child)
+        if child is not None:
+            _end(child)
 
-    def _log_tail(self, lines: int = 15) -> str:
-        log = self._workdir / "child.log"
-        text = log.read_text(errors="replace") if log.exists() else ""
-        return "\n".join(text.strip().splitlines()[-lines:]) or "(no output)"
+
+def _log_tail(log: Path, lines: int = 15) -> str:
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return "\n".join(text.strip().splitlines()[-lines:]) or "(no output)"
 
 
 def _cuda_index(device: str | None) -> int | None:
@@ -404,6 +463,12 @@ def _kill(child: _Child) -> None:
     if child.process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.process.pid, signal.SIGKILL)
+
+
+def _end(child: _Child) -> None:
+    _kill(child)
+    child.process.wait()
+    _close(child)
 
 
 def _close(child: _Child) -> None:

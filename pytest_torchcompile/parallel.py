@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import json
@@ -585,10 +586,22 @@ def configure(config: pytest.Config, state: AccuracySession) -> None:
     coordinator = Coordinator(config, state, run_id, queue_dir, worker)
     coordinator.device = _select_device(config, worker)
     budget.configure(config)
+    if coordinator.role == "single" and not os.environ.get(MINIFIER_ENV):
+        state.on_minify_job = functools.partial(_prestart_judge, state, coordinator.device)
     config.stash[COORDINATOR_KEY] = coordinator
     config.pluginmanager.register(ParallelHooks(coordinator), "torchcompile-parallel")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(coordinator), "torchcompile-parallel-xdist")
+
+
+def _prestart_judge(state: AccuracySession, device: str | None, job: MinifyJob) -> None:
+    """A single process minifies its cases itself once its tests are done: start the judging
+    child of the first case now, while the tests go on (the minify phase adopts it)."""
+    from .isolation import prestart
+    from .repro import _config_lines
+
+    if state.devices_lost_in is None:
+        prestart(_config_lines(Path(job.repro_path)), device)
 
 
 def _select_device(config: pytest.Config, worker: str | None) -> str | None:

@@ -73,6 +73,8 @@ class AccuracySession:
     _test_results: dict[str, list[CaseResult]] = field(default_factory=dict, init=False, repr=False)
     _run_end: RunEnd | None = field(default=None, init=False, repr=False)
     _environment: dict[str, Any] | None = field(default=None, init=False, repr=False)
+    on_minify_job: Callable[[MinifyJob], None] | None = None
+    """Told of each case queued for minification as soon as its repro is written."""
     devices_lost_in: str | None = None
     """The test whose compiled code hit a device-side error, after which no kernel can run on
     its device in this process (CUDA keeps the error for the rest of the process's life)."""
@@ -171,8 +173,10 @@ class AccuracySession:
         result.case_id, result.repro_path = self._write_repro(
             result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm)
         if settings.minify and settings.backend == "inductor":
-            self.minify_jobs.append(
-                MinifyJob(result.case_id, result.nodeid, result.repro_path, settings.minify_timeout))
+            job = MinifyJob(result.case_id, result.nodeid, result.repro_path, settings.minify_timeout)
+            self.minify_jobs.append(job)
+            if self.on_minify_job is not None:
+                self.on_minify_job(job)
 
     @contextlib.contextmanager
     def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> Iterator[None]:

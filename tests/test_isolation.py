@@ -16,7 +16,7 @@ import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from pytest_torchcompile import _torch_compat
+from pytest_torchcompile import _torch_compat, isolation
 from pytest_torchcompile.isolation import (
     CRASHED,
     TIMED_OUT,
@@ -160,3 +160,29 @@ def test_config_lines_become_patches_that_are_undone() -> None:
             after.get("debug", False)) == (None, None, False)
     with pytest.raises(ValueError, match="not an Inductor config assignment"):
         config_patches("torch._inductor.config.debug")
+
+
+def judged_by(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
+    return GraphVerdict(None, error=f"pid {os.getpid()} threads {os.environ.get('OMP_NUM_THREADS')}")
+
+
+def test_a_prestarted_child_judges_the_cases_first_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    isolation.prestart(RELU_BUG, verdict_function=judged_by)
+    spare = next(iter(isolation._spares.values()))
+    with IsolatedJudge(RELU_BUG, verdict_function=judged_by) as judge:
+        verdict = judge(relu_graph(), [torch.randn(8)], SETTINGS)
+    assert verdict.error == f"pid {spare.process.pid} threads 1"
+    assert judge.restarts == 0 and not isolation._spares
+    assert spare.process.poll() is not None  # ended with the judge
+
+
+def test_a_prestarted_child_with_other_thread_counts_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    isolation.prestart(RELU_BUG, verdict_function=judged_by)
+    spare = next(iter(isolation._spares.values()))
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the minify phase shares the CPUs out anew
+    with IsolatedJudge(RELU_BUG, verdict_function=judged_by) as judge:
+        verdict = judge(relu_graph(), [torch.randn(8)], SETTINGS)
+    assert verdict.error is not None and verdict.error.endswith("threads 2")
+    assert str(spare.process.pid) not in verdict.error and spare.process.poll() is not None

@@ -1,0 +1,174 @@
+"""Does a suite of real-model checks get faster with more xdist workers? Side by side, one run.
+
+A suite of compile-accuracy checks (inference, fp32) is written to a scratch directory and run
+with ``pytest --compile-accuracy -n N`` for each N of ``--workers``, each run in a fresh process
+with a fresh ``TORCHINDUCTOR_CACHE_DIR``; the wall time of each run and its speedup over the first
+are printed. The models are ``benchmarks/zoo.py``'s (timm, torchvision, transformers built from
+configs, random weights): those whose library is installed; on a CPU with ``--tiny`` shapes.
+Without them (or with ``--small``) the suite is eight small models defined here, so that the
+benchmark also runs on a CPU-only machine.
+
+    # a GPU host: the nine zoo models, -n 1 against -n 4 (about 4 minutes on an H100)
+    python benchmarks/xdist_scaling.py --device cuda --workers 1,4 --out xdist_scaling.txt
+    # a 2-core CPU machine: the small suite, -n 0 against -n 2
+    python benchmarks/xdist_scaling.py --device cpu --workers 0,2 --out xdist_scaling_cpu.txt
+
+``--unbudgeted`` adds a run at the last N with ``--compile-threads 0`` (every worker takes the
+whole machine, as before the run had one CPU budget), to show what the budget buys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+
+ZOO_SUITE = '''\
+import sys, pytest, torch
+sys.path.insert(0, {benchmarks!r})
+import zoo
+
+DEVICE, TINY = torch.device({device!r}), {tiny!r}
+
+
+@pytest.mark.parametrize("name", {names!r})
+def test_model(compile_accuracy, name):
+    spec = next(spec for spec in zoo.MODELS if spec.name == name)
+    case = spec.build(zoo.Sizes(DEVICE, tiny=TINY))
+    with torch.no_grad():
+        compile_accuracy.check(case.model.eval().to(DEVICE), case.args, case.kwargs)
+'''
+
+SMALL_SUITE = '''\
+import pytest, torch
+from torch import nn
+
+DEVICE = torch.device({device!r})
+
+
+class Attention(nn.Module):
+    def __init__(self, width=32, heads=4):
+        super().__init__()
+        self.qkv, self.out, self.heads = nn.Linear(width, 3 * width), nn.Linear(width, width), heads
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        y = torch.softmax(q @ k.transpose(-1, -2) / (c // self.heads) ** 0.5, dim=-1) @ v
+        return self.out(y.transpose(1, 2).reshape(b, n, c))
+
+
+def conv_net(width):
+    return nn.Sequential(nn.Conv2d(3, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(),
+                         nn.Conv2d(width, width, 3, padding=1, groups=width), nn.BatchNorm2d(width), nn.GELU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, 10))
+
+
+MODELS = {{
+    "mlp_tanh": lambda: (nn.Sequential(*[m for _ in range(6) for m in (nn.Linear(64, 64), nn.Tanh())]), (16, 64)),
+    "mlp_gelu_norm": lambda: (nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.LayerNorm(128), nn.Linear(128, 8)), (16, 64)),
+    "conv_16": lambda: (conv_net(16), (2, 3, 16, 16)),
+    "conv_24": lambda: (conv_net(24), (2, 3, 16, 16)),
+    "attention": lambda: (Attention(), (2, 8, 32)),
+    "attention_block": lambda: (nn.Sequential(nn.LayerNorm(32), Attention(), nn.LayerNorm(32), nn.Linear(32, 32)), (2, 8, 32)),
+    "gru_like": lambda: (nn.Sequential(nn.Linear(32, 96), nn.Sigmoid(), nn.Linear(96, 32), nn.Tanh()), (8, 32)),
+    "softmax_head": lambda: (nn.Sequential(nn.Linear(32, 64), nn.SiLU(), nn.Linear(64, 16), nn.Softmax(-1)), (8, 32)),
+}}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model(compile_accuracy, name):
+    torch.manual_seed(0)
+    model, shape = MODELS[name]()
+    with torch.no_grad():
+        compile_accuracy(model.eval().to(DEVICE), torch.randn(*shape, device=DEVICE))
+'''
+
+
+def zoo_names() -> list[str]:
+    """The zoo models whose library is installed."""
+    sys.path.insert(0, str(BENCHMARKS))
+    import zoo
+
+    return [spec.name for spec in zoo.MODELS if importlib.util.find_spec(spec.library) is not None]
+
+
+def run_suite(project: Path, workers: int, extra: list[str], timeout_s: float) -> tuple[float, str]:
+    cache = Path(tempfile.mkdtemp(prefix="inductor-cache-", dir=project))
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "pytest", "--compile-accuracy", "-p", "no:cacheprovider", "-q",
+               "-n", str(workers), *extra, "test_suite.py"]
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout_s)
+    seconds = time.perf_counter() - started
+    shutil.rmtree(cache, ignore_errors=True)
+    summary = re.findall(r"^=* ?(\d+ (?:passed|failed).*?)=*$", done.stdout, re.M)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(command)} exited {done.returncode}:\n{(done.stdout + done.stderr)[-4000:]}")
+    return seconds, (summary[-1].strip() if summary else done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--workers", default=None,
+                        help="comma-separated -n values, the first is the anchor (default: 1,4 on cuda, 0,2 on cpu)")
+    parser.add_argument("--small", action="store_true", help="the small models defined here, even with zoo libraries")
+    parser.add_argument("--tiny", action="store_true", help="zoo models with tiny shapes (default on a CPU)")
+    parser.add_argument("--unbudgeted", action="store_true",
+                        help="add a run at the last -n with --compile-threads 0 (no shared CPU budget)")
+    parser.add_argument("--timeout", type=float, default=1200.0, help="limit per pytest run, seconds")
+    parser.add_argument("--out", type=Path, help="also write the report to this file")
+    args = parser.parse_args()
+    counts = [int(n) for n in (args.workers or ("1,4" if args.device == "cuda" else "0,2")).split(",")]
+
+    names = [] if args.small else zoo_names()
+    workdir = Path(tempfile.mkdtemp(prefix="xdist-scaling-"))
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    try:
+        if names:
+            source = ZOO_SUITE.format(benchmarks=str(BENCHMARKS), device=args.device,
+                                      tiny=args.tiny or args.device == "cpu", names=names)
+            say(f"suite: {len(names)} zoo models ({', '.join(names)}), inference fp32, on {args.device}")
+        else:
+            source = SMALL_SUITE.format(device=args.device)
+            say(f"suite: 8 small models defined in xdist_scaling.py, inference fp32, on {args.device}")
+        (workdir / "test_suite.py").write_text(source)
+        say(f"{len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()} CPUs; "
+            f"each run a fresh process and a fresh Inductor cache")
+        runs = [(n, []) for n in counts] + ([(counts[-1], ["--compile-threads", "0"])] if args.unbudgeted else [])
+        results: list[tuple[str, float]] = []
+        for n, extra in runs:
+            label = f"-n {n}" + (" --compile-threads 0" if extra else "")
+            seconds, summary = run_suite(workdir, n, extra, args.timeout)
+            results.append((label, seconds))
+            say(f"{label:32} {seconds:7.1f} s   {summary}")
+        anchor_label, anchor_s = results[0]
+        say("")
+        for label, seconds in results[1:]:
+            say(f"{label} vs {anchor_label}: {anchor_s / seconds:.2f}x faster" if seconds <= anchor_s
+                else f"{label} vs {anchor_label}: {seconds / anchor_s:.2f}x slower")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        if args.out is not None:
+            args.out.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
