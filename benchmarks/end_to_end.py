@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from minify_vs_torch import Bench, anchor_arguments, run_torch, torch_launcher  # noqa: E402
+from minify_vs_torch import Bench, Report, anchor_arguments, run_torch, torch_launcher  # noqa: E402
 
 TEST_FILE = '''\
 import ast, pathlib, torch
@@ -82,11 +82,8 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="end-to-end-"))
     bench = Bench(workdir, args.device, args.timeout, primed_caches=False)
-    lines: list[str] = []
-
-    def say(line: str) -> None:
-        print(line, flush=True)
-        lines.append(line)
+    report = Report()
+    say = report.say
 
     ours: list[float] = []
     theirs: list[float] = []
@@ -106,8 +103,7 @@ def main() -> None:
             f"ours / torch = {ours_s / theirs_s:.2f}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-        if args.out is not None:
-            args.out.write_text("\n".join(lines) + "\n")
+        report.write(args.out)
 
 
 if __name__ == "__main__":

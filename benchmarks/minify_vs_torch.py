@@ -197,6 +197,21 @@ def report(runs: list[Run], ops_before: int, detect_s: float) -> None:
             print(f"  {run.name}: {run.detail}")
 
 
+class Report:
+    """Lines printed as they come and, at the end, written to a file when one is asked for."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def say(self, line: str) -> None:
+        print(line, flush=True)
+        self.lines.append(line)
+
+    def write(self, path: Path | None) -> None:
+        if path is not None:
+            path.write_text("\n".join(self.lines) + "\n")
+
+
 def anchor_arguments(description: str) -> argparse.ArgumentParser:
     """A parser with the anchor workload's arguments."""
     parser = argparse.ArgumentParser(description=description)

@@ -32,6 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+from minify_vs_torch import Report  # noqa: E402
 
 ZOO_SUITE = '''\
 import sys, pytest, torch
@@ -97,7 +100,6 @@ def test_model(compile_accuracy, name):
 
 def zoo_names() -> list[str]:
     """The zoo models whose library is installed."""
-    sys.path.insert(0, str(BENCHMARKS))
     import zoo
 
     return [spec.name for spec in zoo.MODELS if importlib.util.find_spec(spec.library) is not None]
@@ -135,11 +137,8 @@ def main() -> None:
 
     names = [] if args.small else zoo_names()
     workdir = Path(tempfile.mkdtemp(prefix="xdist-scaling-"))
-    lines: list[str] = []
-
-    def say(line: str) -> None:
-        print(line, flush=True)
-        lines.append(line)
+    report = Report()
+    say = report.say
 
     try:
         if names:
@@ -166,8 +165,7 @@ def main() -> None:
                 else f"{label} vs {anchor_label}: {seconds / anchor_s:.2f}x slower")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-        if args.out is not None:
-            args.out.write_text("\n".join(lines) + "\n")
+        report.write(args.out)
 
 
 if __name__ == "__main__":
