@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import time
@@ -82,6 +83,9 @@ class CheckOutcome:
     compile_seconds: float | None = None
     compiled_output: Any = None
     error: BaseException | None = None
+    fallback_random: bool = False
+    """The compiled graphs draw random numbers, through eager's generator (Inductor's
+    ``fallback_random``), so eager and compiled runs seeded alike draw the same numbers."""
 
     @property
     def passed(self) -> bool:
@@ -297,8 +301,27 @@ def check_model(
     a model checked again unchanged reuses its compiled code (training checks always recompile,
     since they change the compiled copy's weights).
     """
-    with full_fp32_precision():
-        return _check(fn, (tuple(args), dict(kwargs or {})), options or CheckOptions(), cache)
+    with full_fp32_precision(), torch.random.fork_rng(_rng_devices()):
+        outcome = _check(fn, (tuple(args), dict(kwargs or {})), options or CheckOptions(), cache)
+    outcome.fallback_random = any(graph_has_random_ops(graph.gm) for graph in outcome.graphs)
+    if outcome.fallback_random:
+        outcome.message = "; ".join(part for part in (outcome.message, FALLBACK_RANDOM_NOTE) if part)
+    return outcome
+
+
+FALLBACK_RANDOM_NOTE = ("random ops compiled with Inductor's fallback_random=True: every run is seeded "
+                        "alike and draws eager's numbers, the fp64 run replays eager's draws")
+
+
+def _rng_devices() -> list[int]:
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+
+
+def _rng_states() -> list[torch.Tensor]:
+    states = [torch.random.get_rng_state()]
+    if torch.cuda.is_initialized():
+        states += torch.cuda.get_rng_state_all()
+    return states
 
 
 def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
@@ -306,12 +329,16 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     sets = input_sets(given, options)
 
     def eager_run(arguments: Arguments) -> tuple[dict[str, Any], list[Any]]:
+        # Seeded before every run (compiled and fp64 ones too): random ops draw alike in each.
+        torch.manual_seed(options.seed)
         model = _copy_callable(fn)
         return _execute(model, model if isinstance(model, torch.nn.Module) else None, arguments, options)
 
     torch.manual_seed(options.seed)
+    seeded = _rng_states()
     try:
         eager_parts, eager_args = eager_run(given)
+        draws_random = any(not torch.equal(a, b) for a, b in zip(seeded, _rng_states(), strict=False))
         eager_again, _ = eager_run(given)
     except Exception as error:
         raise EagerRunError(f"the model raised when run eagerly: {_short_error(error)}") from error
@@ -331,8 +358,8 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     reused = entry is not None
     started = time.perf_counter()
     try:
-        with _torch_compat.inductor_config(options.inductor_config), _torch_compat.no_compile_caches(), \
-                _torch_compat.strict_dynamo():
+        with _torch_compat.inductor_config({**_torch_compat.EAGER_RNG_CONFIG, **options.inductor_config}), \
+                _torch_compat.no_compile_caches(), _torch_compat.strict_dynamo():
             if entry is None:
                 entry = _compile(fn, options)
             entry.capture.forget_calls()
@@ -362,7 +389,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     comparison = Comparison([])
     reference_label = "fp64"
     for arguments, (eager_out, eager_call_args), (compiled_out, compiled_call_args) in results:
-        reference, reference_label = _reference(fn, arguments, options, mutated)
+        reference, reference_label = _reference(fn, arguments, options, mutated, draws_random)
         comparison = _compare(_judged(compiled_out, compiled_call_args, mutated),
                               _judged(eager_out, eager_call_args, mutated), reference, options)
         if not comparison.passed:
@@ -389,16 +416,28 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
 
 def _reference(
     fn: Callable[..., Any], arguments: Arguments, options: CheckOptions, mutated: list[int],
+    draws_random: bool,
 ) -> tuple[dict[str, Any] | None, str]:
-    """The fp64 run's results, or None (with the label of the weaker check) when it cannot run."""
-    torch.manual_seed(options.seed)
+    """The fp64 run's results, or None (with the label of the weaker check) when it cannot run.
+    A model that draws random numbers is run once more eagerly to record its draws, which the
+    fp64 run replays: in fp64, some ops draw other numbers (``torch.rand``, CUDA's generators)."""
     widened: Arguments = (tuple(_to_fp64(a) for a in arguments[0]),
                           {k: _to_fp64(v) for k, v in arguments[1].items()})
+    draws: list[tuple[Any, Any]] = []
+    if draws_random:
+        torch.manual_seed(options.seed)
+        model = _copy_callable(fn)
+        with _torch_compat.recording_random_draws(draws):
+            _execute(model, model if isinstance(model, torch.nn.Module) else None, arguments, options)
+    torch.manual_seed(options.seed)
     try:
-        with _torch_compat.float64_everywhere():
+        with _torch_compat.float64_everywhere(), \
+                _torch_compat.replaying_random_draws(draws) if draws_random else contextlib.nullcontext():
             model = _copy_callable(fn, fp64=True)
             parts, call_args = _execute(model, model if isinstance(model, torch.nn.Module) else None,
                                         widened, options)
+    except _torch_compat.RandomDrawMismatch as error:
+        return None, f"same-precision cosine check: the fp64 run draws random numbers unlike eager ({error})"
     except Exception as error:
         return None, f"same-precision cosine check: the model cannot run in fp64 ({_short_error(error)})"
     return _judged(parts, call_args, mutated), "fp64"

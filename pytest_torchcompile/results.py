@@ -64,6 +64,9 @@ class CaseResult:
     minify: MinifyResult | None = None
     compile_seconds: float | None = None
     graph: str | None = None
+    fallback_random: bool = False
+    """Random ops were compiled with Inductor's ``fallback_random``, so that compiled code drew
+    eager's numbers and could be judged."""
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

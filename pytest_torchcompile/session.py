@@ -112,7 +112,7 @@ class AccuracySession:
             nodeid=nodeid, status=outcome.status, message=outcome.message, reference=outcome.reference,
             worst_ratio=outcome.comparison.worst_ratio if outcome.comparison else None,
             leaves=outcome.comparison.leaves if outcome.comparison else [],
-            compile_seconds=outcome.compile_seconds,
+            compile_seconds=outcome.compile_seconds, fallback_random=outcome.fallback_random,
         )
         if outcome.status.is_compiler_failure and outcome.failing_graphs:
             failing = outcome.failing_graphs[0]

@@ -49,11 +49,32 @@ def test_fp16_upcast_in_compiled_code_is_not_a_failure() -> None:
     assert outcome.status is Status.PASS, outcome.message
 
 
-def test_dropout_in_train_mode_is_eager_nondeterministic() -> None:
+def test_dropout_in_train_mode_is_judged_with_eagers_numbers() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5)).train()
     outcome = check_model(model, (torch.randn(16, 8),))
+    assert outcome.status is Status.PASS, outcome.message
+    assert outcome.fallback_random and "fallback_random=True" in outcome.message
+
+
+def test_randomness_outside_the_seeded_generator_is_eager_nondeterministic() -> None:
+    generator = torch.Generator().manual_seed(0)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x + torch.rand(x.shape, generator=generator)
+
+    outcome = check_model(fn, (torch.randn(16, 8),))
     assert outcome.status is Status.EAGER_NONDETERMINISTIC
     assert "eager disagrees with itself" in outcome.message
+
+
+def test_a_check_leaves_the_callers_random_stream_alone() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5)).train()
+    torch.manual_seed(123)
+    check_model(model, (torch.randn(16, 8),))
+    after_check = torch.rand(4)
+    torch.manual_seed(123)
+    torch.randn(16, 8)
+    assert torch.equal(after_check, torch.rand(4))
 
 
 def test_in_place_mutation_of_input_is_checked_and_caller_tensor_untouched() -> None:

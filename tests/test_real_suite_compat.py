@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -140,3 +141,38 @@ def test_torch_trace_log_stays_out_of_captured_logs_unless_asked(pytester: pytes
                                "--compile-accuracy-trace-log")
     asked.assert_outcomes(failed=1)
     asked.stdout.fnmatch_lines(["*DEBUG*torch.__trace*"])
+
+
+DROPOUT_SUITE = """
+import pytest, torch
+
+
+def model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Dropout(0.3), torch.nn.ReLU(),
+                               torch.nn.Linear(32, 4)).train()
+
+
+def test_training_with_dropout(compile_accuracy):
+    compile_accuracy(model(), torch.randn(8, 16), backward=True)
+
+
+@pytest.mark.inductor_repro(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
+def test_miscompiled_after_rand(compile_accuracy):
+    compile_accuracy(lambda x: torch.relu(x * torch.rand_like(x) - 0.2), torch.randn(64))
+"""
+
+
+def test_random_ops_are_judged_with_eagers_numbers(pytester: pytest.Pytester) -> None:
+    """Dropout in train mode is checked, not eager_nondeterministic; torch.rand, which draws other
+    numbers in fp64, is replayed there, so a miscompiled op after it is still caught."""
+    pytester.makepyfile(test_random=DROPOUT_SUITE)
+    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider",
+                                "--compile-accuracy-report", "report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*compile accuracy: fail_accuracy:*fallback_random=True*"])
+    report = json.loads((pytester.path / "report.json").read_text())
+    checks = {check["nodeid"].split("::")[-1]: check for test in report["tests"] for check in test["checks"]}
+    assert checks["test_training_with_dropout"]["status"] == "pass"
+    assert checks["test_training_with_dropout"]["fallback_random"] is True
+    assert checks["test_miscompiled_after_rand"]["reference"] == "fp64"
