@@ -42,7 +42,15 @@ from .isolation import (
 from .repro import ReproCase, _config_lines, atomic_write, load_repro, locked, write_repro
 from .results import MinifyResult
 from .stages import FailureKind, StageAttribution, graph_ops
-from .standalone import ACCURACY, GraphVerdict, clone_values, error_signature, same_failure
+from .standalone import (
+    ACCURACY,
+    COMPILE_ERROR,
+    RUNTIME_ERROR,
+    GraphVerdict,
+    clone_values,
+    error_signature,
+    same_failure,
+)
 
 Judge = Callable[[torch.fx.GraphModule, list[Any]], GraphVerdict]
 """Compiles and judges one candidate graph on its inputs."""
@@ -58,6 +66,10 @@ times over with the references) is skipped for delta debugging."""
 
 ROOTS_TRIED_ALONE = 3
 """How many places where a deviation starts are tried as one-op candidates."""
+
+ATTRIBUTABLE = (ACCURACY, COMPILE_ERROR, RUNTIME_ERROR)
+"""Failures whose stage is looked for: a case recorded as a crash of the judging process would
+crash it again at every stage."""
 
 FRESH_PROCESS_GRACE_S = 120.0
 """Beyond its time budget, how long a minifying process may take to start and write its files."""
@@ -472,7 +484,7 @@ def minify_repro(
             kernel = judge.kernel_source(reduction.gm, reduction.inputs) if reduction.gm is not None else None
             seconds = time.perf_counter() - started
             stage = (judge.attribute_stage(reduction.gm, reduction.inputs, stage_query(case))
-                     if reduction.gm is not None and find_stage else None)
+                     if reduction.gm is not None and find_stage and case.kind in ATTRIBUTABLE else None)
         except IsolationError as error:
             return MinifyResult(case.op_count, case.op_count, time.perf_counter() - started, 0, False,
                                 note=f"not minified: {error}")

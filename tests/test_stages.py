@@ -112,6 +112,20 @@ def test_compile_errors_name_the_error_not_a_deviation() -> None:
     assert found.summary.startswith("the error appears in Inductor's C++ codegen of aten.relu")
 
 
+@pytest.mark.cuda
+def test_the_relu_codegen_knob_on_a_gpu_is_attributed_to_triton_codegen() -> None:
+    x = torch.randn(64, device="cuda")
+    gm = make_fx(lambda x: (torch.relu(x.sin()) * 2,))(x)
+    config = {"triton.inject_relu_bug_TESTING_ONLY": "accuracy"}
+
+    with _torch_compat.inductor_config(config):
+        found = stages.attribute_stage(gm, [x], stages.POST_AOT, 1e-4, config=config)
+
+    assert found.stage == "inductor.codegen.triton"
+    assert found.summary == ("deviation appears in Inductor's Triton codegen of aten.relu "
+                             "(triton.inject_relu_bug_TESTING_ONLY='accuracy')")
+
+
 def break_relu(graph: torch.fx.Graph) -> None:
     """A post-grad pass that miscompiles: every relu becomes a neg."""
     for node in graph.nodes:
