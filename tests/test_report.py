@@ -209,6 +209,7 @@ def test_json_report_check_has_every_case_result_field() -> None:
         },
         "compile_seconds": 2.5,
         "graph": "graph 0 (forward)",
+        "fallback_random": False,
     }
     assert CaseResult.from_dict(check) == failing_case()
 
