@@ -286,13 +286,11 @@ def prestart(config_source: str, device: str | None = None,
     """Start the judging child of a case now (once a failing case is known), so that its start
     (Python, torch, Inductor's CPU probes) overlaps the rest of the test run instead of opening
     the minify phase. The first :class:`IsolatedJudge` of the same setup in this process adopts
-    it; one never adopted is killed when this process exits."""
-    setup = _ChildSetup(config_source, verdict_function, _cuda_index(device) is not None)
-    if (setup, device) in _spares:
+    it; one never adopted is killed when this process exits. At most one waits at a time."""
+    if _spares:  # one at a time: a child holds a torch of its own in memory
         return
+    setup = _ChildSetup(config_source, verdict_function, _cuda_index(device) is not None)
     config_patches(config_source)
-    if not _spares:
-        atexit.register(_kill_spares)
     workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
     _spares[(setup, device)] = _spawn_child(setup, device, workdir / "child.log")
 
@@ -316,6 +314,9 @@ def _discard(child: _Child) -> None:
 def _kill_spares() -> None:
     while _spares:
         _discard(_spares.popitem()[1])
+
+
+atexit.register(_kill_spares)
 
 
 class IsolatedJudge:

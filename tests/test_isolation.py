@@ -186,3 +186,13 @@ def test_a_prestarted_child_with_other_thread_counts_is_replaced(monkeypatch: py
         verdict = judge(relu_graph(), [torch.randn(8)], SETTINGS)
     assert verdict.error is not None and verdict.error.endswith("threads 2")
     assert str(spare.process.pid) not in verdict.error and spare.process.poll() is not None
+
+
+def test_one_prestarted_child_waits_at_a_time() -> None:
+    isolation.prestart(RELU_BUG, verdict_function=judged_by)
+    isolation.prestart("", verdict_function=judged_by)
+    try:
+        assert len(isolation._spares) == 1
+    finally:
+        isolation._kill_spares()
+    assert not isolation._spares
