@@ -36,6 +36,9 @@ class CapturedGraph:
     input_specs: list[Any] = field(default_factory=list)
     config_source: str = ""
     host_copy: HostCopy | None = None
+    rng_before_call: list[torch.Tensor] | None = None
+    """For a graph that draws random numbers: the generators' states before its latest new-shape
+    call, so that its eager references can draw the same numbers."""
     """The graph and inputs of its latest new-shape call in host memory, where they live on an
     accelerator: a device-side error (an assert in a kernel) leaves the whole device unreadable
     to this process, and its repro must still be written."""
@@ -153,6 +156,26 @@ def input_spec(value: Any) -> Any:
     return value
 
 
+def graph_has_random_ops(gm: torch.fx.GraphModule) -> bool:
+    return any(node.op == "call_function" and _torch_compat.is_random_op(node.target) for node in gm.graph.nodes)
+
+
+def rng_devices() -> list[int]:
+    """The CUDA devices whose generators exist yet."""
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+
+
+def rng_states() -> list[torch.Tensor]:
+    """The states of torch's default generators: the CPU's, then each CUDA device's."""
+    return [torch.random.get_rng_state()] + [torch.cuda.get_rng_state(device) for device in rng_devices()]
+
+
+def set_rng_states(states: list[torch.Tensor]) -> None:
+    torch.random.set_rng_state(states[0])
+    for device, state in zip(rng_devices(), states[1:], strict=False):
+        torch.cuda.set_rng_state(state, device)
+
+
 def input_signature(values: Sequence[Any]) -> tuple[Any, ...]:
     """The shapes (and non-tensor values) of a graph call: calls alike in it are judged once."""
     return tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else v for v in values)
@@ -212,6 +235,7 @@ class GraphCapture:
 
     def _wrap(self, record: CapturedGraph, compiled: Any, devices: set[torch.device]) -> Any:
         capture = self
+        draws_random = graph_has_random_ops(record.gm)
 
         def run(args: list[Any]) -> Any:
             signature = input_signature(args)
@@ -222,6 +246,8 @@ class GraphCapture:
                 record.calls.append(inputs)
             if fresh:
                 record.host_copy = copy_to_host(record.gm, inputs)
+                if draws_random:
+                    record.rng_before_call = rng_states()
             try:
                 outputs = compiled(args)
                 synchronize(devices)

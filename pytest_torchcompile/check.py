@@ -15,7 +15,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat
-from .capture import CapturedGraph, GraphCapture
+from .capture import CapturedGraph, GraphCapture, graph_has_random_ops, rng_devices, rng_states
 from .intermediates import MaskedDivergence, find_masked_divergence
 from .oracle import (
     DEFAULT_TOLERANCE,
@@ -301,7 +301,7 @@ def check_model(
     a model checked again unchanged reuses its compiled code (training checks always recompile,
     since they change the compiled copy's weights).
     """
-    with full_fp32_precision(), torch.random.fork_rng(_rng_devices()):
+    with full_fp32_precision(), torch.random.fork_rng(rng_devices()):
         outcome = _check(fn, (tuple(args), dict(kwargs or {})), options or CheckOptions(), cache)
     outcome.fallback_random = any(graph_has_random_ops(graph.gm) for graph in outcome.graphs)
     if outcome.fallback_random:
@@ -309,19 +309,8 @@ def check_model(
     return outcome
 
 
-FALLBACK_RANDOM_NOTE = ("random ops compiled with Inductor's fallback_random=True: every run is seeded "
-                        "alike and draws eager's numbers, the fp64 run replays eager's draws")
-
-
-def _rng_devices() -> list[int]:
-    return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-
-
-def _rng_states() -> list[torch.Tensor]:
-    states = [torch.random.get_rng_state()]
-    if torch.cuda.is_initialized():
-        states += torch.cuda.get_rng_state_all()
-    return states
+FALLBACK_RANDOM_NOTE = ("random ops compiled with Inductor's fallback_random=True: compiled and eager "
+                        "runs draw the same numbers, the fp64 run replays eager's draws")
 
 
 def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
@@ -335,10 +324,10 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         return _execute(model, model if isinstance(model, torch.nn.Module) else None, arguments, options)
 
     torch.manual_seed(options.seed)
-    seeded = _rng_states()
+    seeded = rng_states()
     try:
         eager_parts, eager_args = eager_run(given)
-        draws_random = any(not torch.equal(a, b) for a, b in zip(seeded, _rng_states(), strict=False))
+        draws_random = any(not torch.equal(a, b) for a, b in zip(seeded, rng_states(), strict=False))
         eager_again, _ = eager_run(given)
     except Exception as error:
         raise EagerRunError(f"the model raised when run eagerly: {_short_error(error)}") from error
@@ -464,10 +453,6 @@ def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], e
 
 
 # --- one graph at a time -------------------------------------------------------------------
-
-
-def graph_has_random_ops(gm: torch.fx.GraphModule) -> bool:
-    return any(node.op == "call_function" and _torch_compat.is_random_op(node.target) for node in gm.graph.nodes)
 
 
 def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) -> float | None:

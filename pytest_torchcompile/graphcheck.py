@@ -16,11 +16,18 @@ import torch
 import torch.fx
 
 from . import _torch_compat
-from .capture import CapturedGraph, GraphCapture, input_signature
-from .check import graph_has_random_ops
+from .capture import (
+    CapturedGraph,
+    GraphCapture,
+    graph_has_random_ops,
+    input_signature,
+    rng_states,
+    set_rng_states,
+)
+from .check import FALLBACK_RANDOM_NOTE
 from .intermediates import find_masked_divergence
 from .oracle import LeafResult, Status
-from .standalone import compare_graph_outputs, reference_outputs
+from .standalone import compare_graph_outputs, eager_outputs, fp64_outputs, reference_outputs
 
 
 @dataclass
@@ -32,6 +39,7 @@ class GraphFailure:
     leaves: list[LeafResult] = field(default_factory=list)
     gm: torch.fx.GraphModule | None = None
     note: str = ""
+    fallback_random: bool = False
 
 
 class GraphChecker:
@@ -51,18 +59,27 @@ class GraphChecker:
         if key in self._judged:
             return
         self._judged.add(key)
-        if graph_has_random_ops(graph.gm):
-            self.unchecked.append(f"{graph.label}: draws random numbers (Inductor's RNG differs from eager)")
+        draws_random = graph_has_random_ops(graph.gm)
+        try:
+            eager, fp64 = _references_drawing_like(graph, inputs) if draws_random else \
+                reference_outputs(graph.gm, inputs)
+        except _torch_compat.RandomDrawMismatch as error:
+            self.unchecked.append(f"{graph.label}: its eager run draws random numbers unlike the compiled "
+                                  f"call ({error})")
             return
-        eager, fp64 = reference_outputs(graph.gm, inputs)
         leaves = compare_graph_outputs(outputs, eager, fp64, self.tol, self.check_non_float, f"{graph.kind}_out")
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
+            note = FALLBACK_RANDOM_NOTE if draws_random else ""
             self.failures.append(GraphFailure(
                 graph, inputs, Status.FAIL_ACCURACY,
-                f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule",
-                leaves,
+                f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule"
+                + (f"; {note}" if note else ""),
+                leaves, fallback_random=draws_random,
             ))
+        elif self.intermediates and draws_random:
+            self.unchecked.append(f"{graph.label}: intermediates not judged (the graph draws random numbers, "
+                                  "which a recompiled cut would draw anew)")
         elif self.intermediates:
             divergence = find_masked_divergence(graph.gm, inputs, self.tol)
             if divergence is not None:
@@ -86,5 +103,24 @@ class GraphChecker:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
-        with _torch_compat.intercept_inductor(self.capture.hook):
+        with _torch_compat.intercept_inductor(self.capture.hook), \
+                _torch_compat.inductor_config(_torch_compat.EAGER_RNG_CONFIG):
             yield
+
+
+def _references_drawing_like(graph: CapturedGraph, inputs: list[Any]) -> tuple[list[Any], list[Any] | None]:
+    """The graph run eagerly and in fp64, drawing the numbers its compiled call drew: compiled with
+    ``fallback_random``, the call drew from eager's generators, whose states before it were kept;
+    the fp64 run replays the eager run's draws. The generators are left as the call left them."""
+    after = rng_states()
+    assert graph.rng_before_call is not None
+    set_rng_states(graph.rng_before_call)
+    try:
+        draws: list[tuple[Any, Any]] = []
+        with _torch_compat.recording_random_draws(draws):
+            eager = eager_outputs(graph.gm, inputs)
+        with _torch_compat.replaying_random_draws(draws):
+            fp64 = fp64_outputs(graph.gm, inputs)
+    finally:
+        set_rng_states(after)
+    return eager, fp64

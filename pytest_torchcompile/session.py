@@ -210,7 +210,7 @@ class AccuracySession:
                 for failure in failures:
                     result = CaseResult(nodeid, failure.status, failure.message,
                                         worst_ratio=Comparison(failure.leaves).worst_ratio,
-                                        leaves=failure.leaves)
+                                        leaves=failure.leaves, fallback_random=failure.fallback_random)
                     self._record_failing_graph(result, failure.graph, failure.inputs, settings,
                                                [failure.note] if failure.note else [], failure.gm)
                     self.results.append(result)

@@ -161,14 +161,21 @@ def _widen(value: Any) -> Any:
 
 def reference_outputs(module: Callable[..., Any], inputs: Sequence[Any]) -> tuple[list[Any], list[Any] | None]:
     """Eager outputs in the original dtype, and in fp64 (None where the graph cannot run in fp64)."""
+    return eager_outputs(module, inputs), fp64_outputs(module, inputs)
+
+
+def eager_outputs(module: Callable[..., Any], inputs: Sequence[Any]) -> list[Any]:
     with torch.no_grad():
-        eager = list(module(*clone_values(inputs)))
-        try:
-            with float64_everywhere():
-                fp64: list[Any] | None = list(module(*[_widen(v) for v in clone_values(inputs)]))
-        except Exception:
-            fp64 = None
-    return eager, fp64
+        return list(module(*clone_values(inputs)))
+
+
+def fp64_outputs(module: Callable[..., Any], inputs: Sequence[Any]) -> list[Any] | None:
+    """The outputs of ``module`` run in fp64, or None where it cannot run in fp64."""
+    try:
+        with torch.no_grad(), float64_everywhere():
+            return list(module(*[_widen(v) for v in clone_values(inputs)]))
+    except Exception:
+        return None
 
 
 def compare_graph_outputs(

@@ -176,3 +176,53 @@ def test_random_ops_are_judged_with_eagers_numbers(pytester: pytest.Pytester) ->
     assert checks["test_training_with_dropout"]["status"] == "pass"
     assert checks["test_training_with_dropout"]["fallback_random"] is True
     assert checks["test_miscompiled_after_rand"]["reference"] == "fp64"
+
+
+PLAIN_DROPOUT_SUITE = """
+import pytest, torch
+
+
+def model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Dropout(0.3), torch.nn.ReLU(),
+                               torch.nn.Linear(32, 4)).train()
+
+
+def test_training_step_with_dropout():
+    torch.compile(model())(torch.randn(8, 16)).sum().backward()
+
+
+@pytest.mark.inductor_repro(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
+def test_miscompiled_after_rand():
+    torch.compile(lambda x: torch.relu(x * torch.rand_like(x) - 0.2))(torch.randn(64))
+"""
+
+
+def test_plain_compile_graphs_with_random_ops_are_judged(pytester: pytest.Pytester) -> None:
+    """A plain torch.compile graph that draws random numbers is judged, not skipped: compiled with
+    fallback_random, its eager references draw from the generator state its call found."""
+    pytester.makepyfile(test_plain_random=PLAIN_DROPOUT_SUITE)
+    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider",
+                                "--compile-accuracy-report", "report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*fail_accuracy: * of graph 0 (*) *fallback_random=True*"])
+    report = json.loads((pytester.path / "report.json").read_text())
+    (check,) = [check for test in report["tests"] for check in test["checks"]]
+    assert check["fallback_random"] is True
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("backward", [False, True])
+def test_cuda_dropout_is_judged_against_fp64_with_eagers_draws(backward: bool) -> None:
+    """On CUDA, dropout is one fused kernel whose fp64 draws differ from fp32's: the fp64 run
+    replays the mask and recomputes the output in fp64."""
+    import torch
+
+    from pytest_torchcompile.check import CheckOptions, check_model
+    from pytest_torchcompile.oracle import Status
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Dropout(0.3), torch.nn.GELU()).cuda().train()
+    outcome = check_model(model, (torch.randn(32, 64, device="cuda"),), options=CheckOptions(backward=backward))
+    assert outcome.status is Status.PASS, outcome.message
+    assert outcome.reference == "fp64" and outcome.fallback_random
