@@ -1,5 +1,10 @@
 """``pytest-torchcompile minify REPRO``: minify a repro file outside a test run (one someone
-attached to a bug report, say), with the same reducer the plugin uses."""
+attached to a bug report, say), with the same reducer the plugin uses.
+
+Exit status: 0 once ``minified.py`` is written (minimal, or the best found within the budget),
+1 when nothing was (the repro does not reproduce, the minifier crashed), 2 for a usage error,
+3 when the repro itself cannot run, as the repro's own exit status says.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +12,47 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from .minify import MinifyProgress, minify_repro
+from .parallel import PROGRESS_EVERY_S
+from .results import StopReason
+
+EXIT_STATUSES = {
+    StopReason.MINIMAL: 0, StopReason.TIME_BUDGET: 0, StopReason.NOT_REPRODUCED: 1,
+    StopReason.REPRO_BROKEN: 3, StopReason.CRASHED: 1, StopReason.INTERRUPTED: 1,
+}
 
 
-def _show(progress: MinifyProgress) -> None:
-    print(f"\r{progress.ops_left} ops left, {progress.compiles} compiles, {progress.elapsed_s:.1f} s",
-          end="", file=sys.stderr, flush=True)
+class ProgressLine:
+    """Minify progress on ``stream``: one line rewritten in place on a terminal; elsewhere (a
+    log, a pipe) a plain line every ``PROGRESS_EVERY_S``, as carriage returns would run the
+    lines together."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.live = stream.isatty()
+        self.last_shown: float | None = None
+
+    def __call__(self, progress: MinifyProgress) -> None:
+        text = f"{progress.ops_left} ops left, {progress.compiles} compiles, {progress.elapsed_s:.1f} s"
+        if self.live:
+            self.stream.write(f"\r{text}")
+        else:
+            now = time.monotonic()
+            if self.last_shown is not None and now - self.last_shown < PROGRESS_EVERY_S:
+                return
+            self.last_shown = now
+            self.stream.write(f"minifying: {text}\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.live:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,18 +69,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.repro.is_file():
         parser.error(f"no such repro file: {args.repro}")
-    result = minify_repro(args.repro, timeout_s=args.timeout, progress=_show,
+    progress = ProgressLine(sys.stderr)
+    result = minify_repro(args.repro, timeout_s=args.timeout, progress=progress,
                           isolate=not args.no_isolate, device=args.device)
-    print(file=sys.stderr)
+    progress.close()
     if args.result_json is not None:
         args.result_json.write_text(json.dumps(dataclasses.asdict(result)))
     print(result.summary_line(str(args.repro)))
-    if result.note:
-        print(result.note)
-    if result.path is None:
-        return 1
-    print(f"minified: {result.path}")
-    return 0
+    if result.path is not None:
+        if result.note:
+            print(result.note)
+        print(f"minified: {result.path}")
+    return EXIT_STATUSES[result.stop]
 
 
 if __name__ == "__main__":

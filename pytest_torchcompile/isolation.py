@@ -37,7 +37,14 @@ from . import _torch_compat, budget
 from .oracle import DEFAULT_TOLERANCE
 from .repro import ReproCase
 from .stages import FailureKind, StageAttribution, attribute_stage
-from .standalone import ACCURACY, GraphVerdict, clone_values, error_signature, judge_graph
+from .standalone import (
+    ACCURACY,
+    GraphVerdict,
+    clone_values,
+    error_signature,
+    judge_graph,
+    register_ops,
+)
 
 CRASHED = "crashed"
 TIMED_OUT = "timed_out"
@@ -384,7 +391,7 @@ class IsolatedJudge:
             return StageAttribution("unattributed", f"stage attribution failed: {reply.error}", level=query.level)
         return reply
 
-    def _request(self, message: tuple[str, JudgeSettings | StageQuery | None, bytes]) -> Any:
+    def _request(self, message: tuple[str, JudgeSettings | StageQuery | None, Candidate]) -> Any:
         """Send one request and wait for its reply; a dead or hung child yields the verdict
         that says so (and is replaced at the next request)."""
         child = self._ready_child()
@@ -478,10 +485,17 @@ def _close(child: _Child) -> None:
             connection.close()
 
 
-def _encode_candidate(gm: torch.fx.GraphModule, inputs: list[Any]) -> bytes:
+Candidate = tuple[list[tuple[str, str | None, str | None]], bytes]
+"""A candidate as sent to the child: the ops it calls with the modules that register them (the
+child has not imported the test module or package that registered a custom op, and loading a
+graph traces it), and the saved graph and inputs."""
+
+
+def _encode_candidate(gm: torch.fx.GraphModule, inputs: list[Any]) -> Candidate:
+    required = [(origin.qualname, origin.module, origin.search_path) for origin in _torch_compat.op_origins(gm)]
     buffer = io.BytesIO()
     torch.save((gm, list(inputs)), buffer)
-    return buffer.getvalue()
+    return required, buffer.getvalue()
 
 
 # --- the child -------------------------------------------------------------------------------
@@ -533,7 +547,11 @@ def _serve(setup: _ChildSetup, patches: dict[str, Any], requests: Connection, re
             return
 
 
-def _decode_candidate(payload: bytes, single_visible_cuda_device: bool) -> tuple[torch.fx.GraphModule, list[Any]]:
+def _decode_candidate(candidate: Candidate, single_visible_cuda_device: bool) -> tuple[torch.fx.GraphModule, list[Any]]:
+    required, payload = candidate
+    missing = register_ops(required)
+    if missing is not None:
+        raise RuntimeError(missing)
     if not single_visible_cuda_device:
         gm, inputs = torch.load(io.BytesIO(payload), weights_only=False)
         return gm, inputs

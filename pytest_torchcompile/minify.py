@@ -32,6 +32,9 @@ import torch.fx
 
 from . import _torch_compat
 from .isolation import (
+    CRASHED,
+    JUDGE_ERROR,
+    TIMED_OUT,
     InProcessJudge,
     IsolatedJudge,
     IsolationError,
@@ -40,13 +43,15 @@ from .isolation import (
     config_patches,
 )
 from .repro import ReproCase, _config_lines, atomic_write, load_repro, locked, write_repro
-from .results import MinifyResult
+from .results import MinifyResult, StopReason
 from .stages import FailureKind, StageAttribution, graph_ops
 from .standalone import (
     ACCURACY,
     COMPILE_ERROR,
+    EAGER_ERROR,
     RUNTIME_ERROR,
     GraphVerdict,
+    ReproBroken,
     clone_values,
     error_signature,
     same_failure,
@@ -95,7 +100,7 @@ class Reduction:
     ops_after: int
     compiles: int
     seconds: float
-    minimal: bool
+    stop: StopReason
     how: str
 
 
@@ -293,12 +298,12 @@ class _Search:
             left = self.smallest_failing if self.smallest_failing is not None else self.everything
             self.progress(MinifyProgress(self.case.title, self.slicer.op_count(left), self.compiles, self.elapsed()))
 
-    def reduction(self, selection: Selection | None, minimal: bool, how: str) -> Reduction:
+    def reduction(self, selection: Selection | None, stop: StopReason, how: str) -> Reduction:
         gm, inputs = self.slicer.slice(selection) if selection is not None else (None, [])
         ops_before = self.case.op_count
         return Reduction(
             gm, inputs, ops_before, self.slicer.op_count(selection) if selection is not None else ops_before,
-            self.compiles, self.elapsed(), minimal, how,
+            self.compiles, self.elapsed(), stop, how,
         )
 
 
@@ -312,22 +317,23 @@ def minify_graph(
     """Reduce ``case.gm`` to a 1-minimal graph that ``judge`` finds failing as ``case`` records.
 
     Once a failing graph is known, ``budget_s`` bounds the search; when it runs out, the
-    smallest failing graph found so far comes back with ``minimal=False``.
+    smallest failing graph found so far comes back, stopped by the time budget.
     """
     try:
         slicer = GraphSlicer(case.gm, case.inputs)
     except Exception as error:
-        return Reduction(None, [], case.op_count, case.op_count, 0, 0.0, False,
-                         f"not minified: the graph fails when run eagerly ({error_signature(error)})")
+        return Reduction(None, [], case.op_count, case.op_count, 0, 0.0, StopReason.REPRO_BROKEN,
+                         f"the graph fails when run eagerly on its inputs ({error_signature(error)})")
     search = _Search(case, slicer, judge, budget_s, progress)
     try:
         failing, how = _failing_core(search)
         if failing is None:
-            return search.reduction(None, False, how)
+            return search.reduction(None, *_why_not_reproduced(search.verdicts[search.everything]))
         minimal = _one_minimal(search, _ddmin(search, failing))
     except _OutOfTime:
-        return search.reduction(search.smallest_failing, False, f"time budget of {budget_s:.0f} s ran out")
-    return search.reduction(minimal, True, how)
+        return search.reduction(search.smallest_failing, StopReason.TIME_BUDGET,
+                                f"time budget of {budget_s:.0f} s ran out")
+    return search.reduction(minimal, StopReason.MINIMAL, how)
 
 
 def _failing_core(search: _Search) -> tuple[Selection | None, str]:
@@ -335,7 +341,7 @@ def _failing_core(search: _Search) -> tuple[Selection | None, str]:
     graph does not fail as recorded."""
     roots = _locate_divergence(search) if search.case.kind == ACCURACY else []
     if not search.fails(search.everything):
-        return None, _not_reproduced(search.verdicts[search.everything])
+        return None, "the whole graph does not fail as recorded"
     universe = search.everything
     locating = "one compile of every floating intermediate located where the deviation starts"
     if not roots and search.case.kind != ACCURACY:
@@ -351,11 +357,17 @@ def _failing_core(search: _Search) -> tuple[Selection | None, str]:
     return universe, "delta debugging (no single culprit was located)"
 
 
-def _not_reproduced(verdict: GraphVerdict) -> str:
+def _why_not_reproduced(verdict: GraphVerdict) -> tuple[StopReason, str]:
+    """Why the whole graph does not fail as recorded: it passes, fails another way, cannot run
+    eagerly (the repro is broken), or takes the judging process down."""
+    error = f": {verdict.error}" if verdict.error else ""
     if verdict.failure is None:
-        return "not minified: the repro does not reproduce (the compiled graph matches the reference)"
-    return (f"not minified: the repro fails differently now ({verdict.failure}"
-            + (f": {verdict.error})" if verdict.error else ")"))
+        return StopReason.NOT_REPRODUCED, "the compiled graph matches the reference now"
+    if verdict.failure == EAGER_ERROR:
+        return StopReason.REPRO_BROKEN, f"the graph fails when run eagerly on its inputs{error}"
+    if verdict.failure in (CRASHED, TIMED_OUT, JUDGE_ERROR):
+        return StopReason.CRASHED, f"judging the whole graph {verdict.failure.replace('_', ' ')}{error}"
+    return StopReason.NOT_REPRODUCED, f"it fails differently now ({verdict.failure}{error})"
 
 
 def _locate_divergence(search: _Search) -> list[str]:
@@ -475,7 +487,10 @@ def minify_repro(
     judging = (IsolatedJudge(config_source, device=device, candidate_timeout_s=timeout_s)
                if isolate else InProcessJudge(config_source))
     with judging as judge:
-        case = load_case(path)
+        try:
+            case = load_case(path)
+        except ReproBroken as error:
+            return MinifyResult(0, 0, time.perf_counter() - started, 0, StopReason.REPRO_BROKEN, note=str(error))
         try:
             reduction = minify_graph(
                 case, functools.partial(judge, settings=JudgeSettings.for_minifying(case)),
@@ -486,11 +501,11 @@ def minify_repro(
             stage = (judge.attribute_stage(reduction.gm, reduction.inputs, stage_query(case))
                      if reduction.gm is not None and find_stage and case.kind in ATTRIBUTABLE else None)
         except IsolationError as error:
-            return MinifyResult(case.op_count, case.op_count, time.perf_counter() - started, 0, False,
-                                note=f"not minified: {error}")
+            return MinifyResult(case.op_count, case.op_count, time.perf_counter() - started, 0,
+                                StopReason.CRASHED, note=str(error))
     if reduction.gm is None:
         return MinifyResult(reduction.ops_before, reduction.ops_after, seconds,
-                            reduction.compiles, False, note=reduction.how)
+                            reduction.compiles, reduction.stop, note=reduction.how)
     compiles = reduction.compiles + 1  # the kernel's
     note = _note(reduction, compiles, seconds)
     generated = _generated_code(kernel)
@@ -499,7 +514,7 @@ def minify_repro(
     kernel_path = _write_kernel(generated, path.parent)
     result = MinifyResult(
         reduction.ops_before, reduction.ops_after, seconds, compiles,
-        reduction.minimal, str(minified), str(kernel_path) if kernel_path else None, note,
+        reduction.stop, str(minified), str(kernel_path) if kernel_path else None, note,
         graph_ops(reduction.gm), failure_type=stage_query(case).failure.type_name,
     )
     if stage is not None:
@@ -540,14 +555,29 @@ def minify_in_fresh_process(
 
 def load_case(path: str | os.PathLike[str]) -> ReproCase:
     """The case of a repro file, loaded without leaking its Inductor config into this process:
-    ``load_repro`` runs the file's config lines, and this patch undoes them afterwards."""
+    ``load_repro`` runs the file's config lines, and this patch undoes them afterwards. Raises
+    :class:`ReproBroken` when the file cannot run."""
     with _torch_compat.inductor_config(config_patches(_config_lines(Path(path)))):
         return load_repro(path).case
 
 
+def repro_defect(path: str | os.PathLike[str]) -> str | None:
+    """Why a just-written repro file cannot run (it does not load, or its graph fails eagerly
+    on its inputs), or None. Cheap: nothing is compiled."""
+    try:
+        case = load_case(path)
+        with torch.no_grad():
+            case.gm(*clone_values(case.inputs))
+    except ReproBroken as error:
+        return str(error)
+    except Exception as error:
+        return f"the graph fails when run eagerly on its inputs: {error_signature(error)}"
+    return None
+
+
 def _note(reduction: Reduction, compiles: int, seconds: float) -> str:
     summary = f"{reduction.ops_before} -> {reduction.ops_after} ops in {seconds:.1f} s, {compiles} compiles"
-    if not reduction.minimal:
+    if reduction.stop is not StopReason.MINIMAL:
         return f"NOT MINIMAL: {reduction.how}; the smallest failing graph found so far ({summary})"
     return (f"minified by pytest-torchcompile ({summary}): {reduction.how}; "
             "1-minimal: without any one of its ops it no longer fails")
@@ -556,7 +586,7 @@ def _note(reduction: Reduction, compiles: int, seconds: float) -> str:
 def _minified_case(case: ReproCase, reduction: Reduction, note: str, generated_code: str,
                    stage: StageAttribution | None) -> ReproCase:
     assert reduction.gm is not None
-    label = "" if reduction.minimal else ", not minimal: time budget ran out"
+    label = "" if reduction.stop is StopReason.MINIMAL else f", {reduction.stop.label}"
     return replace(
         case, gm=reduction.gm, inputs=reduction.inputs,
         check_non_float=JudgeSettings.for_minifying(case).check_non_float,

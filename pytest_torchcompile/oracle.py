@@ -204,8 +204,25 @@ def format_table(leaves: list[LeafResult]) -> str:
     return "\n".join(lines + details)
 
 
+def summarized_leaves(leaves: list[LeafResult], passing_rows: int = 5) -> tuple[list[LeafResult], int]:
+    """The rows worth reading when a graph returns many outputs (every saved activation of a
+    training graph): the failing ones and the ``passing_rows`` passing ones with the largest
+    ratio, in their order; and how many passing ones were left out."""
+    passing = [index for index, leaf in enumerate(leaves) if leaf.passed]
+    if len(passing) <= passing_rows:
+        return list(leaves), 0
+
+    def closeness(index: int) -> float:
+        ratio = leaves[index].ratio
+        return ratio if ratio is not None and ratio == ratio else -1.0
+
+    shown = set(sorted(passing, key=closeness, reverse=True)[:passing_rows])
+    return [leaf for index, leaf in enumerate(leaves) if not leaf.passed or index in shown], len(passing) - passing_rows
+
+
 STANDALONE_SOURCES = (
     LeafResult, rmse, rmse_multiplier, _worst_element, _nonfinite_pattern, compare_tensor, format_table,
+    summarized_leaves,
 )
 
 

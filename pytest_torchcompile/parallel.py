@@ -54,7 +54,7 @@ import pytest
 
 from . import budget
 from .repro import atomic_write
-from .results import MinifyResult
+from .results import MinifyResult, StopReason
 from .session import AccuracySession, MinifyJob
 
 MINIFIER_ENV = "PYTEST_TORCHCOMPILE_MINIFIER"
@@ -389,21 +389,18 @@ def job_result(job: dict[str, Any]) -> MinifyResult:
         return MinifyResult(**job["result"])
     ops = job.get("ops") or 0
     seconds = (job["finished"] or time.time()) - (job["started"] or job["created"])
-    reason = {CRASHED: "crashed its worker twice", FAILED: f"failed ({job['error']})"}.get(
-        job["state"], "not minified (run interrupted)")
-    return MinifyResult(ops_before=ops, ops_after=ops, seconds=seconds, compiles=0, minimal=False,
-                        path=None, note=f"{reason}; unminified repro kept: {job['repro_path']}")
+    kept = f"unminified repro kept: {job['repro_path']}"
+    if job["state"] == CRASHED:
+        stop, note = StopReason.CRASHED, f"the minifying worker died {job['crashes']} times; {kept}"
+    elif job["state"] == FAILED:
+        stop, note = StopReason.CRASHED, f"minifying raised {job['error']}; {kept}"
+    else:
+        stop, note = StopReason.INTERRUPTED, f"repro: {job['repro_path']}"
+    return MinifyResult(ops_before=ops, ops_after=ops, seconds=seconds, compiles=0, stop=stop, path=None, note=note)
 
 
 def summary_line(job: dict[str, Any]) -> str:
-    if job["state"] == DONE and job["result"] is not None:
-        return MinifyResult(**job["result"]).summary_line(job["nodeid"])
-    if job["state"] == CRASHED:
-        return (f"minify crashed {job['nodeid']}: the minifying worker died {job['crashes']} times; "
-                f"unminified repro kept: {job['repro_path']}")
-    if job["state"] == FAILED:
-        return f"minify failed {job['nodeid']}: {job['error']}; unminified repro kept: {job['repro_path']}"
-    return f"not minified {job['nodeid']}: the run stopped first; repro: {job['repro_path']}"
+    return job_result(job).summary_line(job["nodeid"])
 
 
 # --- devices -------------------------------------------------------------------------------

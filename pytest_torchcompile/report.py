@@ -35,9 +35,12 @@ does not).
     ``CaseResult`` field: ``nodeid``, ``status``, ``message``, ``case_id`` (string or null),
     ``reference`` (``"fp64"``, or the weaker reference used without one), ``worst_ratio``
     (number or null: the largest rmse(compiled, fp64) / rmse(eager, fp64) over the outputs),
-    ``repro_path``, ``compile_seconds``, ``graph`` (strings/number or null), ``minify`` (null or
-    an object: ``ops_before``, ``ops_after``, ``seconds``, ``compiles``, ``minimal`` (false when
-    the time budget ran out), ``path``, ``kernel_path``, ``note``, ``ops`` (array of the
+    ``repro_path``, ``repro_defect`` (null, or why the repro written cannot run: a defect of the
+    plugin), ``compile_seconds``, ``graph`` (strings/number or null), ``minify`` (null or an
+    object: ``ops_before``, ``ops_after``, ``seconds``, ``compiles``, ``stop`` (why minification
+    stopped: ``minimal``, ``time_budget`` (not minimal), ``not_reproduced``, ``repro_broken``,
+    ``crashed``, ``interrupted``), ``path`` (null when nothing was written), ``kernel_path``,
+    ``note`` (how it was minified, or why not), ``ops`` (array of the
     minimal graph's distinct ops), ``stage`` (where the failure appears: ``inductor.lowering``,
     ``inductor.codegen.cpp``, ``decompositions``, ... or null), ``stage_summary`` (that in
     words), ``failure_type`` (``accuracy`` or an exception type), ``stage_compiles``, ``stage_seconds``
@@ -68,7 +71,7 @@ from .baseline import Decision, DecisionKind, is_failing, test_status
 from .grouping import root_cause_lines, root_causes
 from .oracle import Status
 from .repro import atomic_write
-from .results import CaseResult, MinifyResult
+from .results import CaseResult, MinifyResult, StopReason
 
 SCHEMA_VERSION = 1
 ID_WIDTH = 70
@@ -95,8 +98,10 @@ def format_ratio(ratio: float | None) -> str:
 def format_minify(minify: MinifyResult | None) -> str:
     if minify is None:
         return "-"
+    if minify.path is None:
+        return f"not minified: {minify.stop.label}"
     text = f"{minify.ops_before} -> {minify.ops_after} ops, {minify.seconds:.1f} s, {minify.compiles} compiles"
-    return text if minify.minimal else f"{text}, not minimal"
+    return text if minify.stop is StopReason.MINIMAL else f"{text}, {minify.stop.label}"
 
 
 def _format_seconds(seconds: float | None) -> str:
@@ -357,6 +362,7 @@ def junit_properties(result: CaseResult) -> list[tuple[str, str]]:
         ("torchcompile_worst_ratio", None if result.worst_ratio is None else format_ratio(result.worst_ratio)),
         ("torchcompile_repro", result.repro_path),
         ("torchcompile_minified", minified),
+        ("torchcompile_minify_stop", str(result.minify.stop) if result.minify else None),
         ("torchcompile_reference", result.reference),
     ]
     return [(name, value) for name, value in candidates if value is not None]

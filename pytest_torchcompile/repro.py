@@ -4,7 +4,9 @@ A repro is one Python file that needs only torch: the post-AOT graph Inductor lo
 code; the real inputs and constants (small ones inline, large ones in ``tensors/<content hash>.pt``
 beside it); the Inductor config that differed from default; and the same judging code the plugin
 uses. ``python repro.py`` exits 1 while the failure reproduces, 2 when it fails another way, 0 once
-fixed; ``pytest repro.py`` collects it as one test marked ``inductor_repro``.
+fixed, 3 when the repro itself cannot run; ``pytest repro.py`` collects it as one test marked
+``inductor_repro``. Ops that ``import torch`` does not define (Inductor's prims, ops a model's
+package registers) are registered by importing the modules that define them, named in the file.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import torch.fx
 
 from . import _torch_compat, oracle, standalone
 from .capture import HostTensor
+from .standalone import ReproBroken
 
 INLINE_NUMEL = 32
 """Tensors up to this many elements are written into the file; larger ones go to tensors/."""
@@ -65,6 +68,14 @@ class ReproCase:
     (torch-level ops, as Dynamo hands them to a backend); see ``stages``."""
     stage: str = ""
     """Which stage of the stack introduces the failure (a minified case's), in words."""
+    op_origins: list[_torch_compat.OpOrigin] = field(default_factory=list)
+    """Where ops of the graph come from, as an earlier repro file recorded them: a process that
+    loads the file may not know where a module it imported by path came from."""
+
+    def required_ops(self) -> list[_torch_compat.OpOrigin]:
+        known = {origin.qualname: origin for origin in self.op_origins}
+        return [known.get(origin.qualname, origin) if origin.module is None else origin
+                for origin in _torch_compat.op_origins(self.gm)]
 
     @property
     def op_count(self) -> int:
@@ -193,23 +204,49 @@ def _load(name, dtype, shape, stride, device, requires_grad):
 '''
 
 _MAIN = '''\
+BROKEN = register_ops(REQUIRED_OPS)
+
+
+def build():
+    """The graph and its inputs; raises ReproBroken when the repro cannot run."""
+    if BROKEN is not None:
+        raise ReproBroken(BROKEN)
+    try:
+        return _trace(Repro()), make_inputs()
+    except Exception as error:
+        raise ReproBroken(f"the graph cannot be built: {type(error).__name__}: {error}") from error
+
+
+FULL_TABLE_VARIABLE = "PYTEST_TORCHCOMPILE_FULL_TABLE"
+
+
 def run_check():
     """Compile and judge the graph; return (exit status, report)."""
     torch.manual_seed(0)
+    try:
+        graph, inputs = build()
+    except ReproBroken as error:
+        return BROKEN_EXIT, f"REPRO BROKEN: {error}"
     with torch.set_grad_enabled(GRAD_ENABLED):
-        verdict = judge_graph(_trace(Repro()), make_inputs(), TOL, CHECK_NON_FLOAT)
+        verdict = judge_graph(graph, inputs, TOL, CHECK_NON_FLOAT)
+    if verdict.failure == EAGER_ERROR:
+        return BROKEN_EXIT, f"REPRO BROKEN: the graph fails eagerly on its own inputs: {verdict.error}"
     lines = [f"expected failure: {KIND}" + (f" ({EXPECTED_ERROR})" if EXPECTED_ERROR else "")]
     if verdict.leaves:
-        lines.append(format_table(verdict.leaves))
+        full = os.environ.get(FULL_TABLE_VARIABLE, "") not in ("", "0")
+        shown, left_out = (verdict.leaves, 0) if full else summarized_leaves(verdict.leaves)
+        lines.append(format_table(shown))
+        if left_out:
+            lines.append(f"({left_out} more outputs pass; {FULL_TABLE_VARIABLE}=1 shows every row)")
     if verdict.failure is None:
         lines.append("PASS: the compiled graph matches the reference: the bug is fixed")
-        return 0, "\\n".join(lines)
+        return FIXED_EXIT, "\\n".join(lines)
     lines.append(f"{verdict.failure}" + (f": {verdict.error}" if verdict.error else ""))
     if same_failure(verdict, KIND, EXPECTED_ERROR, ERROR_PATTERN):
         lines.append("REPRODUCED")
-        return 1, "\\n".join(lines)
+        return REPRODUCED_EXIT, "\\n".join(lines)
     lines.append("FAILS DIFFERENTLY from the recorded failure")
-    return 2, "\\n".join(lines)
+    return FAILS_DIFFERENTLY_EXIT, "\\n".join(lines)
 
 
 def main():
@@ -227,7 +264,7 @@ if pytest is not None:
     @pytest.mark.inductor_repro(kind=KIND, tol=TOL)
     def test_repro():
         status, report = run_check()
-        assert status == 0, report
+        assert status == FIXED_EXIT, report
 
 
 if __name__ == "__main__":
@@ -241,14 +278,19 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
     module = _module_source(case.gm, "Repro", writer)
     inputs = ",\n".join(f"        {writer.expression(value)}" for value in case.inputs)
     env = _torch_compat.environment()
+    required = case.required_ops()
+    modules = sorted({origin.module for origin in required
+                      if origin.module is not None and origin.module.split(".")[0] != "torch"})
     header = [
-        "# pytest-torchcompile repro: only torch is needed to run it.",
+        "# pytest-torchcompile repro: only torch is needed to run it"
+        + (f", and {', '.join(modules)} for the ops it registers." if modules else "."),
         f"# case:    {case.title}",
         f"# status:  {case.status_line or case.kind}",
         f"# ops:     {case.op_count}",
         *([f"# stage:   {case.stage}"] if case.stage else []),
         "# env:     " + ", ".join(f"{k} {v}" for k, v in env.items()),
-        "# run:     python repro.py   (exit 1: reproduced, 2: fails differently, 0: fixed)",
+        "# run:     python repro.py   (exit 1: reproduced, 2: fails differently, 0: fixed,",
+        "#                             3: the repro itself cannot run)",
         "#          pytest repro.py   (one test, marked inductor_repro)",
         *(f"# note:    {note}" for note in case.notes),
     ]
@@ -263,6 +305,8 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
         f"ERROR_PATTERN = {case.error_pattern!r}",
         f"GRAD_ENABLED = {case.grad_enabled!r}",
         f"SYMBOLIC_SIZES = {case.symbolic_sizes!r}",
+        "# Ops outside aten: (op, the module that registers it (None: torch), its sys.path entry)",
+        f"REQUIRED_OPS = {[(o.qualname, o.module, o.search_path) for o in required]!r}",
     ])
     source = "\n\n".join([
         "\n".join(header),
@@ -362,18 +406,33 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
     try:
         with _torch_compat.inductor_config_restored():
             spec.loader.exec_module(module)
+    except Exception as error:
+        raise ReproBroken(f"the repro file does not load: {type(error).__name__}: {error}") from error
     finally:
         sys.modules.pop(name, None)
-    gm = module._trace(module.Repro())
+    gm, inputs = _build(module)
     title = next((line.split(":", 1)[1].strip() for line in path.read_text().splitlines()
                   if line.startswith("# case:")), path.parent.name)
     case = ReproCase(
-        gm=gm, inputs=module.make_inputs(), kind=module.KIND, title=title, tol=module.TOL,
+        gm=gm, inputs=inputs, kind=module.KIND, title=title, tol=module.TOL,
         check_non_float=module.CHECK_NON_FLOAT, expected_error=module.EXPECTED_ERROR,
         error_pattern=module.ERROR_PATTERN, grad_enabled=module.GRAD_ENABLED,
         symbolic_sizes=module.SYMBOLIC_SIZES, config_source=_config_lines(path),
+        op_origins=[_torch_compat.OpOrigin(*entry) for entry in getattr(module, "REQUIRED_OPS", [])],
     )
     return LoadedRepro(path, module, case)
+
+
+def _build(module: ModuleType) -> tuple[torch.fx.GraphModule, list[Any]]:
+    """The graph and inputs of a loaded repro file (one written before repros had ``build``
+    included)."""
+    try:
+        if hasattr(module, "build"):
+            return module.build()
+        return module._trace(module.Repro()), module.make_inputs()
+    except Exception as error:
+        reason = str(error) if type(error).__name__ == "ReproBroken" else f"{type(error).__name__}: {error}"
+        raise ReproBroken(reason) from error
 
 
 def _config_lines(path: Path) -> str:

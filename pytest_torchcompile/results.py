@@ -3,21 +3,53 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
 from .oracle import LeafResult, Status
 
 
+class StopReason(enum.StrEnum):
+    """Why a minification stopped."""
+
+    MINIMAL = "minimal"
+    """A 1-minimal failing graph was written."""
+    TIME_BUDGET = "time_budget"
+    """The budget ran out: the smallest failing graph found so far was written, not minimal."""
+    NOT_REPRODUCED = "not_reproduced"
+    """The repro's graph passes now, or fails another way: there is nothing to reduce."""
+    REPRO_BROKEN = "repro_broken"
+    """The repro itself cannot run (an op it calls is missing, its graph fails eagerly)."""
+    CRASHED = "crashed"
+    """The minifier could not judge candidates, or the process minifying died or failed."""
+    INTERRUPTED = "interrupted"
+    """The run stopped before this case was minified."""
+
+    @property
+    def label(self) -> str:
+        return _STOP_LABELS[self]
+
+
+_STOP_LABELS = {
+    StopReason.MINIMAL: "1-minimal",
+    StopReason.TIME_BUDGET: "time budget hit: not minimal",
+    StopReason.NOT_REPRODUCED: "the repro does not reproduce",
+    StopReason.REPRO_BROKEN: "the repro is broken",
+    StopReason.CRASHED: "the minifier crashed",
+    StopReason.INTERRUPTED: "the run stopped first",
+}
+
+
 @dataclass
 class MinifyResult:
-    """What the reducer made of one failing case."""
+    """What the reducer made of one failing case; ``note`` says how, or why not."""
 
     ops_before: int
     ops_after: int
     seconds: float
     compiles: int
-    minimal: bool
+    stop: StopReason
     path: str | None = None
     kernel_path: str | None = None
     note: str = ""
@@ -40,8 +72,13 @@ class MinifyResult:
             return None
         return f"{' + '.join(self.ops)} | {self.stage_summary or self.stage} | {self.failure_type}"
 
+    def __post_init__(self) -> None:
+        self.stop = StopReason(self.stop)  # a plain string when read back from JSON
+
     def summary_line(self, nodeid: str) -> str:
-        label = "" if self.minimal else " (time budget hit: not minimal)"
+        if self.path is None:
+            return f"not minified {nodeid}: {self.stop.label}" + (f": {self.note}" if self.note else "")
+        label = "" if self.stop is StopReason.MINIMAL else f" ({self.stop.label})"
         line = (f"minified {nodeid}: {self.ops_before} -> {self.ops_after} ops in {self.seconds:.1f} s "
                 f"({self.compiles} compiles){label}")
         if not self.stage_summary:
@@ -61,6 +98,8 @@ class CaseResult:
     worst_ratio: float | None = None
     leaves: list[LeafResult] = field(default_factory=list)
     repro_path: str | None = None
+    repro_defect: str | None = None
+    """Why the repro written for this check cannot run (a defect of the plugin), or None."""
     minify: MinifyResult | None = None
     compile_seconds: float | None = None
     graph: str | None = None

@@ -21,6 +21,7 @@ from .capture import CapturedGraph
 from .check import CheckOutcome, CompiledCache, EagerRunError, check_model
 from .graphcheck import GraphChecker, GraphFailure
 from .isolation import leaves_device_unusable
+from .minify import repro_defect
 from .oracle import Comparison, Status, format_table
 from .repro import ReproCase, slugify, unique_case_dir, write_repro
 from .results import CaseResult, MinifyResult
@@ -172,7 +173,10 @@ class AccuracySession:
                                    "now on, so its later checks here cannot run)")
         result.case_id, result.repro_path = self._write_repro(
             result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm)
-        if settings.minify and settings.backend == "inductor":
+        if self.devices_lost_in != result.nodeid:
+            # Checked now, so that a repro that cannot run is reported at the test that made it.
+            result.repro_defect = repro_defect(result.repro_path)
+        if settings.minify and settings.backend == "inductor" and result.repro_defect is None:
             job = MinifyJob(result.case_id, result.nodeid, result.repro_path, settings.minify_timeout)
             self.minify_jobs.append(job)
             if self.on_minify_job is not None:
@@ -361,6 +365,9 @@ def graph_failures_message(results: list[CaseResult], failures: list[GraphFailur
 def _repro_lines(result: CaseResult) -> list[str]:
     if not result.repro_path:
         return []
+    if result.repro_defect is not None:
+        return [f"repro: {result.repro_path}",
+                f"the repro is broken, a defect of pytest-torchcompile (please report it): {result.repro_defect}"]
     return [f"repro: {result.repro_path}", f"rerun: python {relative(result.repro_path)}"]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import re
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,49 @@ ACCURACY = "accuracy"
 COMPILE_ERROR = "compile_error"
 RUNTIME_ERROR = "runtime_error"
 EAGER_ERROR = "eager_error"
+
+FIXED_EXIT, REPRODUCED_EXIT, FAILS_DIFFERENTLY_EXIT, BROKEN_EXIT = 0, 1, 2, 3
+"""A repro's exit statuses: the failure is gone, it reproduces, the graph fails another way, the
+repro itself cannot run (an op it calls is missing, its graph cannot be built, or its graph fails
+eagerly on its own inputs): it then says nothing about the compiler."""
+
+
+class ReproBroken(Exception):
+    """A repro that cannot run here: its file does not load, an op it calls is missing, its graph
+    cannot be built."""
+
+
+def register_ops(required: Sequence[tuple[str, str | None, str | None]]) -> str | None:
+    """Import the modules that register the ops a graph calls (``(namespace::name, module,
+    sys.path entry)``); None once every op exists, else what is missing and why."""
+    import importlib
+
+    for qualname, module, search_path in required:
+        namespace, name = qualname.split("::", 1)
+        if module is not None and not _has_op(namespace, name):
+            try:
+                try:
+                    importlib.import_module(module)
+                except ModuleNotFoundError:
+                    if not search_path or search_path in sys.path:
+                        raise
+                    sys.path.append(search_path)
+                    importlib.import_module(module)
+            except Exception as error:
+                return (f"op torch.ops.{namespace}.{name} is registered by module {module}, which does not "
+                        f"import here: {type(error).__name__}: {error}")
+        if not _has_op(namespace, name):
+            where = (f"importing {module} does not register it" if module is not None
+                     else "the module or library that registers it is unknown: load it before running")
+            return f"op torch.ops.{namespace}.{name} is missing: {where}"
+    return None
+
+
+def _has_op(namespace: str, name: str) -> bool:
+    try:
+        return hasattr(getattr(torch.ops, namespace), name)
+    except Exception:
+        return False
 
 
 @dataclass

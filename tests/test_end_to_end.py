@@ -221,3 +221,163 @@ def test_host_copies_are_written_back_on_their_recorded_device() -> None:
 
     assert "self.register_buffer('_tensor_constant0', _inline([1.0, 1.0, 1.0, 1.0], torch.float32, (4,), (1,), 'cuda:1', False))" in source
     assert "_inline([0.0, 1.0, 2.0, 3.0], torch.float32, (4,), (1,), 'cuda:1', True)" in source
+
+
+POOL_SUITE = """
+import pytest, torch
+
+# A custom op registered by the test module itself, as a model's package would register its own.
+library = torch.library.Library("e2e_pool_ops", "DEF")
+library.define("double(Tensor x) -> Tensor")
+library.impl("double", lambda x: x * 2, "CompositeExplicitAutograd")
+library.impl("double", lambda x: torch.empty_like(x), "Meta")
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.pool = torch.nn.MaxPool2d(3, stride=2, padding=1)
+
+    def forward(self, x):
+        return torch.ops.e2e_pool_ops.double(self.pool(torch.relu(self.conv(x))))
+
+
+@pytest.mark.inductor_repro(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
+def test_block(compile_accuracy):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        compile_accuracy(Block().eval(), torch.randn(2, 3, 8, 8))
+"""
+
+
+@pytest.mark.slow
+def test_repro_of_maxpool_and_a_custom_op_runs_on_its_own(pytester: pytest.Pytester) -> None:
+    """MaxPool2d lowers to one of Inductor's own prims, which exists only once Inductor's prims
+    module is imported; the custom op exists only once the test module is: the repro imports both."""
+    pytester.makepyfile(test_pool=POOL_SUITE)
+    result = pytester.runpytest("--compile-accuracy")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["minified test_pool.py::test_block: * -> 1 ops in *"])
+    result.stdout.no_fnmatch_line("*repro is broken*")
+    (repro,) = repro_files(pytester, "repro.py")
+    source = repro.read_text()
+    assert "prims._low_memory_max_pool_with_offsets" in source and "torch._inductor.inductor_prims" in source
+    assert "and test_pool for the ops it registers" in source
+    for path in (repro, repro.with_name("minified.py")):
+        # From the repro's own directory, where the test module is not importable by default.
+        run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
+                             cwd=repro.parent)
+        assert run.returncode == 1, run.stdout + run.stderr
+        assert "REPRODUCED" in run.stdout
+
+
+BROKEN_OPS_MODULE = """
+import torch
+
+library = torch.library.Library("e2e_vanishing_ops", "DEF")
+library.define("triple(Tensor x) -> Tensor")
+library.impl("triple", lambda x: x * 3, "CompositeExplicitAutograd")
+"""
+
+
+def test_a_repro_that_cannot_run_exits_3_and_never_reads_reproduced(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+    import torch.fx
+
+    from pytest_torchcompile.repro import ReproCase, write_repro
+
+    (pytester.path / "vanishing_ops.py").write_text(BROKEN_OPS_MODULE)
+    monkeypatch.syspath_prepend(str(pytester.path))
+    __import__("vanishing_ops")
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output((graph.call_function(torch.ops.e2e_vanishing_ops.triple.default, (x,)),))
+    repro = write_repro(ReproCase(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.ones(4)], "accuracy",
+                                  "t"), pytester.path / "case" / "repro.py")
+    (pytester.path / "vanishing_ops.py").unlink()  # the module that registered the op is gone
+
+    run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert "REPRO BROKEN: op torch.ops.e2e_vanishing_ops.triple is registered by module vanishing_ops" in run.stdout
+
+    as_test = pytester.runpytest_subprocess(str(repro), "--compile-accuracy", "-p", "no:cacheprovider")
+    as_test.assert_outcomes(failed=1)
+    as_test.stdout.fnmatch_lines(["*REPRO BROKEN: op torch.ops.e2e_vanishing_ops.triple*"])
+    as_test.stdout.no_fnmatch_line("*REPRODUCED*")
+    as_test.stdout.no_fnmatch_line("*fail_accuracy*")
+
+    cli = subprocess.run([sys.executable, "-m", "pytest_torchcompile", "minify", str(repro), "--no-isolate"],
+                         capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 3, cli.stdout + cli.stderr
+    assert f"not minified {repro}: the repro is broken: op torch.ops.e2e_vanishing_ops.triple" in cli.stdout
+
+
+def test_a_repro_that_cannot_run_is_reported_at_its_test_and_not_minified(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+        import pytest_torchcompile.repro as repro
+
+        render = repro.render_repro
+
+        def render_with_a_defect(case):
+            source, tensors = render(case)
+            defect = "def make_inputs():\\n    raise RuntimeError('simulated renderer defect')\\n"
+            return source.replace("def make_inputs():\\n", defect), tensors
+
+        repro.render_repro = render_with_a_defect
+    """)
+    pytester.makepyfile(test_model=SUITE.format(bug="accuracy"))
+    result = pytester.runpytest("--compile-accuracy")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*compile accuracy: fail_accuracy*", "repro: *repro.py",
+        "the repro is broken, a defect of pytest-torchcompile (please report it): "
+        "the graph cannot be built: RuntimeError: simulated renderer defect",
+    ])
+    result.stdout.no_fnmatch_line("rerun: python*")
+    result.stdout.no_fnmatch_line("*minified test_model.py*")
+    assert repro_files(pytester, "minified.py") == []
+
+
+def test_minify_progress_is_plain_lines_off_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_torchcompile.__main__ import ProgressLine
+    from pytest_torchcompile.minify import MinifyProgress
+
+    progress = ProgressLine(sys.stderr)
+    for compiles in range(3):
+        progress(MinifyProgress("case", 10 - compiles, compiles, 0.5 * compiles))
+    progress.close()
+    shown = capsys.readouterr().err
+    assert "\r" not in shown
+    assert shown == "minifying: 10 ops left, 0 compiles, 0.0 s\n", "later lines wait for PROGRESS_EVERY_S"
+
+
+def test_a_repro_with_many_outputs_shows_the_failing_and_the_worst_few(tmp_path: Path) -> None:
+    import os
+
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from pytest_torchcompile.repro import ReproCase, write_repro
+
+    def many_outputs(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.relu(x), *(torch.sin(x) * scale for scale in range(1, 12)))
+
+    inputs = [torch.randn(16)]
+    config = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'"
+    repro = write_repro(ReproCase(make_fx(many_outputs)(*inputs), inputs, "accuracy", "t", config_source=config),
+                        tmp_path / "repro.py")
+
+    def rows(environment: dict[str, str]) -> tuple[list[str], str]:
+        run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, **environment})
+        assert run.returncode == 1, run.stdout + run.stderr
+        return [line for line in run.stdout.splitlines() if line.startswith("graph_out[")], run.stdout
+
+    summarized, output = rows({})
+    assert len(summarized) == 6 and "graph_out[0]" in summarized[0] and "FAIL" in summarized[0]
+    assert "(6 more outputs pass; PYTEST_TORCHCOMPILE_FULL_TABLE=1 shows every row)" in output
+    full, output = rows({"PYTEST_TORCHCOMPILE_FULL_TABLE": "1"})
+    assert len(full) == 12 and "more outputs pass" not in output

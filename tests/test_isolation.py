@@ -27,6 +27,7 @@ from pytest_torchcompile.isolation import (
 )
 from pytest_torchcompile.minify import minify_graph, minify_repro
 from pytest_torchcompile.repro import ReproCase, write_repro
+from pytest_torchcompile.results import StopReason
 from pytest_torchcompile.standalone import ACCURACY, EAGER_ERROR, RUNTIME_ERROR, GraphVerdict
 
 aten = torch.ops.aten
@@ -105,7 +106,7 @@ def test_minifying_survives_a_candidate_that_kills_the_child() -> None:
     with IsolatedJudge(verdict_function=aborts_on_a_lone_sin) as judge:
         reduction = minify_graph(case, functools.partial(judge, settings=SETTINGS))
 
-    assert reduction.gm is not None and reduction.minimal
+    assert reduction.gm is not None and reduction.stop is StopReason.MINIMAL
     assert ops_of(reduction.gm) == [aten.relu.default]
     assert judge.restarts == 1
 

@@ -32,6 +32,7 @@ from pytest_torchcompile.minify import (
     minify_repro,
 )
 from pytest_torchcompile.repro import ReproCase, write_repro
+from pytest_torchcompile.results import StopReason
 from pytest_torchcompile.standalone import (
     ACCURACY,
     COMPILE_ERROR,
@@ -142,7 +143,7 @@ def test_fusion_bug_keeps_both_ops_with_fake_judge() -> None:
 
     reduction = minify_graph(case, failing_with(aten.sin.default, aten.cos.default))
 
-    assert reduction.gm is not None and reduction.minimal
+    assert reduction.gm is not None and reduction.stop is StopReason.MINIMAL
     assert sorted(map(str, targets_of(reduction.gm))) == ["aten.cos.default", "aten.sin.default"]
 
 
@@ -175,7 +176,7 @@ def test_budget_returns_the_smallest_failing_graph_labelled_not_minimal() -> Non
 
     reduction = minify_graph(case, judge, budget_s=0.0)
 
-    assert reduction.gm is not None and not reduction.minimal
+    assert reduction.gm is not None and reduction.stop is StopReason.TIME_BUDGET
     assert "time budget" in reduction.how
     assert judge(reduction.gm, reduction.inputs).failure == ACCURACY
 
@@ -231,7 +232,7 @@ def test_random_graphs_reduce_to_exactly_the_planted_bug(planted: tuple[torch.fx
     case = ReproCase(gm, inputs, kind, "random", expected_error=error)
     reduction = minify_graph(case, judge)
 
-    assert reduction.gm is not None and reduction.minimal
+    assert reduction.gm is not None and reduction.stop is StopReason.MINIMAL
     assert targets_of(reduction.gm) == [BUG] * bug_count
     result = GraphSlicer(reduction.gm, reduction.inputs)
     for unit in result.order:  # 1-minimal, checked on the result itself
@@ -254,7 +255,7 @@ def test_random_graphs_keep_an_op_pair_that_only_fails_together(planted: tuple[t
         return  # every planted bug reads a graph input: nothing fails
     reduction = minify_graph(case, pair_fails)
 
-    assert reduction.gm is not None and reduction.minimal
+    assert reduction.gm is not None and reduction.stop is StopReason.MINIMAL
     producer, bug = ops_of(reduction.gm)
     assert bug.target is BUG and bug.args[0] is producer
 
@@ -273,7 +274,7 @@ def test_sin_relu_cos_minifies_to_one_relu_of_a_graph_input(tmp_path: Path) -> N
 
     result = minify_repro(repro)
 
-    assert (result.ops_before, result.ops_after, result.minimal) == (25, 1, True)
+    assert (result.ops_before, result.ops_after, result.stop) == (25, 1, StopReason.MINIMAL)
     assert result.compiles <= 4 and result.path == str(tmp_path / "minified.py")
     relu = only_op(Path(result.path))
     assert relu.target is aten.relu.default and relu.args[0].op == "placeholder"
@@ -291,7 +292,7 @@ def test_a_fresh_process_minifies_as_this_one_would(tmp_path: Path) -> None:
 
     result = minify_in_fresh_process(repro, isolate=False)
 
-    assert (result.ops_before, result.ops_after, result.minimal) == (7, 1, True)
+    assert (result.ops_before, result.ops_after, result.stop) == (7, 1, StopReason.MINIMAL)
     assert result.path == str(tmp_path / "minified.py") and only_op(Path(result.path)).target is aten.relu.default
 
 
@@ -325,7 +326,7 @@ def test_fusion_bug_keeps_both_ops_end_to_end() -> None:
     with InProcessJudge() as judge, _torch_compat.inductor_config({"post_grad_custom_post_pass": buggy_sin_cos_pass}):
         reduction = minify_graph(case, lambda gm, inputs: judge(gm, inputs, JudgeSettings()))
 
-    assert reduction.gm is not None and reduction.minimal
+    assert reduction.gm is not None and reduction.stop is StopReason.MINIMAL
     sin, cos = ops_of(reduction.gm)
     assert (sin.target, cos.target) == (aten.sin.default, aten.cos.default) and cos.args[0] is sin
 
@@ -389,10 +390,10 @@ def test_a_tiny_budget_writes_a_failing_graph_labelled_not_minimal(tmp_path: Pat
 
     result = minify_repro(repro, timeout_s=0.0, isolate=False)
 
-    assert not result.minimal and result.ops_after > 1 and result.path is not None
-    assert "NOT MINIMAL" in result.note and "not minimal" in result.summary_line("case")
+    assert result.stop is StopReason.TIME_BUDGET and result.ops_after > 1 and result.path is not None
+    assert "NOT MINIMAL" in result.note and "(time budget hit: not minimal)" in result.summary_line("case")
     text = Path(result.path).read_text()
-    assert "# note:    NOT MINIMAL" in text and "not minimal: time budget ran out" in text
+    assert "# note:    NOT MINIMAL" in text and "time budget hit: not minimal" in text
     minified = load_case(result.path)
     with _torch_compat.inductor_config({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
         assert judge_graph(minified.gm, minified.inputs, minified.tol, False).failure == ACCURACY
@@ -407,6 +408,8 @@ def test_a_repro_that_does_not_fail_writes_nothing_and_leaks_no_config(tmp_path:
 
     result = minify_repro(repro, isolate=False)
 
-    assert result.path is None and not result.minimal and "does not reproduce" in result.note
+    assert result.path is None and result.stop is StopReason.NOT_REPRODUCED
+    assert "matches the reference" in result.note
+    assert result.summary_line("case").startswith("not minified case: the repro does not reproduce")
     assert sorted(path.name for path in tmp_path.iterdir() if path.suffix == ".py") == ["repro.py"]
     assert _torch_compat.inductor_config_diff().get("cpp.inject_relu_bug_TESTING_ONLY") is None

@@ -7,14 +7,18 @@ import dataclasses
 import math
 
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_torchcompile.oracle import (
+    LeafResult,
     compare_outputs,
     compare_tensor,
     first_disagreement,
     flatten_outputs,
     format_table,
     rmse_multiplier,
+    summarized_leaves,
 )
 
 
@@ -184,3 +188,22 @@ def test_same_error_despite_generated_file_paths_and_numbers() -> None:
     assert same_failure(again, COMPILE_ERROR, recorded, None)
     assert not same_failure(other, COMPILE_ERROR, recorded, None)
     assert same_failure(other, COMPILE_ERROR, recorded, r"CppCompileError")
+
+
+@given(st.lists(st.tuples(st.booleans(), st.none() | st.floats(0.0, 10.0)), max_size=30))
+def test_a_summarized_table_keeps_every_failing_output_and_the_worst_passing_ones(
+    outputs: list[tuple[bool, float | None]],
+) -> None:
+    leaves = [LeafResult(f"out[{index}]", (2,), "float32", passed, "fp64 rmse",
+                         rmse_compiled=ratio, rmse_eager=None if ratio is None else 1.0)
+              for index, (passed, ratio) in enumerate(outputs)]
+    shown, left_out = summarized_leaves(leaves, passing_rows=5)
+    passing = [leaf for leaf in leaves if leaf.passed]
+    assert [leaf for leaf in leaves if leaf in shown] == shown  # in their order
+    assert [leaf for leaf in leaves if not leaf.passed] == [leaf for leaf in shown if not leaf.passed]
+    assert len([leaf for leaf in shown if leaf.passed]) == min(len(passing), 5)
+    assert left_out == len(passing) - min(len(passing), 5)
+    hidden = [leaf.ratio for leaf in passing if leaf not in shown and leaf.ratio is not None]
+    for leaf in shown:
+        if leaf.passed and hidden:
+            assert (leaf.ratio if leaf.ratio is not None else -1.0) >= max(hidden)

@@ -36,7 +36,7 @@ from pytest_torchcompile.parallel import (
     parse_devices,
     summary_line,
 )
-from pytest_torchcompile.results import MinifyResult
+from pytest_torchcompile.results import MinifyResult, StopReason
 from pytest_torchcompile.session import MinifyJob
 
 pytest_plugins = ["pytester"]
@@ -45,7 +45,7 @@ FAKE_MINIFIER = """
 import os, time
 from pathlib import Path
 from pytest_torchcompile.repro import atomic_write
-from pytest_torchcompile.results import MinifyResult
+from pytest_torchcompile.results import MinifyResult, StopReason
 
 
 def minify(repro_path, *, timeout_s=300.0, progress=None, isolate=True, device=None):
@@ -56,7 +56,7 @@ def minify(repro_path, *, timeout_s=300.0, progress=None, isolate=True, device=N
     out = Path(repro_path).with_name("minified.py")
     atomic_write(out, Path(repro_path).read_bytes())
     return MinifyResult(ops_before=5, ops_after=1, seconds=time.time() - start, compiles=3,
-                        minimal=True, path=str(out))
+                        stop="minimal", path=str(out))
 """
 
 SUITE = """
@@ -271,9 +271,10 @@ def test_job_that_kills_its_worker_twice_is_marked_crashed(tmp_path: Path) -> No
     (job,) = queue.jobs()
     assert job["state"] == CRASHED and job["crashes"] == 2
     assert [a["worker"] for a in job["attempts"]] == ["gw0", "gw1"]
-    assert summary_line(job).startswith("minify crashed test_x.py::test_0: the minifying worker died 2 times")
+    assert summary_line(job).startswith("not minified test_x.py::test_0: the minifier crashed: the minifying worker died 2 times")
     kept = job_result(job)
-    assert kept.path is None and job["repro_path"] in kept.note and Path(job["repro_path"]).exists()
+    assert kept.path is None and kept.stop is StopReason.CRASHED
+    assert job["repro_path"] in kept.note and Path(job["repro_path"]).exists()
 
 
 @pytest.mark.parametrize("cap", [1, 2])

@@ -21,13 +21,13 @@ from pytest_torchcompile.report import (
     terminal_lines,
     write_json_report,
 )
-from pytest_torchcompile.results import CaseResult, MinifyResult
+from pytest_torchcompile.results import CaseResult, MinifyResult, StopReason
 
 LEAF = LeafResult(
     path="out[0]", shape=(2, 3), dtype="bfloat16", passed=False, rule="fp64 rmse",
     rmse_compiled=0.5, rmse_eager=0.01, multiplier=3.0, max_abs_error=1.25, max_error_index=(1, 2),
 )
-MINIFY = MinifyResult(ops_before=12, ops_after=3, seconds=4.25, compiles=17, minimal=True,
+MINIFY = MinifyResult(ops_before=12, ops_after=3, seconds=4.25, compiles=17, stop=StopReason.MINIMAL,
                       path="repros/min_a.py", kernel_path="repros/min_a_kernel.py", note="")
 
 
@@ -94,8 +94,24 @@ def test_terminal_columns_are_aligned() -> None:
 
 def test_terminal_marks_a_minification_that_ran_out_of_time() -> None:
     result = failing_case()
-    result.minify = MinifyResult(9, 5, 60.0, 40, minimal=False)
-    assert terminal_lines([result], None)[1].endswith("9 -> 5 ops, 60.0 s, 40 compiles, not minimal  2.5 s")
+    result.minify = MinifyResult(9, 5, 60.0, 40, StopReason.TIME_BUDGET, path="m.py")
+    assert terminal_lines([result], None)[1].endswith(
+        "9 -> 5 ops, 60.0 s, 40 compiles, time budget hit: not minimal  2.5 s")
+
+
+@pytest.mark.parametrize(("stop", "label"), [
+    (StopReason.NOT_REPRODUCED, "the repro does not reproduce"),
+    (StopReason.REPRO_BROKEN, "the repro is broken"),
+    (StopReason.CRASHED, "the minifier crashed"),
+])
+def test_a_case_left_unminified_says_why_not_how_many_ops(stop: StopReason, label: str) -> None:
+    result = failing_case()
+    result.minify = MinifyResult(373, 373, 3.5, 2, stop, note="the details")
+    assert f"not minified: {label}" in terminal_lines([result], None)[1]
+    assert "373" not in terminal_lines([result], None)[1]
+    assert result.minify.summary_line("t.py::a") == f"not minified t.py::a: {label}: the details"
+    assert f"not minified: {label}" in github_summary_markdown([result], None)
+    assert ("torchcompile_minify_stop", str(stop)) in junit_properties(result)
 
 
 def test_terminal_baseline_column_counts_and_notable_tests() -> None:
@@ -201,8 +217,9 @@ def test_json_report_check_has_every_case_result_field() -> None:
             "max_error_index": [1, 2], "detail": "",
         }],
         "repro_path": "repros/a.py",
+        "repro_defect": None,
         "minify": {
-            "ops_before": 12, "ops_after": 3, "seconds": 4.25, "compiles": 17, "minimal": True,
+            "ops_before": 12, "ops_after": 3, "seconds": 4.25, "compiles": 17, "stop": "minimal",
             "path": "repros/min_a.py", "kernel_path": "repros/min_a_kernel.py", "note": "",
             "ops": [], "stage": None, "stage_summary": "", "failure_type": "", "stage_compiles": 0,
             "stage_seconds": 0.0,
@@ -322,14 +339,16 @@ def test_junit_properties_of_a_failing_check() -> None:
         ("torchcompile_worst_ratio", "50.00"),
         ("torchcompile_repro", "repros/a.py"),
         ("torchcompile_minified", "repros/min_a.py"),
+        ("torchcompile_minify_stop", "minimal"),
         ("torchcompile_reference", "fp64"),
     ]
 
 
 def test_junit_properties_leave_out_what_is_absent() -> None:
     result = CaseResult(nodeid="t.py::a", status=Status.NO_FP64_REFERENCE, reference="fp32 (cosine)",
-                        minify=MinifyResult(5, 5, 1.0, 2, minimal=True, path=None))
+                        minify=MinifyResult(5, 5, 1.0, 2, StopReason.NOT_REPRODUCED, path=None))
     assert junit_properties(result) == [
         ("torchcompile_status", "no_fp64_reference"),
+        ("torchcompile_minify_stop", "not_reproduced"),
         ("torchcompile_reference", "fp32 (cosine)"),
     ]
