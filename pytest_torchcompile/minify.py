@@ -568,11 +568,21 @@ def repro_defect(path: str | os.PathLike[str]) -> str | None:
         case = load_case(path)
         with torch.no_grad():
             case.gm(*clone_values(case.inputs))
-    except ReproBroken as error:
-        return str(error)
     except Exception as error:
+        if _out_of_memory(error):
+            return None  # a second copy of a large case does not fit beside the test's: no verdict
+        if isinstance(error, ReproBroken):
+            return str(error)
         return f"the graph fails when run eagerly on its inputs: {error_signature(error)}"
     return None
+
+
+def _out_of_memory(error: BaseException | None) -> bool:
+    while error is not None:
+        if isinstance(error, torch.OutOfMemoryError):
+            return True
+        error = error.__cause__
+    return False
 
 
 def _note(reduction: Reduction, compiles: int, seconds: float) -> str:

@@ -30,6 +30,7 @@ from pytest_torchcompile.minify import (
     minify_graph,
     minify_in_fresh_process,
     minify_repro,
+    repro_defect,
 )
 from pytest_torchcompile.repro import ReproCase, write_repro
 from pytest_torchcompile.results import StopReason
@@ -413,3 +414,23 @@ def test_a_repro_that_does_not_fail_writes_nothing_and_leaks_no_config(tmp_path:
     assert result.summary_line("case").startswith("not minified case: the repro does not reproduce")
     assert sorted(path.name for path in tmp_path.iterdir() if path.suffix == ".py") == ["repro.py"]
     assert _torch_compat.inductor_config_diff().get("cpp.inject_relu_bug_TESTING_ONLY") is None
+
+
+def test_a_repro_whose_graph_fails_eagerly_is_a_defect_unless_memory_ran_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def product(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor]:
+        return (torch.mm(a, b),)
+
+    traced = aten_case(product, [torch.randn(2, 3), torch.randn(3, 2)])
+    good = write_case(traced, tmp_path / "good")
+    assert repro_defect(good) is None
+    # Inputs that do not fit the graph: as a renderer writing the wrong values would leave them.
+    bad = write_case(ReproCase(traced.gm, [torch.randn(2, 3), torch.randn(2, 3)], ACCURACY, "t"), tmp_path / "bad")
+    assert (repro_defect(bad) or "").startswith("the graph fails when run eagerly on its inputs: RuntimeError")
+
+    def out_of_memory(path: Path) -> ReproCase:
+        raise RuntimeError("loading failed") from torch.OutOfMemoryError("no room for a second copy")
+
+    monkeypatch.setattr("pytest_torchcompile.minify.load_case", out_of_memory)
+    assert repro_defect(good) is None

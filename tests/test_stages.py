@@ -19,7 +19,7 @@ from pytest_torchcompile.isolation import SETUP_VARIABLE
 from pytest_torchcompile.minify import minify_repro
 from pytest_torchcompile.oracle import Status
 from pytest_torchcompile.repro import ReproCase, write_repro
-from pytest_torchcompile.results import CaseResult, MinifyResult
+from pytest_torchcompile.results import CaseResult, MinifyResult, StopReason
 from pytest_torchcompile.standalone import ACCURACY, COMPILE_ERROR
 
 pytest_plugins = ["pytester"]
@@ -87,7 +87,7 @@ def test_without_the_setup_hook_the_lowering_mutant_does_not_reproduce(tmp_path:
 
     result = minify_repro(repro, isolate=False)
 
-    assert result.stage is None and "does not reproduce" in result.note
+    assert result.stage is None and result.stop is StopReason.NOT_REPRODUCED
 
 
 def test_a_setup_module_that_fails_to_import_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,7 +96,7 @@ def test_a_setup_module_that_fails_to_import_says_so(tmp_path: Path, monkeypatch
 
     result = minify_repro(repro)
 
-    assert not result.minimal and "no_such_setup_module_anywhere" in result.note
+    assert result.stop is StopReason.CRASHED and "no_such_setup_module_anywhere" in result.note
 
 
 @pytest.mark.slow
@@ -217,7 +217,7 @@ def test_failure_type_is_the_exception_type_of_an_error() -> None:
 
 
 def failed(nodeid: str, ops: list[str], stage: str, summary: str, kind: str = "accuracy") -> CaseResult:
-    minify = MinifyResult(3, len(ops), 1.0, 3, True, path=f"{nodeid}/minified.py", ops=ops, stage=stage,
+    minify = MinifyResult(3, len(ops), 1.0, 3, StopReason.MINIMAL, path=f"{nodeid}/minified.py", ops=ops, stage=stage,
                           stage_summary=summary, failure_type=kind)
     return CaseResult(nodeid, Status.FAIL_ACCURACY, minify=minify)
 
@@ -230,7 +230,7 @@ def test_failures_sharing_a_signature_are_one_root_cause_listing_their_tests() -
         failed("t.py::test_a", ["aten.relu"], *codegen),
         failed("t.py::test_d", ["aten.relu"], *codegen, kind="CppCompileError"),
         CaseResult("t.py::test_e", Status.PASS),
-        CaseResult("t.py::test_f", Status.FAIL_ACCURACY, minify=MinifyResult(3, 3, 1.0, 3, False)),
+        CaseResult("t.py::test_f", Status.FAIL_ACCURACY, minify=MinifyResult(3, 3, 1.0, 3, StopReason.NOT_REPRODUCED)),
     ]
 
     groups = root_causes(results)
