@@ -14,7 +14,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat
-from .standalone import clone_values, devices_of, synchronize
+from .standalone import clone_values, devices_of, draws_random, synchronize
 
 GraphCallObserver = Callable[["CapturedGraph", list[Any], Any], None]
 """Told of every call of a captured graph: (graph, cloned inputs, outputs)."""
@@ -156,10 +156,6 @@ def input_spec(value: Any) -> Any:
     return value
 
 
-def graph_has_random_ops(gm: torch.fx.GraphModule) -> bool:
-    return any(node.op == "call_function" and _torch_compat.is_random_op(node.target) for node in gm.graph.nodes)
-
-
 def rng_devices() -> list[int]:
     """The CUDA devices whose generators exist yet."""
     return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
@@ -235,7 +231,7 @@ class GraphCapture:
 
     def _wrap(self, record: CapturedGraph, compiled: Any, devices: set[torch.device]) -> Any:
         capture = self
-        draws_random = graph_has_random_ops(record.gm)
+        random_graph = draws_random(record.gm)
 
         def run(args: list[Any]) -> Any:
             signature = input_signature(args)
@@ -246,7 +242,7 @@ class GraphCapture:
                 record.calls.append(inputs)
             if fresh:
                 record.host_copy = copy_to_host(record.gm, inputs)
-                if draws_random:
+                if random_graph:
                     record.rng_before_call = rng_states()
             try:
                 outputs = compiled(args)

@@ -15,7 +15,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat
-from .capture import CapturedGraph, GraphCapture, graph_has_random_ops, rng_devices, rng_states
+from .capture import CapturedGraph, GraphCapture, rng_devices, rng_states
 from .intermediates import MaskedDivergence, find_masked_divergence
 from .oracle import (
     DEFAULT_TOLERANCE,
@@ -27,7 +27,13 @@ from .oracle import (
     first_disagreement,
     flatten_outputs,
 )
-from .standalone import clone_values, compare_graph_outputs, full_fp32_precision, reference_outputs
+from .standalone import (
+    clone_values,
+    compare_graph_outputs,
+    draws_random,
+    full_fp32_precision,
+    reference_outputs,
+)
 
 
 @dataclass(frozen=True)
@@ -303,7 +309,7 @@ def check_model(
     """
     with full_fp32_precision(), torch.random.fork_rng(rng_devices()):
         outcome = _check(fn, (tuple(args), dict(kwargs or {})), options or CheckOptions(), cache)
-    outcome.fallback_random = any(graph_has_random_ops(graph.gm) for graph in outcome.graphs)
+    outcome.fallback_random = any(draws_random(graph.gm) for graph in outcome.graphs)
     if outcome.fallback_random:
         outcome.message = "; ".join(part for part in (outcome.message, FALLBACK_RANDOM_NOTE) if part)
     return outcome
@@ -472,7 +478,7 @@ def _failing_graphs(graphs: list[CapturedGraph], options: CheckOptions) -> list[
     none does alone (the deviation then builds up across graph breaks)."""
     scored: list[tuple[float, FailingGraph]] = []
     for graph in graphs:
-        if graph.compiled is None or graph_has_random_ops(graph.gm):
+        if graph.compiled is None or draws_random(graph.gm):
             continue
         for inputs in graph.calls:
             ratio = _judge_call(graph, inputs, options)
@@ -489,7 +495,7 @@ def _masked_divergence(
     graphs: list[CapturedGraph], options: CheckOptions,
 ) -> tuple[CapturedGraph, MaskedDivergence] | None:
     for graph in graphs:
-        if graph.compiled is None or not graph.calls or graph_has_random_ops(graph.gm):
+        if graph.compiled is None or not graph.calls or draws_random(graph.gm):
             continue
         divergence = find_masked_divergence(graph.gm, graph.calls[0], options.tolerance)
         if divergence is not None:

@@ -19,7 +19,6 @@ from . import _torch_compat
 from .capture import (
     CapturedGraph,
     GraphCapture,
-    graph_has_random_ops,
     input_signature,
     rng_states,
     set_rng_states,
@@ -27,7 +26,13 @@ from .capture import (
 from .check import FALLBACK_RANDOM_NOTE
 from .intermediates import find_masked_divergence
 from .oracle import LeafResult, Status
-from .standalone import compare_graph_outputs, eager_outputs, fp64_outputs, reference_outputs
+from .standalone import (
+    compare_graph_outputs,
+    draws_random,
+    eager_outputs,
+    fp64_outputs,
+    reference_outputs,
+)
 
 
 @dataclass
@@ -59,9 +64,9 @@ class GraphChecker:
         if key in self._judged:
             return
         self._judged.add(key)
-        draws_random = graph_has_random_ops(graph.gm)
+        random_graph = draws_random(graph.gm)
         try:
-            eager, fp64 = _references_drawing_like(graph, inputs) if draws_random else \
+            eager, fp64 = _references_drawing_like(graph, inputs) if random_graph else \
                 reference_outputs(graph.gm, inputs)
         except _torch_compat.RandomDrawMismatch as error:
             self.unchecked.append(f"{graph.label}: its eager run draws random numbers unlike the compiled "
@@ -70,14 +75,14 @@ class GraphChecker:
         leaves = compare_graph_outputs(outputs, eager, fp64, self.tol, self.check_non_float, f"{graph.kind}_out")
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
-            note = FALLBACK_RANDOM_NOTE if draws_random else ""
+            note = FALLBACK_RANDOM_NOTE if random_graph else ""
             self.failures.append(GraphFailure(
                 graph, inputs, Status.FAIL_ACCURACY,
                 f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule"
                 + (f"; {note}" if note else ""),
-                leaves, fallback_random=draws_random,
+                leaves, fallback_random=random_graph,
             ))
-        elif self.intermediates and draws_random:
+        elif self.intermediates and random_graph:
             self.unchecked.append(f"{graph.label}: intermediates not judged (the graph draws random numbers, "
                                   "which a recompiled cut would draw anew)")
         elif self.intermediates:

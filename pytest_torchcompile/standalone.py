@@ -203,9 +203,32 @@ def _widen(value: Any) -> Any:
     return value
 
 
+def draws_random(gm: Any) -> bool:
+    """Whether a graph draws random numbers (dropout, ``torch.rand``...)."""
+    graph = getattr(gm, "graph", None)
+    return graph is not None and any(node.op == "call_function" and torch.Tag.nondeterministic_seeded
+                                     in getattr(node.target, "tags", ()) for node in graph.nodes)
+
+
+@contextlib.contextmanager
+def seeded_alike(gm: Any) -> Iterator[None]:
+    """For a graph that draws random numbers, run the block from one seed, leaving the generators
+    as they were: its eager, fp64 and compiled runs (compiled with Inductor's fallback_random,
+    which draws from eager's generator) then draw alike."""
+    if not draws_random(gm):
+        yield
+        return
+    with torch.random.fork_rng(list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []):
+        torch.manual_seed(0)
+        yield
+
+
 def reference_outputs(module: Callable[..., Any], inputs: Sequence[Any]) -> tuple[list[Any], list[Any] | None]:
     """Eager outputs in the original dtype, and in fp64 (None where the graph cannot run in fp64)."""
-    return eager_outputs(module, inputs), fp64_outputs(module, inputs)
+    with seeded_alike(module):
+        eager = eager_outputs(module, inputs)
+    with seeded_alike(module):
+        return eager, fp64_outputs(module, inputs)
 
 
 def eager_outputs(module: Callable[..., Any], inputs: Sequence[Any]) -> list[Any]:
@@ -273,7 +296,7 @@ def _judge(
     except Exception as error:
         return GraphVerdict(COMPILE_ERROR, error=error_signature(error))
     try:
-        with torch.no_grad():
+        with torch.no_grad(), seeded_alike(gm):
             outputs = list(compiled(*clone_values(inputs)))
         synchronize(devices_of([*inputs, *outputs]))
     except Exception as error:

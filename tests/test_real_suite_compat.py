@@ -230,3 +230,27 @@ def test_cuda_dropout_is_judged_against_fp64_with_eagers_draws(backward: bool) -
     outcome = check_model(model, (torch.randn(32, 64, device="cuda"),), options=CheckOptions(backward=backward))
     assert outcome.status is Status.PASS, outcome.message
     assert outcome.reference == "fp64" and outcome.fallback_random
+
+
+def test_a_random_graph_judged_as_repros_and_the_minifier_do_draws_alike() -> None:
+    """judge_graph (repro files, minifier candidates) runs a random graph's eager, fp64 and
+    compiled runs from one seed, so that an unbroken graph passes, and leaves the caller's
+    random stream alone."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from pytest_torchcompile import _torch_compat
+    from pytest_torchcompile.standalone import judge_graph
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor]:
+        return (torch.nn.functional.dropout(x, 0.5, True) * 2 + torch.randn_like(x),)
+
+    x = torch.randn(64)
+    gm = make_fx(fn)(x)
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    with _torch_compat.inductor_config(_torch_compat.EAGER_RNG_CONFIG):
+        verdict = judge_graph(gm, [x], 1e-4, True)
+    assert verdict.failure is None, verdict.leaves
+    assert torch.equal(torch.rand(3), expected)
