@@ -34,6 +34,10 @@ InnerCompileHook = Callable[
 graph); returns the callable Inductor should use. The hook sees the graph before Inductor's passes
 rewrite it and sees compile errors."""
 
+DynamoCompileHook = Callable[[torch.fx.GraphModule, Sequence[Any], Callable[[], Any]], Any]
+"""Called with (Dynamo's torch-level graph, its example inputs, a function that compiles it through
+AOT autograd, decompositions and Inductor); returns the callable Dynamo should use."""
+
 
 def compile_graph(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
     """Compile a post-AOT (aten-level) FX graph with Inductor and return a plain callable.
@@ -51,11 +55,55 @@ def compile_graph(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[.
     return run
 
 
+def compile_dynamo_graph(gm: torch.fx.GraphModule, inputs: Sequence[Any] = ()) -> Callable[..., Any]:
+    """Compile a torch-level (Dynamo) FX graph through the whole stack, as ``torch.compile`` does:
+    AOT autograd, Inductor's decompositions, Inductor. The Inductor config in force applies.
+
+    Embedded verbatim in generated repro files, so it may only use torch. AOT autograd's cache
+    is off: its key does not cover the decomposition table, so it could hand back code compiled
+    before a fix.
+    """
+    import torch._dynamo
+    import torch._functorch.config
+
+    del inputs  # compiled at the first call, for the grad mode of that call
+    torch._dynamo.reset()
+    compiled = torch.compile(gm, backend="inductor", fullgraph=True, dynamic=False)
+
+    def run(*args: Any) -> Any:
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            return compiled(*args)
+
+    return run
+
+
 def generated_source(compiled: Callable[..., Any]) -> str | None:
     """The kernel source Inductor generated (C++ or Triton wrapper module) for a compiled graph."""
     inner = getattr(compiled, "inductor_compiled", compiled)
     source = getattr(inner, "source_code", None)
     return source if isinstance(source, str) else None
+
+
+def post_aot_graphs(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[tuple[str, str]]:
+    """Compile a torch-level graph through the whole stack and return, for each graph Inductor
+    lowered, its kind and code: what AOT autograd and the decompositions made of ``gm``."""
+    graphs: list[tuple[str, str]] = []
+
+    def hook(lowered: torch.fx.GraphModule, example_inputs: Sequence[Any], kwargs: dict[str, Any],
+             compile_fn: Callable[[], CompiledGraph]) -> CompiledGraph:
+        kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
+        graphs.append((kind, lowered.code.strip()))
+        return compile_fn()
+
+    reset()
+    with no_compile_caches():
+        compiled = torch.compile(gm, backend=capturing_backend(hook), fullgraph=True, dynamic=False)
+        outputs = compiled(*inputs)
+        if torch.is_grad_enabled():
+            floating = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]
+            if floating:
+                torch.autograd.backward([o.float().sum() for o in floating])
+    return graphs
 
 
 def _mode_patches(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
@@ -72,8 +120,10 @@ def capturing_backend(
     hook: InnerCompileHook,
     mode: str | None = None,
     options: dict[str, Any] | None = None,
+    dynamo_hook: DynamoCompileHook | None = None,
 ) -> Callable[..., Any]:
-    """A ``torch.compile`` backend equal to Inductor that shows each lowered graph to ``hook``."""
+    """A ``torch.compile`` backend equal to Inductor that shows each lowered graph to ``hook``,
+    and each torch-level graph Dynamo hands it to ``dynamo_hook``."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     patches = _mode_patches(mode, options)
@@ -82,15 +132,18 @@ def capturing_backend(
         return hook(gm, example_inputs, kwargs, lambda: compile_fx_inner(gm, example_inputs, **kwargs))
 
     def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-        return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
+        def compile_all() -> Any:
+            return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
+
+        return dynamo_hook(gm, example_inputs, compile_all) if dynamo_hook is not None else compile_all()
 
     return backend
 
 
 @contextlib.contextmanager
-def intercept_inductor(hook: InnerCompileHook) -> Iterator[None]:
+def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | None = None) -> Iterator[None]:
     """Route every Inductor compilation started while active (plain ``torch.compile(model)``
-    included) through ``hook``.
+    included) through ``hook``, and the torch-level graph it starts from through ``dynamo_hook``.
 
     ``torch.compile``'s default backend and the registered "inductor" backend both look
     ``compile_fx`` up on its module at call time, so replacing that attribute catches them while
@@ -110,7 +163,9 @@ def intercept_inductor(hook: InnerCompileHook) -> Iterator[None]:
         if kwargs.get("inner_compile", compile_fx_module.compile_fx_inner) is not compile_fx_module.compile_fx_inner:
             return original(model, example_inputs, *args, **kwargs)
         kwargs["inner_compile"] = inner_compile
-        return original(model, example_inputs, *args, **kwargs)
+        if dynamo_hook is None:
+            return original(model, example_inputs, *args, **kwargs)
+        return dynamo_hook(model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs))
 
     compile_fx_module.compile_fx = compile_fx  # type: ignore[assignment]
     try:

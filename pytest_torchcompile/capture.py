@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import operator
 import traceback
@@ -18,6 +19,29 @@ from .standalone import clone_values, devices_of, draws_random, synchronize
 
 GraphCallObserver = Callable[["CapturedGraph", list[Any], Any], None]
 """Told of every call of a captured graph: (graph, cloned inputs, outputs)."""
+
+DynamoCallObserver = Callable[["DynamoGraph", list[Any], Any], None]
+"""Told of every new-shape call of a torch-level graph: (graph, cloned inputs, outputs)."""
+
+OP_NODES = ("call_function", "call_method", "call_module")
+"""The node kinds that compute: post-AOT graphs hold only the first, Dynamo's graphs all three."""
+
+
+def op_count(gm: torch.fx.GraphModule) -> int:
+    return sum(1 for node in gm.graph.nodes if node.op in OP_NODES)
+
+
+def plain_graph(gm: torch.fx.GraphModule) -> tuple[torch.fx.Graph, dict[str, Any]]:
+    """``gm``'s graph without its nodes' metadata (Dynamo's holds fake tensors and the sources of
+    real values), and the constants and submodules it uses."""
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in gm.graph.nodes:
+        env[node] = graph.node_copy(node, env.__getitem__)
+        env[node].meta = {}
+    owned = {str(node.target): operator.attrgetter(str(node.target))(gm)
+             for node in gm.graph.nodes if node.op in ("get_attr", "call_module")}
+    return graph, owned
 
 
 @dataclass
@@ -42,6 +66,8 @@ class CapturedGraph:
     """The graph and inputs of its latest new-shape call in host memory, where they live on an
     accelerator: a device-side error (an assert in a kernel) leaves the whole device unreadable
     to this process, and its repro must still be written."""
+    dynamo: DynamoGraph | None = None
+    """The torch-level graph this one was lowered from, where the compile was seen starting."""
 
     @property
     def runtime_inputs(self) -> list[Any] | None:
@@ -65,11 +91,50 @@ class CapturedGraph:
 
     @property
     def op_count(self) -> int:
-        return sum(1 for node in self.gm.graph.nodes if node.op == "call_function")
+        return op_count(self.gm)
 
     @property
     def label(self) -> str:
         return f"graph {self.index} ({self.kind}) from {self.location}"
+
+
+@dataclass
+class DynamoGraph:
+    """One torch-level graph Dynamo handed to Inductor (before AOT autograd and decompositions),
+    with the real inputs of its calls and the post-AOT graphs lowered from it."""
+
+    index: int
+    graph: torch.fx.Graph
+    owned: dict[str, Any]
+    location: str
+    calls: list[list[Any]] = field(default_factory=list)
+    lowered: list[CapturedGraph] = field(default_factory=list)
+
+    @functools.cached_property
+    def gm(self) -> torch.fx.GraphModule:
+        # Built on first use, not while Dynamo compiles: torch.compile never traces the code of
+        # a module made during a compilation.
+        return torch.fx.GraphModule(self.owned, self.graph)
+
+    @property
+    def label(self) -> str:
+        return f"torch-level graph {self.index} from {self.location}"
+
+    @property
+    def config_source(self) -> str:
+        """The Inductor config its post-AOT graphs were compiled under (the mode's included)."""
+        return self.lowered[0].config_source if self.lowered else _torch_compat.inductor_config_source()
+
+    def reproducible_standalone(self) -> bool:
+        """Whether a repro file can hold it: no nn.Module calls, and every op a torch or builtin
+        function that the file's code can name."""
+        return all(node.op != "call_module" and (node.op != "call_function" or _nameable(node.target))
+                   for node in self.gm.graph.nodes)
+
+
+def _nameable(target: Any) -> bool:
+    module = getattr(target, "__module__", None) or ""
+    return module.split(".")[0] in ("torch", "_operator", "operator", "builtins", "math")
 
     def source(self) -> str | None:
         return _torch_compat.generated_source(self.compiled) if self.compiled is not None else None
@@ -194,11 +259,16 @@ class GraphCapture:
     inputs (dynamic shapes call one graph at several sizes).
     """
 
-    def __init__(self, observer: GraphCallObserver | None = None, max_calls_kept: int = 4) -> None:
+    def __init__(self, observer: GraphCallObserver | None = None, max_calls_kept: int = 4,
+                 dynamo_observer: DynamoCallObserver | None = None) -> None:
         self.graphs: list[CapturedGraph] = []
+        self.dynamo_graphs: list[DynamoGraph] = []
         self._observer = observer
+        self._dynamo_observer = dynamo_observer
         self._max_calls_kept = max_calls_kept
         self._counter = itertools.count()
+        self._dynamo_counter = itertools.count()
+        self._compiling: DynamoGraph | None = None
 
     def hook(
         self,
@@ -218,7 +288,10 @@ class GraphCapture:
             location=_user_frame(),
             input_specs=[input_spec(v) for v in example_inputs],
             config_source=_torch_compat.inductor_config_source(),
+            dynamo=self._compiling,
         )
+        if self._compiling is not None:
+            self._compiling.lowered.append(record)
         self.graphs.append(record)
         try:
             compiled = compile_fn()
@@ -257,13 +330,40 @@ class GraphCapture:
         run._boxed_call = True  # type: ignore[attr-defined]
         return run
 
+    def dynamo_hook(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], compile_fn: Callable[[], Any]) -> Any:
+        """Record the torch-level graph and, on each call of what it compiles to, its real inputs;
+        post-AOT graphs lowered while it compiles are linked to it."""
+        record = DynamoGraph(next(self._dynamo_counter), *plain_graph(gm), _user_frame())
+        self.dynamo_graphs.append(record)
+        outer, self._compiling = self._compiling, record
+        try:
+            compiled = compile_fn()
+        finally:
+            self._compiling = outer
+        capture = self
+
+        def run(*args: Any) -> Any:
+            signature = input_signature(args)
+            fresh = not any(input_signature(call) == signature for call in record.calls)
+            inputs = clone_values(args, keep_grad=True) if fresh else []
+            if fresh and len(record.calls) < capture._max_calls_kept:
+                record.calls.append(inputs)
+            outputs = compiled(*args)
+            if fresh and capture._dynamo_observer is not None:
+                capture._dynamo_observer(record, inputs, outputs)
+            return outputs
+
+        return run
+
     def forget_calls(self) -> None:
         """Start a new check with the same compiled code: earlier calls and errors no longer count."""
         for graph in self.graphs:
             graph.calls.clear()
             graph.runtime_error = None
             graph.host_copy = None
+        for dynamo_graph in self.dynamo_graphs:
+            dynamo_graph.calls.clear()
 
     def backend(self, mode: str | None = None, options: dict[str, Any] | None = None) -> Callable[..., Any]:
         """A ``torch.compile`` backend: Inductor, with every lowered graph captured here."""
-        return _torch_compat.capturing_backend(self.hook, mode, options)
+        return _torch_compat.capturing_backend(self.hook, mode, options, self.dynamo_hook)

@@ -15,8 +15,9 @@ import torch
 import torch.fx
 
 from . import _torch_compat
-from .capture import CapturedGraph, GraphCapture, rng_devices, rng_states
+from .capture import CapturedGraph, DynamoGraph, GraphCapture, rng_devices, rng_states
 from .intermediates import MaskedDivergence, find_masked_divergence
+from .isolation import config_patches
 from .oracle import (
     DEFAULT_TOLERANCE,
     TRAINING_TOLERANCE,
@@ -28,10 +29,13 @@ from .oracle import (
     flatten_outputs,
 )
 from .standalone import (
+    ACCURACY,
+    DYNAMO,
     clone_values,
     compare_graph_outputs,
     draws_random,
     full_fp32_precision,
+    judge_graph,
     reference_outputs,
 )
 
@@ -76,6 +80,9 @@ class FailingGraph:
     inputs: list[Any] | None
     gm: torch.fx.GraphModule | None = None
     note: str = ""
+    dynamo: DynamoGraph | None = None
+    """Set when the failure shows only at the torch level (a wrong decomposition): ``inputs``
+    are then that graph's, and its repro compiles it through the whole stack."""
 
 
 @dataclass
@@ -393,7 +400,8 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
                 f"{len(comparison.failing)} of {len(comparison.leaves)} outputs deviate beyond the "
                 f"{'fp64 rule' if reference is not None else 'cosine check'}{where}")
             return CheckOutcome(Status.FAIL_ACCURACY, message, comparison, reference_label, graphs,
-                                _failing_graphs(graphs, options), elapsed, compiled_out["out"])
+                                _failing_graphs(graphs, entry.capture.dynamo_graphs, options), elapsed,
+                                compiled_out["out"])
     output = results[0][2][0]["out"]
     if options.intermediates and options.backend == "inductor":
         with _torch_compat.inductor_config(options.inductor_config):
@@ -473,9 +481,12 @@ def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) 
     return max((leaf.ratio for leaf in failing if leaf.ratio is not None), default=math.inf)
 
 
-def _failing_graphs(graphs: list[CapturedGraph], options: CheckOptions) -> list[FailingGraph]:
-    """The recorded graph calls that fail on their own, worst first; every graph's last call when
-    none does alone (the deviation then builds up across graph breaks)."""
+def _failing_graphs(graphs: list[CapturedGraph], dynamo_graphs: list[DynamoGraph],
+                    options: CheckOptions) -> list[FailingGraph]:
+    """The recorded graph calls that fail on their own, worst first. When no post-AOT graph does,
+    the torch-level graphs whose calls fail compiled through the whole stack (the bug was in the
+    graph Inductor received: a decomposition); else every graph's last call (the deviation then
+    builds up across graph breaks)."""
     scored: list[tuple[float, FailingGraph]] = []
     for graph in graphs:
         if graph.compiled is None or draws_random(graph.gm):
@@ -486,8 +497,31 @@ def _failing_graphs(graphs: list[CapturedGraph], options: CheckOptions) -> list[
                 scored.append((ratio, FailingGraph(graph, inputs)))
                 break
     if not scored:
-        return [FailingGraph(g, g.calls[-1], note="no graph deviates alone: the error builds up across "
-                             "graph breaks") for g in graphs if g.calls]
+        return _failing_dynamo_graphs(dynamo_graphs, options) or [
+            FailingGraph(g, g.calls[-1], note="no graph deviates alone: the error builds up across "
+                         "graph breaks") for g in graphs if g.calls]
+    return [failing for _, failing in sorted(scored, key=lambda item: -item[0])]
+
+
+TORCH_LEVEL_NOTE = ("its post-AOT graph passes on its own: the deviation is already in the graph Inductor "
+                    "receives (a decomposition applied while AOT autograd traces), so this repro holds "
+                    "the torch-level graph and compiles it through the whole stack")
+
+
+def _failing_dynamo_graphs(dynamo_graphs: list[DynamoGraph], options: CheckOptions) -> list[FailingGraph]:
+    """Torch-level graphs that fail on their own, judged as their repro will judge them (a
+    compile through the whole stack, forward and backward in a training call), worst first."""
+    scored: list[tuple[float, FailingGraph]] = []
+    for graph in dynamo_graphs:
+        if not graph.calls or not graph.lowered or not graph.reproducible_standalone() or any(draws_random(g.gm) for g in graph.lowered):
+            continue
+        inputs = graph.calls[0]
+        with _torch_compat.inductor_config(config_patches(graph.config_source)), \
+                torch.set_grad_enabled(options.training):
+            verdict = judge_graph(graph.gm, inputs, options.tolerance, not options.ignore_non_float, level=DYNAMO)
+        if verdict.failure == ACCURACY:
+            scored.append((verdict.worst_ratio or math.inf,
+                           FailingGraph(graph.lowered[0], inputs, note=TORCH_LEVEL_NOTE, dynamo=graph)))
     return [failing for _, failing in sorted(scored, key=lambda item: -item[0])]
 
 

@@ -3,6 +3,8 @@
 While a test runs, every graph Inductor compiles is captured; each call of a captured graph is
 judged on its real inputs against the same graph run eagerly in its own dtype and in fp64. Graph
 breaks are fine: each graph is judged on its own, and the report names it (index, code location).
+The torch-level graph each compile starts from is judged too, once its post-AOT graphs pass: a
+wrong decomposition is already in the graph Inductor receives, and shows only there.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import torch.fx
 from . import _torch_compat
 from .capture import (
     CapturedGraph,
+    DynamoGraph,
     GraphCapture,
     input_signature,
     rng_states,
     set_rng_states,
 )
-from .check import FALLBACK_RANDOM_NOTE
+from .check import FALLBACK_RANDOM_NOTE, TORCH_LEVEL_NOTE
 from .intermediates import find_masked_divergence
 from .oracle import LeafResult, Status
 from .standalone import (
@@ -45,6 +48,7 @@ class GraphFailure:
     gm: torch.fx.GraphModule | None = None
     note: str = ""
     fallback_random: bool = False
+    dynamo: DynamoGraph | None = None
 
 
 class GraphChecker:
@@ -54,7 +58,7 @@ class GraphChecker:
         self.tol = tol
         self.check_non_float = check_non_float
         self.intermediates = intermediates
-        self.capture = GraphCapture(observer=self._observe)
+        self.capture = GraphCapture(observer=self._observe, dynamo_observer=self._observe_torch_level)
         self.failures: list[GraphFailure] = []
         self.unchecked: list[str] = []
         self._judged: set[tuple[int, tuple[Any, ...]]] = set()
@@ -94,6 +98,22 @@ class GraphChecker:
                     divergence.note,
                 ))
 
+    def _observe_torch_level(self, graph: DynamoGraph, inputs: list[Any], outputs: Any) -> None:
+        """Judge a torch-level graph's call when its post-AOT graphs did not fail on their own."""
+        lowered = set(map(id, graph.lowered))
+        if (not graph.lowered or any(id(failure.graph) in lowered for failure in self.failures)
+                or any(draws_random(g.gm) for g in graph.lowered) or not graph.reproducible_standalone()):
+            return
+        eager, fp64 = reference_outputs(graph.gm, inputs)
+        leaves = compare_graph_outputs(list(outputs), eager, fp64, self.tol, self.check_non_float, "out")
+        failing = [leaf for leaf in leaves if not leaf.passed]
+        if failing:
+            self.failures.append(GraphFailure(
+                graph.lowered[0], inputs, Status.FAIL_ACCURACY,
+                f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule",
+                leaves, note=TORCH_LEVEL_NOTE, dynamo=graph,
+            ))
+
     def error_failures(self) -> list[GraphFailure]:
         """Graphs that failed to compile or whose compiled code raised."""
         failures = []
@@ -108,7 +128,7 @@ class GraphChecker:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
-        with _torch_compat.intercept_inductor(self.capture.hook), \
+        with _torch_compat.intercept_inductor(self.capture.hook, self.capture.dynamo_hook), \
                 _torch_compat.inductor_config(_torch_compat.EAGER_RNG_CONFIG):
             yield
 

@@ -39,8 +39,11 @@ from .repro import ReproCase
 from .stages import FailureKind, StageAttribution, attribute_stage
 from .standalone import (
     ACCURACY,
+    DYNAMO,
+    POST_AOT,
     GraphVerdict,
     clone_values,
+    differentiating,
     error_signature,
     judge_graph,
     register_ops,
@@ -75,12 +78,13 @@ class JudgeSettings:
     tol: float = DEFAULT_TOLERANCE
     check_non_float: bool = False
     grad_enabled: bool = False
+    level: str = POST_AOT
 
     @classmethod
     def for_minifying(cls, case: ReproCase) -> JudgeSettings:
         # An accuracy candidate must keep a floating deviation: a flipped bool mask that never
         # reaches a floating output must not steer the reduction.
-        return cls(case.tol, case.check_non_float and case.kind != ACCURACY, case.grad_enabled)
+        return cls(case.tol, case.check_non_float and case.kind != ACCURACY, case.grad_enabled, case.level)
 
 
 VerdictFunction = Callable[[JudgeSettings, torch.fx.GraphModule, list[Any]], GraphVerdict]
@@ -92,7 +96,7 @@ def judge_candidate(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: l
     torch.manual_seed(0)
     try:
         with torch.set_grad_enabled(settings.grad_enabled):
-            return judge_graph(gm, inputs, settings.tol, settings.check_non_float)
+            return judge_graph(gm, inputs, settings.tol, settings.check_non_float, level=settings.level)
     except Exception as error:
         # judge_graph classifies eager, compile and run failures itself; anything escaping it
         # is a fault of the judging, which must never pass for the failure being minified.
@@ -141,9 +145,14 @@ def import_setup_modules() -> None:
             importlib.import_module(entry)
 
 
-def kernel_source(gm: torch.fx.GraphModule, inputs: list[Any]) -> str | None:
-    """The code Inductor generates for ``gm``; None when it does not compile."""
+def kernel_source(gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings | None = None) -> str | None:
+    """The code Inductor generates for ``gm`` (for a torch-level graph: the post-AOT graphs it
+    lowers to); None when it does not compile."""
     try:
+        if settings is not None and settings.level == DYNAMO:
+            with torch.set_grad_enabled(settings.grad_enabled and differentiating(inputs)):
+                lowered = _torch_compat.post_aot_graphs(gm, clone_values(inputs, keep_grad=True))
+            return "\n\n".join(f"{kind} graph:\n{code}" for kind, code in lowered)
         compiled = _torch_compat.compile_graph(gm, clone_values(inputs))
     except Exception:
         return None
@@ -215,8 +224,8 @@ class InProcessJudge:
     def __call__(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
         return self._verdict_function(settings, _private_copy(gm), inputs)
 
-    def kernel_source(self, gm: torch.fx.GraphModule, inputs: list[Any]) -> str | None:
-        return kernel_source(_private_copy(gm), inputs)
+    def kernel_source(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> str | None:
+        return kernel_source(_private_copy(gm), inputs, settings)
 
     def attribute_stage(self, gm: torch.fx.GraphModule, inputs: list[Any], query: StageQuery) -> StageAttribution:
         return stage_of(query, gm, inputs, self._patches)
@@ -378,8 +387,8 @@ class IsolatedJudge:
             self._stop_child()
         return verdict
 
-    def kernel_source(self, gm: torch.fx.GraphModule, inputs: list[Any]) -> str | None:
-        reply = self._request(("kernel", None, _encode_candidate(gm, inputs)))
+    def kernel_source(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> str | None:
+        reply = self._request(("kernel", settings, _encode_candidate(gm, inputs)))
         return None if isinstance(reply, GraphVerdict) else reply
 
     def attribute_stage(self, gm: torch.fx.GraphModule, inputs: list[Any], query: StageQuery) -> StageAttribution:
@@ -391,7 +400,7 @@ class IsolatedJudge:
             return StageAttribution("unattributed", f"stage attribution failed: {reply.error}", level=query.level)
         return reply
 
-    def _request(self, message: tuple[str, JudgeSettings | StageQuery | None, Candidate]) -> Any:
+    def _request(self, message: tuple[str, JudgeSettings | StageQuery, Candidate]) -> Any:
         """Send one request and wait for its reply; a dead or hung child yields the verdict
         that says so (and is replaced at the next request)."""
         child = self._ready_child()
@@ -535,7 +544,7 @@ def _serve(setup: _ChildSetup, patches: dict[str, Any], requests: Connection, re
             replies.send(GraphVerdict(JUDGE_ERROR, error=error_signature(error)))
             continue
         if kind == "kernel":
-            replies.send(kernel_source(gm, inputs))
+            replies.send(kernel_source(gm, inputs, settings))
             continue
         if kind == "stage":
             replies.send(stage_of(settings, gm, inputs, patches))

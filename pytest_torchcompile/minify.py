@@ -31,6 +31,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat
+from .capture import OP_NODES
 from .isolation import (
     CRASHED,
     JUDGE_ERROR,
@@ -48,6 +49,7 @@ from .stages import FailureKind, StageAttribution, graph_ops
 from .standalone import (
     ACCURACY,
     COMPILE_ERROR,
+    DYNAMO,
     EAGER_ERROR,
     RUNTIME_ERROR,
     GraphVerdict,
@@ -131,7 +133,7 @@ class GraphSlicer:
         self.units: dict[str, list[torch.fx.Node]] = {}
         self.unit_of: dict[torch.fx.Node, str] = {}
         for node in nodes:
-            if node.op != "call_function":
+            if node.op not in OP_NODES:
                 continue
             source = node.args[0] if node.args else None
             unpacks = node.target is operator.getitem and isinstance(source, torch.fx.Node) and source in self.unit_of
@@ -379,7 +381,9 @@ def _locate_divergence(search: _Search) -> list[str]:
     if not observed or sum(slicer.values[node].nbytes for node in observed) > LOCATE_BYTES_LIMIT:
         return []
     verdict = search.judge_graph(*slicer.slice(search.everything, outputs=observed))
-    diverged = {observed[output_index(leaf.path)] for leaf in verdict.leaves if not leaf.passed}
+    # A torch-level graph in a training call also returns its gradients: those follow the outputs.
+    diverged = {observed[index] for leaf in verdict.leaves
+                if not leaf.passed and (index := output_index(leaf.path)) < len(observed)}
     failing_outputs = diverged & slicer.outputs
     if verdict.failure == ACCURACY and failing_outputs:
         search.record(search.everything, verdict)
@@ -496,7 +500,8 @@ def minify_repro(
                 case, functools.partial(judge, settings=JudgeSettings.for_minifying(case)),
                 budget_s=timeout_s - (time.perf_counter() - started), progress=progress,
             )
-            kernel = judge.kernel_source(reduction.gm, reduction.inputs) if reduction.gm is not None else None
+            kernel = (judge.kernel_source(reduction.gm, reduction.inputs, JudgeSettings.for_minifying(case))
+                      if reduction.gm is not None else None)
             seconds = time.perf_counter() - started
             stage = (judge.attribute_stage(reduction.gm, reduction.inputs, stage_query(case))
                      if reduction.gm is not None and find_stage and case.kind in ATTRIBUTABLE else None)
@@ -508,9 +513,10 @@ def minify_repro(
                             reduction.compiles, reduction.stop, note=reduction.how)
     compiles = reduction.compiles + 1  # the kernel's
     note = _note(reduction, compiles, seconds)
-    generated = _generated_code(kernel)
-    minified = write_repro(_minified_case(case, reduction, note, generated[0] if generated else "", stage),
-                           path.with_name(MINIFIED_NAME))
+    # A torch-level graph's comment shows the post-AOT graphs it lowers to, not a kernel file.
+    generated = _generated_code(kernel) if case.level != DYNAMO else None
+    comment = generated[0] if generated else kernel if case.level == DYNAMO and kernel else ""
+    minified = write_repro(_minified_case(case, reduction, note, comment, stage), path.with_name(MINIFIED_NAME))
     kernel_path = _write_kernel(generated, path.parent)
     result = MinifyResult(
         reduction.ops_before, reduction.ops_after, seconds, compiles,

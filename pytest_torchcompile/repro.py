@@ -1,7 +1,7 @@
 """Write and load standalone repro files.
 
-A repro is one Python file that needs only torch: the post-AOT graph Inductor lowered, as module
-code; the real inputs and constants (small ones inline, large ones in ``tensors/<content hash>.pt``
+A repro is one Python file that needs only torch: the post-AOT graph Inductor lowered (or, where
+that graph does not fail on its own, the torch-level graph Dynamo captured), as module code; the real inputs and constants (small ones inline, large ones in ``tensors/<content hash>.pt``
 beside it); the Inductor config that differed from default; and the same judging code the plugin
 uses. ``python repro.py`` exits 1 while the failure reproduces, 2 when it fails another way, 0 once
 fixed, 3 when the repro itself cannot run; ``pytest repro.py`` collects it as one test marked
@@ -35,7 +35,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat, oracle, standalone
-from .capture import HostTensor
+from .capture import HostTensor, op_count
 from .standalone import ReproBroken
 
 INLINE_NUMEL = 32
@@ -63,9 +63,10 @@ class ReproCase:
     notes: list[str] = field(default_factory=list)
     generated_code: str = ""
     """What Inductor generated for the graph (a minified one's), appended as comments to read."""
-    level: str = "post_aot"
-    """What the graph is: ``post_aot`` (aten ops, as Inductor lowers them) or ``dynamo``
-    (torch-level ops, as Dynamo hands them to a backend); see ``stages``."""
+    level: str = standalone.POST_AOT
+    """``standalone.POST_AOT``: ``gm`` is what Inductor lowered (aten ops); ``standalone.DYNAMO``:
+    what Dynamo captured (torch-level ops), compiled through AOT autograd, the decompositions and
+    Inductor; see ``stages`` too."""
     stage: str = ""
     """Which stage of the stack introduces the failure (a minified case's), in words."""
     op_origins: list[_torch_compat.OpOrigin] = field(default_factory=list)
@@ -79,7 +80,7 @@ class ReproCase:
 
     @property
     def op_count(self) -> int:
-        return sum(1 for node in self.gm.graph.nodes if node.op == "call_function")
+        return op_count(self.gm)
 
 
 def slugify(nodeid: str, limit: int = 80) -> str:
@@ -153,7 +154,8 @@ def _module_source(gm: torch.fx.GraphModule, class_name: str, writer: _TensorWri
 
 def _standalone_runtime() -> str:
     """The judging code, taken from the plugin's own modules so both judge alike."""
-    parts = [inspect.getsource(obj) for obj in (_torch_compat.compile_graph, _torch_compat.float64_everywhere)]
+    parts = [inspect.getsource(obj) for obj in (_torch_compat.compile_graph, _torch_compat.compile_dynamo_graph,
+                                                _torch_compat.float64_everywhere)]
     parts += [inspect.getsource(obj) for obj in oracle.STANDALONE_SOURCES]
     module_source = inspect.getsource(standalone)
     module_body = module_source[module_source.index("ACCURACY = "):]
@@ -228,7 +230,7 @@ def run_check():
     except ReproBroken as error:
         return BROKEN_EXIT, f"REPRO BROKEN: {error}"
     with torch.set_grad_enabled(GRAD_ENABLED):
-        verdict = judge_graph(graph, inputs, TOL, CHECK_NON_FLOAT)
+        verdict = judge_graph(graph, inputs, TOL, CHECK_NON_FLOAT, level=LEVEL)
     if verdict.failure == EAGER_ERROR:
         return BROKEN_EXIT, f"REPRO BROKEN: the graph fails eagerly on its own inputs: {verdict.error}"
     lines = [f"expected failure: {KIND}" + (f" ({EXPECTED_ERROR})" if EXPECTED_ERROR else "")]
@@ -294,6 +296,10 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
         "#          pytest repro.py   (one test, marked inductor_repro)",
         *(f"# note:    {note}" for note in case.notes),
     ]
+    if case.level == standalone.DYNAMO:
+        header[3:3] = ["# level:   torch-level graph (Dynamo's, before AOT autograd and Inductor's "
+                       "decompositions): its post-AOT graph does not fail on its own; compiled "
+                       "through the whole stack and judged against eager of this graph"]
     if any(sizes and any(not s.isdigit() for s in sizes) for sizes in case.symbolic_sizes):
         header.append(f"# symbolic input sizes: {case.symbolic_sizes}")
     config = case.config_source.strip() or "# (all Inductor config values at their defaults)"
@@ -307,6 +313,7 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
         f"SYMBOLIC_SIZES = {case.symbolic_sizes!r}",
         "# Ops outside aten: (op, the module that registers it (None: torch), its sys.path entry)",
         f"REQUIRED_OPS = {[(o.qualname, o.module, o.search_path) for o in required]!r}",
+        f"LEVEL = {case.level!r}",
     ])
     source = "\n\n".join([
         "\n".join(header),
@@ -317,15 +324,16 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
         "\n\ndef make_inputs():\n    return [\n" + inputs + ("," if case.inputs else "") + "\n    ]",
         "\n\n# --- judging code (the plugin's own rule) ---\n\n" + _standalone_runtime(),
         "\n\n" + _MAIN,
-        *([_generated_code_comment(case.generated_code)] if case.generated_code else []),
+        *([_generated_code_comment(case.generated_code, case.level)] if case.generated_code else []),
     ])
     return source, writer.files
 
 
-def _generated_code_comment(code: str) -> str:
+def _generated_code_comment(code: str, level: str) -> str:
     lines = "\n".join(f"# {line}".rstrip() for line in code.strip().splitlines())
-    return ("\n# --- the code Inductor generated for this graph (torch "
-            f"{torch.__version__}), to read; the check above compiles afresh ---\n{lines}")
+    what = ("the post-AOT graphs AOT autograd and the decompositions made of this graph"
+            if level == standalone.DYNAMO else "the code Inductor generated for this graph")
+    return (f"\n# --- {what} (torch {torch.__version__}), to read; the check above compiles afresh ---\n{lines}")
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -419,6 +427,7 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
         error_pattern=module.ERROR_PATTERN, grad_enabled=module.GRAD_ENABLED,
         symbolic_sizes=module.SYMBOLIC_SIZES, config_source=_config_lines(path),
         op_origins=[_torch_compat.OpOrigin(*entry) for entry in getattr(module, "REQUIRED_OPS", [])],
+        level=getattr(module, "LEVEL", standalone.POST_AOT),
     )
     return LoadedRepro(path, module, case)
 

@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import torch
 
 from . import _torch_compat
 from .baseline import BaselineError, Gate
-from .capture import CapturedGraph
+from .capture import CapturedGraph, DynamoGraph
 from .check import CheckOutcome, CompiledCache, EagerRunError, check_model
 from .graphcheck import GraphChecker, GraphFailure
 from .isolation import leaves_device_unusable
@@ -29,6 +29,7 @@ from .settings import CheckSettings, GatingSettings
 from .standalone import (
     ACCURACY,
     COMPILE_ERROR,
+    DYNAMO,
     EAGER_ERROR,
     RUNTIME_ERROR,
     error_signature,
@@ -120,7 +121,8 @@ class AccuracySession:
             others = len(outcome.failing_graphs) - 1
             notes = [note for note in (failing.note, f"{others} other graph(s) of this check also deviate"
                                        if others else "") if note]
-            self._record_failing_graph(result, failing.graph, failing.inputs, settings, notes, failing.gm)
+            self._record_failing_graph(result, failing.graph, failing.inputs, settings, notes, failing.gm,
+                                       failing.dynamo)
         self.results.append(result)
         if record_property is not None:
             for name, value in junit_fields(result):
@@ -141,6 +143,7 @@ class AccuracySession:
     def _write_repro(
         self, nodeid: str, graph: CapturedGraph, inputs: list[Any] | None, status: Status, message: str,
         settings: CheckSettings, notes: list[str], gm: torch.fx.GraphModule | None,
+        dynamo: DynamoGraph | None = None,
     ) -> tuple[str, str]:
         kind = FAILURE_KINDS[status]
         error = graph.compile_error or graph.runtime_error
@@ -155,15 +158,18 @@ class AccuracySession:
             grad_enabled=graph.kind != "inference" and torch.is_grad_enabled(),
             symbolic_sizes=graph.symbolic_sizes, status_line=f"{status}: {message}", notes=notes,
         )
+        if dynamo is not None:
+            case = replace(case, gm=dynamo.gm, title=f"{nodeid} :: {dynamo.label}", config_source=dynamo.config_source,
+                           symbolic_sizes=[], level=DYNAMO)
         directory = unique_case_dir(self.repro_root, slugify(nodeid))
         path = write_repro(case, directory / "repro.py")
         return directory.name, str(path)
 
     def _record_failing_graph(
         self, result: CaseResult, graph: CapturedGraph, inputs: list[Any] | None, settings: CheckSettings,
-        notes: list[str], gm: torch.fx.GraphModule | None = None,
+        notes: list[str], gm: torch.fx.GraphModule | None = None, dynamo: DynamoGraph | None = None,
     ) -> None:
-        result.graph = graph.label
+        result.graph = dynamo.label if dynamo is not None else graph.label
         if result.status is Status.FAIL_RUNTIME and graph.host_copy is not None and gm is None:
             # The failing call's own copy, readable even where the error left the device unusable.
             gm, inputs = graph.host_copy.gm, graph.host_copy.inputs
@@ -172,7 +178,7 @@ class AccuracySession:
                 result.message += (" (a device-side error: the device is unusable to this process from "
                                    "now on, so its later checks here cannot run)")
         result.case_id, result.repro_path = self._write_repro(
-            result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm)
+            result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm, dynamo)
         if self.devices_lost_in != result.nodeid:
             # Checked now, so that a repro that cannot run is reported at the test that made it.
             result.repro_defect = repro_defect(result.repro_path)
@@ -216,7 +222,7 @@ class AccuracySession:
                                         worst_ratio=Comparison(failure.leaves).worst_ratio,
                                         leaves=failure.leaves, fallback_random=failure.fallback_random)
                     self._record_failing_graph(result, failure.graph, failure.inputs, settings,
-                                               [failure.note] if failure.note else [], failure.gm)
+                                               [failure.note] if failure.note else [], failure.gm, failure.dynamo)
                     self.results.append(result)
         if failures:
             pytest.fail(graph_failures_message(self.results[-len(failures):], failures), pytrace=False)

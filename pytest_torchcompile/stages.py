@@ -25,6 +25,8 @@ import torch.fx
 from . import _torch_compat
 from .standalone import (
     ACCURACY,
+    DYNAMO,
+    POST_AOT,
     GraphVerdict,
     compile_graph,
     devices_of,
@@ -33,10 +35,6 @@ from .standalone import (
     same_failure,
 )
 
-POST_AOT = "post_aot"
-"""A graph of aten ops, as Inductor lowers it (what repro files hold)."""
-DYNAMO = "dynamo"
-"""A graph of torch-level ops, as Dynamo hands it to a backend."""
 LEVELS = (POST_AOT, DYNAMO)
 
 CODEGEN_PREFIXES = {"cpp.": "C++", "triton.": "Triton"}

@@ -1,4 +1,8 @@
-"""Judge one post-AOT graph on real inputs: compile it, run it, compare with eager and fp64.
+"""Judge one graph on real inputs: compile it, run it, compare with eager and fp64.
+
+A graph is post-AOT (what Inductor lowers: compiled by Inductor alone) or torch-level (what Dynamo
+captures, before AOT autograd and Inductor's decompositions: compiled through the whole stack, so
+that a wrong decomposition shows against eager of the undecomposed graph).
 
 Shared by the plugin's per-graph checks, the minifier's candidates and every generated repro file,
 whose source embeds this module (with the oracle's rule and the compile helper), so that a repro
@@ -17,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ._torch_compat import compile_graph, float64_everywhere
+from ._torch_compat import compile_dynamo_graph, compile_graph, float64_everywhere
 from .oracle import LeafResult, compare_tensor
 
 ACCURACY = "accuracy"
@@ -67,6 +71,11 @@ def _has_op(namespace: str, name: str) -> bool:
         return hasattr(getattr(torch.ops, namespace), name)
     except Exception:
         return False
+
+
+POST_AOT = "post_aot"
+DYNAMO = "dynamo"
+"""Graph levels: what Inductor lowers, and what Dynamo captures before AOT autograd."""
 
 
 @dataclass
@@ -193,13 +202,15 @@ def synchronize(devices: set[torch.device]) -> None:
             torch.cuda.synchronize(device)
 
 
-def clone_values(values: Sequence[Any]) -> list[Any]:
-    return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
+def clone_values(values: Sequence[Any], keep_grad: bool = False) -> list[Any]:
+    """Detached copies of the tensors; ``keep_grad`` makes those that required grad leaves that do."""
+    return [(v.detach().clone().requires_grad_(keep_grad and v.requires_grad) if isinstance(v, torch.Tensor) else v)
+            for v in values]
 
 
 def _widen(value: Any) -> Any:
     if isinstance(value, torch.Tensor) and value.is_floating_point():
-        return value.detach().to(torch.float64)
+        return value.detach().to(torch.float64).requires_grad_(value.requires_grad)
     return value
 
 
@@ -223,24 +234,50 @@ def seeded_alike(gm: Any) -> Iterator[None]:
         yield
 
 
-def reference_outputs(module: Callable[..., Any], inputs: Sequence[Any]) -> tuple[list[Any], list[Any] | None]:
+def differentiating(inputs: Sequence[Any]) -> bool:
+    """Whether a torch-level graph is judged forward and backward: grad mode is on and some
+    input requires grad, as in the training call it was captured from."""
+    return torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in inputs)
+
+
+def run_graph(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False) -> list[Any]:
+    """The outputs of ``module`` on copies of ``inputs``; with ``backward``, followed by the
+    gradients of the summed floating outputs with respect to every input that requires grad."""
+    if not backward:
+        with torch.no_grad():
+            return list(module(*clone_values(inputs)))
+    args = clone_values(inputs, keep_grad=True)
+    with torch.enable_grad():
+        outputs = list(module(*args))
+        wrt = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        floating = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]
+        if not floating:
+            return [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]
+        loss = torch.stack([o.float().sum() for o in floating]).sum()
+        grads = torch.autograd.grad(loss, wrt, allow_unused=True)
+    return [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs] + [
+        g if g is not None else torch.zeros_like(a) for a, g in zip(wrt, grads, strict=True)]
+
+
+def reference_outputs(
+    module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False,
+) -> tuple[list[Any], list[Any] | None]:
     """Eager outputs in the original dtype, and in fp64 (None where the graph cannot run in fp64)."""
     with seeded_alike(module):
-        eager = eager_outputs(module, inputs)
+        eager = eager_outputs(module, inputs, backward)
     with seeded_alike(module):
-        return eager, fp64_outputs(module, inputs)
+        return eager, fp64_outputs(module, inputs, backward)
 
 
-def eager_outputs(module: Callable[..., Any], inputs: Sequence[Any]) -> list[Any]:
-    with torch.no_grad():
-        return list(module(*clone_values(inputs)))
+def eager_outputs(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False) -> list[Any]:
+    return run_graph(module, inputs, backward)
 
 
-def fp64_outputs(module: Callable[..., Any], inputs: Sequence[Any]) -> list[Any] | None:
+def fp64_outputs(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False) -> list[Any] | None:
     """The outputs of ``module`` run in fp64, or None where it cannot run in fp64."""
     try:
-        with torch.no_grad(), float64_everywhere():
-            return list(module(*[_widen(v) for v in clone_values(inputs)]))
+        with float64_everywhere():
+            return run_graph(module, [_widen(v) for v in inputs], backward)
     except Exception:
         return None
 
@@ -268,15 +305,18 @@ def judge_graph(
     tol: float,
     check_non_float: bool,
     references: tuple[list[Any], list[Any] | None] | None = None,
-    compiler: Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]] = compile_graph,
+    compiler: Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]] | None = None,
+    level: str = POST_AOT,
 ) -> GraphVerdict:
-    """Compile ``gm`` with Inductor (or ``compiler``), run it on ``inputs`` and judge every output.
+    """Compile ``gm`` with Inductor (a torch-level graph: through the whole stack; or with
+    ``compiler``), run it on ``inputs`` and judge every output (a torch-level graph in a training
+    call: every gradient too).
 
     Non-floating outputs count only with ``check_non_float``: a minified candidate must keep a
     floating deviation, so a flipped bool mask cannot steer the reduction.
     """
     with full_fp32_precision():
-        return _judge(gm, inputs, tol, check_non_float, references, compiler)
+        return _judge(gm, inputs, tol, check_non_float, references, compiler, level)
 
 
 def _judge(
@@ -285,19 +325,24 @@ def _judge(
     tol: float,
     check_non_float: bool,
     references: tuple[list[Any], list[Any] | None] | None,
-    compiler: Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]],
+    compiler: Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]] | None,
+    level: str,
 ) -> GraphVerdict:
+    backward = level == DYNAMO and differentiating(inputs)
     try:
-        eager, fp64 = references if references is not None else reference_outputs(gm, inputs)
+        eager, fp64 = references if references is not None else reference_outputs(gm, inputs, backward)
     except Exception as error:
         return GraphVerdict(EAGER_ERROR, error=error_signature(error))
     try:
+        if compiler is None:
+            compiler = compile_dynamo_graph if level == DYNAMO else compile_graph
         compiled = compiler(gm, clone_values(inputs))
     except Exception as error:
         return GraphVerdict(COMPILE_ERROR, error=error_signature(error))
     try:
-        with torch.no_grad(), seeded_alike(gm):
-            outputs = list(compiled(*clone_values(inputs)))
+        # A torch-level graph compiles on its first call: errors there are the compiler's too.
+        with seeded_alike(gm):
+            outputs = run_graph(compiled, inputs, backward)
         synchronize(devices_of([*inputs, *outputs]))
     except Exception as error:
         return GraphVerdict(RUNTIME_ERROR, error=error_signature(error))
