@@ -28,7 +28,7 @@ from .capture import (
 )
 from .check import FALLBACK_RANDOM_NOTE, TORCH_LEVEL_NOTE
 from .intermediates import find_masked_divergence
-from .oracle import LeafResult, Status
+from .oracle import Comparison, LeafResult, Status
 from .standalone import (
     compare_graph_outputs,
     draws_random,
@@ -61,6 +61,11 @@ class GraphChecker:
         self.capture = GraphCapture(observer=self._observe, dynamo_observer=self._observe_torch_level)
         self.failures: list[GraphFailure] = []
         self.unchecked: list[str] = []
+        """What could not be judged (a graph, or a judged graph's intermediates), each
+        ``"<graph label>: <reason>"``."""
+        self.judged: dict[int, float | None] = {}
+        """Every graph judged on its outputs, by index: its worst error ratio over its calls
+        (None while all its outputs are within allclose)."""
         self._judged: set[tuple[int, tuple[Any, ...]]] = set()
 
     def _observe(self, graph: CapturedGraph, inputs: list[Any], outputs: Any) -> None:
@@ -77,6 +82,8 @@ class GraphChecker:
                                   f"call ({error})")
             return
         leaves = compare_graph_outputs(outputs, eager, fp64, self.tol, self.check_non_float, f"{graph.kind}_out")
+        ratios = [ratio for ratio in (self.judged.get(graph.index), Comparison(leaves).worst_ratio) if ratio is not None]
+        self.judged[graph.index] = max(ratios, default=None)
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
             note = FALLBACK_RANDOM_NOTE if random_graph else ""

@@ -121,7 +121,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(SESSION_KEY, None)
     if state is None or _is_worker(config):
         return
-    end = state.end_run(narrowed_files(config))
+    from .report import TerminalLayout
+
+    layout = TerminalLayout(config.get_terminal_writer().fullwidth, config.get_verbosity(), config.rootpath)
+    end = state.end_run(narrowed_files(config), layout)
     if end.lines:
         terminalreporter.section("compile accuracy")
         for line in end.lines:
@@ -130,9 +133,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line("compile accuracy: the run fails against the baseline:", red=True, bold=True)
         for reason in end.failures:
             terminalreporter.write_line(f"  {reason}", red=True)
-        session = config.stash.get(PYTEST_SESSION_KEY, None)
-        if session is not None and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    session = config.stash.get(PYTEST_SESSION_KEY, None)
+    if session is not None:
+        session.exitstatus = end.exit_status(session.exitstatus, session.testsfailed)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -142,7 +145,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is None or session is None or _is_worker(config):
         return
     if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        state.end_run(narrowed_files(config))
+        end = state.end_run(narrowed_files(config))
+        session.exitstatus = end.exit_status(session.exitstatus, session.testsfailed)
 
 
 class CompileAccuracy:

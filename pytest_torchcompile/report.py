@@ -23,6 +23,8 @@ does not).
     ``baseline.test_status``).
   - ``baseline``: every outcome name (``ok``, ``expected_failure``, ``new_failure``,
     ``improved``, ``missing``, ``flaky``) -> number of tests; ``null`` without a baseline.
+  - ``graphs``: ``judged``: how many plain ``torch.compile`` graphs the tests compiled were
+    judged; ``unchecked``: how many of those graphs, or judged graphs' intermediates, could not be.
 
 - ``tests`` (array, sorted by ``nodeid``), one object per test:
 
@@ -31,12 +33,18 @@ does not).
   - ``baseline``: ``null`` without a baseline, else an object: ``kind`` (outcome name),
     ``message`` (string), ``expected`` (the baseline row's status or ``"flaky"``; ``null`` when
     the test has no row), ``fails_run`` (bool).
+  - ``graphs``: ``null`` when the test's checks are all of the fixture (or of a repro test), else
+    ``judged`` and ``unchecked``: how many of its plain ``torch.compile`` graphs were judged, and
+    could not be judged (their checks' ``unchecked`` say why).
   - ``checks`` (array, in the order the checks ran), one object per check with every
     ``CaseResult`` field: ``nodeid``, ``status``, ``message``, ``case_id`` (string or null),
     ``reference`` (``"fp64"``, or the weaker reference used without one), ``worst_ratio``
     (number or null: the largest rmse(compiled, fp64) / rmse(eager, fp64) over the outputs),
     ``repro_path``, ``repro_defect`` (null, or why the repro written cannot run: a defect of the
-    plugin), ``compile_seconds``, ``graph`` (strings/number or null), ``minify`` (null or an
+    plugin), ``compile_seconds``, ``graph`` (strings/number or null), ``graphs_judged`` (int or
+    null: the plain graphs the check stands for as judged; null for a fixture check),
+    ``unchecked`` (array of ``"<graph label>: <reason>"``: a graph, or a judged graph's
+    intermediates, that could not be judged), ``minify`` (null or an
     object: ``ops_before``, ``ops_after``, ``seconds``, ``compiles``, ``stop`` (why minification
     stopped: ``minimal``, ``time_budget`` (not minimal), ``not_reproduced``, ``repro_broken``,
     ``crashed``, ``interrupted``), ``path`` (null when nothing was written), ``kernel_path``,
@@ -60,8 +68,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import textwrap
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
 from typing import Any
@@ -74,8 +84,8 @@ from .repro import atomic_write
 from .results import CaseResult, MinifyResult, StopReason
 
 SCHEMA_VERSION = 1
-ID_WIDTH = 70
-"""Test ids longer than this are shortened in the terminal table (JSON and Markdown keep them)."""
+MAX_WIDTH = 120
+"""The terminal section wraps its text to the terminal's width, and to no more than this."""
 
 # Outcomes listed one by one under the terminal table: the ones a reader has to act on or know.
 _NOTABLE_KINDS = (DecisionKind.NEW_FAILURE, DecisionKind.IMPROVED, DecisionKind.MISSING, DecisionKind.FLAKY)
@@ -92,7 +102,9 @@ def report_environment() -> dict[str, Any]:
 def format_ratio(ratio: float | None) -> str:
     if ratio is None:
         return "-"
-    return "inf" if math.isinf(ratio) else f"{ratio:.2f}"
+    if math.isinf(ratio):
+        return "inf"
+    return f"{ratio:.2f}" if ratio < 1000 else f"{ratio:.3g}"
 
 
 def format_minify(minify: MinifyResult | None) -> str:
@@ -106,16 +118,6 @@ def format_minify(minify: MinifyResult | None) -> str:
 
 def _format_seconds(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.1f} s"
-
-
-def shorten(text: str, width: int) -> str:
-    """Cut the middle out of ``text``, keeping more of the end: the test name and parameters tell
-    rows apart, the start of the path still says where the file is."""
-    if len(text) <= width:
-        return text
-    head = width // 3
-    tail = width - 1 - head
-    return f"{text[:head]}…{text[len(text) - tail:]}"
 
 
 def _sorted_by_test(results: Sequence[CaseResult]) -> list[CaseResult]:
@@ -141,11 +143,35 @@ def _join_counts(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {name}" for name, n in counts.items() if n) or "none"
 
 
-def status_summary(results: Sequence[CaseResult]) -> str:
+def graph_counts(results: Sequence[CaseResult]) -> dict[str, int] | None:
+    """How many plain ``torch.compile`` graphs the checks judged and left unchecked; None when
+    none of them is a check of such graphs."""
+    if all(result.graphs_judged is None for result in results):
+        return None
+    return {"judged": sum(result.graphs_judged or 0 for result in results),
+            "unchecked": sum(len(result.unchecked) for result in results)}
+
+
+def format_graphs(results: Sequence[CaseResult]) -> str:
+    """E.g. ``3 judged, 1 unchecked``; ``-`` for checks of the fixture alone."""
+    counts = graph_counts(results)
+    if counts is None:
+        return "-"
+    return f"{counts['judged']} judged" + (f", {counts['unchecked']} unchecked" if counts["unchecked"] else "")
+
+
+def checks_summary(results: Sequence[CaseResult]) -> str:
     """E.g. ``4 checks in 3 tests: 3 pass, 1 fail_accuracy``."""
     tests = len({result.nodeid for result in results})
     counts = _status_counts([result.status for result in results])
     return f"{len(results)} checks in {tests} tests: {_join_counts(counts)}"
+
+
+def status_summary(results: Sequence[CaseResult]) -> str:
+    """E.g. ``4 checks in 3 tests: 3 pass, 1 fail_accuracy; plain torch.compile graphs: 5
+    judged, 1 unchecked``."""
+    graphs = "" if graph_counts(results) is None else f"; plain torch.compile graphs: {format_graphs(results)}"
+    return f"{checks_summary(results)}{graphs}"
 
 
 def baseline_summary(decisions: Mapping[str, Decision]) -> str:
@@ -157,41 +183,118 @@ def baseline_summary(decisions: Mapping[str, Decision]) -> str:
 # --- terminal -------------------------------------------------------------------------------
 
 
-def terminal_lines(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | None) -> list[str]:
-    """An aligned table with one row per check, then counts by status and, with a baseline, the
-    outcomes: counts, and one line per test that is new failing, improved, missing or flaky."""
+@dataclass(frozen=True)
+class TerminalLayout:
+    """How the terminal section is laid out for the terminal at hand."""
+
+    width: int = 80
+    """The terminal's width (pytest's); text wraps to it, and to no more than ``MAX_WIDTH``."""
+    verbosity: int = 0
+    """pytest's: 0, a row per test and the details of failing checks; above 0, the details of
+    every check too; -1 (``-q``), only the rows of failing tests; below -1, only the counts."""
+    root: Path | None = None
+    """Paths under this directory (the rootdir) are shown relative to it, as node ids are."""
+
+    def shown(self, text: str) -> str:
+        return text if self.root is None else text.replace(f"{self.root}{os.sep}", "")
+
+    def wrap(self, text: str, indent: str) -> list[str]:
+        """``text`` wrapped to the width at spaces only, so that paths stay whole."""
+        return textwrap.wrap(text, width=max(min(self.width, MAX_WIDTH), 40), initial_indent=indent,
+                             subsequent_indent=f"{indent}  ", break_long_words=False, break_on_hyphens=False)
+
+
+def terminal_lines(
+    results: Sequence[CaseResult],
+    decisions: Mapping[str, Decision] | None,
+    layout: TerminalLayout = TerminalLayout(),
+    recording: bool = False,
+) -> list[str]:
+    """A row per test (status, worst ratio, plain graphs judged and unchecked, baseline outcome,
+    then the whole test id), each followed by what needs a look: the details of its failing
+    checks (repro and minified paths) and its unchecked graphs with their reasons; then counts by
+    status and, with a baseline, the outcomes: counts, and one line per test that is new failing,
+    improved, missing (not while ``recording``: the baseline is being written) or flaky."""
     if not results and not decisions:
         return []
-    header = ["test", "case", "status", "worst ratio", "repro", "minified", "minify", "compile"]
-    if decisions is not None:
-        header.append("baseline")
-    rows = [header]
-    for result in _sorted_by_test(results):
-        row = [
-            shorten(result.nodeid, ID_WIDTH),
-            result.case_id or "-",
-            str(result.status),
-            format_ratio(result.worst_ratio),
-            result.repro_path or "-",
-            (result.minify.path if result.minify else None) or "-",
-            format_minify(result.minify),
-            _format_seconds(result.compile_seconds),
-        ]
-        if decisions is not None:
-            decision = decisions.get(result.nodeid)
-            row.append(decision.kind.label if decision else "-")
-        rows.append(row)
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
-    lines.append(f"compile accuracy: {status_summary(results)}")
+    lines = _table(results, decisions, layout) if layout.verbosity >= -1 else []
+    lines.extend(layout.wrap(f"compile accuracy: {checks_summary(results)}", ""))
+    if graph_counts(results) is not None:
+        lines.append(f"plain torch.compile graphs: {format_graphs(results)}")
     lines.extend(root_cause_lines(results))
     if decisions is not None:
         lines.append(f"baseline: {baseline_summary(decisions)}")
         for kind in _NOTABLE_KINDS:
+            if recording and kind is DecisionKind.MISSING:
+                continue
             lines.extend(
                 f"  {kind.label} {test_id}: {decision.message}"
                 for test_id, decision in sorted(decisions.items()) if decision.kind is kind
             )
+    return lines
+
+
+def _table(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | None,
+           layout: TerminalLayout) -> list[str]:
+    """Aligned columns with the test id last, never cut: it can be pasted into pytest."""
+    tests = _by_test(results)
+    rows = [["status", "ratio", "graphs", "baseline"]]
+    for nodeid, checks in tests:
+        decision = decisions.get(nodeid) if decisions else None
+        rows.append([str(test_status(checks)), format_ratio(_worst_ratio(checks)), format_graphs(checks),
+                     decision.kind.label if decision else "-"])
+    shown = [column for column, heading in enumerate(rows[0])
+             if (heading != "graphs" or any(row[column] != "-" for row in rows[1:]))
+             and (heading != "baseline" or decisions is not None)]
+    widths = {column: max(len(row[column]) for row in rows) for column in shown}
+
+    def line(row: list[str], test: str) -> str:
+        return "  ".join([*(row[column].ljust(widths[column]) for column in shown), test])
+
+    lines = []
+    for row, (nodeid, checks) in zip(rows[1:], tests, strict=True):
+        if layout.verbosity < 0 and not is_failing(test_status(checks)):
+            continue
+        lines.append(line(row, nodeid))
+        for check in checks:
+            if layout.verbosity > 0 or is_failing(check.status):
+                lines.extend(_check_details(check, layout))
+        for check in checks:
+            for entry in check.unchecked:
+                lines.extend(layout.wrap(f"unchecked {layout.shown(entry)}", "    "))
+    return [line(rows[0], "test"), *lines] if lines else []
+
+
+def _worst_ratio(checks: Sequence[CaseResult]) -> float | None:
+    return max((check.worst_ratio for check in checks if check.worst_ratio is not None), default=None)
+
+
+def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
+    """The check's status and message, then its graph, reference and files, one per line."""
+    message = layout.shown(check.message)
+    lines = layout.wrap(f"{check.status}: {message}" if message else str(check.status), "    ")
+    facts = []
+    if check.graph and check.graph not in check.message:
+        facts.append(("graph", layout.shown(check.graph)))
+    if check.reference != "fp64":
+        facts.append(("reference", check.reference))
+    if check.repro_path:
+        facts.append(("repro", layout.shown(check.repro_path)))
+    if check.minify is not None:
+        if check.minify.path:
+            facts.append(("minified", layout.shown(check.minify.path)))
+        facts.append(("minify", format_minify(check.minify)))
+        if check.minify.stage_summary:
+            facts.append(("stage", check.minify.stage_summary))
+        if check.minify.note:
+            facts.append(("note", layout.shown(check.minify.note)))
+    if layout.verbosity > 0:
+        if check.worst_ratio is not None:
+            facts.append(("worst ratio", format_ratio(check.worst_ratio)))
+        if check.compile_seconds is not None:
+            facts.append(("compile", _format_seconds(check.compile_seconds)))
+    for name, value in facts:
+        lines.extend(layout.wrap(f"{name}: {value}", "      "))
     return lines
 
 
@@ -234,12 +337,14 @@ def json_report(
             "checks": _status_counts([result.status for result in results]),
             "tests": _status_counts([test_status(checks) for _, checks in tests]),
             "baseline": None if decisions is None else _kind_counts(decisions),
+            "graphs": graph_counts(results) or {"judged": 0, "unchecked": 0},
         },
         "tests": [
             {
                 "nodeid": nodeid,
                 "status": str(test_status(checks)),
                 "baseline": _decision_json(decisions.get(nodeid)) if decisions is not None else None,
+                "graphs": graph_counts(checks),
                 "checks": [check.to_dict() for check in checks],
             }
             for nodeid, checks in tests
@@ -285,6 +390,7 @@ def _markdown_row(result: CaseResult, decisions: Mapping[str, Decision] | None) 
         _markdown_cell(result.case_id or "-"),
         _markdown_cell(str(result.status)),
         format_ratio(result.worst_ratio),
+        format_graphs([result]),
         _markdown_cell(decision.kind.label if decision else "-"),
         _markdown_cell(result.repro_path, code=True) if result.repro_path else "-",
         _markdown_cell(result.minify.path, code=True) if result.minify and result.minify.path else "-",
@@ -312,8 +418,8 @@ def github_summary_markdown(
     if decisions is not None:
         head += f"\n**Baseline:** {baseline_summary(decisions)}\n"
     head += (
-        "\n| test | case | status | worst ratio | baseline | repro | minified | minify |\n"
-        "|---|---|---|---|---|---|---|---|\n"
+        "\n| test | case | status | worst ratio | graphs | baseline | repro | minified | minify |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
     )
     ordered = sorted(_sorted_by_test(results), key=lambda result: _summary_priority(result, decisions))
     rows = [_markdown_row(result, decisions) for result in ordered]
@@ -364,5 +470,7 @@ def junit_properties(result: CaseResult) -> list[tuple[str, str]]:
         ("torchcompile_minified", minified),
         ("torchcompile_minify_stop", str(result.minify.stop) if result.minify else None),
         ("torchcompile_reference", result.reference),
+        ("torchcompile_graphs_judged", None if result.graphs_judged is None else str(result.graphs_judged)),
+        ("torchcompile_unchecked", "; ".join(result.unchecked) or None),
     ]
     return [(name, value) for name, value in candidates if value is not None]

@@ -88,7 +88,8 @@ class MinifyResult:
 
 @dataclass
 class CaseResult:
-    """One check of one test: a fixture call, or one graph of a plain ``torch.compile`` call."""
+    """One check of one test: a fixture call; a failing graph of the test's plain ``torch.compile``
+    calls; or the rest of those graphs, the ones that passed and the ones that could not be judged."""
 
     nodeid: str
     status: Status
@@ -106,6 +107,12 @@ class CaseResult:
     fallback_random: bool = False
     """Random ops were compiled with Inductor's ``fallback_random``, so that compiled code drew
     eager's numbers and could be judged."""
+    graphs_judged: int | None = None
+    """How many of the test's plain ``torch.compile`` graphs this check stands for as judged (a
+    failing graph's check: 1); None for a check of the fixture or of a repro test."""
+    unchecked: list[str] = field(default_factory=list)
+    """What of the test's plain graphs could not be judged (a graph, or a judged graph's
+    intermediates), each ``"<graph label>: <reason>"``."""
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

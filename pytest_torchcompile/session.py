@@ -7,16 +7,16 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
 
 from . import _torch_compat
-from .baseline import BaselineError, Gate
+from .baseline import BaselineError, Decision, Gate, is_failing
 from .capture import CapturedGraph, DynamoGraph
 from .check import CheckOutcome, CompiledCache, EagerRunError, check_model
 from .graphcheck import GraphChecker, GraphFailure
@@ -35,6 +35,9 @@ from .standalone import (
     error_signature,
     full_fp32_precision,
 )
+
+if TYPE_CHECKING:
+    from .report import TerminalLayout
 
 FAILURE_KINDS = {
     Status.FAIL_ACCURACY: ACCURACY,
@@ -74,6 +77,8 @@ class AccuracySession:
     """``results[_unreported:]`` were made in this process and not yet put on a test report."""
     _test_results: dict[str, list[CaseResult]] = field(default_factory=dict, init=False, repr=False)
     _run_end: RunEnd | None = field(default=None, init=False, repr=False)
+    _failed_reports: list[tuple[str, str]] = field(default_factory=list, init=False, repr=False)
+    """(test id, phase) of every failed test report received, as pytest counts them."""
     _environment: dict[str, Any] | None = field(default=None, init=False, repr=False)
     on_minify_job: Callable[[MinifyJob], None] | None = None
     """Told of each case queued for minification as soon as its repro is written."""
@@ -136,9 +141,13 @@ class AccuracySession:
         for result in earlier:
             self.results.remove(result)
             if result.case_id is not None:
-                self.minify_jobs[:] = [job for job in self.minify_jobs if job.case_id != result.case_id]
+                self._drop_minify_jobs({result.case_id})
                 shutil.rmtree(self.repro_root / result.case_id, ignore_errors=True)
                 (self.repro_root / f"{result.case_id}.claimed").unlink(missing_ok=True)
+
+    def _drop_minify_jobs(self, case_ids: set[str | None]) -> None:
+        """Forget the minify jobs of these cases; their test has not finished, so none is queued."""
+        self.minify_jobs[:] = [job for job in self.minify_jobs if job.case_id not in case_ids]
 
     def _write_repro(
         self, nodeid: str, graph: CapturedGraph, inputs: list[Any] | None, status: Status, message: str,
@@ -217,15 +226,21 @@ class AccuracySession:
                 yield
             finally:
                 failures = checker.failures + checker.error_failures()
+                failed = []
                 for failure in failures:
                     result = CaseResult(nodeid, failure.status, failure.message,
                                         worst_ratio=Comparison(failure.leaves).worst_ratio,
-                                        leaves=failure.leaves, fallback_random=failure.fallback_random)
+                                        leaves=failure.leaves, fallback_random=failure.fallback_random,
+                                        graphs_judged=1)
                     self._record_failing_graph(result, failure.graph, failure.inputs, settings,
                                                [failure.note] if failure.note else [], failure.gm, failure.dynamo)
-                    self.results.append(result)
+                    failed.append(result)
+                self.results.extend(failed)
+                rest = other_graphs_result(nodeid, checker, failures)
+                if rest is not None:
+                    self.results.append(rest)
         if failures:
-            pytest.fail(graph_failures_message(self.results[-len(failures):], failures), pytrace=False)
+            pytest.fail(graph_failures_message(failed, failures), pytrace=False)
 
     def record_minified(self, case_id: str, result: MinifyResult) -> None:
         for case in self.results:
@@ -259,18 +274,22 @@ class AccuracySession:
         mine = self._test_results.setdefault(item.nodeid, [])
         mine.extend(result for result in pending if result.nodeid == item.nodeid)
         if report.when == "call":
-            if not mine:
-                made = repro_test_result(item, report)
-                if made is not None:
-                    pending.append(made)
-                    mine.append(made)
-                    report.user_properties.extend(junit_fields(made))
+            made = None if mine else repro_test_result(item, report)
+            if made is not None:
+                pending.append(made)
+                mine.append(made)
+            for result in pending:
+                if result.graphs_judged is not None or result is made:
+                    # The fixture records its own checks' properties as it makes them.
+                    item.user_properties.extend(junit_fields(result))
             if self.gate is not None and mine and report.failed:
                 reason = self.gate.xfail_reason(item.nodeid, mine)
                 note = self.gate.failure_note(item.nodeid, mine)
                 if reason is not None:
                     report.outcome = "skipped"
                     report.wasxfail = reason
+                    if self.gating is not None and not self.gating.minify_expected:
+                        self._drop_minify_jobs({result.case_id for result in mine})
                 elif note is not None:
                     report.sections.append(("compile accuracy baseline", note))
         elif report.when == "teardown":
@@ -289,8 +308,10 @@ class AccuracySession:
         if data:
             self.results.extend(CaseResult.from_dict(item) for item in json.loads(data))
         self._unreported = len(self.results)
+        if report.failed and not hasattr(report, "wasxfail"):
+            self._failed_reports.append((report.nodeid, report.when))
 
-    def end_run(self, narrowed_files: set[str]) -> RunEnd:
+    def end_run(self, narrowed_files: set[str], layout: TerminalLayout | None = None) -> RunEnd:
         """On the controller, once, after the minify phase: judge the run against the baseline,
         write the JSON report, the GitHub step summary and the baseline update. Returns the lines
         to show and the reasons the run fails (none when it does not). Later calls return the
@@ -298,6 +319,7 @@ class AccuracySession:
         if self._run_end is not None:
             return self._run_end
         from .report import (
+            TerminalLayout,
             append_github_summary,
             report_environment,
             terminal_lines,
@@ -308,8 +330,11 @@ class AccuracySession:
         gate = self.gate
         decisions = gate.decisions(self.results) if gate is not None else None
         unknown = gate.unknown(self.collected_ids, narrowed_files) if gate is not None else []
-        lines = terminal_lines(self.results, decisions)
-        failures = gate.run_failures(decisions or {}, unknown) if gate is not None else []
+        recording = gate is not None and gate.update
+        lines = terminal_lines(self.results, decisions, layout or TerminalLayout(), recording)
+        # A recording run writes what it finds to the baseline: nothing in it fails the run.
+        failures = gate.run_failures(decisions or {}, unknown) if gate is not None and not recording else []
+        recorded_failures = 0
         if gate is not None:
             lines.extend(gate.unknown_lines(unknown))
             if not self.results:
@@ -325,10 +350,43 @@ class AccuracySession:
                 append_github_summary(github, self.results, decisions)
             if gate is not None and gate.update:
                 lines.append(gate.update_file(self.results, unknown))
+                recorded_failures, line = self._recorded_failures(decisions or {})
+                lines.extend([line] if line else [])
         except (BaselineError, OSError) as error:
             failures.append(f"cannot write a report: {error}")
-        self._run_end = RunEnd(lines, failures)
+        self._run_end = RunEnd(lines, failures, recorded_failures)
         return self._run_end
+
+    def _recorded_failures(self, decisions: Mapping[str, Decision]) -> tuple[int, str | None]:
+        """After a recording run wrote the baseline: how many failed test reports are failures it
+        recorded (the call of a test whose status is failing) when they are all such, else 0;
+        and a line saying so (None when no test failed that way)."""
+        failing = {test_id for test_id, decision in decisions.items() if is_failing(decision.status)}
+        recorded = sum(1 for test_id, when in self._failed_reports if when == "call" and test_id in failing)
+        if not recorded:
+            return 0, None
+        others = len(self._failed_reports) - recorded
+        line = (f"recording run: {recorded} test failure(s) from compile accuracy, recorded in the baseline: "
+                "they do not fail this run")
+        if others:
+            return 0, f"{line}; {others} other test failure(s) do"
+        return recorded, f"{line} (exit status 0)"
+
+
+def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[GraphFailure]) -> CaseResult | None:
+    """The check standing for a test's plain graphs that did not fail: those judged (they pass)
+    and what could not be judged, with the reasons. None when there are neither, so that a test
+    that compiled nothing has no check."""
+    failing = {failure.graph.index for failure in failures}
+    passed = [ratio for index, ratio in checker.judged.items() if index not in failing]
+    if not passed and not checker.unchecked:
+        return None
+    parts = [f"{len(passed)} graph(s) pass"] if passed else []
+    if checker.unchecked:
+        parts.append(f"{len(checker.unchecked)} unchecked")
+    ratios = [ratio for ratio in passed if ratio is not None]
+    return CaseResult(nodeid, Status.PASS, ", ".join(parts), worst_ratio=max(ratios, default=None),
+                      graphs_judged=len(passed), unchecked=list(checker.unchecked))
 
 
 def junit_fields(result: CaseResult) -> list[tuple[str, str]]:
@@ -388,6 +446,19 @@ class RunEnd:
 
     lines: list[str]
     failures: list[str]
+    recorded_failures: int = 0
+    """Failed test reports that are all compile-accuracy failures a recording run
+    (``--compile-accuracy-update-baseline``) wrote to the baseline; 0 when there are others."""
+
+    def exit_status(self, status: int, tests_failed: int) -> int:
+        """The run's exit status, from pytest's ``status`` and its count of failed test reports:
+        failing when the run fails against the baseline; passing when the only failures are the
+        ones a recording run wrote to the baseline (they still show)."""
+        if self.failures:
+            return pytest.ExitCode.TESTS_FAILED if status == pytest.ExitCode.OK else status
+        if self.recorded_failures and status == pytest.ExitCode.TESTS_FAILED and tests_failed == self.recorded_failures:
+            return pytest.ExitCode.OK
+        return status
 
 
 # A generated repro's assertion message: its verdict line, e.g. "compile_error: RuntimeError: ...".

@@ -107,6 +107,9 @@ OPTIONS: tuple[Option, ...] = (
            setting="intermediates"),
     Option("compile-minify", "minify every failing case into minified.py (default on; "
            "--no-compile-minify turns it off)", True, _bool, flag=True, negatable=True, setting="minify"),
+    Option("compile-minify-expected", "with a baseline: also minify the failures it expects "
+           "(expected failures and flaky rows; default on; --no-compile-minify-expected skips them, "
+           "their repro is still written)", True, _bool, flag=True, negatable=True),
     Option("compile-minify-timeout", "time budget in seconds for minifying one case; the best "
            "result so far is kept, labelled not minimal", 300.0, float, setting="minify_timeout",
            metavar="SECONDS"),
@@ -124,7 +127,8 @@ OPTIONS: tuple[Option, ...] = (
            "paths: to the current directory on the command line, to the rootdir in the ini file)",
            "", metavar="PATH"),
     Option("compile-accuracy-update-baseline", "write the baseline file from this run's statuses, "
-           "keeping the rows (and notes) of tests that did not run", False, _bool, flag=True),
+           "keeping the rows (and notes) of tests that did not run; the compile-accuracy failures "
+           "it records do not fail this run (they still show)", False, _bool, flag=True),
     Option("compile-accuracy-strict", "with a baseline: an IMPROVED test (a recorded failure that "
            "now passes) or a row naming a test that no longer exists fails the run", False, _bool,
            flag=True),
@@ -185,6 +189,8 @@ class GatingSettings:
     update_baseline: bool
     strict: bool
     report: Path | None
+    minify_expected: bool = True
+    """Whether failures the baseline expects are minified too."""
 
 
 def gating_settings(config: pytest.Config) -> GatingSettings:
@@ -193,6 +199,7 @@ def gating_settings(config: pytest.Config) -> GatingSettings:
         update_baseline=bool(option_value(config, option("compile-accuracy-update-baseline"))),
         strict=bool(option_value(config, option("compile-accuracy-strict"))),
         report=path_value(config, option("compile-accuracy-report")),
+        minify_expected=bool(option_value(config, option("compile-minify-expected"))),
     )
     if settings.update_baseline and settings.baseline is None:
         raise pytest.UsageError("--compile-accuracy-update-baseline needs --compile-accuracy-baseline PATH")

@@ -135,8 +135,9 @@ def test_xdist_minifies_every_case_once_and_the_controller_reports_once(
     for job in jobs:
         path = Path(job["repro_path"])
         assert (path.parent / "minified.py").read_bytes() == path.read_bytes()
-        # the controller recorded the result: the summary table names minified.py
-        result.stdout.fnmatch_lines([f"*{job['case_id']}*{path.parent / 'minified.py'}*5 -> 1 ops*"])
+        # the controller recorded the result: the summary names minified.py, relative to the rootdir
+        result.stdout.fnmatch_lines([f"      minified: .compile-accuracy/{job['case_id']}/minified.py",
+                                     "      minify: 5 -> 1 ops, 1.0 s, 3 compiles"])
 
 
 def test_no_xdist_and_n0_behave_alike_and_ignore_earlier_runs(
@@ -167,6 +168,24 @@ def test_no_xdist_and_n0_behave_alike_and_ignore_earlier_runs(
     assert [job["state"] for job in stale.jobs()] == [PENDING]
     assert str(stale_repro) not in calls(fake_minifier)
     assert len(calls(fake_minifier)) == 4
+
+
+@pytest.mark.parametrize("plugins", [["-p", "no:xdist"], ["-n", "2"]], ids=["no-xdist", "xdist"])
+def test_failures_the_baseline_expects_can_go_unminified(
+    pytester: pytest.Pytester, fake_minifier: Path, plugins: list[str],
+) -> None:
+    pytester.makepyfile(test_model=SUITE.format(cases=2))
+    (pytester.path / "baseline.txt").write_text("test_model.py::test_mlp[0]\tfail_accuracy\tupstream bug\n")
+    result = pytester.runpytest(*plugins, "--compile-accuracy", "-p", "no:cacheprovider", "-rx",
+                                "--compile-accuracy-baseline", "baseline.txt", "--no-compile-minify-expected")
+    result.assert_outcomes(failed=1, xfailed=1)
+    expected, new = (pytester.path / ".compile-accuracy" / f"test_model.py__test_mlp_{seed}" for seed in (0, 1))
+    assert calls(fake_minifier) == [str(new / "repro.py")]
+    assert minified_lines(result.stdout.str()) == [
+        "minified test_model.py::test_mlp[1]: 5 -> 1 ops in 1.0 s (3 compiles)"]
+    # The expected failure still has its repro, named in the xfail reason.
+    result.stdout.fnmatch_lines([f"XFAIL test_model.py::test_mlp[[]0[]] - *repro: {expected / 'repro.py'}"])
+    assert not (expected / "minified.py").exists()
 
 
 # --- the queue across processes -------------------------------------------------------------

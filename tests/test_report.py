@@ -10,14 +10,13 @@ import torch
 from pytest_torchcompile.baseline import Decision, DecisionKind
 from pytest_torchcompile.oracle import LeafResult, Status
 from pytest_torchcompile.report import (
-    ID_WIDTH,
     SCHEMA_VERSION,
+    TerminalLayout,
     append_github_summary,
     github_summary_markdown,
     json_report,
     junit_properties,
     report_environment,
-    shorten,
     terminal_lines,
     write_json_report,
 )
@@ -66,37 +65,40 @@ def decisions() -> dict[str, Decision]:
 # --- terminal -------------------------------------------------------------------------------
 
 
-def cells(line: str) -> list[str]:
-    return line.split()
+ROOT = Path("/work/repo")
 
 
-def test_terminal_table_rows_sorted_by_test_with_every_column() -> None:
-    lines = terminal_lines(results(), None)
-    assert lines[0].split() == ["test", "case", "status", "worst", "ratio", "repro", "minified", "minify", "compile"]
-    assert cells(lines[1]) == ["tests/m.py::test_a", "-", "pass", "1.00", "-", "-", "-", "0.2", "s"]
-    assert cells(lines[2]) == [
-        "tests/m.py::test_b[bf16]", "graph", "0", "fail_accuracy", "50.00", "repros/a.py", "repros/min_a.py",
-        "12", "->", "3", "ops,", "4.2", "s,", "17", "compiles", "2.5", "s",
+def test_terminal_one_row_per_test_with_the_whole_id_last() -> None:
+    lines = terminal_lines(results(), None, TerminalLayout(width=100))
+    assert lines[0].split() == ["status", "ratio", "test"]
+    assert lines[1].split() == ["pass", "1.00", "tests/m.py::test_a"]
+    assert lines[2].split() == ["fail_accuracy", "inf", "tests/m.py::test_b[bf16]"]
+    assert lines[3:9] == [
+        "    fail_accuracy: out[0] differs",
+        "      graph: graph 0 (forward)",
+        "      repro: repros/a.py",
+        "      minified: repros/min_a.py",
+        "      minify: 12 -> 3 ops, 4.2 s, 17 compiles",
+        "no_fp64_reference  -      tests/m.py::test_c",
     ]
-    assert cells(lines[3]) == ["tests/m.py::test_b[bf16]", "graph", "1", "pass", "inf", "-", "-", "-", "-"]
-    assert cells(lines[4]) == ["tests/m.py::test_c", "-", "no_fp64_reference", "-", "-", "-", "-", "-"]
-    assert lines[5] == "compile accuracy: 4 checks in 3 tests: 2 pass, 1 fail_accuracy, 1 no_fp64_reference"
-    assert len(lines) == 6
+    assert lines[9:] == ["compile accuracy: 4 checks in 3 tests: 2 pass, 1 fail_accuracy, 1 no_fp64_reference"]
 
 
 def test_terminal_columns_are_aligned() -> None:
-    table = terminal_lines(results(), decisions())[:5]
-    for heading in ("status", "worst ratio", "repro", "baseline"):
+    table = [line for line in terminal_lines(results(), decisions()) if not line.startswith(" ")][:4]
+    for heading in ("ratio", "baseline", "test"):
         column = table[0].index(heading)
         for row in table[1:]:
             assert row[column - 2:column] == "  " and row[column] != " ", (heading, row)
 
 
-def test_terminal_marks_a_minification_that_ran_out_of_time() -> None:
+def test_terminal_marks_a_minification_that_ran_out_of_time_and_a_large_ratio() -> None:
     result = failing_case()
     result.minify = MinifyResult(9, 5, 60.0, 40, StopReason.TIME_BUDGET, path="m.py")
-    assert terminal_lines([result], None)[1].endswith(
-        "9 -> 5 ops, 60.0 s, 40 compiles, time budget hit: not minimal  2.5 s")
+    result.worst_ratio = 21497900.57
+    lines = terminal_lines([result], None)
+    assert lines[1].split()[:2] == ["fail_accuracy", "2.15e+07"]
+    assert "      minify: 9 -> 5 ops, 60.0 s, 40 compiles, time budget hit: not minimal" in lines
 
 
 @pytest.mark.parametrize(("stop", "label"), [
@@ -107,24 +109,28 @@ def test_terminal_marks_a_minification_that_ran_out_of_time() -> None:
 def test_a_case_left_unminified_says_why_not_how_many_ops(stop: StopReason, label: str) -> None:
     result = failing_case()
     result.minify = MinifyResult(373, 373, 3.5, 2, stop, note="the details")
-    assert f"not minified: {label}" in terminal_lines([result], None)[1]
-    assert "373" not in terminal_lines([result], None)[1]
+    lines = terminal_lines([result], None)
+    assert f"      minify: not minified: {label}" in lines
+    assert "      note: the details" in lines
+    assert not any("373" in line for line in lines)
     assert result.minify.summary_line("t.py::a") == f"not minified t.py::a: {label}: the details"
     assert f"not minified: {label}" in github_summary_markdown([result], None)
     assert ("torchcompile_minify_stop", str(stop)) in junit_properties(result)
 
 
 def test_terminal_baseline_column_counts_and_notable_tests() -> None:
-    lines = terminal_lines(results(), decisions())
-    assert lines[0].rstrip().endswith("baseline")
-    assert lines[1].endswith("ok")
-    assert lines[2].endswith("NEW FAILURE")
-    assert lines[4].endswith("missing")
-    assert lines[6:] == [
+    lines = terminal_lines(results(), decisions(), TerminalLayout(width=100))
+    assert lines[0].split() == ["status", "ratio", "baseline", "test"]
+    assert lines[1].split() == ["pass", "1.00", "ok", "tests/m.py::test_a"]
+    assert lines[2].split() == ["fail_accuracy", "inf", "NEW", "FAILURE", "tests/m.py::test_b[bf16]"]
+    assert lines[8].split() == ["no_fp64_reference", "-", "missing", "tests/m.py::test_c"]
+    assert lines[10:] == [
         "baseline: 1 ok, 1 NEW FAILURE, 1 missing",
         "  NEW FAILURE tests/m.py::test_b[bf16]: fail_accuracy, the baseline expects pass",
         "  missing tests/m.py::test_c: no_fp64_reference; the test is not in the baseline",
     ]
+    # While the baseline is being written, every test not in it yet would be listed as missing.
+    assert "missing tests/m.py::test_c" not in "\n".join(terminal_lines(results(), decisions(), recording=True))
 
 
 def test_terminal_lists_improved_and_flaky_tests() -> None:
@@ -143,20 +149,50 @@ def test_terminal_lists_improved_and_flaky_tests() -> None:
     ]
 
 
-def test_terminal_shortens_long_ids_keeping_both_ends() -> None:
-    nodeid = "tests/models/" + "deep/" * 20 + "test_model.py::test_forward[bfloat16-large-dynamic]"
-    row = terminal_lines([CaseResult(nodeid=nodeid, status=Status.PASS)], None)[1]
-    shown = row.split()[0]
-    assert len(shown) == ID_WIDTH
-    assert shown.startswith("tests/models/deep/")
-    assert shown.endswith("test_forward[bfloat16-large-dynamic]")
-    assert "…" in shown
+def deep_failure() -> CaseResult:
+    case_dir = ROOT / ".compile-accuracy" / "tests_models_deep_test_model.py__test_forward-bfloat16-large"
+    return CaseResult(
+        nodeid="tests/models/" + "deep/" * 12 + "test_model.py::test_forward[bfloat16-large-dynamic]",
+        status=Status.FAIL_ACCURACY, worst_ratio=1523.4, repro_path=str(case_dir / "repro.py"),
+        message=f"1 of 3 outputs of graph 2 (backward) from {ROOT}/tests/models/test_model.py:41 (test_forward) "
+                "deviate beyond the fp64 rule", graph=f"graph 2 (backward) from {ROOT}/tests/models/test_model.py:41",
+        minify=MinifyResult(114, 1, 4.1, 3, StopReason.MINIMAL, path=str(case_dir / "minified.py")), graphs_judged=1,
+    )
 
 
-def test_shorten_keeps_short_text_and_cuts_to_width() -> None:
-    assert shorten("abcdef", 6) == "abcdef"
-    assert shorten("abcdefghij", 5) == "a…hij"
-    assert shorten("abcdefghij", 6) == "ab…hij"
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_terminal_fits_the_width_keeping_ids_whole_and_paths_relative(width: int) -> None:
+    plain = CaseResult(nodeid="tests/p.py::test_p", status=Status.PASS, graphs_judged=2,
+                       unchecked=[f"graph 1 (forward) from {ROOT}/tests/p.py:9 (test_p): draws random numbers "
+                                  "(Inductor's RNG differs from eager)"])
+    lines = terminal_lines([deep_failure(), plain], None, TerminalLayout(width, 0, ROOT))
+    failure = deep_failure()
+    assert lines[0].split() == ["status", "ratio", "graphs", "test"]
+    assert lines[1].split() == ["fail_accuracy", "1.52e+03", "1", "judged", failure.nodeid]
+    text = "\n".join(lines)
+    assert str(ROOT) not in text
+    assert "plain torch.compile graphs: 3 judged, 1 unchecked" in lines
+    assert ".compile-accuracy/tests_models_deep_test_model.py__test_forward-bfloat16-large/minified.py" in text
+    assert "unchecked graph 1 (forward) from tests/p.py:9 (test_p): draws random numbers" in " ".join(text.split())
+    # Only the row holding the whole test id, and a path that cannot be split, may exceed the width.
+    limit = min(width, 120)
+    assert [line for line in lines if len(line) > limit and failure.nodeid not in line
+            and ".compile-accuracy/" not in line] == []
+    assert any(len(line) > 80 for line in lines) == (failure.nodeid in lines[1])
+
+
+def test_terminal_verbosity_quiet_shows_failing_rows_and_verbose_every_check() -> None:
+    quiet = terminal_lines(results(), None, TerminalLayout(verbosity=-1))
+    assert [line.split()[-1] for line in quiet if not line.startswith(" ")][1:-1] == ["tests/m.py::test_b[bf16]"]
+    passing = [r for r in results() if r.status is Status.PASS]
+    assert terminal_lines(passing, None, TerminalLayout(verbosity=-1)) == [
+        "compile accuracy: 2 checks in 2 tests: 2 pass"]
+    assert terminal_lines(results(), None, TerminalLayout(width=100, verbosity=-2)) == [
+        "compile accuracy: 4 checks in 3 tests: 2 pass, 1 fail_accuracy, 1 no_fp64_reference"]
+    verbose = terminal_lines(results(), None, TerminalLayout(verbosity=1))
+    assert verbose[1:5] == ["pass               1.00   tests/m.py::test_a", "    pass", "      worst ratio: 1.00",
+                            "      compile: 0.2 s"]
+    assert "      reference: fp32 (cosine)" in verbose
 
 
 def test_terminal_nothing_to_report() -> None:
@@ -227,6 +263,8 @@ def test_json_report_check_has_every_case_result_field() -> None:
         "compile_seconds": 2.5,
         "graph": "graph 0 (forward)",
         "fallback_random": False,
+        "graphs_judged": None,
+        "unchecked": [],
     }
     assert CaseResult.from_dict(check) == failing_case()
 
@@ -274,16 +312,16 @@ def test_github_summary_counts_and_rows_failing_first() -> None:
         "### pytest-torchcompile\n\n"
         "**Compile accuracy:** 4 checks in 3 tests: 2 pass, 1 fail_accuracy, 1 no_fp64_reference\n\n"
         "**Baseline:** 1 ok, 1 NEW FAILURE, 1 missing\n\n"
-        "| test | case | status | worst ratio | baseline | repro | minified | minify |\n"
-        "|---|---|---|---|---|---|---|---|\n"
+        "| test | case | status | worst ratio | graphs | baseline | repro | minified | minify |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = table_rows(markdown)
     assert rows == [
-        "| `tests/m.py::test_b[bf16]` | graph 0 | fail_accuracy | 50.00 | NEW FAILURE | `repros/a.py` | "
+        "| `tests/m.py::test_b[bf16]` | graph 0 | fail_accuracy | 50.00 | - | NEW FAILURE | `repros/a.py` | "
         "`repros/min_a.py` | 12 -> 3 ops, 4.2 s, 17 compiles |",
-        "| `tests/m.py::test_b[bf16]` | graph 1 | pass | inf | NEW FAILURE | - | - | - |",
-        "| `tests/m.py::test_a` | - | pass | 1.00 | ok | - | - | - |",
-        "| `tests/m.py::test_c` | - | no_fp64_reference | - | missing | - | - | - |",
+        "| `tests/m.py::test_b[bf16]` | graph 1 | pass | inf | - | NEW FAILURE | - | - | - |",
+        "| `tests/m.py::test_a` | - | pass | 1.00 | - | ok | - | - | - |",
+        "| `tests/m.py::test_c` | - | no_fp64_reference | - | - | missing | - | - | - |",
     ]
     assert markdown.endswith("|\n")
 
@@ -298,7 +336,7 @@ def test_github_summary_without_baseline_puts_failing_checks_first() -> None:
 
 def test_github_summary_escapes_pipes_and_newlines() -> None:
     result = CaseResult(nodeid="t.py::test[a|b]", status=Status.PASS, case_id="x\ny")
-    assert table_rows(github_summary_markdown([result], None)) == ["| `t.py::test[a\\|b]` | x y | pass | - | - | - | - | - |"]
+    assert table_rows(github_summary_markdown([result], None)) == ["| `t.py::test[a\\|b]` | x y | pass | - | - | - | - | - | - |"]
 
 
 def test_github_summary_is_capped_with_a_count_of_rows_left_out() -> None:
@@ -351,4 +389,38 @@ def test_junit_properties_leave_out_what_is_absent() -> None:
         ("torchcompile_status", "no_fp64_reference"),
         ("torchcompile_minify_stop", "not_reproduced"),
         ("torchcompile_reference", "fp32 (cosine)"),
+    ]
+
+
+# --- checks of plain torch.compile graphs ----------------------------------------------------------
+
+RANDOM = "graph 1 (forward) from tests/p.py:9 (test_p): draws random numbers"
+
+
+def plain_results() -> list[CaseResult]:
+    return [
+        CaseResult(nodeid="tests/p.py::test_p", status=Status.FAIL_ACCURACY, case_id="tests_p.py__test_p",
+                   worst_ratio=9.0, graph="graph 2 (backward) from tests/p.py:9 (test_p)", graphs_judged=1),
+        CaseResult(nodeid="tests/p.py::test_p", status=Status.PASS, message="3 graph(s) pass, 1 unchecked",
+                   worst_ratio=1.5, graphs_judged=3, unchecked=[RANDOM]),
+        CaseResult(nodeid="tests/p.py::test_q", status=Status.PASS, worst_ratio=1.0),
+    ]
+
+
+def test_json_report_counts_plain_graphs_per_test_and_in_all() -> None:
+    report = json_report(plain_results(), None, {})
+    assert report["counts"]["graphs"] == {"judged": 4, "unchecked": 1}
+    assert [test["graphs"] for test in report["tests"]] == [{"judged": 4, "unchecked": 1}, None]
+    assert report["tests"][0]["checks"][1]["unchecked"] == [RANDOM]
+    assert json_report(results(), None, {})["counts"]["graphs"] == {"judged": 0, "unchecked": 0}
+
+
+def test_plain_graphs_in_the_summary_line_github_and_junit() -> None:
+    markdown = github_summary_markdown(plain_results(), None)
+    assert ("**Compile accuracy:** 3 checks in 2 tests: 2 pass, 1 fail_accuracy; "
+            "plain torch.compile graphs: 4 judged, 1 unchecked\n") in markdown
+    assert table_rows(markdown)[1] == "| `tests/p.py::test_p` | - | pass | 1.50 | 3 judged, 1 unchecked | - | - | - | - |"
+    assert junit_properties(plain_results()[1]) == [
+        ("torchcompile_status", "pass"), ("torchcompile_worst_ratio", "1.50"), ("torchcompile_reference", "fp64"),
+        ("torchcompile_graphs_judged", "3"), ("torchcompile_unchecked", RANDOM),
     ]
