@@ -211,7 +211,7 @@ def _participant(queue_dir: str, worker: str, behaviour: str, lease_s: float, ca
         if behaviour == "die":
             os._exit(3)
         time.sleep(float(behaviour))
-        return MinifyResult(5, 1, float(behaviour), 2, True, path=f"minified-by-{worker}")
+        return MinifyResult(5, 1, float(behaviour), 2, StopReason.MINIMAL, path=f"minified-by-{worker}")
 
     finished = drain(queue, me, run_job, cap)
     beat.stop()
