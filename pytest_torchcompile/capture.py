@@ -15,7 +15,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat
-from .standalone import clone_values, devices_of, draws_random, synchronize
+from .standalone import clone_values, devices_of, draws_random, rng_states, synchronize
 
 GraphCallObserver = Callable[["CapturedGraph", list[Any], Any], None]
 """Told of every call of a captured graph: (graph, cloned inputs, outputs)."""
@@ -219,22 +219,6 @@ def input_spec(value: Any) -> Any:
     if isinstance(value, torch.SymInt):
         return _torch_compat.concrete_int(value)
     return value
-
-
-def rng_devices() -> list[int]:
-    """The CUDA devices whose generators exist yet."""
-    return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-
-
-def rng_states() -> list[torch.Tensor]:
-    """The states of torch's default generators: the CPU's, then each CUDA device's."""
-    return [torch.random.get_rng_state()] + [torch.cuda.get_rng_state(device) for device in rng_devices()]
-
-
-def set_rng_states(states: list[torch.Tensor]) -> None:
-    torch.random.set_rng_state(states[0])
-    for device, state in zip(rng_devices(), states[1:], strict=False):
-        torch.cuda.set_rng_state(state, device)
 
 
 def input_signature(values: Sequence[Any]) -> tuple[Any, ...]:

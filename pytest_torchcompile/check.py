@@ -15,7 +15,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat
-from .capture import CapturedGraph, DynamoGraph, GraphCapture, rng_devices, rng_states
+from .capture import CapturedGraph, DynamoGraph, GraphCapture
 from .intermediates import MaskedDivergence, find_masked_divergence
 from .isolation import config_patches
 from .oracle import (
@@ -35,8 +35,10 @@ from .standalone import (
     compare_graph_outputs,
     draws_random,
     full_fp32_precision,
+    generators_kept,
     judge_graph,
     reference_outputs,
+    rng_states,
 )
 
 
@@ -314,7 +316,7 @@ def check_model(
     a model checked again unchanged reuses its compiled code (training checks always recompile,
     since they change the compiled copy's weights).
     """
-    with full_fp32_precision(), torch.random.fork_rng(rng_devices()):
+    with full_fp32_precision(), generators_kept():
         outcome = _check(fn, (tuple(args), dict(kwargs or {})), options or CheckOptions(), cache)
     outcome.fallback_random = any(draws_random(graph.gm) for graph in outcome.graphs)
     if outcome.fallback_random:

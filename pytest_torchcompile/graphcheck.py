@@ -23,8 +23,6 @@ from .capture import (
     DynamoGraph,
     GraphCapture,
     input_signature,
-    rng_states,
-    set_rng_states,
 )
 from .check import FALLBACK_RANDOM_NOTE, TORCH_LEVEL_NOTE
 from .intermediates import find_masked_divergence
@@ -35,6 +33,8 @@ from .standalone import (
     eager_outputs,
     fp64_outputs,
     reference_outputs,
+    rng_states,
+    set_rng_states,
 )
 
 

@@ -229,9 +229,39 @@ def seeded_alike(gm: Any) -> Iterator[None]:
     if not draws_random(gm):
         yield
         return
-    with torch.random.fork_rng(list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []):
+    with generators_kept():
         torch.manual_seed(0)
         yield
+
+
+def rng_devices() -> list[int]:
+    """The CUDA devices whose generators exist yet."""
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+
+
+def rng_states() -> list[torch.Tensor]:
+    """The states of torch's default generators: the CPU's, then each CUDA device's."""
+    return [torch.random.get_rng_state()] + [torch.cuda.get_rng_state(device) for device in rng_devices()]
+
+
+def set_rng_states(states: list[torch.Tensor]) -> None:
+    torch.random.set_rng_state(states[0])
+    for device, state in zip(rng_devices(), states[1:], strict=False):
+        # A device-side error (an assert in a compiled kernel) leaves the device unusable to this
+        # process: its generator cannot be set, and nothing can draw from it any more.
+        with contextlib.suppress(RuntimeError):
+            torch.cuda.set_rng_state(state, device)
+
+
+@contextlib.contextmanager
+def generators_kept() -> Iterator[None]:
+    """torch.random.fork_rng that survives a device lost inside the block, whose failure must
+    surface as the block's own error, not as one from restoring a generator."""
+    states = rng_states()
+    try:
+        yield
+    finally:
+        set_rng_states(states)
 
 
 def differentiating(inputs: Sequence[Any]) -> bool:

@@ -237,22 +237,27 @@ def test_a_random_graph_judged_as_repros_and_the_minifier_do_draws_alike() -> No
     compiled runs from one seed, so that an unbroken graph passes, and leaves the caller's
     random stream alone."""
     import torch
-    from torch.fx.experimental.proxy_tensor import make_fx
 
     from pytest_torchcompile import _torch_compat
+    from pytest_torchcompile.capture import GraphCapture
     from pytest_torchcompile.standalone import judge_graph
 
-    def fn(x: torch.Tensor) -> tuple[torch.Tensor]:
-        return (torch.nn.functional.dropout(x, 0.5, True) * 2 + torch.randn_like(x),)
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.dropout(x, 0.5, True) * 2 + torch.randn_like(x)
 
     x = torch.randn(64)
-    # Functionalized, as the graphs Inductor receives are: an in-place op would be an implicit
-    # fallback, which Inductor refuses under CI=1.
-    gm = make_fx(torch.func.functionalize(fn, remove="mutations"))(x)
+    # The graph as Inductor receives it (the decompositions fallback_random selects), as the
+    # repro of a captured graph holds it.
+    capture = GraphCapture()
+    _torch_compat.reset()
+    with _torch_compat.inductor_config(_torch_compat.EAGER_RNG_CONFIG):
+        torch.compile(fn, backend=capture.backend())(x)
+    gm = capture.graphs[0].gm
     torch.manual_seed(5)
     expected = torch.rand(3)
     torch.manual_seed(5)
     with _torch_compat.inductor_config(_torch_compat.EAGER_RNG_CONFIG):
         verdict = judge_graph(gm, [x], 1e-4, True)
+    _torch_compat.reset()
     assert verdict.failure is None, verdict.leaves
     assert torch.equal(torch.rand(3), expected)
