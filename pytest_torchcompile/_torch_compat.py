@@ -168,11 +168,34 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
         return dynamo_hook(model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs))
 
     compile_fx_module.compile_fx = compile_fx  # type: ignore[assignment]
+    _INTERCEPTED_ORIGINALS.append(original)
     try:
         with no_compile_caches():
             yield
     finally:
+        _INTERCEPTED_ORIGINALS.pop()
         compile_fx_module.compile_fx = original
+
+
+_INTERCEPTED_ORIGINALS: list[Any] = []
+
+
+@contextlib.contextmanager
+def not_intercepted() -> Iterator[None]:
+    """Compile with Inductor as installed while the block runs, inside ``intercept_inductor``
+    too: the plugin's own compiles (a check, judging a graph standalone) are not compiles of
+    the test, and judging them again would report one bug twice."""
+    if not _INTERCEPTED_ORIGINALS:
+        yield
+        return
+    import torch._inductor.compile_fx as compile_fx_module
+
+    intercepting = compile_fx_module.compile_fx
+    compile_fx_module.compile_fx = _INTERCEPTED_ORIGINALS[0]
+    try:
+        yield
+    finally:
+        compile_fx_module.compile_fx = intercepting
 
 
 @contextlib.contextmanager

@@ -316,7 +316,7 @@ def check_model(
     a model checked again unchanged reuses its compiled code (training checks always recompile,
     since they change the compiled copy's weights).
     """
-    with full_fp32_precision(), generators_kept():
+    with full_fp32_precision(), generators_kept(), _torch_compat.not_intercepted():
         outcome = _check(fn, (tuple(args), dict(kwargs or {})), options or CheckOptions(), cache)
     outcome.fallback_random = any(draws_random(graph.gm) for graph in outcome.graphs)
     if outcome.fallback_random:
