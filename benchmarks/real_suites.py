@@ -186,7 +186,10 @@ def run_subset(
     python: Path, suite: Suite, source: Path, out: Path, label: str, options: list[str]
 ) -> Outcome:
     junit = out / f"{suite.name}-{label}.xml"
-    env = {**os.environ, **suite.env, "PYTHONDONTWRITEBYTECODE": "1"}
+    # Each run compiles on a cold Inductor cache of its own: a cache the other run filled would
+    # make either side's compiles cheap, and the ratio meaningless.
+    cache = out / f"{suite.name}-{label}-inductor-cache"
+    env = {**os.environ, **suite.env, "PYTHONDONTWRITEBYTECODE": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache)}
     env.pop("PYTHONPATH", None)
     command = [
         str(python),
