@@ -4,7 +4,7 @@ once with the tests it breaks listed under it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,16 +50,22 @@ def root_causes(results: Sequence[CaseResult]) -> list[RootCause]:
     return sorted(groups.values(), key=lambda group: (-len(group.tests), group.signature))
 
 
-def root_cause_lines(results: Sequence[CaseResult]) -> list[str]:
-    """``root causes: N`` then, per group, its stage, ops and failure type on one line and the
-    tests it breaks indented under it; nothing when no failure was attributed."""
+def _unwrapped(text: str, indent: str) -> list[str]:
+    return [f"{indent}{text}"]
+
+
+def root_cause_lines(results: Sequence[CaseResult],
+                     wrap: Callable[[str, str], list[str]] = _unwrapped) -> list[str]:
+    """``root causes: N`` then, per group, its stage, ops and failure type (one line, or
+    ``wrap(text, indent)``'s lines) and the tests it breaks indented under it, whole; nothing
+    when no failure was attributed."""
     groups = root_causes(results)
     if not groups:
         return []
     lines = [f"compile accuracy root causes: {len(groups)}"]
     for group in groups:
         tests = "test" if len(group.tests) == 1 else "tests"
-        lines.append(f"  [{len(group.tests)} {tests}] {group.stage_summary or group.stage}"
-                     f" | ops: {', '.join(group.ops)} | {group.failure_type}")
+        lines.extend(wrap(f"[{len(group.tests)} {tests}] {group.stage_summary or group.stage}"
+                          f" | ops: {', '.join(group.ops)} | {group.failure_type}", "  "))
         lines.extend(f"      {nodeid}" for nodeid in group.tests)
     return lines

@@ -221,16 +221,15 @@ def terminal_lines(
     lines.extend(layout.wrap(f"compile accuracy: {checks_summary(results)}", ""))
     if graph_counts(results) is not None:
         lines.append(f"plain torch.compile graphs: {format_graphs(results)}")
-    lines.extend(root_cause_lines(results))
+    lines.extend(root_cause_lines(results, layout.wrap))
     if decisions is not None:
         lines.append(f"baseline: {baseline_summary(decisions)}")
         for kind in _NOTABLE_KINDS:
             if recording and kind is DecisionKind.MISSING:
                 continue
-            lines.extend(
-                f"  {kind.label} {test_id}: {decision.message}"
-                for test_id, decision in sorted(decisions.items()) if decision.kind is kind
-            )
+            for test_id, decision in sorted(decisions.items()):
+                if decision.kind is kind:
+                    lines.extend(layout.wrap(f"{kind.label} {test_id}: {decision.message}", "  "))
     return lines
 
 

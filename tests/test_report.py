@@ -156,7 +156,10 @@ def deep_failure() -> CaseResult:
         status=Status.FAIL_ACCURACY, worst_ratio=1523.4, repro_path=str(case_dir / "repro.py"),
         message=f"1 of 3 outputs of graph 2 (backward) from {ROOT}/tests/models/test_model.py:41 (test_forward) "
                 "deviate beyond the fp64 rule", graph=f"graph 2 (backward) from {ROOT}/tests/models/test_model.py:41",
-        minify=MinifyResult(114, 1, 4.1, 3, StopReason.MINIMAL, path=str(case_dir / "minified.py")), graphs_judged=1,
+        minify=MinifyResult(114, 1, 4.1, 3, StopReason.MINIMAL, path=str(case_dir / "minified.py"),
+                            ops=["aten.native_layer_norm"], stage="decompositions", failure_type="accuracy",
+                            stage_summary="deviation appears with decompositions: aten.native_layer_norm"),
+        graphs_judged=1,
     )
 
 
@@ -165,15 +168,21 @@ def test_terminal_fits_the_width_keeping_ids_whole_and_paths_relative(width: int
     plain = CaseResult(nodeid="tests/p.py::test_p", status=Status.PASS, graphs_judged=2,
                        unchecked=[f"graph 1 (forward) from {ROOT}/tests/p.py:9 (test_p): draws random numbers "
                                   "(Inductor's RNG differs from eager)"])
-    lines = terminal_lines([deep_failure(), plain], None, TerminalLayout(width, 0, ROOT))
     failure = deep_failure()
-    assert lines[0].split() == ["status", "ratio", "graphs", "test"]
-    assert lines[1].split() == ["fail_accuracy", "1.52e+03", "1", "judged", failure.nodeid]
+    baseline = {failure.nodeid: Decision(DecisionKind.NEW_FAILURE, "fail_accuracy; the baseline expects pass, "
+                                         "update it with --compile-accuracy-update-baseline if intended",
+                                         Status.FAIL_ACCURACY, Status.PASS, True)}
+    lines = terminal_lines([deep_failure(), plain], baseline, TerminalLayout(width, 0, ROOT))
+    assert lines[0].split() == ["status", "ratio", "graphs", "baseline", "test"]
+    assert lines[1].split() == ["fail_accuracy", "1.52e+03", "1", "judged", "NEW", "FAILURE", failure.nodeid]
     text = "\n".join(lines)
     assert str(ROOT) not in text
     assert "plain torch.compile graphs: 3 judged, 1 unchecked" in lines
     assert ".compile-accuracy/tests_models_deep_test_model.py__test_forward-bfloat16-large/minified.py" in text
     assert "unchecked graph 1 (forward) from tests/p.py:9 (test_p): draws random numbers" in " ".join(text.split())
+    assert ("[1 test] deviation appears with decompositions: aten.native_layer_norm | ops: "
+            "aten.native_layer_norm | accuracy") in " ".join(text.split())
+    assert f"      {failure.nodeid}" in lines
     # Only the row holding the whole test id, and a path that cannot be split, may exceed the width.
     limit = min(width, 120)
     assert [line for line in lines if len(line) > limit and failure.nodeid not in line
