@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from . import _torch_compat, settings
 from .session import AccuracySession, narrowed_files
+
+if TYPE_CHECKING:
+    from .report import TerminalLayout
 
 SESSION_KEY = pytest.StashKey[AccuracySession]()
 PYTEST_SESSION_KEY = pytest.StashKey[pytest.Session]()
@@ -112,7 +115,17 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     from .parallel import run_minify_phase
 
-    run_minify_phase(session.config, session.config.stash[SESSION_KEY])
+    config = session.config
+    run_minify_phase(config, config.stash[SESSION_KEY])
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not _is_worker(config):
+        config.stash[SESSION_KEY].name_minified_in_failures(reporter.stats.get("failed", []), _layout(config))
+
+
+def _layout(config: pytest.Config) -> TerminalLayout:
+    from .report import TerminalLayout
+
+    return TerminalLayout(config.get_terminal_writer().fullwidth, config.get_verbosity(), config.rootpath)
 
 
 @pytest.hookimpl(trylast=True)
@@ -121,10 +134,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(SESSION_KEY, None)
     if state is None or _is_worker(config):
         return
-    from .report import TerminalLayout
-
-    layout = TerminalLayout(config.get_terminal_writer().fullwidth, config.get_verbosity(), config.rootpath)
-    end = state.end_run(narrowed_files(config), layout)
+    end = state.end_run(narrowed_files(config), _layout(config))
     if end.lines:
         terminalreporter.section("compile accuracy")
         for line in end.lines:

@@ -280,11 +280,7 @@ def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
     if check.repro_path:
         facts.append(("repro", layout.shown(check.repro_path)))
     if check.minify is not None:
-        if check.minify.path:
-            facts.append(("minified", layout.shown(check.minify.path)))
-        facts.append(("minify", format_minify(check.minify)))
-        if check.minify.stage_summary:
-            facts.append(("stage", check.minify.stage_summary))
+        facts.extend(_minify_facts(check.minify, layout))
         if check.minify.note:
             facts.append(("note", layout.shown(check.minify.note)))
     if layout.verbosity > 0:
@@ -295,6 +291,22 @@ def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
     for name, value in facts:
         lines.extend(layout.wrap(f"{name}: {value}", "      "))
     return lines
+
+
+def _minify_facts(minify: MinifyResult, layout: TerminalLayout) -> list[tuple[str, str]]:
+    facts = [("minified", layout.shown(minify.path))] if minify.path else []
+    facts.append(("minify", format_minify(minify)))
+    if minify.stage_summary:
+        facts.append(("stage", minify.stage_summary))
+    return facts
+
+
+def minified_section(checks: Sequence[CaseResult], layout: TerminalLayout) -> str:
+    """What minifying a failed test's checks found (minified repro, minify line, stage), for the
+    test's own failure report: the check failed before any of it was known."""
+    lines = [line for check in checks if check.minify is not None
+             for name, value in _minify_facts(check.minify, layout) for line in layout.wrap(f"{name}: {value}", "")]
+    return "\n".join(lines)
 
 
 # --- JSON -----------------------------------------------------------------------------------

@@ -247,6 +247,19 @@ class AccuracySession:
             if case.case_id == case_id:
                 case.minify = result
 
+    def name_minified_in_failures(self, reports: Sequence[pytest.TestReport], layout: TerminalLayout) -> None:
+        """After the minify phase, before failures are printed: each failed test's report gains
+        what minifying its checks found (minified repro, stage)."""
+        from .report import minified_section
+
+        minified: dict[str, list[CaseResult]] = {}
+        for case in self.results:
+            if case.minify is not None:
+                minified.setdefault(case.nodeid, []).append(case)
+        for report in reports:
+            if report.when == "call" and report.nodeid in minified:
+                report.sections.append(("compile accuracy: minified", minified_section(minified[report.nodeid], layout)))
+
     # --- gating and reports: results travel on test reports, so that xdist workers and a plain
     # run take one path; everything is decided and written once, on the controller.
 

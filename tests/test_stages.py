@@ -286,6 +286,11 @@ def test_two_tests_with_one_bug_are_one_root_cause(pytester: pytest.Pytester, wo
     section = section[:section.index("      test_suite.py::test_first")]
     assert " ".join(" ".join(section).split()) == f"compile accuracy root causes: 1 {summary}"
     assert max(map(len, section)) <= 80, "wrapped to pytester's 80-column terminal"
+    # Each failure, printed after the minify phase, names its minified repro and stage.
+    for name in ("test_first", "test_second"):
+        result.stdout.fnmatch_lines([f"_*_ {name} _*_", "*- compile accuracy: minified -*",
+                                     f"minified: .compile-accuracy/test_suite.py__{name}/minified.py",
+                                     "minify: 5 -> 1 ops, *", "stage: deviation appears in Inductor's C++ codegen of*"])
     groups = json.loads((pytester.path / "report.json").read_text())["root_causes"]
     assert [(group["stage"], group["ops"], group["tests"]) for group in groups] == [
         ("inductor.codegen.cpp", ["aten.relu"], ["test_suite.py::test_first", "test_suite.py::test_second"])]
