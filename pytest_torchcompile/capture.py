@@ -39,9 +39,7 @@ def plain_graph(gm: torch.fx.GraphModule) -> tuple[torch.fx.Graph, dict[str, Any
     for node in gm.graph.nodes:
         env[node] = graph.node_copy(node, env.__getitem__)
         env[node].meta = {}
-    owned = {str(node.target): operator.attrgetter(str(node.target))(gm)
-             for node in gm.graph.nodes if node.op in ("get_attr", "call_module")}
-    return graph, owned
+    return graph, _constants(gm, ("get_attr", "call_module"))
 
 
 @dataclass
@@ -60,12 +58,12 @@ class CapturedGraph:
     input_specs: list[Any] = field(default_factory=list)
     config_source: str = ""
     host_copy: HostCopy | None = None
-    rng_before_call: list[torch.Tensor] | None = None
-    """For a graph that draws random numbers: the generators' states before its latest new-shape
-    call, so that its eager references can draw the same numbers."""
     """The graph and inputs of its latest new-shape call in host memory, where they live on an
     accelerator: a device-side error (an assert in a kernel) leaves the whole device unreadable
     to this process, and its repro must still be written."""
+    rng_before_call: list[torch.Tensor] | None = None
+    """For a graph that draws random numbers: the generators' states before its latest new-shape
+    call, so that its eager references can draw the same numbers."""
     dynamo: DynamoGraph | None = None
     """The torch-level graph this one was lowered from, where the compile was seen starting."""
 
@@ -136,9 +134,6 @@ def _nameable(target: Any) -> bool:
     module = getattr(target, "__module__", None) or ""
     return module.split(".")[0] in ("torch", "_operator", "operator", "builtins", "math")
 
-    def source(self) -> str | None:
-        return _torch_compat.generated_source(self.compiled) if self.compiled is not None else None
-
 
 @dataclass(frozen=True)
 class HostTensor:
@@ -170,9 +165,10 @@ def _to_host(value: Any) -> Any:
     return value
 
 
-def _constants(gm: torch.fx.GraphModule) -> dict[str, Any]:
+def _constants(gm: torch.fx.GraphModule, ops: tuple[str, ...] = ("get_attr",)) -> dict[str, Any]:
+    """What ``gm``'s nodes of these kinds (constants; submodules too with ``call_module``) name."""
     return {str(node.target): operator.attrgetter(str(node.target))(gm)
-            for node in gm.graph.nodes if node.op == "get_attr"}
+            for node in gm.graph.nodes if node.op in ops}
 
 
 def _constant_devices(gm: torch.fx.GraphModule) -> set[torch.device]:
@@ -291,12 +287,7 @@ class GraphCapture:
         random_graph = draws_random(record.gm)
 
         def run(args: list[Any]) -> Any:
-            signature = input_signature(args)
-            # Shapes already recorded were judged then: a training loop pays no copy per step.
-            fresh = not any(input_signature(call) == signature for call in record.calls)
-            inputs = clone_values(args) if fresh else []
-            if fresh and len(record.calls) < capture._max_calls_kept:
-                record.calls.append(inputs)
+            fresh, inputs = capture._note_call(record.calls, args)
             if fresh:
                 record.host_copy = copy_to_host(record.gm, inputs)
                 if random_graph:
@@ -314,6 +305,18 @@ class GraphCapture:
         run._boxed_call = True  # type: ignore[attr-defined]
         return run
 
+    def _note_call(self, calls: list[list[Any]], args: Sequence[Any], keep_grad: bool = False) -> tuple[bool, list[Any]]:
+        """Whether a call's input shapes are new to its graph and, if so, copies of its inputs,
+        kept among the graph's ``calls`` up to the limit."""
+        signature = input_signature(args)
+        # Shapes already recorded were judged then: a training loop pays no copy per step.
+        if any(input_signature(call) == signature for call in calls):
+            return False, []
+        inputs = clone_values(args, keep_grad=keep_grad)
+        if len(calls) < self._max_calls_kept:
+            calls.append(inputs)
+        return True, inputs
+
     def dynamo_hook(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], compile_fn: Callable[[], Any]) -> Any:
         """Record the torch-level graph and, on each call of what it compiles to, its real inputs;
         post-AOT graphs lowered while it compiles are linked to it."""
@@ -327,11 +330,7 @@ class GraphCapture:
         capture = self
 
         def run(*args: Any) -> Any:
-            signature = input_signature(args)
-            fresh = not any(input_signature(call) == signature for call in record.calls)
-            inputs = clone_values(args, keep_grad=True) if fresh else []
-            if fresh and len(record.calls) < capture._max_calls_kept:
-                record.calls.append(inputs)
+            fresh, inputs = capture._note_call(record.calls, args, keep_grad=True)
             outputs = compiled(*args)
             if fresh and capture._dynamo_observer is not None:
                 capture._dynamo_observer(record, inputs, outputs)

@@ -30,10 +30,10 @@ from .oracle import Comparison, LeafResult, Status
 from .standalone import (
     compare_graph_outputs,
     draws_random,
-    eager_outputs,
     fp64_outputs,
     reference_outputs,
     rng_states,
+    run_graph,
     set_rng_states,
 )
 
@@ -150,7 +150,7 @@ def _references_drawing_like(graph: CapturedGraph, inputs: list[Any]) -> tuple[l
     try:
         draws: list[tuple[Any, Any]] = []
         with _torch_compat.recording_random_draws(draws):
-            eager = eager_outputs(graph.gm, inputs)
+            eager = run_graph(graph.gm, inputs)
         with _torch_compat.replaying_random_draws(draws):
             fp64 = fp64_outputs(graph.gm, inputs)
     finally:

@@ -4,6 +4,7 @@ once with the tests it breaks listed under it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,11 +25,7 @@ class RootCause:
     minified: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "signature": self.signature, "ops": self.ops, "stage": self.stage,
-            "stage_summary": self.stage_summary, "failure_type": self.failure_type,
-            "tests": self.tests, "minified": self.minified,
-        }
+        return dataclasses.asdict(self)
 
 
 def root_causes(results: Sequence[CaseResult]) -> list[RootCause]:
@@ -36,11 +33,13 @@ def root_causes(results: Sequence[CaseResult]) -> list[RootCause]:
     groups: dict[str, RootCause] = {}
     for result in results:
         minify = result.minify
-        signature = minify.signature if minify is not None else None
-        if minify is None or signature is None or minify.stage is None:
+        if minify is None or (signature := minify.signature) is None:
             continue
-        group = groups.setdefault(signature, RootCause(signature, list(minify.ops), minify.stage,
-                                                       minify.stage_summary, minify.failure_type))
+        group = groups.get(signature)
+        if group is None:
+            assert minify.stage is not None, "a signature names the stage"
+            group = groups[signature] = RootCause(signature, list(minify.ops), minify.stage,
+                                                  minify.stage_summary, minify.failure_type)
         if result.nodeid not in group.tests:
             group.tests.append(result.nodeid)
         if minify.path:

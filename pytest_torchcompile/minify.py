@@ -495,15 +495,16 @@ def minify_repro(
             case = load_case(path)
         except ReproBroken as error:
             return MinifyResult(0, 0, time.perf_counter() - started, 0, StopReason.REPRO_BROKEN, note=str(error))
+        settings, query = JudgeSettings.for_minifying(case), stage_query(case)
         try:
             reduction = minify_graph(
-                case, functools.partial(judge, settings=JudgeSettings.for_minifying(case)),
+                case, functools.partial(judge, settings=settings),
                 budget_s=timeout_s - (time.perf_counter() - started), progress=progress,
             )
-            kernel = (judge.kernel_source(reduction.gm, reduction.inputs, JudgeSettings.for_minifying(case))
+            kernel = (judge.kernel_source(reduction.gm, reduction.inputs, settings)
                       if reduction.gm is not None else None)
             seconds = time.perf_counter() - started
-            stage = (judge.attribute_stage(reduction.gm, reduction.inputs, stage_query(case))
+            stage = (judge.attribute_stage(reduction.gm, reduction.inputs, query)
                      if reduction.gm is not None and find_stage and case.kind in ATTRIBUTABLE else None)
         except IsolationError as error:
             return MinifyResult(case.op_count, case.op_count, time.perf_counter() - started, 0,
@@ -514,14 +515,17 @@ def minify_repro(
     compiles = reduction.compiles + 1  # the kernel's
     note = _note(reduction, compiles, seconds)
     # A torch-level graph's comment shows the post-AOT graphs it lowers to, not a kernel file.
-    generated = _generated_code(kernel) if case.level != DYNAMO else None
-    comment = generated[0] if generated else kernel if case.level == DYNAMO and kernel else ""
+    if case.level == DYNAMO:
+        generated, comment = None, kernel or ""
+    else:
+        generated = _generated_code(kernel)
+        comment = generated[0] if generated else ""
     minified = write_repro(_minified_case(case, reduction, note, comment, stage), path.with_name(MINIFIED_NAME))
     kernel_path = _write_kernel(generated, path.parent)
     result = MinifyResult(
         reduction.ops_before, reduction.ops_after, seconds, compiles,
         reduction.stop, str(minified), str(kernel_path) if kernel_path else None, note,
-        graph_ops(reduction.gm), failure_type=stage_query(case).failure.type_name,
+        graph_ops(reduction.gm), failure_type=query.failure.type_name,
     )
     if stage is not None:
         result.stage, result.stage_summary = stage.stage, stage.summary

@@ -399,10 +399,6 @@ def job_result(job: dict[str, Any]) -> MinifyResult:
     return MinifyResult(ops_before=ops, ops_after=ops, seconds=seconds, compiles=0, stop=stop, path=None, note=note)
 
 
-def summary_line(job: dict[str, Any]) -> str:
-    return job_result(job).summary_line(job["nodeid"])
-
-
 # --- devices -------------------------------------------------------------------------------
 
 
@@ -697,6 +693,7 @@ def report(config: pytest.Config, state: AccuracySession, queue: WorkQueue) -> N
         if getattr(reporter._tw, "width_of_current_line", 0):
             reporter.write("\n")  # the progress dots' line is still open during sessionfinish
     for job in jobs:
-        state.record_minified(job["case_id"], job_result(job))
+        result = job_result(job)
+        state.record_minified(job["case_id"], result)
         if reporter is not None:
-            reporter.write_line(summary_line(job))
+            reporter.write_line(result.summary_line(job["nodeid"]))

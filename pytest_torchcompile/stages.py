@@ -23,6 +23,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat
+from .capture import OP_NODES
 from .standalone import (
     ACCURACY,
     DYNAMO,
@@ -293,7 +294,7 @@ def op_name(target: Any) -> str:
 def graph_ops(gm: torch.fx.GraphModule) -> list[str]:
     """The distinct ops a graph calls, in order (the op part of a failure's signature)."""
     return list(dict.fromkeys(op_name(node.target) for node in gm.graph.nodes
-                              if node.op in ("call_function", "call_method", "call_module")
+                              if node.op in OP_NODES
                               and node.target is not operator.getitem))
 
 

@@ -294,13 +294,9 @@ def reference_outputs(
 ) -> tuple[list[Any], list[Any] | None]:
     """Eager outputs in the original dtype, and in fp64 (None where the graph cannot run in fp64)."""
     with seeded_alike(module):
-        eager = eager_outputs(module, inputs, backward)
+        eager = run_graph(module, inputs, backward)
     with seeded_alike(module):
         return eager, fp64_outputs(module, inputs, backward)
-
-
-def eager_outputs(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False) -> list[Any]:
-    return run_graph(module, inputs, backward)
 
 
 def fp64_outputs(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False) -> list[Any] | None:

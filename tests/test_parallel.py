@@ -34,7 +34,6 @@ from pytest_torchcompile.parallel import (
     drain,
     job_result,
     parse_devices,
-    summary_line,
 )
 from pytest_torchcompile.results import MinifyResult, StopReason
 from pytest_torchcompile.session import MinifyJob
@@ -290,7 +289,7 @@ def test_job_that_kills_its_worker_twice_is_marked_crashed(tmp_path: Path) -> No
     (job,) = queue.jobs()
     assert job["state"] == CRASHED and job["crashes"] == 2
     assert [a["worker"] for a in job["attempts"]] == ["gw0", "gw1"]
-    assert summary_line(job).startswith("not minified test_x.py::test_0: the minifier crashed: the minifying worker died 2 times")
+    assert job_result(job).summary_line(job["nodeid"]).startswith("not minified test_x.py::test_0: the minifier crashed: the minifying worker died 2 times")
     kept = job_result(job)
     assert kept.path is None and kept.stop is StopReason.CRASHED
     assert job["repro_path"] in kept.note and Path(job["repro_path"]).exists()
