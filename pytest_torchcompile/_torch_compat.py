@@ -423,9 +423,21 @@ def op_origins(gm: torch.fx.GraphModule) -> list[OpOrigin]:
             qualname = _op_qualname(node.target)
             if qualname is None or qualname.startswith("aten::") or qualname in origins:
                 continue
-            name = _op_module(node.target, qualname)
-            origins[qualname] = OpOrigin(qualname, name, _search_path(name))
+            origins[qualname] = _origin(node.target, qualname)
     return list(origins.values())
+
+
+_KNOWN_ORIGINS: dict[str, OpOrigin] = {}
+
+
+def _origin(target: Any, qualname: str) -> OpOrigin:
+    """Looked up once per process (the lookup reads every loaded module's path): the module that
+    registered an op stays the same, and the minifier asks again for every candidate."""
+    known = _KNOWN_ORIGINS.get(qualname)
+    if known is None:
+        name = _op_module(target, qualname)
+        known = _KNOWN_ORIGINS[qualname] = OpOrigin(qualname, name, _search_path(name))
+    return known
 
 
 def _op_qualname(target: Any) -> str | None:

@@ -123,6 +123,12 @@ class DynamoGraph:
         """The Inductor config its post-AOT graphs were compiled under (the mode's included)."""
         return self.lowered[0].config_source if self.lowered else _torch_compat.inductor_config_source()
 
+    def judgeable(self) -> bool:
+        """Whether its calls can be judged at this level: its post-AOT graphs are known and draw no
+        random numbers (a recompile would draw anew), and a repro file can hold it."""
+        return (bool(self.lowered) and not any(draws_random(g.gm) for g in self.lowered)
+                and self.reproducible_standalone())
+
     def reproducible_standalone(self) -> bool:
         """Whether a repro file can hold it: no nn.Module calls, and every op a torch or builtin
         function that the file's code can name."""

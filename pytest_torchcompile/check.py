@@ -342,7 +342,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     seeded = rng_states()
     try:
         eager_parts, eager_args = eager_run(given)
-        draws_random = any(not torch.equal(a, b) for a, b in zip(seeded, rng_states(), strict=False))
+        model_draws_random = any(not torch.equal(a, b) for a, b in zip(seeded, rng_states(), strict=False))
         eager_again, _ = eager_run(given)
     except Exception as error:
         raise EagerRunError(f"the model raised when run eagerly: {_short_error(error)}") from error
@@ -393,7 +393,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     comparison = Comparison([])
     reference_label = "fp64"
     for arguments, (eager_out, eager_call_args), (compiled_out, compiled_call_args) in results:
-        reference, reference_label = _reference(fn, arguments, options, mutated, draws_random)
+        reference, reference_label = _reference(fn, arguments, options, mutated, model_draws_random)
         comparison = _compare(_judged(compiled_out, compiled_call_args, mutated),
                               _judged(eager_out, eager_call_args, mutated), reference, options)
         if not comparison.passed:
@@ -421,7 +421,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
 
 def _reference(
     fn: Callable[..., Any], arguments: Arguments, options: CheckOptions, mutated: list[int],
-    draws_random: bool,
+    model_draws_random: bool,
 ) -> tuple[dict[str, Any] | None, str]:
     """The fp64 run's results, or None (with the label of the weaker check) when it cannot run.
     A model that draws random numbers is run once more eagerly to record its draws, which the
@@ -429,7 +429,7 @@ def _reference(
     widened: Arguments = (tuple(_to_fp64(a) for a in arguments[0]),
                           {k: _to_fp64(v) for k, v in arguments[1].items()})
     draws: list[tuple[Any, Any]] = []
-    if draws_random:
+    if model_draws_random:
         torch.manual_seed(options.seed)
         model = _copy_callable(fn)
         with _torch_compat.recording_random_draws(draws):
@@ -437,7 +437,7 @@ def _reference(
     torch.manual_seed(options.seed)
     try:
         with _torch_compat.float64_everywhere(), \
-                _torch_compat.replaying_random_draws(draws) if draws_random else contextlib.nullcontext():
+                _torch_compat.replaying_random_draws(draws) if model_draws_random else contextlib.nullcontext():
             model = _copy_callable(fn, fp64=True)
             parts, call_args = _execute(model, model if isinstance(model, torch.nn.Module) else None,
                                         widened, options)
@@ -515,7 +515,7 @@ def _failing_dynamo_graphs(dynamo_graphs: list[DynamoGraph], options: CheckOptio
     compile through the whole stack, forward and backward in a training call), worst first."""
     scored: list[tuple[float, FailingGraph]] = []
     for graph in dynamo_graphs:
-        if not graph.calls or not graph.lowered or not graph.reproducible_standalone() or any(draws_random(g.gm) for g in graph.lowered):
+        if not graph.calls or not graph.judgeable():
             continue
         inputs = graph.calls[0]
         with _torch_compat.inductor_config(config_patches(graph.config_source)), \
