@@ -9,11 +9,13 @@ Two measurements, each contender a fresh process on a fresh, empty Inductor cach
   session's one-time cost (the compiler imported at configure time) and the cost per test.
 
     python benchmarks/check_overhead.py --rounds 2
+    python benchmarks/check_overhead.py --device cuda --models resnet50,convnext_tiny --rounds 1 --no-trivial
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -23,10 +25,13 @@ import textwrap
 import time
 from pathlib import Path
 
+BENCHMARKS = Path(__file__).resolve().parent
+
 MODEL_RUN = textwrap.dedent("""
-    import sys, time
+    import json, sys, time
     import torch
     import torch._inductor.config  # imported before the clock starts, as the plugin does at configure
+    from pytest_torchcompile import standalone
     from pytest_torchcompile.check import CheckOptions, check_model
 
     class ConvEncoder(torch.nn.Module):
@@ -45,17 +50,52 @@ MODEL_RUN = textwrap.dedent("""
             tokens = self.body(x).flatten(2).transpose(1, 2).contiguous()
             return self.head(self.encoder(tokens).mean(1))
 
+    mode, name, device = sys.argv[1], sys.argv[2], torch.device(sys.argv[3])
     torch.manual_seed(0)
-    model, x = ConvEncoder().eval(), torch.randn(2, 3, 16, 16)
-    mode = sys.argv[1]
+    if name == "conv_encoder":
+        model, args, kwargs = ConvEncoder(), (torch.randn(2, 3, 16, 16, device=device),), {}
+    else:
+        sys.path.insert(0, sys.argv[4])
+        import zoo
+        case = next(spec for spec in zoo.MODELS if spec.name == name).build(zoo.Sizes(device, tiny=device.type == "cpu"))
+        model, args, kwargs = case.model, case.args, case.kwargs
+    model = model.eval().to(device)
+    if device.type == "cuda":
+        torch.ones(1, device=device).sum().item()  # the CUDA context, which a plain run pays elsewhere too
+
+    spent = {"probe compile": 0.0, "probe references": 0.0, "probe judges": 0}
+    def timed(function, key):
+        def wrapper(*a, **k):
+            started = time.perf_counter()
+            try:
+                return function(*a, **k)
+            finally:
+                spent[key] += time.perf_counter() - started
+        return wrapper
+    from pytest_torchcompile import intermediates
+    original_judge = intermediates.judge_graph
+    def judge(*a, **k):
+        spent["probe judges"] += 1
+        standalone.compile_graph = timed(original_compile, "probe compile")
+        standalone.reference_outputs = timed(original_references, "probe references")
+        try:
+            return original_judge(*a, **k)
+        finally:
+            standalone.compile_graph, standalone.reference_outputs = original_compile, original_references
+    original_compile, original_references = standalone.compile_graph, standalone.reference_outputs
+    intermediates.judge_graph = judge
+
     start = time.perf_counter()
     with torch.no_grad():
         if mode == "plain":
-            torch.compile(model)(x)
+            torch.compile(model)(*args, **kwargs)
         else:
-            outcome = check_model(model, (x,), options=CheckOptions(intermediates=mode == "check"))
+            outcome = check_model(model, args, kwargs, options=CheckOptions(intermediates=mode == "check"))
             assert outcome.status.value == "pass", (outcome.status, outcome.message)
-    print(time.perf_counter() - start)
+            spent["check's compile and compiled run"] = outcome.compile_seconds
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    print(json.dumps({"seconds": time.perf_counter() - start, **spent}))
 """)
 
 TRIVIAL_TESTS = 400
@@ -66,11 +106,14 @@ def _fresh_env(cache: Path) -> dict[str, str]:
     return {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def _model_seconds(mode: str, work: Path) -> float:
+def _model_run(mode: str, model: str, device: str, work: Path) -> dict[str, float]:
     cache = Path(tempfile.mkdtemp(dir=work))
-    done = subprocess.run([sys.executable, "-c", MODEL_RUN, mode], env=_fresh_env(cache),
-                          capture_output=True, text=True, check=True)
-    return float(done.stdout.strip().splitlines()[-1])
+    done = subprocess.run([sys.executable, "-c", MODEL_RUN, mode, model, device, str(BENCHMARKS)],
+                          env=_fresh_env(cache), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{model} ({mode}) failed:\n{done.stderr[-3000:]}")
+    timings: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return timings
 
 
 def _pytest_seconds(path: Path, plugin: bool, work: Path) -> float:
@@ -85,7 +128,12 @@ def _pytest_seconds(path: Path, plugin: bool, work: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--models", default="conv_encoder",
+                        help="comma-separated: conv_encoder (defined here) and benchmarks/zoo.py's names")
+    parser.add_argument("--no-trivial", action="store_true", help="skip the tests that compile nothing")
     args = parser.parse_args()
+    names = args.models.split(",")
     with tempfile.TemporaryDirectory() as directory:
         work = Path(directory)
         one = work / "test_one.py"
@@ -93,18 +141,28 @@ def main() -> None:
         many = work / "test_many.py"
         many.write_text("import torch\n" + "".join(
             f"\n\ndef test_{i}():\n    assert torch.ones(3).sum() == 3\n" for i in range(TRIVIAL_TESTS)))
-        model: dict[str, list[float]] = {mode: [] for mode in MODES}
+        runs: dict[tuple[str, str], list[dict[str, float]]] = {}
         suite: dict[tuple[str, bool], list[float]] = {}
         for _ in range(args.rounds):
-            for mode in MODES:
-                model[mode].append(_model_seconds(mode, work))
-            for path in (one, many):
+            for name in names:
+                for mode in MODES:
+                    run = _model_run(mode, name, args.device, work)
+                    runs.setdefault((name, mode), []).append(run)
+                    print(f"  {name}, {MODES[mode]}: {run['seconds']:.1f} s", flush=True)
+            for path in () if args.no_trivial else (one, many):
                 for plugin in (False, True):
                     suite.setdefault((path.name, plugin), []).append(_pytest_seconds(path, plugin, work))
-    median = {mode: statistics.median(times) for mode, times in model.items()}
-    print(f"fixture check of a conv + transformer-encoder model, CPU, median of {args.rounds}:")
-    for mode, seconds in median.items():
-        print(f"  {MODES[mode]:<26} {seconds:6.1f} s  {seconds / median['plain']:.2f}x the plain first call")
+    for name in names:
+        median = {mode: statistics.median(run["seconds"] for run in runs[name, mode]) for mode in MODES}
+        print(f"fixture check of {name}, {args.device}, median of {args.rounds}:")
+        for mode, seconds in median.items():
+            print(f"  {MODES[mode]:<26} {seconds:6.1f} s  {seconds / median['plain']:.2f}x the plain first call")
+        parts = {key: statistics.median(run[key] for run in runs[name, "check"])
+                 for key in runs[name, "check"][0] if key != "seconds"}
+        print("    in the check: " + ", ".join(f"{key} {value:.1f}" + ("" if key == "probe judges" else " s")
+                                               for key, value in parts.items()))
+    if not suite:
+        return
     timed = {key: statistics.median(times) for key, times in suite.items()}
     print(f"tests that compile nothing, whole pytest process, median of {args.rounds}:")
     for plugin in (False, True):

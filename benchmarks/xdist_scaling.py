@@ -1,9 +1,9 @@
 """Does a suite of real-model checks get faster with more xdist workers? Side by side, one run.
 
-A suite of compile-accuracy checks (inference, fp32) is written to a scratch directory and run
-with ``pytest --compile-accuracy -n N`` for each N of ``--workers``, each run in a fresh process
-with a fresh ``TORCHINDUCTOR_CACHE_DIR``; the wall time of each run and its speedup over the first
-are printed. The models are ``benchmarks/zoo.py``'s (timm, torchvision, transformers built from
+A suite of compile-accuracy checks (inference; fp32, and bf16 with ``--dtypes fp32,bf16``) is
+written to a scratch directory and run with ``pytest --compile-accuracy -n N`` for each N of
+``--workers``, each run in a fresh process with a fresh ``TORCHINDUCTOR_CACHE_DIR``; the wall time
+of each run, its tests' durations and its speedup over the first are printed. The models are ``benchmarks/zoo.py``'s (timm, torchvision, transformers built from
 configs, random weights): those whose library is installed; on a CPU with ``--tiny`` shapes.
 Without them (or with ``--small``) the suite is eight small models defined here, so that the
 benchmark also runs on a CPU-only machine.
@@ -44,12 +44,14 @@ import zoo
 DEVICE, TINY = torch.device({device!r}), {tiny!r}
 
 
+@pytest.mark.parametrize("dtype", {dtypes!r})
 @pytest.mark.parametrize("name", {names!r})
-def test_model(compile_accuracy, name):
+def test_model(compile_accuracy, name, dtype):
     spec = next(spec for spec in zoo.MODELS if spec.name == name)
     case = spec.build(zoo.Sizes(DEVICE, tiny=TINY))
+    model, args, kwargs = zoo.prepare(case, zoo.DTYPES[dtype], "inference", DEVICE)
     with torch.no_grad():
-        compile_accuracy.check(case.model.eval().to(DEVICE), case.args, case.kwargs)
+        compile_accuracy.check(model, args, kwargs)
 '''
 
 SMALL_SUITE = '''\
@@ -105,12 +107,12 @@ def zoo_names() -> list[str]:
     return [spec.name for spec in zoo.MODELS if importlib.util.find_spec(spec.library) is not None]
 
 
-def run_suite(project: Path, workers: int, extra: list[str], timeout_s: float) -> tuple[float, str]:
+def run_suite(project: Path, workers: int, extra: list[str], timeout_s: float) -> tuple[float, str, list[str]]:
     cache = Path(tempfile.mkdtemp(prefix="inductor-cache-", dir=project))
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     command = [sys.executable, "-m", "pytest", "--compile-accuracy", "-p", "no:cacheprovider", "-q",
-               "-n", str(workers), *extra, "test_suite.py"]
+               "-n", str(workers), "--durations=0", *extra, "test_suite.py"]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout_s)
     seconds = time.perf_counter() - started
@@ -118,7 +120,8 @@ def run_suite(project: Path, workers: int, extra: list[str], timeout_s: float) -
     summary = re.findall(r"^=* ?(\d+ (?:passed|failed).*?)=*$", done.stdout, re.M)
     if done.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(command)} exited {done.returncode}:\n{(done.stdout + done.stderr)[-4000:]}")
-    return seconds, (summary[-1].strip() if summary else done.stdout.strip().splitlines()[-1])
+    durations = re.findall(r"^\s*(\d+\.\d+s (?:setup|call|teardown) .*)$", done.stdout, re.M)
+    return seconds, (summary[-1].strip() if summary else done.stdout.strip().splitlines()[-1]), durations
 
 
 def main() -> None:
@@ -128,6 +131,7 @@ def main() -> None:
                         help="comma-separated -n values, the first is the anchor (default: 1,4 on cuda, 0,2 on cpu)")
     parser.add_argument("--small", action="store_true", help="the small models defined here, even with zoo libraries")
     parser.add_argument("--tiny", action="store_true", help="zoo models with tiny shapes (default on a CPU)")
+    parser.add_argument("--dtypes", default="fp32", help="zoo models' dtypes, comma-separated: fp32, bf16")
     parser.add_argument("--unbudgeted", action="store_true",
                         help="add a run at the last -n with --compile-threads 0 (no shared CPU budget)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="limit per pytest run, seconds")
@@ -142,9 +146,11 @@ def main() -> None:
 
     try:
         if names:
+            dtypes = args.dtypes.split(",")
             source = ZOO_SUITE.format(benchmarks=str(BENCHMARKS), device=args.device,
-                                      tiny=args.tiny or args.device == "cpu", names=names)
-            say(f"suite: {len(names)} zoo models ({', '.join(names)}), inference fp32, on {args.device}")
+                                      tiny=args.tiny or args.device == "cpu", names=names, dtypes=dtypes)
+            say(f"suite: {len(names) * len(dtypes)} checks, zoo models ({', '.join(names)}) in "
+                f"{' and '.join(dtypes)}, inference, on {args.device}")
         else:
             source = SMALL_SUITE.format(device=args.device)
             say(f"suite: 8 small models defined in xdist_scaling.py, inference fp32, on {args.device}")
@@ -155,9 +161,11 @@ def main() -> None:
         results: list[tuple[str, float]] = []
         for n, extra in runs:
             label = f"-n {n}" + (" --compile-threads 0" if extra else "")
-            seconds, summary = run_suite(workdir, n, extra, args.timeout)
+            seconds, summary, durations = run_suite(workdir, n, extra, args.timeout)
             results.append((label, seconds))
             say(f"{label:32} {seconds:7.1f} s   {summary}")
+            for line in durations:
+                say(f"    {line}")
         anchor_label, anchor_s = results[0]
         say("")
         for label, seconds in results[1:]:

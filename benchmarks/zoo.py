@@ -240,7 +240,7 @@ def _cast(value: Any, dtype: torch.dtype) -> Any:
     return value
 
 
-def _prepare(case: Case, dtype: torch.dtype, mode: str, device: torch.device) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
+def prepare(case: Case, dtype: torch.dtype, mode: str, device: torch.device) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
     """The model to check and its inputs, on the device, in ``dtype`` and the mode's state."""
     model = case.model.to(device=device, dtype=dtype)
     args = tuple(_cast(a, dtype) for a in case.args)
@@ -372,7 +372,7 @@ def _fill_from_outcome(row: Row, outcome: CheckOutcome) -> None:
 def _measure_into(row: Row, spec: ModelSpec, sizes: Sizes, options: CheckOptions, plain: bool) -> None:
     torch.manual_seed(0)  # identical random weights for every dtype and mode of a model
     case = spec.build(sizes)
-    model, args, kwargs = _prepare(case, DTYPES[row.dtype], row.mode, sizes.device)
+    model, args, kwargs = prepare(case, DTYPES[row.dtype], row.mode, sizes.device)
     started = time.perf_counter()
     with _cold_cache(), _grad_mode(row.mode):
         outcome = check_model(model, args, kwargs, _mode_options(options, row.mode, case))

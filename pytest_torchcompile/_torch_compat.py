@@ -327,6 +327,13 @@ def is_op_overload(target: Any) -> bool:
     return isinstance(target, torch._ops.OpOverload)
 
 
+def is_view_op(target: Any) -> bool:
+    """Whether an FX node target returns a view of an input (its storage, no values of its own)."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    return any(result.alias_info is not None and not result.alias_info.is_write for result in target._schema.returns)
+
+
 def is_random_op(target: Any) -> bool:
     """Whether an FX node target draws random numbers (Inductor's RNG differs from eager's)."""
     tags = getattr(target, "tags", ())

@@ -170,8 +170,34 @@ class GraphSlicer:
     def op_count(self, selection: Selection) -> int:
         return sum(len(self.units[unit]) for unit in selection)
 
-    def floating_nodes(self) -> list[torch.fx.Node]:
-        return [node for node in self.unit_of if _is_floating(self.values.get(node))]
+    def observed_nodes(self) -> list[torch.fx.Node]:
+        """The floating values a probe judges: all but the views that only rearrange all of
+        another value's elements (judged, they would repeat their base's verdict; returned, each
+        costs the compile an output), which are observed only as outputs of the graph."""
+        return [node for node in self.unit_of if _is_floating(self.values.get(node))
+                and (node in self.outputs or self._rearranged_base(node) is None)]
+
+    def with_views(self, diverged: set[torch.fx.Node]) -> set[torch.fx.Node]:
+        """``diverged`` and the unobserved views of its values, which deviate with their base."""
+        spread = set(diverged)
+        for node in self.unit_of:
+            base = self._rearranged_base(node)
+            if base is not None and base in spread:
+                spread.add(node)
+        return spread
+
+    def _rearranged_base(self, node: torch.fx.Node) -> torch.fx.Node | None:
+        """The value whose elements ``node`` is a view of, all of them, in the same dtype
+        (a permute, a reshape, a squeeze); None for any other node."""
+        base = node.args[0] if node.args else None
+        if not isinstance(base, torch.fx.Node) or not _torch_compat.is_view_op(node.target) \
+                or node.target is torch.ops.aten.as_strided.default:
+            return None
+        value, base_value = self.values.get(node), self.values.get(base)
+        if isinstance(value, torch.Tensor) and isinstance(base_value, torch.Tensor) \
+                and value.dtype == base_value.dtype and value.numel() == base_value.numel():
+            return base
+        return None
 
     def neighbourhood(self, centre: str, radius: int, within: Selection) -> Selection:
         """Units at most ``radius`` producer/consumer steps from ``centre``, inside ``within``."""
@@ -377,7 +403,7 @@ def _locate_divergence(search: _Search) -> list[str]:
     graph returning every floating intermediate, each judged against its own fp64 value by the
     oracle rule. That run doubles as the reproduction check when an original output fails."""
     slicer = search.slicer
-    observed = slicer.floating_nodes()
+    observed = slicer.observed_nodes()
     if not observed or sum(slicer.values[node].nbytes for node in observed) > LOCATE_BYTES_LIMIT:
         return []
     verdict = search.judge_graph(*slicer.slice(search.everything, outputs=observed))
@@ -389,7 +415,7 @@ def _locate_divergence(search: _Search) -> list[str]:
         search.record(search.everything, verdict)
     else:
         search.report()
-    return slicer.divergence_roots(diverged, failing_outputs) if verdict.failure == ACCURACY else []
+    return slicer.divergence_roots(slicer.with_views(diverged), failing_outputs) if verdict.failure == ACCURACY else []
 
 
 def output_index(path: str) -> int:

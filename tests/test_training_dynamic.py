@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
 
 import pytest_torchcompile._torch_compat as compat
 from pytest_torchcompile.check import CheckOptions, CompiledCache, check_model
+from pytest_torchcompile.minify import GraphSlicer
 from pytest_torchcompile.oracle import Status
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
@@ -103,6 +105,37 @@ def test_masked_deviation_is_caught_by_intermediate_checks_only() -> None:
     assert cut is not None
     ops = [n.target for n in cut.graph.nodes if n.op == "call_function"]
     assert ops[-1] == torch.ops.aten.relu.default and torch.ops.aten.cos.default not in ops
+
+
+def relu_behind_views(x: torch.Tensor) -> torch.Tensor:
+    for _ in range(20):
+        x = x.sin()
+    x = x.relu().t().reshape(-1, 16)
+    for _ in range(40):
+        x = x.cos()
+    return x[:, :4].sum(0).view(2, 2)
+
+
+def test_views_are_judged_through_their_base_only() -> None:
+    """A view that rearranges all of a value's elements is not a probe output (it would repeat its
+    base's verdict, at the cost of an output), yet a deviation is followed through it to where it
+    starts; a view that keeps part of the elements, and the graph's outputs, stay observed."""
+    x = torch.randn(16, 32)
+    gm = make_fx(relu_behind_views)(x)
+    slicer = GraphSlicer(gm, [x])
+    observed = {node.target for node in slicer.observed_nodes()}
+    aten = torch.ops.aten
+    assert aten.relu.default in observed and aten.slice.Tensor in observed
+    assert aten.view.default in observed, "an output view stays observed"
+    assert not {aten.t.default, aten.permute.default} & observed
+    relu = next(node for node in gm.graph.nodes if node.target is aten.relu.default)
+    after_relu = next(iter(relu.users))
+    assert after_relu.target in (aten.t.default, aten.permute.default)
+    assert after_relu in slicer.with_views({relu}) and after_relu not in slicer.with_views(set())
+
+    outcome = check_model(relu_behind_views, (x,), options=CheckOptions(inductor_config=RELU_BUG))
+    assert outcome.status is Status.FAIL_ACCURACY
+    assert "intermediate 'relu' deviates" in outcome.message, outcome.message
 
 
 def perturb_every_product(graph: torch.fx.Graph) -> None:
