@@ -12,13 +12,11 @@ import argparse
 import dataclasses
 import json
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .minify import MinifyProgress, minify_repro
-from .parallel import PROGRESS_EVERY_S
+from .minify import MinifyProgress, ProgressThrottle, minify_repro
 from .results import StopReason
 
 EXIT_STATUSES = {
@@ -35,18 +33,15 @@ class ProgressLine:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.live = stream.isatty()
-        self.last_shown: float | None = None
+        self.due = ProgressThrottle()
 
     def __call__(self, progress: MinifyProgress) -> None:
-        text = f"{progress.ops_left} ops left, {progress.compiles} compiles, {progress.elapsed_s:.1f} s"
         if self.live:
-            self.stream.write(f"\r{text}")
+            self.stream.write(f"\r{progress.describe()}")
+        elif self.due():
+            self.stream.write(f"minifying: {progress.describe()}\n")
         else:
-            now = time.monotonic()
-            if self.last_shown is not None and now - self.last_shown < PROGRESS_EVERY_S:
-                return
-            self.last_shown = now
-            self.stream.write(f"minifying: {text}\n")
+            return
         self.stream.flush()
 
     def close(self) -> None:

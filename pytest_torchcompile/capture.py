@@ -31,6 +31,12 @@ def op_count(gm: torch.fx.GraphModule) -> int:
     return sum(1 for node in gm.graph.nodes if node.op in OP_NODES)
 
 
+def private_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy for Inductor to compile: its post-grad passes rewrite the graph they compile in
+    place, and the graph they were given must stay what it was (to be judged or written out)."""
+    return torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+
+
 def plain_graph(gm: torch.fx.GraphModule) -> tuple[torch.fx.Graph, dict[str, Any]]:
     """``gm``'s graph without its nodes' metadata (Dynamo's holds fake tensors and the sources of
     real values), and the constants and submodules it uses."""
@@ -87,6 +93,11 @@ class CapturedGraph:
             values.append(torch.as_strided(storage.to(spec.dtype), spec.shape, spec.stride).to(spec.device))
         return values
 
+    @functools.cached_property
+    def has_random_ops(self) -> bool:
+        """Whether the graph draws random numbers (a scan of its ops, done once)."""
+        return draws_random(self.gm)
+
     @property
     def op_count(self) -> int:
         return op_count(self.gm)
@@ -126,7 +137,7 @@ class DynamoGraph:
     def judgeable(self) -> bool:
         """Whether its calls can be judged at this level: its post-AOT graphs are known and draw no
         random numbers (a recompile would draw anew), and a repro file can hold it."""
-        return (bool(self.lowered) and not any(draws_random(g.gm) for g in self.lowered)
+        return (bool(self.lowered) and not any(g.has_random_ops for g in self.lowered)
                 and self.reproducible_standalone())
 
     def reproducible_standalone(self) -> bool:
@@ -265,10 +276,9 @@ class GraphCapture:
     ) -> Any:
         kind = "backward" if kwargs.get("is_backward") else (
             "inference" if kwargs.get("is_inference") else "forward")
-        # Inductor's post-grad passes rewrite the graph in place; keep what it was given.
         record = CapturedGraph(
             index=next(self._counter),
-            gm=torch.fx.GraphModule(gm, copy.deepcopy(gm.graph)),
+            gm=private_copy(gm),
             kind=kind,
             symbolic_sizes=_torch_compat.symbolic_sizes(example_inputs),
             location=_user_frame(),
@@ -290,13 +300,12 @@ class GraphCapture:
 
     def _wrap(self, record: CapturedGraph, compiled: Any, devices: set[torch.device]) -> Any:
         capture = self
-        random_graph = draws_random(record.gm)
 
         def run(args: list[Any]) -> Any:
             fresh, inputs = capture._note_call(record.calls, args)
             if fresh:
                 record.host_copy = copy_to_host(record.gm, inputs)
-                if random_graph:
+                if record.has_random_ops:
                     record.rng_before_call = rng_states()
             try:
                 outputs = compiled(args)

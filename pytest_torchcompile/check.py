@@ -33,7 +33,6 @@ from .standalone import (
     DYNAMO,
     clone_values,
     compare_graph_outputs,
-    draws_random,
     full_fp32_precision,
     generators_kept,
     judge_graph,
@@ -318,7 +317,7 @@ def check_model(
     """
     with full_fp32_precision(), generators_kept(), _torch_compat.not_intercepted():
         outcome = _check(fn, (tuple(args), dict(kwargs or {})), options or CheckOptions(), cache)
-    outcome.fallback_random = any(draws_random(graph.gm) for graph in outcome.graphs)
+    outcome.fallback_random = any(graph.has_random_ops for graph in outcome.graphs)
     if outcome.fallback_random:
         outcome.message = "; ".join(part for part in (outcome.message, FALLBACK_RANDOM_NOTE) if part)
     return outcome
@@ -491,7 +490,7 @@ def _failing_graphs(graphs: list[CapturedGraph], dynamo_graphs: list[DynamoGraph
     builds up across graph breaks)."""
     scored: list[tuple[float, FailingGraph]] = []
     for graph in graphs:
-        if graph.compiled is None or draws_random(graph.gm):
+        if graph.compiled is None or graph.has_random_ops:
             continue
         for inputs in graph.calls:
             ratio = _judge_call(graph, inputs, options)
@@ -531,7 +530,7 @@ def _masked_divergence(
     graphs: list[CapturedGraph], options: CheckOptions,
 ) -> tuple[CapturedGraph, MaskedDivergence] | None:
     for graph in graphs:
-        if graph.compiled is None or not graph.calls or draws_random(graph.gm):
+        if graph.compiled is None or not graph.calls or graph.has_random_ops:
             continue
         divergence = find_masked_divergence(graph.gm, graph.calls[0], options.tolerance)
         if divergence is not None:

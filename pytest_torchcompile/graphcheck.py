@@ -29,7 +29,6 @@ from .intermediates import find_masked_divergence
 from .oracle import Comparison, LeafResult, Status
 from .standalone import (
     compare_graph_outputs,
-    draws_random,
     fp64_outputs,
     reference_outputs,
     rng_states,
@@ -73,9 +72,8 @@ class GraphChecker:
         if key in self._judged:
             return
         self._judged.add(key)
-        random_graph = draws_random(graph.gm)
         try:
-            eager, fp64 = _references_drawing_like(graph, inputs) if random_graph else \
+            eager, fp64 = _references_drawing_like(graph, inputs) if graph.has_random_ops else \
                 reference_outputs(graph.gm, inputs)
         except _torch_compat.RandomDrawMismatch as error:
             self.unchecked.append(f"{graph.label}: its eager run draws random numbers unlike the compiled "
@@ -86,14 +84,14 @@ class GraphChecker:
         self.judged[graph.index] = max(ratios, default=None)
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
-            note = FALLBACK_RANDOM_NOTE if random_graph else ""
+            note = FALLBACK_RANDOM_NOTE if graph.has_random_ops else ""
             self.failures.append(GraphFailure(
                 graph, inputs, Status.FAIL_ACCURACY,
                 f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule"
                 + (f"; {note}" if note else ""),
-                leaves, fallback_random=random_graph,
+                leaves, fallback_random=graph.has_random_ops,
             ))
-        elif self.intermediates and random_graph:
+        elif self.intermediates and graph.has_random_ops:
             self.unchecked.append(f"{graph.label}: intermediates not judged (the graph draws random numbers, "
                                   "which a recompiled cut would draw anew)")
         elif self.intermediates:

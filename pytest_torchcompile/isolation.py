@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import atexit
 import contextlib
-import copy
 import importlib
 import importlib.util
 import io
@@ -34,6 +33,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat, budget
+from .capture import private_copy
 from .oracle import DEFAULT_TOLERANCE
 from .repro import ReproCase
 from .stages import FailureKind, StageAttribution, attribute_stage
@@ -105,11 +105,10 @@ def judge_candidate(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: l
 
 @dataclass(frozen=True)
 class StageQuery:
-    """Which stage of the stack introduces a failure: how the graph is judged, what level it is
-    (``stages.POST_AOT`` or ``stages.DYNAMO``) and how it fails."""
+    """Which stage of the stack introduces a failure: how the graph is judged (its level among
+    them) and how it fails."""
 
     settings: JudgeSettings
-    level: str
     failure: FailureKind
 
 
@@ -120,11 +119,11 @@ def stage_of(query: StageQuery, gm: torch.fx.GraphModule, inputs: list[Any],
     torch.manual_seed(0)
     try:
         with torch.set_grad_enabled(query.settings.grad_enabled):
-            return attribute_stage(gm, inputs, query.level, query.settings.tol, query.failure,
+            return attribute_stage(gm, inputs, query.settings.level, query.settings.tol, query.failure,
                                    check_non_float=query.settings.check_non_float, config=config)
     except Exception as error:
         return StageAttribution("unattributed", f"stage attribution failed: {error_signature(error)}",
-                                level=query.level)
+                                level=query.settings.level)
 
 
 def import_setup_modules() -> None:
@@ -145,11 +144,11 @@ def import_setup_modules() -> None:
             importlib.import_module(entry)
 
 
-def kernel_source(gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings | None = None) -> str | None:
+def kernel_source(gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> str | None:
     """The code Inductor generates for ``gm`` (for a torch-level graph: the post-AOT graphs it
     lowers to); None when it does not compile."""
     try:
-        if settings is not None and settings.level == DYNAMO:
+        if settings.level == DYNAMO:
             with torch.set_grad_enabled(settings.grad_enabled and differentiating(inputs)):
                 lowered = _torch_compat.post_aot_graphs(gm, clone_values(inputs, keep_grad=True))
             return "\n\n".join(f"{kind} graph:\n{code}" for kind, code in lowered)
@@ -222,19 +221,13 @@ class InProcessJudge:
         self._stack.close()
 
     def __call__(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
-        return self._verdict_function(settings, _private_copy(gm), inputs)
+        return self._verdict_function(settings, private_copy(gm), inputs)
 
     def kernel_source(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> str | None:
-        return kernel_source(_private_copy(gm), inputs, settings)
+        return kernel_source(private_copy(gm), inputs, settings)
 
     def attribute_stage(self, gm: torch.fx.GraphModule, inputs: list[Any], query: StageQuery) -> StageAttribution:
         return stage_of(query, gm, inputs, self._patches)
-
-
-def _private_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """Inductor's post-grad passes rewrite the graph they compile in place: let them rewrite a
-    copy, not the candidate the caller keeps (and may write out)."""
-    return torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
 
 
 class IsolationError(RuntimeError):
@@ -248,6 +241,11 @@ class _ChildSetup:
     config_source: str
     verdict_function: VerdictFunction
     single_visible_cuda_device: bool
+
+    @classmethod
+    def of(cls, config_source: str, verdict_function: VerdictFunction, device: str | None) -> _ChildSetup:
+        config_patches(config_source)  # fail here, not in the child, on a malformed config
+        return cls(config_source, verdict_function, _cuda_index(device) is not None)
 
 
 @dataclass
@@ -305,8 +303,7 @@ def prestart(config_source: str, device: str | None = None,
     it; one never adopted is killed when this process exits. At most one waits at a time."""
     if _spares:  # one at a time: a child holds a torch of its own in memory
         return
-    setup = _ChildSetup(config_source, verdict_function, _cuda_index(device) is not None)
-    config_patches(config_source)
+    setup = _ChildSetup.of(config_source, verdict_function, device)
     workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
     _spares[(setup, device)] = _spawn_child(setup, device, workdir / "child.log")
 
@@ -352,14 +349,12 @@ class IsolatedJudge:
         startup_timeout_s: float = 300.0,
         verdict_function: VerdictFunction = judge_candidate,
     ) -> None:
-        config_patches(config_source)  # fail here, not in the child, on a malformed config
         self._device = device
-        self._setup = _ChildSetup(config_source, verdict_function, _cuda_index(device) is not None)
+        self._setup = _ChildSetup.of(config_source, verdict_function, device)
         self._candidate_timeout_s = candidate_timeout_s
         self._startup_timeout_s = startup_timeout_s
         self._workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
         self._child: _Child | None = None
-        self._spare_dir: Path | None = None
         self.restarts = 0
 
     def __enter__(self) -> IsolatedJudge:
@@ -367,7 +362,8 @@ class IsolatedJudge:
         # caller loads the case.
         self._child = _adopt_spare(self._setup, self._device)
         if self._child is not None:
-            self._spare_dir = self._child.log.parent
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = self._child.log.parent
         else:
             self._child = self._spawn()
         return self
@@ -375,8 +371,6 @@ class IsolatedJudge:
     def __exit__(self, *exc: object) -> None:
         self._stop_child()
         shutil.rmtree(self._workdir, ignore_errors=True)
-        if self._spare_dir is not None:
-            shutil.rmtree(self._spare_dir, ignore_errors=True)
 
     def __call__(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
         reply = self._request(("judge", settings, _encode_candidate(gm, inputs)))
@@ -397,7 +391,8 @@ class IsolatedJudge:
         if isinstance(reply, GraphVerdict):
             if leaves_device_unusable(reply.error or ""):
                 self._stop_child()
-            return StageAttribution("unattributed", f"stage attribution failed: {reply.error}", level=query.level)
+            return StageAttribution("unattributed", f"stage attribution failed: {reply.error}",
+                                    level=query.settings.level)
         return reply
 
     def _request(self, message: tuple[str, JudgeSettings | StageQuery, Candidate]) -> Any:

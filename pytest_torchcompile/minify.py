@@ -91,6 +91,28 @@ class MinifyProgress:
     compiles: int
     elapsed_s: float
 
+    def describe(self) -> str:
+        return f"{self.ops_left} ops left, {self.compiles} compiles, {self.elapsed_s:.1f} s"
+
+
+PROGRESS_EVERY_S = 10.0
+"""How often progress is written where a line cannot be rewritten in place (a log, a pipe, the
+stderr xdist workers share)."""
+
+
+class ProgressThrottle:
+    """Says yes on its first call, then at most once every :data:`PROGRESS_EVERY_S`."""
+
+    def __init__(self) -> None:
+        self._last: float | None = None
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if self._last is not None and now - self._last < PROGRESS_EVERY_S:
+            return False
+        self._last = now
+        return True
+
 
 @dataclass
 class Reduction:
@@ -561,8 +583,7 @@ def minify_repro(
 
 def stage_query(case: ReproCase) -> StageQuery:
     """How the stage of a case's failure is looked for: judged as its candidates are."""
-    return StageQuery(JudgeSettings.for_minifying(case), case.level,
-                      FailureKind(case.kind, case.expected_error, case.error_pattern))
+    return StageQuery(JudgeSettings.for_minifying(case), FailureKind(case.kind, case.expected_error, case.error_pattern))
 
 
 def minify_in_fresh_process(

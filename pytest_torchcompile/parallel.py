@@ -53,6 +53,7 @@ import filelock
 import pytest
 
 from . import budget
+from .minify import MinifyProgress, ProgressThrottle
 from .repro import atomic_write
 from .results import MinifyResult, StopReason
 from .session import AccuracySession, MinifyJob
@@ -68,7 +69,6 @@ QUEUE_DIR = ".queue"
 DEFAULT_LEASE_S = 30.0
 MAX_CRASHES = 2
 STALE_RUN_S = 24 * 3600.0
-PROGRESS_EVERY_S = 10.0
 
 PENDING, RUNNING, DONE, FAILED, CRASHED = "pending", "running", "done", "failed", "crashed"
 TESTING, MINIFYING, FINISHED = "testing", "minifying", "finished"
@@ -609,25 +609,19 @@ def _select_device(config: pytest.Config, worker: str | None) -> str | None:
     return f"cuda:{index}"
 
 
-def _progress_writer(config: pytest.Config, coordinator: Coordinator, nodeid: str) -> Callable[[Any], None]:
+def _progress_writer(config: pytest.Config, coordinator: Coordinator, nodeid: str) -> Callable[[MinifyProgress], None]:
     """Shows the progress of one job: in place on the terminal of a single process or the
     controller; as an occasional line on the (shared) stderr of a worker, when it is a terminal."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    last = [0.0]
+    due = ProgressThrottle()
 
-    def text(progress: Any) -> str:
-        return (f"minifying {nodeid}: {getattr(progress, 'ops_left', '?')} ops left, "
-                f"{getattr(progress, 'compiles', '?')} compiles, {getattr(progress, 'elapsed_s', 0.0):.1f} s")
-
-    def on_terminal(progress: Any) -> None:
+    def on_terminal(progress: MinifyProgress) -> None:
         if reporter is not None and reporter.isatty:
-            reporter.rewrite(text(progress), erase=True)
+            reporter.rewrite(f"minifying {nodeid}: {progress.describe()}", erase=True)
 
-    def on_stderr(progress: Any) -> None:
-        now = time.monotonic()
-        if now - last[0] >= PROGRESS_EVERY_S and sys.stderr.isatty():
-            last[0] = now
-            sys.stderr.write(f"[{coordinator.worker}] {text(progress)}\n")
+    def on_stderr(progress: MinifyProgress) -> None:
+        if sys.stderr.isatty() and due():
+            sys.stderr.write(f"[{coordinator.worker}] minifying {nodeid}: {progress.describe()}\n")
             sys.stderr.flush()
 
     return on_stderr if coordinator.role == "worker" else on_terminal

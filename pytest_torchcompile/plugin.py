@@ -143,13 +143,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line("compile accuracy: the run fails against the baseline:", red=True, bold=True)
         for reason in end.failures:
             terminalreporter.write_line(f"  {reason}", red=True)
-    session = config.stash.get(PYTEST_SESSION_KEY, None)
-    if session is not None:
-        session.exitstatus = end.exit_status(session.exitstatus, session.testsfailed)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    # Without a terminal summary (--no-summary, -p no:terminal) the files are still written.
+    # After the terminal summary, which judged the run; without one (--no-summary, -p no:terminal)
+    # the run is judged and its files written here. pytest returns the exit status set here.
     state = config.stash.get(SESSION_KEY, None)
     session = config.stash.get(PYTEST_SESSION_KEY, None)
     if state is None or session is None or _is_worker(config):

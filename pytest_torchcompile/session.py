@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from .standalone import (
     COMPILE_ERROR,
     DYNAMO,
     EAGER_ERROR,
+    POST_AOT,
     RUNTIME_ERROR,
     error_signature,
     full_fp32_precision,
@@ -159,17 +160,19 @@ class AccuracySession:
         if inputs is None:
             inputs = graph.synthesized_inputs(settings.seed)
             notes = [*notes, "inputs are random values of the traced shapes: the graph failed before it ran"]
+        if dynamo is not None:  # the graph Dynamo captured, compiled through the whole stack
+            gm, label, config_source, sizes, level = dynamo.gm, dynamo.label, dynamo.config_source, [], DYNAMO
+        else:
+            gm, label, config_source, sizes, level = (gm if gm is not None else graph.gm, graph.label,
+                                                      graph.config_source, graph.symbolic_sizes, POST_AOT)
         case = ReproCase(
-            gm=gm if gm is not None else graph.gm, inputs=inputs, kind=kind, title=f"{nodeid} :: {graph.label}", tol=settings.tolerance,
+            gm=gm, inputs=inputs, kind=kind, title=f"{nodeid} :: {label}", tol=settings.tolerance,
             check_non_float=not settings.ignore_non_float,
             expected_error=error_signature(error) if error is not None and kind != ACCURACY else None,
-            error_pattern=settings.check_str, config_source=graph.config_source,
+            error_pattern=settings.check_str, config_source=config_source,
             grad_enabled=graph.kind != "inference" and torch.is_grad_enabled(),
-            symbolic_sizes=graph.symbolic_sizes, status_line=f"{status}: {message}", notes=notes,
+            symbolic_sizes=sizes, status_line=f"{status}: {message}", notes=notes, level=level,
         )
-        if dynamo is not None:
-            case = replace(case, gm=dynamo.gm, title=f"{nodeid} :: {dynamo.label}", config_source=dynamo.config_source,
-                           symbolic_sizes=[], level=DYNAMO)
         directory = unique_case_dir(self.repro_root, slugify(nodeid))
         path = write_repro(case, directory / "repro.py")
         return directory.name, str(path)

@@ -12,7 +12,6 @@ leaving vectorisation out cures it. The graph is minimal, so this costs a few sm
 
 from __future__ import annotations
 
-import copy
 import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +22,7 @@ import torch
 import torch.fx
 
 from . import _torch_compat
-from .capture import OP_NODES
+from .capture import OP_NODES, private_copy
 from .standalone import (
     ACCURACY,
     DYNAMO,
@@ -98,10 +97,8 @@ class _Stages:
         if skip is not None and not self.can_skip:
             self.trail.append(f"{step}: not tried (this torch cannot switch subsystems off)")
             return True
-        # A private copy: Inductor's passes rewrite the graph they compile.
-        gm = torch.fx.GraphModule(self.gm, copy.deepcopy(self.gm.graph))
         with _torch_compat.subsystems_skipped(skip or _skip_nothing), _torch_compat.inductor_config(config):
-            verdict = judge_graph(gm, self.inputs, self.tol, self.check_non_float, self.references, compiler)
+            verdict = judge_graph(private_copy(self.gm), self.inputs, self.tol, self.check_non_float, self.references, compiler)
         self.compiles += 1
         failing = same_failure(verdict, self.failure.kind, self.failure.expected_error, self.failure.error_pattern)
         self.trail.append(f"{step}: {'fails' if failing else _outcome(verdict)}")
@@ -261,7 +258,7 @@ def _lowered(stages: _Stages, compiler: Compiler, everything: _Skipper, config: 
     ops = ", ".join(dict.fromkeys(nodes.get(name, name) for name in culprits))
     generator = "C++" if not devices_of(stages.inputs) else "Triton"
     for name, value in config.items():
-        prefix = next((prefix for prefix in CODEGEN_PREFIXES if name.startswith(prefix)), None)
+        prefix = _codegen_prefix(name)
         if prefix is None:
             continue
         if not stages.fails(f"inductor with {name} at its default", compiler,
@@ -302,9 +299,13 @@ def _op_count(gm: torch.fx.GraphModule) -> int:
     return sum(1 for node in gm.graph.nodes if node.op == "call_function")
 
 
+def _codegen_prefix(name: str) -> str | None:
+    """The :data:`CODEGEN_PREFIXES` entry a config name starts with, None for other names."""
+    return next((prefix for prefix in CODEGEN_PREFIXES if name.startswith(prefix)), None)
+
+
 def _non_codegen_config(config: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [(name, value) for name, value in config.items()
-            if not any(name.startswith(prefix) for prefix in CODEGEN_PREFIXES)]
+    return [(name, value) for name, value in config.items() if _codegen_prefix(name) is None]
 
 
 def _assignments(change: dict[str, Any]) -> str:
