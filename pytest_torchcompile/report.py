@@ -154,7 +154,10 @@ def graph_counts(results: Sequence[CaseResult]) -> dict[str, int] | None:
 
 def format_graphs(results: Sequence[CaseResult]) -> str:
     """E.g. ``3 judged, 1 unchecked``; ``-`` for checks of the fixture alone."""
-    counts = graph_counts(results)
+    return _graphs_text(graph_counts(results))
+
+
+def _graphs_text(counts: Mapping[str, int] | None) -> str:
     if counts is None:
         return "-"
     return f"{counts['judged']} judged" + (f", {counts['unchecked']} unchecked" if counts["unchecked"] else "")
@@ -170,7 +173,8 @@ def checks_summary(results: Sequence[CaseResult]) -> str:
 def status_summary(results: Sequence[CaseResult]) -> str:
     """E.g. ``4 checks in 3 tests: 3 pass, 1 fail_accuracy; plain torch.compile graphs: 5
     judged, 1 unchecked``."""
-    graphs = "" if graph_counts(results) is None else f"; plain torch.compile graphs: {format_graphs(results)}"
+    counts = graph_counts(results)
+    graphs = "" if counts is None else f"; plain torch.compile graphs: {_graphs_text(counts)}"
     return f"{checks_summary(results)}{graphs}"
 
 
@@ -219,8 +223,9 @@ def terminal_lines(
         return []
     lines = _table(results, decisions, layout) if layout.verbosity >= -1 else []
     lines.extend(layout.wrap(f"compile accuracy: {checks_summary(results)}", ""))
-    if graph_counts(results) is not None:
-        lines.append(f"plain torch.compile graphs: {format_graphs(results)}")
+    counts = graph_counts(results)
+    if counts is not None:
+        lines.append(f"plain torch.compile graphs: {_graphs_text(counts)}")
     lines.extend(root_cause_lines(results, layout.wrap))
     if decisions is not None:
         lines.append(f"baseline: {baseline_summary(decisions)}")
@@ -410,6 +415,27 @@ def _markdown_row(result: CaseResult, decisions: Mapping[str, Decision] | None) 
     return "| " + " | ".join(cells) + " |\n"
 
 
+GITHUB_ROOT_CAUSES = 10
+"""Root causes the GitHub summary lists (the ones breaking most tests); a count says the rest."""
+
+
+def _root_causes_markdown(results: Sequence[CaseResult]) -> str:
+    """Where each group of failures appears, e.g. ``- deviation appears in Inductor's C++ codegen
+    of aten.relu (ops `aten.relu`, accuracy): 2 tests``; nothing when no failure was attributed."""
+    groups = root_causes(results)
+    if not groups:
+        return ""
+    lines = [f"\n**Root causes:** {len(groups)}\n"]
+    for group in groups[:GITHUB_ROOT_CAUSES]:
+        ops = ", ".join(f"`{op}`" for op in group.ops)
+        tests = "1 test" if len(group.tests) == 1 else f"{len(group.tests)} tests"
+        lines.append(f"- {_markdown_cell(group.stage_summary or group.stage)} (ops {ops}, "
+                     f"{_markdown_cell(group.failure_type)}): {tests}\n")
+    if len(groups) > GITHUB_ROOT_CAUSES:
+        lines.append(f"- … {len(groups) - GITHUB_ROOT_CAUSES} more\n")
+    return "".join(lines)
+
+
 def _utf8_size(text: str) -> int:
     return len(text.encode("utf-8"))
 
@@ -428,6 +454,7 @@ def github_summary_markdown(
     head = f"### pytest-torchcompile\n\n**Compile accuracy:** {status_summary(results)}\n"
     if decisions is not None:
         head += f"\n**Baseline:** {baseline_summary(decisions)}\n"
+    head += _root_causes_markdown(results)
     head += (
         "\n| test | case | status | worst ratio | graphs | baseline | repro | minified | minify |\n"
         "|---|---|---|---|---|---|---|---|---|\n"

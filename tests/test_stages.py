@@ -18,6 +18,7 @@ from pytest_torchcompile.grouping import root_cause_lines, root_causes
 from pytest_torchcompile.isolation import SETUP_VARIABLE
 from pytest_torchcompile.minify import minify_repro
 from pytest_torchcompile.oracle import Status
+from pytest_torchcompile.report import github_summary_markdown
 from pytest_torchcompile.repro import ReproCase, write_repro
 from pytest_torchcompile.results import CaseResult, MinifyResult, StopReason
 from pytest_torchcompile.standalone import ACCURACY, COMPILE_ERROR
@@ -243,6 +244,25 @@ def test_failures_sharing_a_signature_are_one_root_cause_listing_their_tests() -
         "      t.py::test_b",
     ]
     assert root_cause_lines([CaseResult("t.py::test_e", Status.PASS)]) == []
+
+
+def test_the_github_summary_names_each_root_cause_most_tests_first() -> None:
+    codegen = ("inductor.codegen.cpp", "deviation appears in Inductor's C++ codegen of aten.relu")
+    results = [
+        failed("t.py::test_c", ["aten.abs"], "inductor.lowering", "deviation appears in Inductor's lowering of aten.abs"),
+        failed("t.py::test_a", ["aten.relu"], *codegen),
+        failed("t.py::test_b", ["aten.relu"], *codegen),
+        CaseResult("t.py::test_e", Status.PASS),
+    ]
+
+    lines = github_summary_markdown(results, None).splitlines()
+
+    start = lines.index("**Root causes:** 2")
+    assert lines[start + 1:start + 3] == [
+        "- deviation appears in Inductor's C++ codegen of aten.relu (ops `aten.relu`, accuracy): 2 tests",
+        "- deviation appears in Inductor's lowering of aten.abs (ops `aten.abs`, accuracy): 1 test",
+    ]
+    assert "Root causes" not in github_summary_markdown(results[3:], None)
 
 
 def test_a_minify_result_with_its_stage_survives_the_trip_to_the_controller() -> None:
