@@ -9,7 +9,7 @@ and wall time both ways.
 A false alarm is a test that passes plainly but fails under ``--compile-accuracy``. The exit status
 is 1 when one appears, 2 when a suite cannot be downloaded, installed or collected, else 0.
 
-    python benchmarks/real_suites.py [--cache DIR] [--suites e3nn,einops] [--workers 2]
+    python benchmarks/real_suites.py [--cache DIR] [--suites e3nn,einops,roma] [--workers 2]
 
 Downloads and the environment are cached under ``--cache`` (default ``$REAL_SUITES_CACHE`` or
 ``/tmp/pytest-torchcompile-real-suites``), so reruns start in seconds. Only the standard library is
@@ -46,6 +46,8 @@ class Suite:
     """Packages the tests import beyond the project's own dependencies."""
     env: dict[str, str] = field(default_factory=dict)
     """Variables the suite's tests need."""
+    drop: tuple[str, ...] = ()
+    """Files of the unpacked sdist removed before its tests run."""
 
     @property
     def sdist_dir(self) -> str:
@@ -75,6 +77,17 @@ SUITES = {
             extra_requirements=("numpy",),
             # einops' tests refuse to run without naming the frameworks to test.
             env={"EINOPS_TEST_BACKENDS": "torch"},
+        ),
+        Suite(
+            "roma",
+            "1.8.0",
+            # Its torch.compile tests; one compiles with Inductor (a jvp of an SVD-based
+            # procrustes), the others with aot_eager, which the plugin leaves alone.
+            ("test/", "-k", "compile"),
+            extra_requirements=("numpy",),
+            # The sdist ships its repository root's __init__.py, which makes pytest import the
+            # tests as a package that cannot import itself.
+            drop=("__init__.py",),
         ),
     )
 }
@@ -128,6 +141,8 @@ def environment(cache: Path, suites: list[Suite]) -> Path:
         if not (sources / suite.sdist_dir).exists():
             with tarfile.open(archive) as tar:
                 tar.extractall(sources, filter="data")
+        for name in suite.drop:
+            (sources / suite.sdist_dir / name).unlink(missing_ok=True)
     # One pip call, so that the CPU torch pin holds for every dependency at once.
     requirements = ["-e", str(REPO)]
     for suite in suites:
