@@ -240,11 +240,17 @@ def inductor_config_restored() -> Iterator[None]:
         inductor_config_module.load_config(saved)
 
 
-def inductor_config_source() -> str:
-    """Python statements that set every Inductor config value differing from its default."""
+def inductor_config_source(cpu_threads: bool = False) -> str:
+    """Python statements that set every Inductor config value differing from its default; with
+    ``cpu_threads``, also the thread count C++ kernels are generated for (``cpp.threads``) where
+    it is left to follow ``torch.get_num_threads()``: generated C++ is shaped by it, and a process
+    that compiles the graph again (a repro, a judging child) may run with another."""
     import torch._inductor.config as inductor_config_module
 
-    return str(inductor_config_module.codegen_config())
+    lines = str(inductor_config_module.codegen_config()).rstrip("\n")
+    if cpu_threads and inductor_config_module.cpp.threads < 1:
+        lines = "\n".join(filter(None, [lines, f"torch._inductor.config.cpp.threads = {torch.get_num_threads()}"]))
+    return lines
 
 
 def inductor_config_diff() -> dict[str, Any]:

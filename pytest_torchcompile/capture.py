@@ -283,7 +283,7 @@ class GraphCapture:
             symbolic_sizes=_torch_compat.symbolic_sizes(example_inputs),
             location=_user_frame(),
             input_specs=[input_spec(v) for v in example_inputs],
-            config_source=_torch_compat.inductor_config_source(),
+            config_source=_torch_compat.inductor_config_source(cpu_threads=not devices_of(example_inputs)),
             dynamo=self._compiling,
         )
         if self._compiling is not None:

@@ -16,7 +16,8 @@ import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from pytest_torchcompile import _torch_compat, isolation
+from pytest_torchcompile import _torch_compat, budget, isolation
+from pytest_torchcompile.check import CheckOptions, check_model
 from pytest_torchcompile.isolation import (
     CRASHED,
     TIMED_OUT,
@@ -197,3 +198,34 @@ def test_one_prestarted_child_waits_at_a_time() -> None:
     finally:
         isolation._kill_spares()
     assert not isolation._spares
+
+
+def column_sums(x):  # unannotated: fx cannot pickle a graph whose code names a string annotation
+    return (x.sum(0),)
+
+
+@pytest.mark.slow
+def test_cpu_graphs_carry_the_threads_their_cpp_was_generated_for() -> None:
+    """Inductor generates other C++ for one thread (no OpenMP loop) than for two: a graph captured
+    in a process limited to one thread (an xdist worker on two cores) records the count, so that a
+    judging child with more threads, and a repro run alone, compile the code the test ran."""
+    x = torch.randn(4096, 256)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        outcome = check_model(column_sums, (x,))
+        torch.set_num_threads(2)
+        with_two = isolation.kernel_source(make_fx(column_sums)(x), [x], SETTINGS)
+    finally:
+        torch.set_num_threads(threads)
+    config = outcome.graphs[0].config_source
+    assert "torch._inductor.config.cpp.threads = 1" in config.splitlines()
+    assert with_two is not None and "omp parallel" in with_two
+
+    with budget.children_limited(2), IsolatedJudge(config) as judge:
+        in_child = judge.kernel_source(make_fx(column_sums)(x), [x], SETTINGS)
+    assert in_child is not None and "omp parallel" not in in_child
+
+    pinned = check_model(column_sums, (x,), options=CheckOptions(inductor_config={"cpp.threads": 2}))
+    assert [line for line in pinned.graphs[0].config_source.splitlines() if "cpp.threads" in line] == [
+        "torch._inductor.config.cpp.threads = 2"]
