@@ -66,7 +66,7 @@ def find_masked_divergence(gm: torch.fx.GraphModule, inputs: Sequence[Any], tol:
     if verdict.failure != ACCURACY:
         return None
     diverged = {observed[output_index(leaf.path)]: leaf for leaf in verdict.leaves if not leaf.passed}
-    for root in slicer.divergence_roots(slicer.with_views(set(diverged)), set())[:ROOTS_TRIED_ALONE]:
+    for root in slicer.divergence_roots(set(diverged), set())[:ROOTS_TRIED_ALONE]:
         node = next(n for n in slicer.units[root] if n in diverged)
         judged: set[frozenset[str]] = set()
         for radius in NEIGHBOURHOOD_RADII:

@@ -122,8 +122,12 @@ def stage_of(query: StageQuery, gm: torch.fx.GraphModule, inputs: list[Any],
             return attribute_stage(gm, inputs, query.settings.level, query.settings.tol, query.failure,
                                    check_non_float=query.settings.check_non_float, config=config)
     except Exception as error:
-        return StageAttribution("unattributed", f"stage attribution failed: {error_signature(error)}",
-                                level=query.settings.level)
+        return _unattributed(query, error_signature(error))
+
+
+def _unattributed(query: StageQuery, error: str | None) -> StageAttribution:
+    """The answer when attributing the stage itself failed (raised, crashed, hung)."""
+    return StageAttribution("unattributed", f"stage attribution failed: {error}", level=query.settings.level)
 
 
 def import_setup_modules() -> None:
@@ -391,8 +395,7 @@ class IsolatedJudge:
         if isinstance(reply, GraphVerdict):
             if leaves_device_unusable(reply.error or ""):
                 self._stop_child()
-            return StageAttribution("unattributed", f"stage attribution failed: {reply.error}",
-                                    level=query.settings.level)
+            return _unattributed(query, reply.error)
         return reply
 
     def _request(self, message: tuple[str, JudgeSettings | StageQuery, Candidate]) -> Any:

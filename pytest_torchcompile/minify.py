@@ -197,29 +197,31 @@ class GraphSlicer:
         another value's elements (judged, they would repeat their base's verdict; returned, each
         costs the compile an output), which are observed only as outputs of the graph."""
         return [node for node in self.unit_of if _is_floating(self.values.get(node))
-                and (node in self.outputs or self._rearranged_base(node) is None)]
+                and (node in self.outputs or node not in self._view_bases)]
 
     def with_views(self, diverged: set[torch.fx.Node]) -> set[torch.fx.Node]:
         """``diverged`` and the unobserved views of its values, which deviate with their base."""
         spread = set(diverged)
-        for node in self.unit_of:
-            base = self._rearranged_base(node)
-            if base is not None and base in spread:
-                spread.add(node)
+        for view, base in self._view_bases.items():
+            if base in spread:
+                spread.add(view)
         return spread
 
-    def _rearranged_base(self, node: torch.fx.Node) -> torch.fx.Node | None:
-        """The value whose elements ``node`` is a view of, all of them, in the same dtype
-        (a permute, a reshape, a squeeze); None for any other node."""
-        base = node.args[0] if node.args else None
-        if not isinstance(base, torch.fx.Node) or not _torch_compat.is_view_op(node.target) \
-                or node.target is torch.ops.aten.as_strided.default:
-            return None
-        value, base_value = self.values.get(node), self.values.get(base)
-        if isinstance(value, torch.Tensor) and isinstance(base_value, torch.Tensor) \
-                and value.dtype == base_value.dtype and value.numel() == base_value.numel():
-            return base
-        return None
+    @functools.cached_property
+    def _view_bases(self) -> dict[torch.fx.Node, torch.fx.Node]:
+        """Each view that rearranges all of another value's elements in the same dtype (a permute,
+        a reshape, a squeeze), in graph order, with that value."""
+        bases: dict[torch.fx.Node, torch.fx.Node] = {}
+        for node in self.unit_of:
+            base = node.args[0] if node.args else None
+            if not isinstance(base, torch.fx.Node) or not _torch_compat.is_view_op(node.target) \
+                    or node.target is torch.ops.aten.as_strided.default:
+                continue
+            value, base_value = self.values.get(node), self.values.get(base)
+            if isinstance(value, torch.Tensor) and isinstance(base_value, torch.Tensor) \
+                    and value.dtype == base_value.dtype and value.numel() == base_value.numel():
+                bases[node] = base
+        return bases
 
     def neighbourhood(self, centre: str, radius: int, within: Selection) -> Selection:
         """Units at most ``radius`` producer/consumer steps from ``centre``, inside ``within``."""
@@ -237,7 +239,9 @@ class GraphSlicer:
         Walks back from the failing outputs (every diverging value when none is an output) along
         diverging values only: a deviation that reaches the outputs only through a bool mask is
         not followed. The units reached that no diverging unit feeds are where deviations start.
+        Views left unobserved (:meth:`observed_nodes`) deviate with their base.
         """
+        diverged = self.with_views(diverged)
         bad = {self.unit_of[node] for node in diverged}
         pending = [self.unit_of[node] for node in (failing_outputs or diverged)]
         reached: set[str] = set()
@@ -437,7 +441,7 @@ def _locate_divergence(search: _Search) -> list[str]:
         search.record(search.everything, verdict)
     else:
         search.report()
-    return slicer.divergence_roots(slicer.with_views(diverged), failing_outputs) if verdict.failure == ACCURACY else []
+    return slicer.divergence_roots(diverged, failing_outputs) if verdict.failure == ACCURACY else []
 
 
 def output_index(path: str) -> int:
@@ -543,7 +547,8 @@ def minify_repro(
             case = load_case(path)
         except ReproBroken as error:
             return MinifyResult(0, 0, time.perf_counter() - started, 0, StopReason.REPRO_BROKEN, note=str(error))
-        settings, query = JudgeSettings.for_minifying(case), stage_query(case)
+        query = stage_query(case)
+        settings = query.settings
         try:
             reduction = minify_graph(
                 case, functools.partial(judge, settings=settings),
