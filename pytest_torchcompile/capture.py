@@ -23,6 +23,9 @@ GraphCallObserver = Callable[["CapturedGraph", list[Any], Any], None]
 DynamoCallObserver = Callable[["DynamoGraph", list[Any], Any], None]
 """Told of every new-shape call of a torch-level graph: (graph, cloned inputs, outputs)."""
 
+LoweringObserver = Callable[["CapturedGraph"], None]
+"""Told of every graph Inductor receives, before it compiles it."""
+
 OP_NODES = ("call_function", "call_method", "call_module")
 """The node kinds that compute: post-AOT graphs hold only the first, Dynamo's graphs all three."""
 
@@ -257,11 +260,13 @@ class GraphCapture:
     """
 
     def __init__(self, observer: GraphCallObserver | None = None, max_calls_kept: int = 4,
-                 dynamo_observer: DynamoCallObserver | None = None) -> None:
+                 dynamo_observer: DynamoCallObserver | None = None,
+                 lowering_observer: LoweringObserver | None = None) -> None:
         self.graphs: list[CapturedGraph] = []
         self.dynamo_graphs: list[DynamoGraph] = []
         self._observer = observer
         self._dynamo_observer = dynamo_observer
+        self._lowering_observer = lowering_observer
         self._max_calls_kept = max_calls_kept
         self._counter = itertools.count()
         self._dynamo_counter = itertools.count()
@@ -289,6 +294,8 @@ class GraphCapture:
         if self._compiling is not None:
             self._compiling.lowered.append(record)
         self.graphs.append(record)
+        if self._lowering_observer is not None:
+            self._lowering_observer(record)
         try:
             compiled = compile_fn()
         except BaseException as error:

@@ -16,7 +16,7 @@ import torch.fx
 
 from . import _torch_compat
 from .capture import CapturedGraph, DynamoGraph, GraphCapture
-from .intermediates import MaskedDivergence, find_masked_divergence
+from .intermediates import ConcurrentProbes, MaskedDivergence, find_masked_divergence
 from .isolation import config_patches
 from .oracle import (
     DEFAULT_TOLERANCE,
@@ -264,6 +264,7 @@ class CompiledEntry:
     module: torch.nn.Module | None
     compiled: Callable[..., Any]
     capture: GraphCapture
+    probes: ConcurrentProbes
 
     def matches(self, fn: Callable[..., Any]) -> bool:
         """Still the same model, with the same weights and buffers."""
@@ -295,11 +296,12 @@ class CompiledCache:
 def _compile(fn: Callable[..., Any], options: CheckOptions) -> CompiledEntry:
     _torch_compat.reset()
     copy_ = _copy_callable(fn)
-    capture = GraphCapture()
+    probes = ConcurrentProbes()
+    capture = GraphCapture(lowering_observer=probes.prepare if options.intermediates else None)
     backend = capture.backend(options.mode) if options.backend == "inductor" else options.backend
     compiled = torch.compile(copy_, backend=backend, dynamic=options.dynamic, fullgraph=options.fullgraph)
     module = copy_ if isinstance(copy_, torch.nn.Module) else None
-    return CompiledEntry(fn, module, compiled, capture)
+    return CompiledEntry(fn, module, compiled, capture, probes)
 
 
 def check_model(
@@ -406,7 +408,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     output = results[0][2][0]["out"]
     if options.intermediates and options.backend == "inductor":
         with _torch_compat.inductor_config(options.inductor_config):
-            masked = _masked_divergence(graphs, options)
+            masked = _masked_divergence(graphs, entry.probes, options)
         if masked is not None:
             graph, divergence = masked
             return CheckOutcome(
@@ -527,12 +529,13 @@ def _failing_dynamo_graphs(dynamo_graphs: list[DynamoGraph], options: CheckOptio
 
 
 def _masked_divergence(
-    graphs: list[CapturedGraph], options: CheckOptions,
+    graphs: list[CapturedGraph], probes: ConcurrentProbes, options: CheckOptions,
 ) -> tuple[CapturedGraph, MaskedDivergence] | None:
     for graph in graphs:
         if graph.compiled is None or not graph.calls or graph.has_random_ops:
             continue
-        divergence = find_masked_divergence(graph.gm, graph.calls[0], options.tolerance)
+        divergence = find_masked_divergence(graph.gm, graph.calls[0], options.tolerance,
+                                            probes.prepared.get(graph.index))
         if divergence is not None:
             return graph, divergence
     return None

@@ -25,7 +25,7 @@ from .capture import (
     input_signature,
 )
 from .check import FALLBACK_RANDOM_NOTE, TORCH_LEVEL_NOTE
-from .intermediates import find_masked_divergence
+from .intermediates import ConcurrentProbes, find_masked_divergence
 from .oracle import Comparison, LeafResult, Status
 from .standalone import (
     compare_graph_outputs,
@@ -57,7 +57,9 @@ class GraphChecker:
         self.tol = tol
         self.check_non_float = check_non_float
         self.intermediates = intermediates
-        self.capture = GraphCapture(observer=self._observe, dynamo_observer=self._observe_torch_level)
+        self.probes = ConcurrentProbes()
+        self.capture = GraphCapture(observer=self._observe, dynamo_observer=self._observe_torch_level,
+                                    lowering_observer=self.probes.prepare if intermediates else None)
         self.failures: list[GraphFailure] = []
         self.unchecked: list[str] = []
         """What could not be judged (a graph, or a judged graph's intermediates), each
@@ -95,7 +97,7 @@ class GraphChecker:
             self.unchecked.append(f"{graph.label}: intermediates not judged (the graph draws random numbers, "
                                   "which a recompiled cut would draw anew)")
         elif self.intermediates:
-            divergence = find_masked_divergence(graph.gm, inputs, self.tol)
+            divergence = find_masked_divergence(graph.gm, inputs, self.tol, self.probes.prepared.get(graph.index))
             if divergence is not None:
                 self.failures.append(GraphFailure(
                     graph, divergence.inputs, Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}",

@@ -11,16 +11,23 @@ other.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import itertools
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx
 
+from . import _torch_compat
+from .capture import CapturedGraph, TensorSpec, input_spec
+from .isolation import JUDGE_ERROR, GraphToPrepare, IsolatedJudge, IsolationError, JudgeSettings
 from .minify import ROOTS_TRIED_ALONE, GraphSlicer, output_index
 from .oracle import LeafResult
-from .standalone import ACCURACY, judge_graph
+from .standalone import ACCURACY, GraphVerdict, judge_graph
 
 NEIGHBOURHOOD_RADII = (0, 1, 2, 4)
 """Producer/consumer steps around the op where a deviation starts that are judged with it."""
@@ -50,19 +57,123 @@ class MaskedDivergence:
                 "in the full graph a later op masks it")
 
 
-def find_masked_divergence(gm: torch.fx.GraphModule, inputs: Sequence[Any], tol: float) -> MaskedDivergence | None:
-    """One compile of ``gm`` returning every floating intermediate, then a few small compiles to
-    confirm where a deviation starts; None when nothing deviates on its own (or the probe cannot
-    be built: that graph is then judged on its outputs alone)."""
+CONCURRENT_PROBE_MIN_OPS = 100
+"""Graphs with fewer ops are probed in this process: their probe compiles in a few seconds at
+most, about what a child's compile of it would wait for this process's CPUs."""
+
+CONCURRENT_PROBE_MIN_THREADS = 4
+"""The threads this process must have (its share of the run's CPUs, :mod:`budget`) to give a
+child's compile some: on fewer, the two compiles would take turns on the same cores."""
+
+CONCURRENT_PROBE_ENV = "PYTEST_TORCHCOMPILE_CONCURRENT_PROBE"
+"""``0`` probes every graph in this process (as a comparison, or where a second process per
+pytest process is unwelcome); ``1`` probes every graph that can be in a child, whatever its size
+and this process's threads."""
+
+
+@dataclass(frozen=True)
+class PreparedProbe:
+    """A graph's probe, sent to a child to compile while this process compiles the graph."""
+
+    judge: IsolatedJudge
+    key: int
+    observed: tuple[str, ...]
+    """The names of the values the probe returns, in its order."""
+    input_specs: tuple[TensorSpec, ...]
+
+    def verdict(self, inputs: Sequence[Any], tol: float) -> GraphVerdict | None:
+        """The probe judged in the child on ``inputs``; None where it must be judged here (inputs
+        laid out unlike the compiled probe expects, a child that cannot judge it)."""
+        if len(inputs) != len(self.input_specs) or any(
+                not isinstance(value, torch.Tensor) or input_spec(value) != spec
+                for value, spec in zip(inputs, self.input_specs, strict=True)):
+            return None
+        verdict = self.judge.judge_prepared(self.key, list(inputs), JudgeSettings(tol))
+        return None if verdict.failure == JUDGE_ERROR else verdict
+
+
+@dataclass
+class ConcurrentProbes:
+    """Probes of the graphs one capture sees, compiled in a child from the moment Inductor receives
+    each graph (:meth:`prepare`, a lowering observer of the capture)."""
+
+    prepared: dict[int, PreparedProbe] = field(default_factory=dict)
+    """By the captured graph's index."""
+
+    def prepare(self, graph: CapturedGraph) -> None:
+        if not _worth_a_child(graph):
+            return
+        accelerators = sorted({str(spec.device) for spec in graph.input_specs if spec.device.type != "cpu"})
+        try:
+            judge = _probe_judge(accelerators[0] if accelerators else None)
+            if judge is None:
+                return
+            probe, _, observed = GraphSlicer(graph.gm, None).probe()
+            if not observed:
+                return
+            key = next(_probe_keys)
+            judge.prepare(probe, GraphToPrepare(key, graph.config_source, list(graph.input_specs),
+                                                _torch_compat.compiler_fingerprint()))
+        except Exception:
+            return  # probed here, as without a child
+        self.prepared[graph.index] = PreparedProbe(judge, key, tuple(node.name for node in observed),
+                                                   tuple(graph.input_specs))
+
+
+def _worth_a_child(graph: CapturedGraph) -> bool:
+    """A static graph without random ops; unless :data:`CONCURRENT_PROBE_ENV` says otherwise, a
+    large one in a process with CPUs to spare for the child."""
+    chosen = os.environ.get(CONCURRENT_PROBE_ENV, "")
+    if chosen == "0" or graph.has_random_ops or not all(isinstance(spec, TensorSpec) for spec in graph.input_specs) \
+            or not all(size.isdigit() for sizes in graph.symbolic_sizes for size in sizes or ()):
+        return False
+    return chosen == "1" or (graph.op_count >= CONCURRENT_PROBE_MIN_OPS
+                             and torch.get_num_threads() >= CONCURRENT_PROBE_MIN_THREADS)
+
+
+_probe_keys = itertools.count()
+_probe_judges: dict[str | None, IsolatedJudge | None] = {}
+"""One child per device this process probes graphs on, started at its first probe; None where
+it could not start."""
+_probe_judges_stack = contextlib.ExitStack()
+atexit.register(_probe_judges_stack.close)
+
+
+def _probe_judge(device: str | None) -> IsolatedJudge | None:
+    if device not in _probe_judges:
+        try:
+            _probe_judges[device] = _probe_judges_stack.enter_context(
+                IsolatedJudge(device=device, candidate_timeout_s=PROBE_TIMEOUT_S))
+        except (IsolationError, OSError):
+            _probe_judges[device] = None
+    return _probe_judges[device]
+
+
+PROBE_TIMEOUT_S = 1800.0
+"""How long a probe's verdict is waited for once its graph has run: its compile may have started
+little before, and a compile this process made would have no limit at all."""
+
+
+def find_masked_divergence(gm: torch.fx.GraphModule, inputs: Sequence[Any], tol: float,
+                           prepared: PreparedProbe | None = None) -> MaskedDivergence | None:
+    """One compile of ``gm`` returning every floating intermediate (``prepared``: compiled in a
+    child), then a few small compiles to confirm where a deviation starts; None when nothing
+    deviates on its own (or the probe cannot be built: that graph is then judged on its outputs
+    alone)."""
     try:
         slicer = GraphSlicer(gm, inputs)
     except Exception:
         return None
-    observed = slicer.observed_nodes()
-    if not observed:
-        return None
-    probe, probe_inputs = slicer.slice(frozenset(slicer.order), outputs=observed)
-    verdict = judge_graph(probe, probe_inputs, tol, check_non_float=False)
+    remote = prepared.verdict(inputs, tol) if prepared is not None else None
+    if remote is not None:
+        by_name = {node.name: node for node in slicer.unit_of}
+        observed = [by_name[name] for name in prepared.observed]  # type: ignore[union-attr]
+        verdict = remote
+    else:
+        probe, probe_inputs, observed = slicer.probe()
+        if not observed:
+            return None
+        verdict = judge_graph(probe, probe_inputs, tol, check_non_float=False)
     if verdict.failure != ACCURACY:
         return None
     diverged = {observed[output_index(leaf.path)]: leaf for leaf in verdict.leaves if not leaf.passed}

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import traceback
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -33,18 +34,20 @@ import torch
 import torch.fx
 
 from . import _torch_compat, budget
-from .capture import private_copy
+from .capture import TensorSpec, private_copy
 from .oracle import DEFAULT_TOLERANCE
 from .repro import ReproCase
 from .stages import FailureKind, StageAttribution, attribute_stage
 from .standalone import (
     ACCURACY,
+    COMPILE_ERROR,
     DYNAMO,
     POST_AOT,
     GraphVerdict,
     clone_values,
     differentiating,
     error_signature,
+    full_fp32_precision,
     judge_graph,
     register_ops,
 )
@@ -128,6 +131,22 @@ def stage_of(query: StageQuery, gm: torch.fx.GraphModule, inputs: list[Any],
 def _unattributed(query: StageQuery, error: str | None) -> StageAttribution:
     """The answer when attributing the stage itself failed (raised, crashed, hung)."""
     return StageAttribution("unattributed", f"stage attribution failed: {error}", level=query.settings.level)
+
+
+@dataclass(frozen=True)
+class GraphToPrepare:
+    """A graph for a judging child to compile ahead of its inputs (:meth:`IsolatedJudge.prepare`)."""
+
+    key: int
+    config_source: str
+    input_specs: list[TensorSpec]
+    compiler_fingerprint: dict[str, str]
+    """This process's :func:`_torch_compat.compiler_fingerprint`: where the child's compiler
+    code differs, its compile is not this process's, and the graph is not judged there."""
+
+
+PREPARED_KEPT = 8
+"""Compiled graphs a child keeps for :meth:`IsolatedJudge.judge_prepared` (oldest dropped first)."""
 
 
 def import_setup_modules() -> None:
@@ -279,7 +298,9 @@ def _spawn_child(setup: _ChildSetup, device: str | None, log_path: Path) -> _Chi
     )
     index = _cuda_index(device)
     if index is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(index)
+        # The index counts the GPUs this process sees, which CUDA_VISIBLE_DEVICES may narrow.
+        visible = [entry.strip() for entry in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
+        env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-c", "from pytest_torchcompile.isolation import child_main; child_main()",
@@ -359,6 +380,8 @@ class IsolatedJudge:
         self._startup_timeout_s = startup_timeout_s
         self._workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
         self._child: _Child | None = None
+        self._prepared_by: dict[int, tuple[_Child, threading.Thread]] = {}
+        self._sending = threading.Lock()
         self.restarts = 0
 
     def __enter__(self) -> IsolatedJudge:
@@ -398,12 +421,53 @@ class IsolatedJudge:
             return _unattributed(query, reply.error)
         return reply
 
-    def _request(self, message: tuple[str, JudgeSettings | StageQuery, Candidate]) -> Any:
+    def prepare(self, gm: torch.fx.GraphModule, graph: GraphToPrepare) -> None:
+        """Have the child compile ``gm`` for inputs of ``graph.input_specs`` under its config now,
+        while this process goes on; :meth:`judge_prepared` judges it on real inputs later."""
+        if self._child is not None and self._child.process.poll() is not None:
+            self._reap()
+        if self._child is None:
+            self.restarts += 1
+            self._child = self._spawn()
+        # Sent from a thread: a child still starting reads nothing yet, and a graph larger than
+        # the pipe's buffer would hold this process up until it does.
+        sender = threading.Thread(target=self._send, args=(self._child, ("prepare", graph, _encode_candidate(gm, []))),
+                                  daemon=True)
+        sender.start()
+        self._prepared_by[graph.key] = (self._child, sender)
+
+    def _send(self, child: _Child, message: tuple[str, Any, Any]) -> None:
+        with self._sending, contextlib.suppress(OSError):
+            child.requests.send(message)
+
+    def judge_prepared(self, key: int, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
+        """The verdict on a prepared graph run on ``inputs`` (laid out as its input specs), once
+        the child has compiled it; a child that died meanwhile gives ``CRASHED``."""
+        if key not in self._prepared_by:
+            return GraphVerdict(JUDGE_ERROR, error="NotPrepared: no graph was prepared under this key")
+        child, sender = self._prepared_by[key]
+        sender.join()
+        if child is not self._child or child.process.poll() is not None:
+            return GraphVerdict(CRASHED, error=f"CandidateCrashed: the judging process "
+                                                f"{self._reap() if child is self._child else 'was replaced'} "
+                                                "while compiling the graph")
+        buffer = io.BytesIO()
+        torch.save(list(inputs), buffer)
+        reply = self._request(("judge_prepared", (key, settings), buffer.getvalue()))
+        if isinstance(reply, tuple):
+            verdict, poisoned = reply
+            if poisoned:
+                self._stop_child()
+            return verdict
+        return reply
+
+    def _request(self, message: tuple[str, Any, Any]) -> Any:
         """Send one request and wait for its reply; a dead or hung child yields the verdict
         that says so (and is replaced at the next request)."""
         child = self._ready_child()
         try:
-            child.requests.send(message)
+            with self._sending:
+                child.requests.send(message)
             if not child.replies.poll(self._candidate_timeout_s):
                 self._stop_child()
                 return GraphVerdict(TIMED_OUT, error=f"CandidateTimedOut: no verdict within "
@@ -531,11 +595,25 @@ def child_main() -> None:
 
 
 def _serve(setup: _ChildSetup, patches: dict[str, Any], requests: Connection, replies: Connection) -> None:
+    prepared: OrderedDict[int, _Prepared] = OrderedDict()
     while True:
         try:
             kind, settings, payload = requests.recv()
         except EOFError:
             return
+        if kind == "prepare":
+            prepared[settings.key] = _prepare(settings, payload, setup.single_visible_cuda_device)
+            while len(prepared) > PREPARED_KEPT:
+                prepared.popitem(last=False)
+            continue
+        if kind == "judge_prepared":
+            key, judge_settings = settings
+            verdict = _judge_prepared(prepared.get(key), judge_settings, payload, setup.single_visible_cuda_device)
+            poisoned = leaves_device_unusable(verdict.error or "")
+            replies.send((verdict, poisoned))
+            if poisoned:
+                return
+            continue
         try:
             gm, inputs = _decode_candidate(payload, setup.single_visible_cuda_device)
         except Exception as error:
@@ -552,6 +630,66 @@ def _serve(setup: _ChildSetup, patches: dict[str, Any], requests: Connection, re
         replies.send((verdict, poisoned))
         if poisoned:
             return
+
+
+@dataclass
+class _Prepared:
+    """A graph a child compiled ahead of its inputs, or why it cannot judge it."""
+
+    gm: torch.fx.GraphModule | None
+    input_specs: list[TensorSpec]
+    compiled: Callable[..., Any] | None = None
+    unusable: GraphVerdict | None = None
+
+
+def _prepare(graph: GraphToPrepare, payload: Candidate, single_visible_cuda_device: bool) -> _Prepared:
+    try:
+        gm, _ = _decode_candidate(payload, single_visible_cuda_device)
+        patches = config_patches(graph.config_source)
+    except Exception as error:
+        return _Prepared(None, graph.input_specs, unusable=GraphVerdict(JUDGE_ERROR, error=error_signature(error)))
+    placeholders = [_allocated(spec, single_visible_cuda_device) for spec in graph.input_specs]
+    entry = _Prepared(gm, graph.input_specs)
+    try:
+        # Nothing compiled here goes to the on-disk cache: should the sender's compiler code
+        # differ, its own compile of the graph must not find this one's there.
+        with _torch_compat.inductor_config({**patches, "fx_graph_cache": False}), \
+                _torch_compat.no_compile_caches(), full_fp32_precision():
+            entry.compiled = _torch_compat.compile_graph(private_copy(gm), placeholders)
+    except Exception as error:
+        entry.unusable = GraphVerdict(COMPILE_ERROR, error=error_signature(error))
+    modules = [name for name in graph.compiler_fingerprint if "[" not in name]
+    own = _torch_compat.compiler_fingerprint(modules)
+    differing = sorted(name for name, digest in graph.compiler_fingerprint.items() if own.get(name, digest) != digest)
+    if differing:
+        entry.unusable = GraphVerdict(JUDGE_ERROR, error=f"ForeignCompilerCode: the compiler code of the process "
+                                                         f"that sent the graph differs here: {', '.join(differing[:5])}")
+    return entry
+
+
+def _allocated(spec: TensorSpec, single_visible_cuda_device: bool) -> torch.Tensor:
+    device = torch.device("cuda", 0) if single_visible_cuda_device and spec.device.type == "cuda" else spec.device
+    return torch.empty_strided(spec.shape, spec.stride, dtype=spec.dtype, device=device)
+
+
+def _judge_prepared(entry: _Prepared | None, settings: JudgeSettings, payload: bytes,
+                    single_visible_cuda_device: bool) -> GraphVerdict:
+    if entry is None:
+        return GraphVerdict(JUDGE_ERROR, error="NotPrepared: the judging process no longer holds that graph")
+    if entry.unusable is not None:
+        return entry.unusable
+    assert entry.gm is not None and entry.compiled is not None
+    compiled = entry.compiled
+    try:
+        location = _storage_onto_visible_cuda if single_visible_cuda_device else None
+        inputs = torch.load(io.BytesIO(payload), weights_only=False, map_location=location)
+    except Exception as error:
+        return GraphVerdict(JUDGE_ERROR, error=error_signature(error))
+    torch.manual_seed(0)
+    try:
+        return judge_graph(entry.gm, inputs, settings.tol, settings.check_non_float, compiler=lambda gm, inputs: compiled)
+    except Exception as error:
+        return GraphVerdict(JUDGE_ERROR, error=error_signature(error))
 
 
 def _decode_candidate(candidate: Candidate, single_visible_cuda_device: bool) -> tuple[torch.fx.GraphModule, list[Any]]:

@@ -148,7 +148,10 @@ class GraphSlicer:
     (a tuple cannot be fed in or returned on its own). Units are named after their op node.
     """
 
-    def __init__(self, gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, inputs: Sequence[Any] | None) -> None:
+        """``inputs`` None: the values are the fake ones Inductor's graphs are traced with (node
+        metadata), enough to build a probe (:meth:`probe`) before any input exists, not to feed a
+        cut."""
         self.gm = gm
         nodes = list(gm.graph.nodes)
         self._position = {node: index for index, node in enumerate(nodes)}
@@ -174,7 +177,7 @@ class GraphSlicer:
         for unit, producers in self.producers.items():
             for producer in producers:
                 self.consumers[producer].add(unit)
-        self.values = self._eager_values(inputs)
+        self.values = self._eager_values(inputs) if inputs is not None else {node: node.meta.get("val") for node in nodes}
 
     def _eager_values(self, inputs: Sequence[Any]) -> dict[torch.fx.Node, Any]:
         interpreter = _RecordingInterpreter(self.gm)
@@ -198,6 +201,13 @@ class GraphSlicer:
         costs the compile an output), which are observed only as outputs of the graph."""
         return [node for node in self.unit_of if _is_floating(self.values.get(node))
                 and (node in self.outputs or node not in self._view_bases)]
+
+    def probe(self) -> tuple[torch.fx.GraphModule, list[Any], list[torch.fx.Node]]:
+        """The whole graph returning every observed value (:meth:`observed_nodes`), its inputs,
+        and those values in the order it returns them."""
+        observed = self.observed_nodes()
+        gm, inputs = self.slice(frozenset(self.order), outputs=observed)
+        return gm, inputs, observed
 
     def with_views(self, diverged: set[torch.fx.Node]) -> set[torch.fx.Node]:
         """``diverged`` and the unobserved views of its values, which deviate with their base."""

@@ -9,8 +9,12 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import pytest_torchcompile._torch_compat as compat
 from pytest_torchcompile.check import CheckOptions, CompiledCache, check_model
+from pytest_torchcompile.graphcheck import GraphChecker
+from pytest_torchcompile.intermediates import CONCURRENT_PROBE_ENV
+from pytest_torchcompile.isolation import JUDGE_ERROR, IsolatedJudge
 from pytest_torchcompile.minify import GraphSlicer
-from pytest_torchcompile.oracle import Status
+from pytest_torchcompile.oracle import DEFAULT_TOLERANCE, Status
+from pytest_torchcompile.standalone import ACCURACY, GraphVerdict
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 
@@ -105,6 +109,56 @@ def test_masked_deviation_is_caught_by_intermediate_checks_only() -> None:
     assert cut is not None
     ops = [n.target for n in cut.graph.nodes if n.op == "call_function"]
     assert ops[-1] == torch.ops.aten.relu.default and torch.ops.aten.cos.default not in ops
+
+
+@pytest.fixture
+def child_verdicts(monkeypatch: pytest.MonkeyPatch) -> list[GraphVerdict]:
+    """Every probe verdict a child gives, with probes sent to a child whatever their size."""
+    monkeypatch.setenv(CONCURRENT_PROBE_ENV, "1")
+    verdicts: list[GraphVerdict] = []
+    judge_prepared = IsolatedJudge.judge_prepared
+
+    def recorded(self: IsolatedJudge, *args: object) -> GraphVerdict:
+        verdicts.append(judge_prepared(self, *args))  # type: ignore[arg-type]
+        return verdicts[-1]
+
+    monkeypatch.setattr(IsolatedJudge, "judge_prepared", recorded)
+    return verdicts
+
+
+def test_a_probe_compiled_in_a_child_while_the_graph_compiles_here_finds_the_masked_deviation(
+    child_verdicts: list[GraphVerdict],
+) -> None:
+    x = torch.randn(16, 32)
+    outcome = check_model(sin_relu_cos, (x,), options=CheckOptions(inductor_config=RELU_BUG))
+    assert outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
+    assert [verdict.failure for verdict in child_verdicts] == [ACCURACY]
+
+    child_verdicts.clear()
+    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True)
+    with compat.inductor_config(RELU_BUG), checker.watching():
+        torch.compile(sin_relu_cos)(x)
+    compat.reset()
+    assert [verdict.failure for verdict in child_verdicts] == [ACCURACY], "a plain compile's probe"
+    [failure] = checker.failures
+    assert "intermediate 'relu' deviates" in failure.message and "masks it" in failure.message
+
+
+def test_a_graph_lowered_with_compiler_code_of_this_process_alone_is_probed_here(
+    child_verdicts: list[GraphVerdict], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lowering this process replaced (abs for relu: a masked deviation) is not the child's:
+    the child says so instead of judging a probe compiled with its own, and the probe compiled
+    here finds the deviation."""
+    from torch._inductor import lowering
+
+    aten = torch.ops.aten
+    monkeypatch.setitem(lowering.lowerings, aten.relu.default, lowering.lowerings[aten.abs.default])
+    options = CheckOptions(inductor_config={"fx_graph_cache": False})
+    outcome = check_model(sin_relu_cos, (torch.randn(16, 32),), options=options)
+    assert outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
+    [verdict] = child_verdicts
+    assert verdict.failure == JUDGE_ERROR and "torch._inductor.lowering.lowerings[aten.relu.default]" in str(verdict.error)
 
 
 def relu_behind_views(x: torch.Tensor) -> torch.Tensor:
