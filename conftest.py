@@ -1,9 +1,29 @@
 """Settings for this repository's own test suite."""
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from pytest_torchcompile.intermediates import CONCURRENT_PROBE_ENV
+from pytest_torchcompile.isolation import IsolatedJudge
+from pytest_torchcompile.standalone import GraphVerdict
 
 # Compiling a graph takes about a second on a CPU: hypothesis' default deadline would flag it.
 settings.register_profile(
     "repo", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True,
 )
 settings.load_profile("repo")
+
+
+@pytest.fixture
+def child_verdicts(monkeypatch: pytest.MonkeyPatch) -> list[GraphVerdict]:
+    """Every probe verdict a child gives, with probes sent to a child whatever their size."""
+    monkeypatch.setenv(CONCURRENT_PROBE_ENV, "1")
+    verdicts: list[GraphVerdict] = []
+    judge_prepared = IsolatedJudge.judge_prepared
+
+    def recorded(self: IsolatedJudge, *args: object) -> GraphVerdict:
+        verdicts.append(judge_prepared(self, *args))  # type: ignore[arg-type]
+        return verdicts[-1]
+
+    monkeypatch.setattr(IsolatedJudge, "judge_prepared", recorded)
+    return verdicts

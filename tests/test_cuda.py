@@ -6,6 +6,11 @@ import subprocess
 import sys
 
 import pytest
+import torch
+
+from pytest_torchcompile.check import CheckOptions, check_model
+from pytest_torchcompile.oracle import Status
+from pytest_torchcompile.standalone import ACCURACY, GraphVerdict
 
 pytest_plugins = ["pytester"]
 
@@ -87,3 +92,23 @@ def test_parallel_minify_shares_one_gpu(pytester: pytest.Pytester) -> None:
     minified = sorted((pytester.path / ".compile-accuracy").glob("*/minified.py"))
     assert len(minified) == 5
     assert len([line for line in result.outlines if line.startswith("minified ")]) == 5
+
+
+def sin_relu_cos(x: torch.Tensor) -> torch.Tensor:
+    for _ in range(20):
+        x = x.sin()
+    x = x.relu()
+    for _ in range(40):
+        x = x.cos()
+    return x
+
+
+@pytest.mark.cuda
+def test_a_probe_compiled_in_a_child_finds_a_masked_triton_bug(child_verdicts: list[GraphVerdict]) -> None:
+    x = torch.randn(16, 32, device="cuda")
+    options = CheckOptions(inductor_config={"triton.inject_relu_bug_TESTING_ONLY": "accuracy"})
+    outcome = check_model(sin_relu_cos, (x,), options=options)
+    assert outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
+    assert [verdict.failure for verdict in child_verdicts] == [ACCURACY]
+    assert check_model(sin_relu_cos, (x,)).status is Status.PASS
+    assert [verdict.failure for verdict in child_verdicts] == [ACCURACY, None]

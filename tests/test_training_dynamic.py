@@ -10,8 +10,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import pytest_torchcompile._torch_compat as compat
 from pytest_torchcompile.check import CheckOptions, CompiledCache, check_model
 from pytest_torchcompile.graphcheck import GraphChecker
-from pytest_torchcompile.intermediates import CONCURRENT_PROBE_ENV
-from pytest_torchcompile.isolation import JUDGE_ERROR, IsolatedJudge
+from pytest_torchcompile.isolation import JUDGE_ERROR
 from pytest_torchcompile.minify import GraphSlicer
 from pytest_torchcompile.oracle import DEFAULT_TOLERANCE, Status
 from pytest_torchcompile.standalone import ACCURACY, GraphVerdict
@@ -109,21 +108,6 @@ def test_masked_deviation_is_caught_by_intermediate_checks_only() -> None:
     assert cut is not None
     ops = [n.target for n in cut.graph.nodes if n.op == "call_function"]
     assert ops[-1] == torch.ops.aten.relu.default and torch.ops.aten.cos.default not in ops
-
-
-@pytest.fixture
-def child_verdicts(monkeypatch: pytest.MonkeyPatch) -> list[GraphVerdict]:
-    """Every probe verdict a child gives, with probes sent to a child whatever their size."""
-    monkeypatch.setenv(CONCURRENT_PROBE_ENV, "1")
-    verdicts: list[GraphVerdict] = []
-    judge_prepared = IsolatedJudge.judge_prepared
-
-    def recorded(self: IsolatedJudge, *args: object) -> GraphVerdict:
-        verdicts.append(judge_prepared(self, *args))  # type: ignore[arg-type]
-        return verdicts[-1]
-
-    monkeypatch.setattr(IsolatedJudge, "judge_prepared", recorded)
-    return verdicts
 
 
 def test_a_probe_compiled_in_a_child_while_the_graph_compiles_here_finds_the_masked_deviation(
