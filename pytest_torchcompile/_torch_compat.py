@@ -416,6 +416,15 @@ def _held(cell: Any, depth: int) -> str:
     return ""
 
 
+def warm_up_inductor(device: str) -> None:
+    """Compile and run a one-op graph on ``device``: a fresh process pays Inductor's one-time
+    costs (its compile workers, the device's code generator and runtime) in its first compile."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    x = torch.ones(8, device=device)
+    compile_graph(make_fx(lambda value: (value.sin() + 1,))(x), [x])(x)
+
+
 @contextlib.contextmanager
 def empty_compile_cache() -> Iterator[None]:
     """Compile into a new, empty Inductor/Triton cache directory (removed afterwards): a timing

@@ -16,7 +16,12 @@ import torch.fx
 
 from . import _torch_compat
 from .capture import CapturedGraph, DynamoGraph, GraphCapture
-from .intermediates import ConcurrentProbes, MaskedDivergence, find_masked_divergence
+from .intermediates import (
+    ConcurrentProbes,
+    MaskedDivergence,
+    find_masked_divergence,
+    start_probe_child,
+)
 from .isolation import config_patches
 from .oracle import (
     DEFAULT_TOLERANCE,
@@ -317,8 +322,11 @@ def check_model(
     a model checked again unchanged reuses its compiled code (training checks always recompile,
     since they change the compiled copy's weights).
     """
+    options = options or CheckOptions()
+    if options.intermediates and options.backend == "inductor":
+        start_probe_child([*args, *(kwargs or {}).values()])
     with full_fp32_precision(), generators_kept(), _torch_compat.not_intercepted():
-        outcome = _check(fn, (tuple(args), dict(kwargs or {})), options or CheckOptions(), cache)
+        outcome = _check(fn, (tuple(args), dict(kwargs or {})), options, cache)
     outcome.fallback_random = any(graph.has_random_ops for graph in outcome.graphs)
     if outcome.fallback_random:
         outcome.message = "; ".join(part for part in (outcome.message, FALLBACK_RANDOM_NOTE) if part)

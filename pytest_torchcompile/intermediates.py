@@ -22,7 +22,6 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import _torch_compat
 from .capture import CapturedGraph, TensorSpec, input_spec
 from .isolation import JUDGE_ERROR, GraphToPrepare, IsolatedJudge, IsolationError, JudgeSettings
 from .minify import ROOTS_TRIED_ALONE, GraphSlicer, output_index
@@ -103,32 +102,46 @@ class ConcurrentProbes:
     def prepare(self, graph: CapturedGraph) -> None:
         if not _worth_a_child(graph):
             return
-        accelerators = sorted({str(spec.device) for spec in graph.input_specs if spec.device.type != "cpu"})
         try:
-            judge = _probe_judge(accelerators[0] if accelerators else None)
+            judge = _probe_judge(_accelerator([spec.device for spec in graph.input_specs]))
             if judge is None:
                 return
             probe, _, observed = GraphSlicer(graph.gm, None).probe()
             if not observed:
                 return
             key = next(_probe_keys)
-            judge.prepare(probe, GraphToPrepare(key, graph.config_source, list(graph.input_specs),
-                                                _torch_compat.compiler_fingerprint()))
+            judge.prepare(probe, GraphToPrepare(key, graph.config_source, list(graph.input_specs)))
         except Exception:
             return  # probed here, as without a child
         self.prepared[graph.index] = PreparedProbe(judge, key, tuple(node.name for node in observed),
                                                    tuple(graph.input_specs))
 
 
+def start_probe_child(values: Sequence[Any]) -> None:
+    """Start the child that will compile probes on the device of ``values`` (a check's inputs)
+    now, where this process uses one: it starts, and pays Inductor's one-time costs there, while
+    the check runs the model eagerly and traces it."""
+    if _children_wanted():
+        _probe_judge(_accelerator([value.device for value in values if isinstance(value, torch.Tensor)]))
+
+
+def _children_wanted() -> bool:
+    chosen = os.environ.get(CONCURRENT_PROBE_ENV, "")
+    return chosen == "1" or (chosen != "0" and torch.get_num_threads() >= CONCURRENT_PROBE_MIN_THREADS)
+
+
+def _accelerator(devices: Sequence[torch.device]) -> str | None:
+    return min((str(device) for device in devices if device.type != "cpu"), default=None)
+
+
 def _worth_a_child(graph: CapturedGraph) -> bool:
     """A static graph without random ops; unless :data:`CONCURRENT_PROBE_ENV` says otherwise, a
     large one in a process with CPUs to spare for the child."""
-    chosen = os.environ.get(CONCURRENT_PROBE_ENV, "")
-    if chosen == "0" or graph.has_random_ops or not all(isinstance(spec, TensorSpec) for spec in graph.input_specs) \
+    if not _children_wanted() or graph.has_random_ops \
+            or not all(isinstance(spec, TensorSpec) for spec in graph.input_specs) \
             or not all(size.isdigit() for sizes in graph.symbolic_sizes for size in sizes or ()):
         return False
-    return chosen == "1" or (graph.op_count >= CONCURRENT_PROBE_MIN_OPS
-                             and torch.get_num_threads() >= CONCURRENT_PROBE_MIN_THREADS)
+    return os.environ.get(CONCURRENT_PROBE_ENV) == "1" or graph.op_count >= CONCURRENT_PROBE_MIN_OPS
 
 
 _probe_keys = itertools.count()
@@ -142,10 +155,11 @@ atexit.register(_probe_judges_stack.close)
 def _probe_judge(device: str | None) -> IsolatedJudge | None:
     if device not in _probe_judges:
         try:
-            _probe_judges[device] = _probe_judges_stack.enter_context(
-                IsolatedJudge(device=device, candidate_timeout_s=PROBE_TIMEOUT_S))
+            judge = _probe_judges_stack.enter_context(IsolatedJudge(device=device, candidate_timeout_s=PROBE_TIMEOUT_S))
+            judge.warm_up(device)
         except (IsolationError, OSError):
-            _probe_judges[device] = None
+            judge = None
+        _probe_judges[device] = judge
     return _probe_judges[device]
 
 

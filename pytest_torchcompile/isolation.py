@@ -140,9 +140,6 @@ class GraphToPrepare:
     key: int
     config_source: str
     input_specs: list[TensorSpec]
-    compiler_fingerprint: dict[str, str]
-    """This process's :func:`_torch_compat.compiler_fingerprint`: where the child's compiler
-    code differs, its compile is not this process's, and the graph is not judged there."""
 
 
 PREPARED_KEPT = 8
@@ -440,9 +437,19 @@ class IsolatedJudge:
         with self._sending, contextlib.suppress(OSError):
             child.requests.send(message)
 
+    def warm_up(self, device: str | None) -> None:
+        """Have the child pay Inductor's one-time costs for ``device`` now (a first compile there),
+        before a graph to prepare comes."""
+        if self._child is None:
+            self._child = self._spawn()
+        self._send(self._child, ("warm_up", None, b""))
+
     def judge_prepared(self, key: int, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
         """The verdict on a prepared graph run on ``inputs`` (laid out as its input specs), once
-        the child has compiled it; a child that died meanwhile gives ``CRASHED``."""
+        the child has compiled it; a child that died meanwhile gives ``CRASHED``. Where the
+        child's compiler code differs from this process's (:func:`_torch_compat.compiler_fingerprint`,
+        taken now, when this process has compiled what it compiles), its compile is not this
+        process's, and the verdict is a ``JUDGE_ERROR`` saying so."""
         if key not in self._prepared_by:
             return GraphVerdict(JUDGE_ERROR, error="NotPrepared: no graph was prepared under this key")
         child, sender = self._prepared_by[key]
@@ -453,7 +460,8 @@ class IsolatedJudge:
                                                 "while compiling the graph")
         buffer = io.BytesIO()
         torch.save(list(inputs), buffer)
-        reply = self._request(("judge_prepared", (key, settings), buffer.getvalue()))
+        fingerprint = _torch_compat.compiler_fingerprint()
+        reply = self._request(("judge_prepared", (key, settings, fingerprint), buffer.getvalue()))
         if isinstance(reply, tuple):
             verdict, poisoned = reply
             if poisoned:
@@ -606,9 +614,14 @@ def _serve(setup: _ChildSetup, patches: dict[str, Any], requests: Connection, re
             while len(prepared) > PREPARED_KEPT:
                 prepared.popitem(last=False)
             continue
+        if kind == "warm_up":
+            with contextlib.suppress(Exception):
+                _torch_compat.warm_up_inductor("cuda:0" if setup.single_visible_cuda_device else "cpu")
+            continue
         if kind == "judge_prepared":
-            key, judge_settings = settings
-            verdict = _judge_prepared(prepared.get(key), judge_settings, payload, setup.single_visible_cuda_device)
+            key, judge_settings, fingerprint = settings
+            verdict = _judge_prepared(prepared.get(key), judge_settings, fingerprint, payload,
+                                      setup.single_visible_cuda_device)
             poisoned = leaves_device_unusable(verdict.error or "")
             replies.send((verdict, poisoned))
             if poisoned:
@@ -658,12 +671,6 @@ def _prepare(graph: GraphToPrepare, payload: Candidate, single_visible_cuda_devi
             entry.compiled = _torch_compat.compile_graph(private_copy(gm), placeholders)
     except Exception as error:
         entry.unusable = GraphVerdict(COMPILE_ERROR, error=error_signature(error))
-    modules = [name for name in graph.compiler_fingerprint if "[" not in name]
-    own = _torch_compat.compiler_fingerprint(modules)
-    differing = sorted(name for name, digest in graph.compiler_fingerprint.items() if own.get(name, digest) != digest)
-    if differing:
-        entry.unusable = GraphVerdict(JUDGE_ERROR, error=f"ForeignCompilerCode: the compiler code of the process "
-                                                         f"that sent the graph differs here: {', '.join(differing[:5])}")
     return entry
 
 
@@ -672,10 +679,15 @@ def _allocated(spec: TensorSpec, single_visible_cuda_device: bool) -> torch.Tens
     return torch.empty_strided(spec.shape, spec.stride, dtype=spec.dtype, device=device)
 
 
-def _judge_prepared(entry: _Prepared | None, settings: JudgeSettings, payload: bytes,
+def _judge_prepared(entry: _Prepared | None, settings: JudgeSettings, fingerprint: dict[str, str], payload: bytes,
                     single_visible_cuda_device: bool) -> GraphVerdict:
     if entry is None:
         return GraphVerdict(JUDGE_ERROR, error="NotPrepared: the judging process no longer holds that graph")
+    own = _torch_compat.compiler_fingerprint([name for name in fingerprint if "[" not in name])
+    differing = sorted(name for name, digest in fingerprint.items() if own.get(name, digest) != digest)
+    if differing:
+        return GraphVerdict(JUDGE_ERROR, error=f"ForeignCompilerCode: the compiler code of the process that "
+                                               f"sent the graph differs here: {', '.join(differing[:5])}")
     if entry.unusable is not None:
         return entry.unusable
     assert entry.gm is not None and entry.compiled is not None
