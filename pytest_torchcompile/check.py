@@ -19,6 +19,7 @@ from .capture import CapturedGraph, DynamoGraph, GraphCapture
 from .intermediates import (
     ConcurrentProbes,
     MaskedDivergence,
+    device_of,
     find_masked_divergence,
     start_probe_child,
 )
@@ -324,7 +325,7 @@ def check_model(
     """
     options = options or CheckOptions()
     if options.intermediates and options.backend == "inductor":
-        start_probe_child([*args, *(kwargs or {}).values()])
+        start_probe_child(device_of([*args, *(kwargs or {}).values()]))
     with full_fp32_precision(), generators_kept(), _torch_compat.not_intercepted():
         outcome = _check(fn, (tuple(args), dict(kwargs or {})), options, cache)
     outcome.fallback_random = any(graph.has_random_ops for graph in outcome.graphs)

@@ -117,12 +117,22 @@ class ConcurrentProbes:
                                                    tuple(graph.input_specs))
 
 
-def start_probe_child(values: Sequence[Any]) -> None:
-    """Start the child that will compile probes on the device of ``values`` (a check's inputs)
-    now, where this process uses one: it starts, and pays Inductor's one-time costs there, while
-    the check runs the model eagerly and traces it."""
+def start_probe_child(device: str | None) -> None:
+    """Start the child that will compile probes on ``device`` (None: the CPU) now, where this
+    process uses one: it starts, and pays Inductor's one-time costs there, while this process
+    goes on (collects tests, runs a model eagerly and traces it)."""
     if _children_wanted():
-        _probe_judge(_accelerator([value.device for value in values if isinstance(value, torch.Tensor)]))
+        _probe_judge(device)
+
+
+def device_of(values: Sequence[Any]) -> str | None:
+    """The accelerator ``values`` are on (the first, by name), None for the CPU."""
+    return _accelerator([value.device for value in values if isinstance(value, torch.Tensor)])
+
+
+def current_device() -> str | None:
+    """The GPU this process compiles for by default, None without one."""
+    return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else None
 
 
 def _children_wanted() -> bool:

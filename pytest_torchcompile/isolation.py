@@ -671,6 +671,13 @@ def _prepare(graph: GraphToPrepare, payload: Candidate, single_visible_cuda_devi
             entry.compiled = _torch_compat.compile_graph(private_copy(gm), placeholders)
     except Exception as error:
         entry.unusable = GraphVerdict(COMPILE_ERROR, error=error_signature(error))
+        return entry
+    if all(spec.device.type == "cuda" and spec.dtype.is_floating_point for spec in graph.input_specs):
+        # A first run tunes the Triton kernels' launch configs, which would otherwise wait for
+        # the real inputs; on zeros, which no op can index out of bounds with.
+        with contextlib.suppress(Exception):
+            entry.compiled(*(placeholder.zero_() for placeholder in placeholders))
+            torch.cuda.synchronize()
     return entry
 
 
