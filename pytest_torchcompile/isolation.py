@@ -650,7 +650,6 @@ class _Prepared:
     """A graph a child compiled ahead of its inputs, or why it cannot judge it."""
 
     gm: torch.fx.GraphModule | None
-    input_specs: list[TensorSpec]
     compiled: Callable[..., Any] | None = None
     unusable: GraphVerdict | None = None
 
@@ -659,10 +658,10 @@ def _prepare(graph: GraphToPrepare, payload: Candidate, single_visible_cuda_devi
     try:
         gm, _ = _decode_candidate(payload, single_visible_cuda_device)
         patches = config_patches(graph.config_source)
+        placeholders = [_allocated(spec, single_visible_cuda_device) for spec in graph.input_specs]
     except Exception as error:
-        return _Prepared(None, graph.input_specs, unusable=GraphVerdict(JUDGE_ERROR, error=error_signature(error)))
-    placeholders = [_allocated(spec, single_visible_cuda_device) for spec in graph.input_specs]
-    entry = _Prepared(gm, graph.input_specs)
+        return _Prepared(None, unusable=GraphVerdict(JUDGE_ERROR, error=error_signature(error)))
+    entry = _Prepared(gm)
     try:
         # Nothing compiled here goes to the on-disk cache: should the sender's compiler code
         # differ, its own compile of the graph must not find this one's there.
