@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+from test_training_dynamic import sin_relu_cos
 
 from pytest_torchcompile.check import CheckOptions, check_model
 from pytest_torchcompile.oracle import Status
@@ -92,15 +93,6 @@ def test_parallel_minify_shares_one_gpu(pytester: pytest.Pytester) -> None:
     minified = sorted((pytester.path / ".compile-accuracy").glob("*/minified.py"))
     assert len(minified) == 5
     assert len([line for line in result.outlines if line.startswith("minified ")]) == 5
-
-
-def sin_relu_cos(x: torch.Tensor) -> torch.Tensor:
-    for _ in range(20):
-        x = x.sin()
-    x = x.relu()
-    for _ in range(40):
-        x = x.cos()
-    return x
 
 
 @pytest.mark.cuda
