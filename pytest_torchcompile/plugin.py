@@ -50,9 +50,11 @@ def pytest_configure(config: pytest.Config) -> None:
     from .parallel import configure as configure_minify_phase
 
     configure_minify_phase(config, config.stash[SESSION_KEY])
-    if enabled and not _is_xdist_controller(config) and config.stash[SESSION_KEY].base_settings.intermediates:
+    if enabled and not _is_xdist_controller(config) and not config.option.collectonly \
+            and config.stash[SESSION_KEY].base_settings.intermediates:
         from .intermediates import current_device, start_probe_child
 
+        # Now, so that the child starts and pays Inductor's first compile while tests are collected.
         start_probe_child(current_device())
     if not _is_worker(config):
         config.pluginmanager.register(ControllerHooks(config.stash[SESSION_KEY]), "torchcompile-controller")
