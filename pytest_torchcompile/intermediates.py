@@ -15,7 +15,7 @@ import atexit
 import contextlib
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from .capture import CapturedGraph, TensorSpec, input_spec
 from .isolation import JUDGE_ERROR, GraphToPrepare, IsolatedJudge, IsolationError, JudgeSettings
 from .minify import ROOTS_TRIED_ALONE, GraphSlicer, output_index
 from .oracle import LeafResult
-from .standalone import ACCURACY, GraphVerdict, judge_graph
+from .standalone import ACCURACY, GraphVerdict, devices_of, judge_graph
 
 NEIGHBOURHOOD_RADII = (0, 1, 2, 4)
 """Producer/consumer steps around the op where a deviation starts that are judged with it."""
@@ -127,7 +127,7 @@ def start_probe_child(device: str | None) -> None:
 
 def device_of(values: Sequence[Any]) -> str | None:
     """The accelerator ``values`` are on (the first, by name), None for the CPU."""
-    return _accelerator([value.device for value in values if isinstance(value, torch.Tensor)])
+    return _accelerator(devices_of(values))
 
 
 def current_device() -> str | None:
@@ -140,7 +140,7 @@ def _children_wanted() -> bool:
     return chosen == "1" or (chosen != "0" and torch.get_num_threads() >= CONCURRENT_PROBE_MIN_THREADS)
 
 
-def _accelerator(devices: Sequence[torch.device]) -> str | None:
+def _accelerator(devices: Iterable[torch.device]) -> str | None:
     return min((str(device) for device in devices if device.type != "cpu"), default=None)
 
 
@@ -166,7 +166,7 @@ def _probe_judge(device: str | None) -> IsolatedJudge | None:
     if device not in _probe_judges:
         try:
             judge = _probe_judges_stack.enter_context(IsolatedJudge(device=device, candidate_timeout_s=PROBE_TIMEOUT_S))
-            judge.warm_up(device)
+            judge.warm_up()
         except (IsolationError, OSError):
             judge = None
         _probe_judges[device] = judge
@@ -189,9 +189,9 @@ def find_masked_divergence(gm: torch.fx.GraphModule, inputs: Sequence[Any], tol:
     except Exception:
         return None
     remote = prepared.verdict(inputs, tol) if prepared is not None else None
-    if remote is not None:
+    if prepared is not None and remote is not None:
         by_name = {node.name: node for node in slicer.unit_of}
-        observed = [by_name[name] for name in prepared.observed]  # type: ignore[union-attr]
+        observed = [by_name[name] for name in prepared.observed]
         verdict = remote
     else:
         probe, probe_inputs, observed = slicer.probe()

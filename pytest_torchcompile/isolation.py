@@ -397,7 +397,11 @@ class IsolatedJudge:
         shutil.rmtree(self._workdir, ignore_errors=True)
 
     def __call__(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
-        reply = self._request(("judge", settings, _encode_candidate(gm, inputs)))
+        return self._verdict(self._request(("judge", settings, _encode_candidate(gm, inputs))))
+
+    def _verdict(self, reply: GraphVerdict | tuple[GraphVerdict, bool]) -> GraphVerdict:
+        """The verdict of a judging request's reply: the child's, with whether it left the device
+        unusable (the child is then replaced), or one saying the child died or hung."""
         if isinstance(reply, GraphVerdict):
             return reply
         verdict, poisoned = reply
@@ -421,28 +425,22 @@ class IsolatedJudge:
     def prepare(self, gm: torch.fx.GraphModule, graph: GraphToPrepare) -> None:
         """Have the child compile ``gm`` for inputs of ``graph.input_specs`` under its config now,
         while this process goes on; :meth:`judge_prepared` judges it on real inputs later."""
-        if self._child is not None and self._child.process.poll() is not None:
-            self._reap()
-        if self._child is None:
-            self.restarts += 1
-            self._child = self._spawn()
+        child = self._running_child()
         # Sent from a thread: a child still starting reads nothing yet, and a graph larger than
         # the pipe's buffer would hold this process up until it does.
-        sender = threading.Thread(target=self._send, args=(self._child, ("prepare", graph, _encode_candidate(gm, []))),
+        sender = threading.Thread(target=self._send, args=(child, ("prepare", graph, _encode_candidate(gm, []))),
                                   daemon=True)
         sender.start()
-        self._prepared_by[graph.key] = (self._child, sender)
+        self._prepared_by[graph.key] = (child, sender)
 
     def _send(self, child: _Child, message: tuple[str, Any, Any]) -> None:
         with self._sending, contextlib.suppress(OSError):
             child.requests.send(message)
 
-    def warm_up(self, device: str | None) -> None:
-        """Have the child pay Inductor's one-time costs for ``device`` now (a first compile there),
+    def warm_up(self) -> None:
+        """Have the child pay Inductor's one-time costs on its device now (a first compile there),
         before a graph to prepare comes."""
-        if self._child is None:
-            self._child = self._spawn()
-        self._send(self._child, ("warm_up", None, b""))
+        self._send(self._running_child(), ("warm_up", None, b""))
 
     def judge_prepared(self, key: int, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
         """The verdict on a prepared graph run on ``inputs`` (laid out as its input specs), once
@@ -461,13 +459,7 @@ class IsolatedJudge:
         buffer = io.BytesIO()
         torch.save(list(inputs), buffer)
         fingerprint = _torch_compat.compiler_fingerprint()
-        reply = self._request(("judge_prepared", (key, settings, fingerprint), buffer.getvalue()))
-        if isinstance(reply, tuple):
-            verdict, poisoned = reply
-            if poisoned:
-                self._stop_child()
-            return verdict
-        return reply
+        return self._verdict(self._request(("judge_prepared", (key, settings, fingerprint), buffer.getvalue())))
 
     def _request(self, message: tuple[str, Any, Any]) -> Any:
         """Send one request and wait for its reply; a dead or hung child yields the verdict
@@ -484,13 +476,18 @@ class IsolatedJudge:
         except (EOFError, OSError):
             return GraphVerdict(CRASHED, error=f"CandidateCrashed: the judging process {self._reap()}")
 
-    def _ready_child(self) -> _Child:
+    def _running_child(self) -> _Child:
+        """The child, started anew if it died or was stopped (between requests: no candidate's
+        fault)."""
         if self._child is not None and self._child.process.poll() is not None:
-            self._reap()  # died between candidates: no candidate's fault
+            self._reap()
         if self._child is None:
             self.restarts += 1
             self._child = self._spawn()
-        child = self._child
+        return self._child
+
+    def _ready_child(self) -> _Child:
+        child = self._running_child()
         if child.ready:
             return child
         try:
@@ -622,23 +619,19 @@ def _serve(setup: _ChildSetup, patches: dict[str, Any], requests: Connection, re
             key, judge_settings, fingerprint = settings
             verdict = _judge_prepared(prepared.get(key), judge_settings, fingerprint, payload,
                                       setup.single_visible_cuda_device)
-            poisoned = leaves_device_unusable(verdict.error or "")
-            replies.send((verdict, poisoned))
-            if poisoned:
-                return
-            continue
-        try:
-            gm, inputs = _decode_candidate(payload, setup.single_visible_cuda_device)
-        except Exception as error:
-            replies.send(GraphVerdict(JUDGE_ERROR, error=error_signature(error)))
-            continue
-        if kind == "kernel":
-            replies.send(kernel_source(gm, inputs, settings))
-            continue
-        if kind == "stage":
-            replies.send(stage_of(settings, gm, inputs, patches))
-            continue
-        verdict = setup.verdict_function(settings, gm, inputs)
+        else:
+            try:
+                gm, inputs = _decode_candidate(payload, setup.single_visible_cuda_device)
+            except Exception as error:
+                replies.send(GraphVerdict(JUDGE_ERROR, error=error_signature(error)))
+                continue
+            if kind == "kernel":
+                replies.send(kernel_source(gm, inputs, settings))
+                continue
+            if kind == "stage":
+                replies.send(stage_of(settings, gm, inputs, patches))
+                continue
+            verdict = setup.verdict_function(settings, gm, inputs)
         poisoned = leaves_device_unusable(verdict.error or "")
         replies.send((verdict, poisoned))
         if poisoned:
@@ -681,7 +674,7 @@ def _prepare(graph: GraphToPrepare, payload: Candidate, single_visible_cuda_devi
 
 
 def _allocated(spec: TensorSpec, single_visible_cuda_device: bool) -> torch.Tensor:
-    device = torch.device("cuda", 0) if single_visible_cuda_device and spec.device.type == "cuda" else spec.device
+    device = _onto_visible_cuda(spec.device) if single_visible_cuda_device else spec.device
     return torch.empty_strided(spec.shape, spec.stride, dtype=spec.dtype, device=device)
 
 
@@ -699,8 +692,7 @@ def _judge_prepared(entry: _Prepared | None, settings: JudgeSettings, fingerprin
     assert entry.gm is not None and entry.compiled is not None
     compiled = entry.compiled
     try:
-        location = _storage_onto_visible_cuda if single_visible_cuda_device else None
-        inputs = torch.load(io.BytesIO(payload), weights_only=False, map_location=location)
+        inputs = _loaded(payload, single_visible_cuda_device)
     except Exception as error:
         return GraphVerdict(JUDGE_ERROR, error=error_signature(error))
     torch.manual_seed(0)
@@ -715,16 +707,21 @@ def _decode_candidate(candidate: Candidate, single_visible_cuda_device: bool) ->
     missing = register_ops(required)
     if missing is not None:
         raise RuntimeError(missing)
+    gm, inputs = _loaded(payload, single_visible_cuda_device)
     if not single_visible_cuda_device:
-        gm, inputs = torch.load(io.BytesIO(payload), weights_only=False)
         return gm, inputs
-    # Only the chosen GPU is visible (as cuda:0): whatever the case recorded, run there.
-    gm, inputs = torch.load(io.BytesIO(payload), weights_only=False, map_location=_storage_onto_visible_cuda)
     for node in gm.graph.nodes:
         node.args = torch.fx.node.map_aggregate(node.args, _onto_visible_cuda)
         node.kwargs = torch.fx.node.map_aggregate(node.kwargs, _onto_visible_cuda)
     gm.recompile()
     return gm, inputs
+
+
+def _loaded(payload: bytes, single_visible_cuda_device: bool) -> Any:
+    """What ``torch.save`` wrote; where only the chosen GPU is visible (as cuda:0), whatever was on
+    a GPU when saved is loaded there."""
+    location = _storage_onto_visible_cuda if single_visible_cuda_device else None
+    return torch.load(io.BytesIO(payload), weights_only=False, map_location=location)
 
 
 def _storage_onto_visible_cuda(storage: Any, location: str) -> Any:
