@@ -15,6 +15,9 @@ benchmark also runs on a CPU-only machine.
 
 ``--unbudgeted`` adds a run at the last N with ``--compile-threads 0`` (every worker takes the
 whole machine, as before the run had one CPU budget), to show what the budget buys.
+``--suites checked,plain`` also runs the zoo models plainly (an eager call and the
+``torch.compile`` first call, no plugin option) at each N: how far the host itself lets such a
+suite scale, the bound for the checked one.
 """
 
 from __future__ import annotations
@@ -52,6 +55,25 @@ def test_model(compile_accuracy, name, dtype):
     model, args, kwargs = zoo.prepare(case, zoo.DTYPES[dtype], "inference", DEVICE)
     with torch.no_grad():
         compile_accuracy.check(model, args, kwargs)
+'''
+
+PLAIN_ZOO_SUITE = '''\
+import sys, pytest, torch
+sys.path.insert(0, {benchmarks!r})
+import zoo
+
+DEVICE, TINY = torch.device({device!r}), {tiny!r}
+
+
+@pytest.mark.parametrize("dtype", {dtypes!r})
+@pytest.mark.parametrize("name", {names!r})
+def test_model(name, dtype):
+    spec = next(spec for spec in zoo.MODELS if spec.name == name)
+    case = spec.build(zoo.Sizes(DEVICE, tiny=TINY))
+    model, args, kwargs = zoo.prepare(case, zoo.DTYPES[dtype], "inference", DEVICE)
+    with torch.no_grad():
+        model(*args, **kwargs)
+        torch.compile(model)(*args, **kwargs)
 '''
 
 SMALL_SUITE = '''\
@@ -107,12 +129,13 @@ def zoo_names() -> list[str]:
     return [spec.name for spec in zoo.MODELS if importlib.util.find_spec(spec.library) is not None]
 
 
-def run_suite(project: Path, workers: int, extra: list[str], timeout_s: float) -> tuple[float, str, list[str]]:
+def run_suite(project: Path, suite: str, workers: int, extra: list[str],
+              timeout_s: float) -> tuple[float, str, list[str]]:
     cache = Path(tempfile.mkdtemp(prefix="inductor-cache-", dir=project))
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "pytest", "--compile-accuracy", "-p", "no:cacheprovider", "-q",
-               "-n", str(workers), "--durations=0", *extra, "test_suite.py"]
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+               "-n", str(workers), "--durations=0", *extra, suite]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout_s)
     seconds = time.perf_counter() - started
@@ -134,6 +157,10 @@ def main() -> None:
     parser.add_argument("--dtypes", default="fp32", help="zoo models' dtypes, comma-separated: fp32, bf16")
     parser.add_argument("--unbudgeted", action="store_true",
                         help="add a run at the last -n with --compile-threads 0 (no shared CPU budget)")
+    parser.add_argument("--suites", default="checked",
+                        help="comma-separated: checked (under --compile-accuracy), plain (the zoo models' "
+                             "plain torch.compile first call and an eager call, no check: what the host gives "
+                             "a suite without the plugin)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="limit per pytest run, seconds")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     args = parser.parse_args()
@@ -157,20 +184,31 @@ def main() -> None:
         (workdir / "test_suite.py").write_text(source)
         say(f"{len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()} CPUs; "
             f"each run a fresh process and a fresh Inductor cache")
-        runs = [(n, []) for n in counts] + ([(counts[-1], ["--compile-threads", "0"])] if args.unbudgeted else [])
-        results: list[tuple[str, float]] = []
-        for n, extra in runs:
-            label = f"-n {n}" + (" --compile-threads 0" if extra else "")
-            seconds, summary, durations = run_suite(workdir, n, extra, args.timeout)
-            results.append((label, seconds))
+        suites = args.suites.split(",")
+        checked = ["--compile-accuracy", "test_suite.py"]
+        runs = [(f"-n {n}", n, checked) for n in counts] if "checked" in suites else []
+        if args.unbudgeted:
+            runs.append((f"-n {counts[-1]} --compile-threads 0", counts[-1], ["--compile-threads", "0", *checked]))
+        if "plain" in suites and names:
+            (workdir / "test_plain.py").write_text(PLAIN_ZOO_SUITE.format(
+                benchmarks=str(BENCHMARKS), device=args.device, tiny=args.tiny or args.device == "cpu",
+                names=names, dtypes=dtypes))
+            runs += [(f"plain -n {n}", n, ["test_plain.py"]) for n in counts]
+        results: dict[str, float] = {}
+        for label, n, extra in runs:
+            seconds, summary, durations = run_suite(workdir, extra[-1], n, extra[:-1], args.timeout)
+            results[label] = seconds
             say(f"{label:32} {seconds:7.1f} s   {summary}")
             for line in durations:
                 say(f"    {line}")
-        anchor_label, anchor_s = results[0]
         say("")
-        for label, seconds in results[1:]:
-            say(f"{label} vs {anchor_label}: {anchor_s / seconds:.2f}x faster" if seconds <= anchor_s
-                else f"{label} vs {anchor_label}: {seconds / anchor_s:.2f}x slower")
+        for label, seconds in results.items():
+            first = f"plain -n {counts[0]}" if label.startswith("plain") else f"-n {counts[0]}"
+            if label == first or first not in results:
+                continue
+            anchor_s = results[first]
+            say(f"{label} vs {first}: {anchor_s / seconds:.2f}x faster" if seconds <= anchor_s
+                else f"{label} vs {first}: {seconds / anchor_s:.2f}x slower")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         report.write(args.out)

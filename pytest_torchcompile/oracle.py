@@ -112,8 +112,13 @@ def compare_tensor(
     same-precision (cosine) check used when the model cannot run in fp64."""
     shape = tuple(eager.shape)
     dtype = str(eager.dtype).replace("torch.", "")
-    compiled = compiled.detach().cpu()
-    eager = eager.detach().cpu()
+    # Judged where the compiled tensor is: copying a GPU's outputs to the host and judging them
+    # there took longer than the run (a probe returns hundreds of activations). A device without
+    # float64 (MPS) is judged on the host.
+    judged_on = compiled.device if compiled.device.type in ("cpu", "cuda") else torch.device("cpu")
+    compiled = compiled.detach().to(judged_on)
+    eager = eager.detach().to(judged_on)
+    reference = reference.detach().to(judged_on) if reference is not None else None
     if tuple(compiled.shape) != shape or compiled.dtype != eager.dtype:
         return LeafResult(
             path, shape, dtype, False, "metadata",
@@ -121,7 +126,7 @@ def compare_tensor(
         )
     if compiled.is_complex():
         compiled, eager = torch.view_as_real(compiled), torch.view_as_real(eager)
-        reference = torch.view_as_real(reference.detach().cpu()) if reference is not None else None
+        reference = torch.view_as_real(reference) if reference is not None else None
     if not compiled.is_floating_point():
         if not check_non_float:
             return LeafResult(path, shape, dtype, True, "not checked (non-floating)")
@@ -167,7 +172,6 @@ def compare_tensor(
             path, shape, dtype, cosine >= 0.99, "cosine vs eager (no fp64 reference)",
             max_abs_error=worst, max_error_index=where, detail=f"cosine similarity {cosine:.5f}",
         )
-    reference = reference.detach().cpu()
     finite = finite & torch.isfinite(reference)
     compiled_error = rmse(reference[finite], compiled[finite])
     eager_error = rmse(reference[finite], eager[finite])
@@ -334,9 +338,9 @@ def first_disagreement(first: Any, second: Any, tol: float, root: str = "out") -
             if a.shape != b.shape or a.dtype != b.dtype:
                 return path
             if a.is_floating_point() or a.is_complex():
-                if not torch.allclose(a.detach().cpu(), b.detach().cpu(), atol=tol, rtol=tol, equal_nan=True):
+                if not torch.allclose(a.detach(), b.detach().to(a.device), atol=tol, rtol=tol, equal_nan=True):
                     return path
-            elif not torch.equal(a.cpu(), b.cpu()):
+            elif not torch.equal(a, b.to(a.device)):
                 return path
         elif isinstance(a, PLAIN_VALUES) and a != b:
             return path

@@ -10,7 +10,7 @@ import torch
 from test_training_dynamic import sin_relu_cos
 
 from pytest_torchcompile.check import CheckOptions, check_model
-from pytest_torchcompile.oracle import Status
+from pytest_torchcompile.oracle import LeafResult, Status, compare_tensor
 from pytest_torchcompile.standalone import ACCURACY, GraphVerdict
 
 pytest_plugins = ["pytester"]
@@ -104,3 +104,36 @@ def test_a_probe_compiled_in_a_child_finds_a_masked_triton_bug(child_verdicts: l
     assert [verdict.failure for verdict in child_verdicts] == [ACCURACY]
     assert check_model(sin_relu_cos, (x,)).status is Status.PASS
     assert [verdict.failure for verdict in child_verdicts] == [ACCURACY, None]
+
+
+def _deviations() -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(compiled, eager, fp64 reference) on the host, one case per rule of the oracle."""
+    torch.manual_seed(0)
+    reference = torch.randn(64, 64, dtype=torch.float64) * 100
+    eager = (reference + 1e-3 * torch.randn_like(reference)).float()
+    overflowed = eager.clone()
+    overflowed[3, 5] = float("inf")
+    return {
+        "allclose": (eager + 1e-6, eager, reference),
+        "rmse pass": (reference.float() + 1e-3 * torch.randn(64, 64), eager, reference),
+        "rmse fail": (reference.float() + 1e-1 * torch.randn(64, 64), eager, reference),
+        "eager overflowed, compiled right": (reference.float(), overflowed, reference),
+        "compiled overflowed": (overflowed, eager, reference),
+    }
+
+
+def _verdict(leaf: LeafResult) -> tuple[object, ...]:
+    return leaf.passed, leaf.rule, leaf.max_error_index
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", list(_deviations()))
+def test_an_output_on_the_gpu_is_judged_there_as_on_the_host(case: str) -> None:
+    compiled, eager, reference = _deviations()[case]
+    host = compare_tensor("out", compiled, eager, reference, 1e-4)
+    gpu = compare_tensor("out", compiled.cuda(), eager.cuda(), reference.cuda(), 1e-4)
+    assert _verdict(gpu) == _verdict(host)
+    for name in ("rmse_compiled", "rmse_eager", "max_abs_error"):
+        expected = getattr(host, name)
+        assert getattr(gpu, name) == (expected if expected is None else pytest.approx(expected, rel=1e-9))
+    assert host.passed is (case in ("allclose", "rmse pass", "eager overflowed, compiled right"))
