@@ -377,7 +377,7 @@ class IsolatedJudge:
         self._startup_timeout_s = startup_timeout_s
         self._workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
         self._child: _Child | None = None
-        self._prepared_by: dict[int, tuple[_Child, threading.Thread]] = {}
+        self._prepared_by: OrderedDict[int, tuple[_Child, threading.Thread]] = OrderedDict()
         self._sending = threading.Lock()
         self.restarts = 0
 
@@ -432,6 +432,8 @@ class IsolatedJudge:
                                   daemon=True)
         sender.start()
         self._prepared_by[graph.key] = (child, sender)
+        while len(self._prepared_by) > PREPARED_KEPT:  # the child keeps no more either
+            self._prepared_by.popitem(last=False)
 
     def _send(self, child: _Child, message: tuple[str, Any, Any]) -> None:
         with self._sending, contextlib.suppress(OSError):

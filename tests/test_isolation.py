@@ -17,6 +17,7 @@ import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile import _torch_compat, budget, isolation
+from pytest_torchcompile.capture import input_spec
 from pytest_torchcompile.check import CheckOptions, check_model
 from pytest_torchcompile.isolation import (
     CRASHED,
@@ -229,3 +230,15 @@ def test_cpu_graphs_carry_the_threads_their_cpp_was_generated_for() -> None:
     pinned = check_model(column_sums, (x,), options=CheckOptions(inductor_config={"cpp.threads": 2}))
     assert [line for line in pinned.graphs[0].config_source.splitlines() if "cpp.threads" in line] == [
         "torch._inductor.config.cpp.threads = 2"]
+
+
+def test_a_judge_forgets_a_prepared_graph_when_its_child_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(isolation, "PREPARED_KEPT", 1)
+    x = torch.randn(8)
+    with IsolatedJudge(RELU_BUG) as judge:
+        for key in (1, 2):
+            judge.prepare(relu_graph(), isolation.GraphToPrepare(key, RELU_BUG, [input_spec(x)]))
+        forgotten = judge.judge_prepared(1, [x], SETTINGS)
+        kept = judge.judge_prepared(2, [x], SETTINGS)
+    assert forgotten.failure == isolation.JUDGE_ERROR and "NotPrepared" in (forgotten.error or "")
+    assert kept.failure == ACCURACY
