@@ -112,9 +112,9 @@ def compare_tensor(
     same-precision (cosine) check used when the model cannot run in fp64."""
     shape = tuple(eager.shape)
     dtype = str(eager.dtype).replace("torch.", "")
-    # Judged where the compiled tensor is: copying a GPU's outputs to the host and judging them
-    # there took longer than the run (a probe returns hundreds of activations). A device without
-    # float64 (MPS) is judged on the host.
+    # Judged where the compiled tensor is: a probe returns hundreds of activations, and copying
+    # them to the host to judge them there cost a CNN's probe seconds. A device without float64
+    # (MPS) is judged on the host.
     judged_on = compiled.device if compiled.device.type in ("cpu", "cuda") else torch.device("cpu")
     compiled = compiled.detach().to(judged_on)
     eager = eager.detach().to(judged_on)
