@@ -458,10 +458,8 @@ class IsolatedJudge:
             return GraphVerdict(CRASHED, error=f"CandidateCrashed: the judging process "
                                                 f"{self._reap() if child is self._child else 'was replaced'} "
                                                 "while compiling the graph")
-        buffer = io.BytesIO()
-        torch.save(list(inputs), buffer)
         fingerprint = _torch_compat.compiler_fingerprint()
-        return self._verdict(self._request(("judge_prepared", (key, settings, fingerprint), buffer.getvalue())))
+        return self._verdict(self._request(("judge_prepared", (key, settings, fingerprint), _saved(list(inputs)))))
 
     def _request(self, message: tuple[str, Any, Any]) -> Any:
         """Send one request and wait for its reply; a dead or hung child yields the verdict
@@ -571,9 +569,14 @@ graph traces it), and the saved graph and inputs."""
 
 def _encode_candidate(gm: torch.fx.GraphModule, inputs: list[Any]) -> Candidate:
     required = [(origin.qualname, origin.module, origin.search_path) for origin in _torch_compat.op_origins(gm)]
+    return required, _saved((gm, list(inputs)))
+
+
+def _saved(value: Any) -> bytes:
+    """``value`` as ``torch.save`` writes it, for the child's :func:`_loaded`."""
     buffer = io.BytesIO()
-    torch.save((gm, list(inputs)), buffer)
-    return required, buffer.getvalue()
+    torch.save(value, buffer)
+    return buffer.getvalue()
 
 
 # --- the child -------------------------------------------------------------------------------

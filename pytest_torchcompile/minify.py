@@ -439,10 +439,10 @@ def _locate_divergence(search: _Search) -> list[str]:
     graph returning every floating intermediate, each judged against its own fp64 value by the
     oracle rule. That run doubles as the reproduction check when an original output fails."""
     slicer = search.slicer
-    observed = slicer.observed_nodes()
+    probe, probe_inputs, observed = slicer.probe()
     if not observed or sum(slicer.values[node].nbytes for node in observed) > LOCATE_BYTES_LIMIT:
         return []
-    verdict = search.judge_graph(*slicer.slice(search.everything, outputs=observed))
+    verdict = search.judge_graph(probe, probe_inputs)
     # A torch-level graph in a training call also returns its gradients: those follow the outputs.
     diverged = {observed[index] for leaf in verdict.leaves
                 if not leaf.passed and (index := output_index(leaf.path)) < len(observed)}
