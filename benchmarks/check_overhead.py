@@ -7,10 +7,12 @@ Two measurements, each contender a fresh process on a fresh, empty Inductor cach
   (``intermediates``, on by default): the probe is the check's second compile of the graph,
   made in a child while the check compiles the graph where the graph and the CPUs are large
   enough, and also timed compiled in the checking process (``PYTEST_TORCHCOMPILE_CONCURRENT_PROBE=0``);
-* a file of tests that compile nothing, run plainly and under ``--compile-accuracy``: the
-  session's one-time cost (the compiler imported at configure time) and the cost per test.
+* a file of tests that compile nothing, run without the plugin, with it installed but off, and
+  under ``--compile-accuracy``: the session's one-time cost (the compiler imported at configure
+  time) and the cost per test.
 
     python benchmarks/check_overhead.py --rounds 2
+    python benchmarks/check_overhead.py --models "" --rounds 3               # tests that compile nothing only
     python benchmarks/check_overhead.py --device cuda --models resnet50,convnext_tiny --rounds 1 --no-trivial
 """
 
@@ -34,7 +36,8 @@ MODEL_RUN = textwrap.dedent("""
     import torch
     import torch._inductor.config  # imported before the clock starts, as the plugin does at configure
     from pytest_torchcompile import standalone
-    from pytest_torchcompile.check import CheckOptions, check_model
+    from pytest_torchcompile.check import check_model
+    from pytest_torchcompile.settings import CheckOptions
 
     class ConvEncoder(torch.nn.Module):
         def __init__(self):
@@ -101,7 +104,7 @@ MODEL_RUN = textwrap.dedent("""
     print(json.dumps({"seconds": time.perf_counter() - start, **spent}))
 """)
 
-TRIVIAL_TESTS = 400
+TRIVIAL_TESTS = 2000
 MODES = {"plain": "plain torch.compile", "check": "check", "check-here": "check, probe compiled here",
          "no-probe": "check without the probe"}
 
@@ -123,12 +126,20 @@ def _model_run(mode: str, model: str, device: str, work: Path) -> dict[str, floa
     return timings
 
 
-def _pytest_seconds(path: Path, plugin: bool, work: Path) -> float:
+TRIVIAL_CONTENDERS = {
+    "uninstalled": ["-p", "no:torchcompile"],
+    "option off": [],
+    "--compile-accuracy": ["--compile-accuracy"],
+}
+"""How a file of tests that compile nothing runs: without the plugin, with it installed but
+off, and checked."""
+
+
+def _pytest_seconds(path: Path, extra: list[str], work: Path) -> float:
     cache = Path(tempfile.mkdtemp(dir=work))
-    command = [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    command = [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *extra]
     start = time.perf_counter()
-    subprocess.run(command + (["--compile-accuracy"] if plugin else []), cwd=work, env=_fresh_env(cache),
-                   capture_output=True, check=True)
+    subprocess.run(command, cwd=work, env=_fresh_env(cache), capture_output=True, check=True)
     return time.perf_counter() - start
 
 
@@ -137,10 +148,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--models", default="conv_encoder",
-                        help="comma-separated: conv_encoder (defined here) and benchmarks/zoo.py's names")
+                        help="comma-separated: conv_encoder (defined here) and benchmarks/zoo.py's names; "
+                             "empty: none")
     parser.add_argument("--no-trivial", action="store_true", help="skip the tests that compile nothing")
     args = parser.parse_args()
-    names = args.models.split(",")
+    names = [name for name in args.models.split(",") if name]
     with tempfile.TemporaryDirectory() as directory:
         work = Path(directory)
         one = work / "test_one.py"
@@ -149,7 +161,7 @@ def main() -> None:
         many.write_text("import torch\n" + "".join(
             f"\n\ndef test_{i}():\n    assert torch.ones(3).sum() == 3\n" for i in range(TRIVIAL_TESTS)))
         runs: dict[tuple[str, str], list[dict[str, float]]] = {}
-        suite: dict[tuple[str, bool], list[float]] = {}
+        suite: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.rounds):
             for name in names:
                 for mode in MODES:
@@ -157,8 +169,8 @@ def main() -> None:
                     runs.setdefault((name, mode), []).append(run)
                     print(f"  {name}, {MODES[mode]}: {run['seconds']:.1f} s", flush=True)
             for path in () if args.no_trivial else (one, many):
-                for plugin in (False, True):
-                    suite.setdefault((path.name, plugin), []).append(_pytest_seconds(path, plugin, work))
+                for contender, extra in TRIVIAL_CONTENDERS.items():
+                    suite.setdefault((path.name, contender), []).append(_pytest_seconds(path, extra, work))
     for name in names:
         median = {mode: statistics.median(run["seconds"] for run in runs[name, mode]) for mode in MODES}
         print(f"fixture check of {name}, {args.device}, median of {args.rounds}:")
@@ -173,11 +185,10 @@ def main() -> None:
         return
     timed = {key: statistics.median(times) for key, times in suite.items()}
     print(f"tests that compile nothing, whole pytest process, median of {args.rounds}:")
-    for plugin in (False, True):
-        label = "--compile-accuracy" if plugin else "plain"
-        per_test = (timed["test_many.py", plugin] - timed["test_one.py", plugin]) / (TRIVIAL_TESTS - 1)
-        print(f"  {label:<20} 1 test {timed['test_one.py', plugin]:5.1f} s, {TRIVIAL_TESTS} tests "
-              f"{timed['test_many.py', plugin]:5.1f} s, {per_test * 1000:.1f} ms per test")
+    for contender in TRIVIAL_CONTENDERS:
+        per_test = (timed["test_many.py", contender] - timed["test_one.py", contender]) / (TRIVIAL_TESTS - 1)
+        print(f"  {contender:<20} 1 test {timed['test_one.py', contender]:5.2f} s, {TRIVIAL_TESTS} tests "
+              f"{timed['test_many.py', contender]:5.2f} s, {per_test * 1000:.2f} ms per test")
 
 
 if __name__ == "__main__":

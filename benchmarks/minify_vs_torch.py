@@ -42,8 +42,9 @@ ANCHOR = next((parent / "shared" / "bench" / "anchor_model.py" for parent in ROO
 
 sys.path.insert(0, str(ROOT))
 
-from pytest_torchcompile.check import CheckOptions, check_model  # noqa: E402
+from pytest_torchcompile.check import check_model  # noqa: E402
 from pytest_torchcompile.repro import ReproCase, write_repro  # noqa: E402
+from pytest_torchcompile.settings import CheckOptions  # noqa: E402
 
 
 @dataclass

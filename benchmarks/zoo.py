@@ -54,8 +54,9 @@ except ImportError:  # run from a checkout without installing: use the repositor
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_torchcompile import _torch_compat
-from pytest_torchcompile.check import CheckOptions, CheckOutcome, EagerRunError, check_model
-from pytest_torchcompile.oracle import Status, format_table
+from pytest_torchcompile.check import CheckOutcome, EagerRunError, check_model
+from pytest_torchcompile.settings import CheckOptions
+from pytest_torchcompile.verdict import Status, format_table
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 MODES = ("inference", "training")

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .minify import MinifyProgress, ProgressThrottle, minify_repro
-from .results import StopReason
+from .minify import minify_repro
+from .results import MinifyProgress, ProgressThrottle, StopReason
 
 EXIT_STATUSES = {
     StopReason.MINIMAL: 0, StopReason.TIME_BUDGET: 0, StopReason.NOT_REPRODUCED: 1,

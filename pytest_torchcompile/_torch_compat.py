@@ -144,9 +144,13 @@ def capturing_backend(
 
 
 @contextlib.contextmanager
-def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | None = None) -> Iterator[None]:
+def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | None = None,
+                       config: dict[str, Any] | None = None) -> Iterator[None]:
     """Route every Inductor compilation started while active (plain ``torch.compile(model)``
-    included) through ``hook``, and the torch-level graph it starts from through ``dynamo_hook``.
+    included) through ``hook``, and the torch-level graph it starts from through ``dynamo_hook``;
+    each compiles under the Inductor ``config`` patches, without the caches that would skip
+    ``hook``. Those are applied per compilation, not for the block: a test that compiles nothing
+    pays only the swap of one attribute.
 
     ``torch.compile``'s default backend and the registered "inductor" backend both look
     ``compile_fx`` up on its module at call time, so replacing that attribute catches them while
@@ -157,24 +161,26 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
     original = compile_fx_module.compile_fx
 
     def inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
-        return hook(
-            gm, example_inputs, kwargs,
-            lambda: compile_fx_module.compile_fx_inner(gm, example_inputs, **kwargs),
-        )
+        # Patched here too: a backward graph is compiled at its first call, after compile_fx returned.
+        with no_compile_caches(), inductor_config(config):
+            return hook(
+                gm, example_inputs, kwargs,
+                lambda: compile_fx_module.compile_fx_inner(gm, example_inputs, **kwargs),
+            )
 
     def compile_fx(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("inner_compile", compile_fx_module.compile_fx_inner) is not compile_fx_module.compile_fx_inner:
             return original(model, example_inputs, *args, **kwargs)
         kwargs["inner_compile"] = inner_compile
-        if dynamo_hook is None:
-            return original(model, example_inputs, *args, **kwargs)
-        return dynamo_hook(model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs))
+        with no_compile_caches(), inductor_config(config):
+            if dynamo_hook is None:
+                return original(model, example_inputs, *args, **kwargs)
+            return dynamo_hook(model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs))
 
     compile_fx_module.compile_fx = compile_fx  # type: ignore[assignment]
     _INTERCEPTED_ORIGINALS.append(original)
     try:
-        with no_compile_caches():
-            yield
+        yield
     finally:
         _INTERCEPTED_ORIGINALS.pop()
         compile_fx_module.compile_fx = original

@@ -15,7 +15,7 @@ Each row is ``<test id><TAB><expected status>[<TAB><note>]``:
 
 - *test id*: the pytest node id, exactly as pytest prints it.
 - *expected status*: one of ``pass``, ``fail_accuracy``, ``fail_compile``, ``fail_runtime``,
-  ``eager_fail``, ``eager_nondeterministic``, ``no_fp64_reference`` (see ``oracle.Status``), or
+  ``eager_fail``, ``eager_nondeterministic``, ``no_fp64_reference`` (see ``verdict.Status``), or
   ``flaky``: a flaky test never fails the run; its result is still shown.
 - *note*: optional free text kept as written, e.g. a link to the upstream bug.
 
@@ -67,9 +67,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeAlias
 
-from .oracle import Status
-from .repro import atomic_write
+from .files import atomic_write
 from .results import CaseResult
+from .verdict import Status
 
 FORMAT_VERSION = 1
 HEADER = f"# pytest-torchcompile baseline v{FORMAT_VERSION}"

@@ -24,16 +24,8 @@ from .intermediates import (
     start_probe_child,
 )
 from .isolation import config_patches
-from .oracle import (
-    DEFAULT_TOLERANCE,
-    TRAINING_TOLERANCE,
-    Comparison,
-    LeafResult,
-    Status,
-    compare_outputs,
-    first_disagreement,
-    flatten_outputs,
-)
+from .oracle import compare_outputs, first_disagreement, flatten_outputs
+from .settings import CheckOptions
 from .standalone import (
     ACCURACY,
     DYNAMO,
@@ -45,37 +37,7 @@ from .standalone import (
     reference_outputs,
     rng_states,
 )
-
-
-@dataclass(frozen=True)
-class CheckOptions:
-    """Everything that decides how one model is checked."""
-
-    tol: float | None = None
-    """None: ``DEFAULT_TOLERANCE``, or ``TRAINING_TOLERANCE`` for a training check."""
-    backend: str = "inductor"
-    mode: str | None = None
-    inductor_config: dict[str, Any] = field(default_factory=dict)
-    ignore_non_float: bool = False
-    seed: int = 0
-    dynamic: bool | None = None
-    fullgraph: bool = False
-    backward: bool = False
-    loss_fn: Callable[[Any], torch.Tensor] | None = None
-    steps: int = 0
-    lr: float = 0.01
-    sizes: tuple[tuple[Any, ...], ...] | None = None
-    intermediates: bool = True
-
-    @property
-    def training(self) -> bool:
-        return self.backward or self.steps > 0
-
-    @property
-    def tolerance(self) -> float:
-        if self.tol is not None:
-            return self.tol
-        return TRAINING_TOLERANCE if self.training else DEFAULT_TOLERANCE
+from .verdict import Comparison, LeafResult, Status
 
 
 @dataclass

@@ -26,7 +26,6 @@ from .capture import (
 )
 from .check import FALLBACK_RANDOM_NOTE, TORCH_LEVEL_NOTE
 from .intermediates import ConcurrentProbes, find_masked_divergence
-from .oracle import Comparison, LeafResult, Status
 from .standalone import (
     compare_graph_outputs,
     fp64_outputs,
@@ -35,6 +34,7 @@ from .standalone import (
     run_graph,
     set_rng_states,
 )
+from .verdict import Comparison, LeafResult, Status
 
 
 @dataclass
@@ -134,8 +134,7 @@ class GraphChecker:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
-        with _torch_compat.intercept_inductor(self.capture.hook, self.capture.dynamo_hook), \
-                _torch_compat.inductor_config(_torch_compat.EAGER_RNG_CONFIG):
+        with _torch_compat.intercept_inductor(self.capture.hook, self.capture.dynamo_hook, _torch_compat.EAGER_RNG_CONFIG):
             yield
 
 

@@ -25,8 +25,8 @@ import torch.fx
 from .capture import CapturedGraph, TensorSpec, input_spec
 from .isolation import JUDGE_ERROR, GraphToPrepare, IsolatedJudge, IsolationError, JudgeSettings
 from .minify import ROOTS_TRIED_ALONE, GraphSlicer, output_index
-from .oracle import LeafResult
 from .standalone import ACCURACY, GraphVerdict, devices_of, judge_graph
+from .verdict import LeafResult
 
 NEIGHBOURHOOD_RADII = (0, 1, 2, 4)
 """Producer/consumer steps around the op where a deviation starts that are judged with it."""

@@ -35,7 +35,6 @@ import torch.fx
 
 from . import _torch_compat, budget
 from .capture import TensorSpec, private_copy
-from .oracle import DEFAULT_TOLERANCE
 from .repro import ReproCase
 from .stages import FailureKind, StageAttribution, attribute_stage
 from .standalone import (
@@ -51,6 +50,7 @@ from .standalone import (
     judge_graph,
     register_ops,
 )
+from .verdict import DEFAULT_TOLERANCE
 
 CRASHED = "crashed"
 TIMED_OUT = "timed_out"

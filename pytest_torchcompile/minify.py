@@ -32,6 +32,7 @@ import torch.fx
 
 from . import _torch_compat
 from .capture import OP_NODES
+from .files import atomic_write, locked
 from .isolation import (
     CRASHED,
     JUDGE_ERROR,
@@ -43,8 +44,8 @@ from .isolation import (
     StageQuery,
     config_patches,
 )
-from .repro import ReproCase, _config_lines, atomic_write, load_repro, locked, write_repro
-from .results import MinifyResult, StopReason
+from .repro import ReproCase, _config_lines, load_repro, write_repro
+from .results import MinifyProgress, MinifyResult, StopReason
 from .stages import FailureKind, StageAttribution, graph_ops
 from .standalone import (
     ACCURACY,
@@ -80,38 +81,6 @@ crash it again at every stage."""
 
 FRESH_PROCESS_GRACE_S = 120.0
 """Beyond its time budget, how long a minifying process may take to start and write its files."""
-
-
-@dataclass(frozen=True)
-class MinifyProgress:
-    """Told after every candidate: what a live progress line shows."""
-
-    case: str
-    ops_left: int
-    compiles: int
-    elapsed_s: float
-
-    def describe(self) -> str:
-        return f"{self.ops_left} ops left, {self.compiles} compiles, {self.elapsed_s:.1f} s"
-
-
-PROGRESS_EVERY_S = 10.0
-"""How often progress is written where a line cannot be rewritten in place (a log, a pipe, the
-stderr xdist workers share)."""
-
-
-class ProgressThrottle:
-    """Says yes on its first call, then at most once every :data:`PROGRESS_EVERY_S`."""
-
-    def __init__(self) -> None:
-        self._last: float | None = None
-
-    def __call__(self) -> bool:
-        now = time.monotonic()
-        if self._last is not None and now - self._last < PROGRESS_EVERY_S:
-            return False
-        self._last = now
-        return True
 
 
 @dataclass

@@ -12,60 +12,13 @@ generated repro files embed their source, so a repro judges exactly as the plugi
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-
-class Status(enum.StrEnum):
-    PASS = "pass"
-    FAIL_ACCURACY = "fail_accuracy"
-    FAIL_COMPILE = "fail_compile"
-    FAIL_RUNTIME = "fail_runtime"
-    EAGER_FAIL = "eager_fail"
-    EAGER_NONDETERMINISTIC = "eager_nondeterministic"
-    NO_FP64_REFERENCE = "no_fp64_reference"
-
-    @property
-    def is_compiler_failure(self) -> bool:
-        return self in (Status.FAIL_ACCURACY, Status.FAIL_COMPILE, Status.FAIL_RUNTIME)
-
-
-DEFAULT_TOLERANCE = 1e-4
-TRAINING_TOLERANCE = 1e-3
-"""For checks of a training step: gradients sum over the batch, and the error that compiled
-forward code's (correct) rounding leaves in saved activations grows through the backward, as
-PyTorch's own training accuracy runs allow for (tolerance 1e-3 and up)."""
-
-
-@dataclass(frozen=True)
-class LeafResult:
-    """How one output leaf of the compiled run compares with eager and the reference."""
-
-    path: str
-    shape: tuple[int, ...]
-    dtype: str
-    passed: bool
-    rule: str
-    rmse_compiled: float | None = None
-    rmse_eager: float | None = None
-    multiplier: float | None = None
-    max_abs_error: float | None = None
-    max_error_index: tuple[int, ...] | None = None
-    detail: str = ""
-
-    @property
-    def ratio(self) -> float | None:
-        """rmse(compiled, fp64) / rmse(eager, fp64); inf when eager is exact and compiled is not."""
-        if self.rmse_compiled is None or self.rmse_eager is None:
-            return None
-        if self.rmse_eager == 0.0:
-            return 0.0 if self.rmse_compiled == 0.0 else math.inf
-        return self.rmse_compiled / self.rmse_eager
+from .verdict import DEFAULT_TOLERANCE, Comparison, LeafResult, format_table, summarized_leaves
 
 
 def rmse(reference: torch.Tensor, result: torch.Tensor) -> float:
@@ -185,45 +138,6 @@ def compare_tensor(
     )
 
 
-def format_table(leaves: list[LeafResult]) -> str:
-    """The per-output table of a failure message."""
-    header = ("output", "shape", "dtype", "rule", "rmse(comp,fp64)", "rmse(eager,fp64)", "ratio", "max|err|", "at")
-    rows = [header]
-    for leaf in leaves:
-        ratio = leaf.ratio
-        rows.append((
-            leaf.path,
-            "x".join(str(s) for s in leaf.shape) or "scalar",
-            leaf.dtype,
-            leaf.rule + ("" if leaf.passed else " FAIL"),
-            "-" if leaf.rmse_compiled is None else f"{leaf.rmse_compiled:.3e}",
-            "-" if leaf.rmse_eager is None else f"{leaf.rmse_eager:.3e}",
-            "-" if ratio is None else f"{ratio:.1f}",
-            "-" if leaf.max_abs_error is None else f"{leaf.max_abs_error:.3e}",
-            "-" if leaf.max_error_index is None else str(list(leaf.max_error_index)),
-        ))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
-    details = [f"  {leaf.path}: {leaf.detail}" for leaf in leaves if leaf.detail and not leaf.passed]
-    return "\n".join(lines + details)
-
-
-def summarized_leaves(leaves: list[LeafResult], passing_rows: int = 5) -> tuple[list[LeafResult], int]:
-    """The rows worth reading when a graph returns many outputs (every saved activation of a
-    training graph): the failing ones and the ``passing_rows`` passing ones with the largest
-    ratio, in their order; and how many passing ones were left out."""
-    passing = [index for index, leaf in enumerate(leaves) if leaf.passed]
-    if len(passing) <= passing_rows:
-        return list(leaves), 0
-
-    def closeness(index: int) -> float:
-        ratio = leaves[index].ratio
-        return ratio if ratio is not None and ratio == ratio else -1.0
-
-    shown = set(sorted(passing, key=closeness, reverse=True)[:passing_rows])
-    return [leaf for index, leaf in enumerate(leaves) if not leaf.passed or index in shown], len(passing) - passing_rows
-
-
 STANDALONE_SOURCES = (
     LeafResult, rmse, rmse_multiplier, _worst_element, _nonfinite_pattern, compare_tensor, format_table,
     summarized_leaves,
@@ -266,25 +180,6 @@ def flatten_outputs(value: Any, path: str = "out", depth: int = 0) -> Iterator[t
                 yield from flatten_outputs(item, f"{path}.{key}", depth + 1)
     else:
         yield path, value
-
-
-@dataclass(frozen=True)
-class Comparison:
-    leaves: list[LeafResult]
-    structure_error: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.structure_error is None and all(leaf.passed for leaf in self.leaves)
-
-    @property
-    def failing(self) -> list[LeafResult]:
-        return [leaf for leaf in self.leaves if not leaf.passed]
-
-    @property
-    def worst_ratio(self) -> float | None:
-        ratios = [leaf.ratio for leaf in self.leaves if leaf.ratio is not None]
-        return max(ratios) if ratios else None
 
 
 def compare_outputs(

@@ -53,9 +53,8 @@ import filelock
 import pytest
 
 from . import budget
-from .minify import MinifyProgress, ProgressThrottle
-from .repro import atomic_write
-from .results import MinifyResult, StopReason
+from .files import atomic_write
+from .results import MinifyProgress, MinifyResult, ProgressThrottle, StopReason
 from .session import AccuracySession, MinifyJob
 
 MINIFIER_ENV = "PYTEST_TORCHCOMPILE_MINIFIER"
@@ -598,9 +597,11 @@ def _prestart_judge(state: AccuracySession, device: str | None, job: MinifyJob) 
 
 
 def _select_device(config: pytest.Config, worker: str | None) -> str | None:
+    listed = parse_devices(str(_option(config, "compile-devices") or os.environ.get(DEVICES_ENV, "")))
+    if worker is None and not listed:
+        return None  # see device_index; asked without torch, which an xdist controller need not import
     import torch
 
-    listed = parse_devices(str(_option(config, "compile-devices") or os.environ.get(DEVICES_ENV, "")))
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     index = device_index(worker, listed, count)
     if index is None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import _torch_compat, settings
+from . import settings
 from .session import AccuracySession, narrowed_files
 
 if TYPE_CHECKING:
@@ -41,21 +41,21 @@ def pytest_configure(config: pytest.Config) -> None:
     if not root.is_absolute():
         root = Path(config.rootpath) / root
     config.stash[SESSION_KEY] = AccuracySession(enabled, root, settings.session_settings(config))
-    config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config))
-    if enabled and not _is_xdist_controller(config):
-        # Once, before any test: imported during a test, the compiler is charged to that test.
-        _torch_compat.import_compiler()
-    if enabled and not settings.option_value(config, settings.option("compile-accuracy-trace-log")):
-        _torch_compat.quiet_trace_log()
+    config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config),
+                                               runs_tests=not _is_xdist_controller(config))
     from .parallel import configure as configure_minify_phase
 
     configure_minify_phase(config, config.stash[SESSION_KEY])
-    if enabled and not _is_xdist_controller(config) and not config.option.collectonly \
-            and config.stash[SESSION_KEY].base_settings.intermediates:
-        from .intermediates import current_device, start_probe_child
+    if enabled and not _is_xdist_controller(config):
+        # Imported only where tests are checked: a run without --compile-accuracy, and an xdist
+        # controller, do not import torch for the plugin.
+        from .checking import CheckRunner
 
-        # Now, so that the child starts and pays Inductor's first compile while tests are collected.
-        start_probe_child(current_device())
+        config.stash[SESSION_KEY].runner = CheckRunner.start(
+            config.stash[SESSION_KEY],
+            trace_log=bool(settings.option_value(config, settings.option("compile-accuracy-trace-log"))),
+            probe_child=not config.option.collectonly and config.stash[SESSION_KEY].base_settings.intermediates,
+        )
     if not _is_worker(config):
         config.pluginmanager.register(ControllerHooks(config.stash[SESSION_KEY]), "torchcompile-controller")
 

@@ -76,12 +76,11 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from . import _torch_compat
 from .baseline import Decision, DecisionKind, is_failing, test_status
+from .files import atomic_write
 from .grouping import root_cause_lines, root_causes
-from .oracle import Status
-from .repro import atomic_write
 from .results import CaseResult, MinifyResult, StopReason
+from .verdict import Status
 
 SCHEMA_VERSION = 1
 MAX_WIDTH = 120
@@ -93,6 +92,10 @@ _NOTABLE_KINDS = (DecisionKind.NEW_FAILURE, DecisionKind.IMPROVED, DecisionKind.
 
 def report_environment() -> dict[str, Any]:
     """Versions, devices and the non-default Inductor config: the ``environment`` of a report."""
+    # The report's only use of torch: the rest of this module serves an xdist controller, which
+    # does not import it otherwise.
+    from . import _torch_compat
+
     return {**_torch_compat.environment(), "inductor_config": _torch_compat.inductor_config_diff()}
 
 

@@ -11,7 +11,6 @@ package registers) are registered by importing the modules that define them, nam
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import inspect
@@ -20,11 +19,8 @@ import itertools
 import operator
 import os
 import re
-import stat
 import sys
-import tempfile
 import textwrap
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -34,8 +30,9 @@ import filelock
 import torch
 import torch.fx
 
-from . import _torch_compat, oracle, standalone
+from . import _torch_compat, oracle, standalone, verdict
 from .capture import HostTensor, op_count
+from .files import atomic_write, locked
 from .standalone import ReproBroken
 
 INLINE_NUMEL = 32
@@ -52,7 +49,7 @@ class ReproCase:
     inputs: list[Any]
     kind: str
     title: str
-    tol: float = oracle.DEFAULT_TOLERANCE
+    tol: float = verdict.DEFAULT_TOLERANCE
     check_non_float: bool = True
     expected_error: str | None = None
     error_pattern: str | None = None
@@ -337,33 +334,6 @@ def _generated_code_comment(code: str, level: str) -> str:
 
 
 # --- writing -------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def locked(directory: Path) -> Iterator[None]:
-    """Serialise writers of one case directory across processes."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with filelock.FileLock(str(directory) + ".lock"):
-        yield
-
-
-def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash or a concurrent reader never sees half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # mkstemp creates the file 0600; keep the mode of the file being replaced (or a usual 0644)
-    # so that repros, a committed baseline or a CI artifact stay readable.
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
 
 
 def write_repro(case: ReproCase, path: Path) -> Path:

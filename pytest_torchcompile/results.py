@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .oracle import LeafResult, Status
+from .verdict import LeafResult, Status
 
 
 class StopReason(enum.StrEnum):
@@ -132,3 +133,35 @@ class CaseResult:
         if values.get("minify") is not None:
             values["minify"] = MinifyResult(**values["minify"])
         return cls(**values)
+
+
+@dataclass(frozen=True)
+class MinifyProgress:
+    """Told after every candidate: what a live progress line shows."""
+
+    case: str
+    ops_left: int
+    compiles: int
+    elapsed_s: float
+
+    def describe(self) -> str:
+        return f"{self.ops_left} ops left, {self.compiles} compiles, {self.elapsed_s:.1f} s"
+
+
+PROGRESS_EVERY_S = 10.0
+"""How often progress is written where a line cannot be rewritten in place (a log, a pipe, the
+stderr xdist workers share)."""
+
+
+class ProgressThrottle:
+    """Says yes on its first call, then at most once every :data:`PROGRESS_EVERY_S`."""
+
+    def __init__(self) -> None:
+        self._last: float | None = None
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if self._last is not None and now - self._last < PROGRESS_EVERY_S:
+            return False
+        self._last = now
+        return True

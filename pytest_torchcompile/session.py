@@ -7,44 +7,22 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
 
-from . import _torch_compat
 from .baseline import BaselineError, Decision, Gate, is_failing
-from .capture import CapturedGraph, DynamoGraph
-from .check import CheckOutcome, CompiledCache, EagerRunError, check_model
-from .graphcheck import GraphChecker, GraphFailure
-from .isolation import leaves_device_unusable
-from .minify import repro_defect
-from .oracle import Comparison, Status, format_table
-from .repro import ReproCase, slugify, unique_case_dir, write_repro
 from .results import CaseResult, MinifyResult
 from .settings import CheckSettings, GatingSettings
-from .standalone import (
-    ACCURACY,
-    COMPILE_ERROR,
-    DYNAMO,
-    EAGER_ERROR,
-    POST_AOT,
-    RUNTIME_ERROR,
-    error_signature,
-    full_fp32_precision,
-)
+from .verdict import Status
 
 if TYPE_CHECKING:
+    from .checking import CheckRunner
     from .report import TerminalLayout
-
-FAILURE_KINDS = {
-    Status.FAIL_ACCURACY: ACCURACY,
-    Status.FAIL_COMPILE: COMPILE_ERROR,
-    Status.FAIL_RUNTIME: RUNTIME_ERROR,
-}
 
 
 @dataclass
@@ -67,8 +45,9 @@ class AccuracySession:
     base_settings: CheckSettings
     results: list[CaseResult] = field(default_factory=list)
     minify_jobs: list[MinifyJob] = field(default_factory=list)
-    compiled_cache: CompiledCache = field(default_factory=CompiledCache)
-    """Compiled models of the running test, reused across its checks (hypothesis examples)."""
+    runner: CheckRunner | None = None
+    """Checks the tests this process runs; None where nothing is checked (``--compile-accuracy``
+    off, an xdist controller), so that such a process never imports torch for the plugin."""
     gating: GatingSettings | None = None
     gate: Gate | None = None
     """The baseline in use; every process loads it (workers judge the tests they run)."""
@@ -92,52 +71,28 @@ class AccuracySession:
 
         return marker_settings(self.base_settings, marker).replace(overrides)
 
-    def check(
-        self,
-        nodeid: str,
-        fn: Callable[..., Any],
-        args: Sequence[Any],
-        kwargs: dict[str, Any],
-        settings: CheckSettings,
-        record_property: Callable[[str, object], None] | None = None,
-        supersede: bool = False,
-    ) -> Any:
-        """The fixture's work: run eagerly when checking is off; otherwise check, record, and
-        fail the test with a readable report and a repro when the compiler is at fault.
-
-        ``supersede`` (hypothesis tests): each example replaces the test's earlier ones, so the
-        run keeps the example hypothesis reports last (the shrunk one) and minifies only that."""
-        if not self.enabled:
+    def check(self, nodeid: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
+              settings: CheckSettings, record_property: Callable[[str, object], None] | None = None,
+              supersede: bool = False) -> Any:
+        """The fixture's work: run ``fn`` as it is when checking is off, else check it (see
+        :meth:`CheckRunner.check`)."""
+        if self.runner is None:
             return fn(*args, **kwargs)
-        if supersede:
-            self._drop_earlier_checks(nodeid)
-        try:
-            outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache)
-        except EagerRunError as error:
-            self.results.append(CaseResult(nodeid, Status.EAGER_FAIL, str(error)))
-            raise error.__cause__ or error from None
-        result = CaseResult(
-            nodeid=nodeid, status=outcome.status, message=outcome.message, reference=outcome.reference,
-            worst_ratio=outcome.comparison.worst_ratio if outcome.comparison else None,
-            leaves=outcome.comparison.leaves if outcome.comparison else [],
-            compile_seconds=outcome.compile_seconds, fallback_random=outcome.fallback_random,
-        )
-        if outcome.status.is_compiler_failure and outcome.failing_graphs:
-            failing = outcome.failing_graphs[0]
-            others = len(outcome.failing_graphs) - 1
-            notes = [note for note in (failing.note, f"{others} other graph(s) of this check also deviate"
-                                       if others else "") if note]
-            self._record_failing_graph(result, failing.graph, failing.inputs, settings, notes, failing.gm,
-                                       failing.dynamo)
-        self.results.append(result)
-        if record_property is not None:
-            for name, value in junit_fields(result):
-                record_property(name, value)
-        if outcome.passed:
-            return outcome.compiled_output
-        pytest.fail(failure_message(result, outcome), pytrace=False)
+        return self.runner.check(nodeid, fn, args, kwargs, settings, record_property, supersede)
 
-    def _drop_earlier_checks(self, nodeid: str) -> None:
+    def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> AbstractContextManager[None]:
+        """Around one test's call (see :meth:`CheckRunner.running_test`)."""
+        if self.runner is None:
+            return contextlib.nullcontext()
+        return self.runner.running_test(nodeid, settings, watch)
+
+    def queue_minify_job(self, job: MinifyJob) -> None:
+        self.minify_jobs.append(job)
+        if self.on_minify_job is not None:
+            self.on_minify_job(job)
+
+    def drop_unreported_checks(self, nodeid: str) -> None:
+        """Forget the checks ``nodeid`` made since its last report, with their repros."""
         earlier = [r for r in self.results[self._unreported:] if r.nodeid == nodeid]
         for result in earlier:
             self.results.remove(result)
@@ -149,101 +104,6 @@ class AccuracySession:
     def _drop_minify_jobs(self, case_ids: set[str | None]) -> None:
         """Forget the minify jobs of these cases; their test has not finished, so none is queued."""
         self.minify_jobs[:] = [job for job in self.minify_jobs if job.case_id not in case_ids]
-
-    def _write_repro(
-        self, nodeid: str, graph: CapturedGraph, inputs: list[Any] | None, status: Status, message: str,
-        settings: CheckSettings, notes: list[str], gm: torch.fx.GraphModule | None,
-        dynamo: DynamoGraph | None = None,
-    ) -> tuple[str, str]:
-        kind = FAILURE_KINDS[status]
-        error = graph.compile_error or graph.runtime_error
-        if inputs is None:
-            inputs = graph.synthesized_inputs(settings.seed)
-            notes = [*notes, "inputs are random values of the traced shapes: the graph failed before it ran"]
-        if dynamo is not None:  # the graph Dynamo captured, compiled through the whole stack
-            gm, label, config_source, sizes, level = dynamo.gm, dynamo.label, dynamo.config_source, [], DYNAMO
-        else:
-            gm, label, config_source, sizes, level = (gm if gm is not None else graph.gm, graph.label,
-                                                      graph.config_source, graph.symbolic_sizes, POST_AOT)
-        case = ReproCase(
-            gm=gm, inputs=inputs, kind=kind, title=f"{nodeid} :: {label}", tol=settings.tolerance,
-            check_non_float=not settings.ignore_non_float,
-            expected_error=error_signature(error) if error is not None and kind != ACCURACY else None,
-            error_pattern=settings.check_str, config_source=config_source,
-            grad_enabled=graph.kind != "inference" and torch.is_grad_enabled(),
-            symbolic_sizes=sizes, status_line=f"{status}: {message}", notes=notes, level=level,
-        )
-        directory = unique_case_dir(self.repro_root, slugify(nodeid))
-        path = write_repro(case, directory / "repro.py")
-        return directory.name, str(path)
-
-    def _record_failing_graph(
-        self, result: CaseResult, graph: CapturedGraph, inputs: list[Any] | None, settings: CheckSettings,
-        notes: list[str], gm: torch.fx.GraphModule | None = None, dynamo: DynamoGraph | None = None,
-    ) -> None:
-        result.graph = dynamo.label if dynamo is not None else graph.label
-        if result.status is Status.FAIL_RUNTIME and graph.host_copy is not None and gm is None:
-            # The failing call's own copy, readable even where the error left the device unusable.
-            gm, inputs = graph.host_copy.gm, graph.host_copy.inputs
-            if not graph.host_copy.devices_usable():
-                self.devices_lost_in = result.nodeid
-                result.message += (" (a device-side error: the device is unusable to this process from "
-                                   "now on, so its later checks here cannot run)")
-        result.case_id, result.repro_path = self._write_repro(
-            result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm, dynamo)
-        if self.devices_lost_in != result.nodeid:
-            # Checked now, so that a repro that cannot run is reported at the test that made it.
-            result.repro_defect = repro_defect(result.repro_path)
-        if settings.minify and settings.backend == "inductor" and result.repro_defect is None:
-            job = MinifyJob(result.case_id, result.nodeid, result.repro_path, settings.minify_timeout)
-            self.minify_jobs.append(job)
-            if self.on_minify_job is not None:
-                self.on_minify_job(job)
-
-    @contextlib.contextmanager
-    def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> Iterator[None]:
-        """Around one test's call: its plain ``torch.compile`` graphs are checked when ``watch``;
-        its compiled models are dropped at the end."""
-        try:
-            with full_fp32_precision() if self.enabled else contextlib.nullcontext():
-                if watch:
-                    with self.watch_graphs(nodeid, settings):
-                        yield
-                else:
-                    yield
-        finally:
-            self.compiled_cache.clear()
-
-    @contextlib.contextmanager
-    def watch_graphs(self, nodeid: str, settings: CheckSettings) -> Iterator[None]:
-        """Check every graph Inductor compiles while the block runs (plain ``torch.compile``
-        calls of the test); fail the test, with a repro per failing graph, if any deviates."""
-        if not self.enabled:
-            yield
-            return
-        checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates)
-        # Code compiled by an earlier test would be reused without reaching the capture hook.
-        _torch_compat.reset_if_compiled()
-        with _torch_compat.inductor_config(settings.inductor_config), checker.watching():
-            try:
-                yield
-            finally:
-                failures = checker.failures + checker.error_failures()
-                failed = []
-                for failure in failures:
-                    result = CaseResult(nodeid, failure.status, failure.message,
-                                        worst_ratio=Comparison(failure.leaves).worst_ratio,
-                                        leaves=failure.leaves, fallback_random=failure.fallback_random,
-                                        graphs_judged=1)
-                    self._record_failing_graph(result, failure.graph, failure.inputs, settings,
-                                               [failure.note] if failure.note else [], failure.gm, failure.dynamo)
-                    failed.append(result)
-                self.results.extend(failed)
-                rest = other_graphs_result(nodeid, checker, failures)
-                if rest is not None:
-                    self.results.append(rest)
-        if failures:
-            pytest.fail(graph_failures_message(failed, failures), pytrace=False)
 
     def record_minified(self, case_id: str, result: MinifyResult) -> None:
         for case in self.results:
@@ -266,13 +126,14 @@ class AccuracySession:
     # --- gating and reports: results travel on test reports, so that xdist workers and a plain
     # run take one path; everything is decided and written once, on the controller.
 
-    def configure_gating(self, gating: GatingSettings) -> None:
+    def configure_gating(self, gating: GatingSettings, runs_tests: bool) -> None:
         """Load the baseline; a file that cannot be used stops the run before any test runs."""
         self.gating = gating
-        if gating.report is not None:
+        if gating.report is not None and runs_tests:
             from .report import report_environment
 
             # Before any test runs: the Inductor config the run was given, not what tests left set.
+            # An xdist controller, where no test runs, takes it as it writes the report.
             self._environment = report_environment()
         if gating.baseline is not None:
             try:
@@ -310,8 +171,7 @@ class AccuracySession:
                     report.sections.append(("compile accuracy baseline", note))
         elif report.when == "teardown":
             self._test_results.pop(item.nodeid, None)
-        if (report.failed and self.devices_lost_in not in (None, item.nodeid)
-                and leaves_device_unusable(report.longreprtext)):
+        if report.failed and self.devices_lost_in not in (None, item.nodeid) and _device_unusable(report):
             report.sections.append(("compile accuracy", f"the device-side error in {self.devices_lost_in} left "
                                     "the device unusable to this process, which this failure follows from; "
                                     "run this test on its own"))
@@ -389,66 +249,10 @@ class AccuracySession:
         return recorded, f"{line} (exit status 0)"
 
 
-def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[GraphFailure]) -> CaseResult | None:
-    """The check standing for a test's plain graphs that did not fail: those judged (they pass)
-    and what could not be judged, with the reasons. None when there are neither, so that a test
-    that compiled nothing has no check."""
-    failing = {failure.graph.index for failure in failures}
-    passed = [ratio for index, ratio in checker.judged.items() if index not in failing]
-    if not passed and not checker.unchecked:
-        return None
-    parts = [f"{len(passed)} graph(s) pass"] if passed else []
-    if checker.unchecked:
-        parts.append(f"{len(checker.unchecked)} unchecked")
-    ratios = [ratio for ratio in passed if ratio is not None]
-    return CaseResult(nodeid, Status.PASS, ", ".join(parts), worst_ratio=max(ratios, default=None),
-                      graphs_judged=len(passed), unchecked=list(checker.unchecked))
-
-
 def junit_fields(result: CaseResult) -> list[tuple[str, str]]:
     from .report import junit_properties
 
     return junit_properties(result)
-
-
-def relative(path: str) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return path
-
-
-def failure_message(result: CaseResult, outcome: CheckOutcome) -> str:
-    lines = [f"compile accuracy: {result.status}: {result.message}"]
-    if outcome.comparison is not None and outcome.comparison.leaves:
-        lines.append(f"reference: {outcome.reference}")
-        lines.append(format_table(outcome.comparison.leaves))
-    if result.graph:
-        lines.append(f"failing graph: {result.graph}")
-    lines += _repro_lines(result)
-    if not result.repro_path and result.status.is_compiler_failure:
-        lines.append("no repro: no graph reached Inductor" if not outcome.graphs
-                     else "no repro: the failing graph could not be identified")
-    return "\n".join(lines)
-
-
-def graph_failures_message(results: list[CaseResult], failures: list[GraphFailure]) -> str:
-    lines = [f"compile accuracy: {len(failures)} graph(s) compiled by this test fail"]
-    for result, failure in zip(results, failures, strict=True):
-        lines.append(f"{result.status}: {failure.message}")
-        if failure.leaves:
-            lines.append(format_table(failure.leaves))
-        lines += _repro_lines(result)
-    return "\n".join(lines)
-
-
-def _repro_lines(result: CaseResult) -> list[str]:
-    if not result.repro_path:
-        return []
-    if result.repro_defect is not None:
-        return [f"repro: {result.repro_path}",
-                f"the repro is broken, a defect of pytest-torchcompile (please report it): {result.repro_defect}"]
-    return [f"repro: {result.repro_path}", f"rerun: python {relative(result.repro_path)}"]
 
 
 RESULTS_ATTRIBUTE = "torchcompile_results"
@@ -477,14 +281,23 @@ class RunEnd:
         return status
 
 
-# A generated repro's assertion message: its verdict line, e.g. "compile_error: RuntimeError: ...".
-_REPRO_VERDICT = re.compile(r"^(?:E\s+)?(accuracy|compile_error|runtime_error|eager_error)\b", re.MULTILINE)
-_REPRO_STATUSES = {
-    ACCURACY: Status.FAIL_ACCURACY,
-    COMPILE_ERROR: Status.FAIL_COMPILE,
-    RUNTIME_ERROR: Status.FAIL_RUNTIME,
-    EAGER_ERROR: Status.EAGER_FAIL,
+def _device_unusable(report: pytest.TestReport) -> bool:
+    # Only after a device-side error, so only where the checks (and torch) are loaded.
+    from .isolation import leaves_device_unusable
+
+    return leaves_device_unusable(report.longreprtext)
+
+
+REPRO_STATUSES = {
+    "accuracy": Status.FAIL_ACCURACY,
+    "compile_error": Status.FAIL_COMPILE,
+    "runtime_error": Status.FAIL_RUNTIME,
+    "eager_error": Status.EAGER_FAIL,
 }
+"""A generated repro's failure kinds (``standalone.ACCURACY``, ...: that module needs torch), as
+its marker and its verdict line name them."""
+# A generated repro's assertion message: its verdict line, e.g. "compile_error: RuntimeError: ...".
+_REPRO_VERDICT = re.compile(rf"^(?:E\s+)?({'|'.join(REPRO_STATUSES)})\b", re.MULTILINE)
 
 
 def repro_test_result(item: pytest.Item, report: pytest.TestReport) -> CaseResult | None:
@@ -494,7 +307,7 @@ def repro_test_result(item: pytest.Item, report: pytest.TestReport) -> CaseResul
     None for any other test, and for a repro test that failed for an unrelated reason."""
     marker = item.get_closest_marker("inductor_repro")
     kind = marker.kwargs.get("kind") if marker is not None else None
-    if kind not in _REPRO_STATUSES:
+    if kind not in REPRO_STATUSES:
         return None
     path = Path(str(item.path))
 
@@ -507,10 +320,10 @@ def repro_test_result(item: pytest.Item, report: pytest.TestReport) -> CaseResul
         return None
     text = report.longreprtext
     if "REPRODUCED" in text:
-        return made(_REPRO_STATUSES[kind], f"the repro still fails: {kind}")
+        return made(REPRO_STATUSES[kind], f"the repro still fails: {kind}")
     verdicts = _REPRO_VERDICT.findall(text) if "FAILS DIFFERENTLY" in text else []
     if verdicts:
-        return made(_REPRO_STATUSES[verdicts[-1]], f"the repro fails differently: {verdicts[-1]}, recorded {kind}")
+        return made(REPRO_STATUSES[verdicts[-1]], f"the repro fails differently: {verdicts[-1]}, recorded {kind}")
     return None
 
 

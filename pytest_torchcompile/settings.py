@@ -5,14 +5,47 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .check import CheckOptions
-from .oracle import DEFAULT_TOLERANCE, TRAINING_TOLERANCE
+from .verdict import DEFAULT_TOLERANCE, TRAINING_TOLERANCE
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """Everything that decides how one model is checked."""
+
+    tol: float | None = None
+    """None: ``DEFAULT_TOLERANCE``, or ``TRAINING_TOLERANCE`` for a training check."""
+    backend: str = "inductor"
+    mode: str | None = None
+    inductor_config: dict[str, Any] = field(default_factory=dict)
+    ignore_non_float: bool = False
+    seed: int = 0
+    dynamic: bool | None = None
+    fullgraph: bool = False
+    backward: bool = False
+    loss_fn: Callable[[Any], torch.Tensor] | None = None
+    steps: int = 0
+    lr: float = 0.01
+    sizes: tuple[tuple[Any, ...], ...] | None = None
+    intermediates: bool = True
+
+    @property
+    def training(self) -> bool:
+        return self.backward or self.steps > 0
+
+    @property
+    def tolerance(self) -> float:
+        if self.tol is not None:
+            return self.tol
+        return TRAINING_TOLERANCE if self.training else DEFAULT_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -33,6 +66,8 @@ class CheckSettings(CheckOptions):
         return CheckOptions(**values)
 
     def replace(self, overrides: Mapping[str, Any]) -> CheckSettings:
+        if not overrides:
+            return self
         unknown = set(overrides) - KEYWORDS
         if unknown:
             raise pytest.UsageError(

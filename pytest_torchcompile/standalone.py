@@ -22,7 +22,8 @@ from typing import Any
 import torch
 
 from ._torch_compat import compile_dynamo_graph, compile_graph, float64_everywhere
-from .oracle import LeafResult, compare_tensor
+from .oracle import compare_tensor
+from .verdict import LeafResult
 
 ACCURACY = "accuracy"
 COMPILE_ERROR = "compile_error"

@@ -21,8 +21,8 @@ from pytest_torchcompile.baseline import (
     write_baseline,
 )
 from pytest_torchcompile.baseline import test_status as aggregate_status
-from pytest_torchcompile.oracle import Status
 from pytest_torchcompile.results import CaseResult
+from pytest_torchcompile.verdict import Status
 
 
 def write(tmp_path: Path, text: str, name: str = "baseline.txt") -> Path:

@@ -9,9 +9,11 @@ import pytest
 import torch
 from test_training_dynamic import sin_relu_cos
 
-from pytest_torchcompile.check import CheckOptions, check_model
-from pytest_torchcompile.oracle import LeafResult, Status, compare_tensor
+from pytest_torchcompile.check import check_model
+from pytest_torchcompile.oracle import compare_tensor
+from pytest_torchcompile.settings import CheckOptions
 from pytest_torchcompile.standalone import ACCURACY, GraphVerdict
+from pytest_torchcompile.verdict import LeafResult, Status
 
 pytest_plugins = ["pytester"]
 

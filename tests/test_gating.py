@@ -23,8 +23,8 @@ from pytest_torchcompile.baseline import (
     Gate,
     load_baseline,
 )
-from pytest_torchcompile.oracle import Status
 from pytest_torchcompile.results import CaseResult
+from pytest_torchcompile.verdict import Status
 
 pytest_plugins = ["pytester"]
 
@@ -490,3 +490,11 @@ def test_gate_update_starts_a_missing_file_but_reading_needs_it(tmp_path: Path) 
     assert gate.baseline == Baseline(path, {})
     gate.update_file([case("t.py::a", Status.FAIL_ACCURACY)])
     assert load_baseline(path).entries == {"t.py::a": BaselineEntry("t.py::a", Status.FAIL_ACCURACY, "", 2)}
+
+
+def test_a_repro_tests_failure_kinds_are_the_ones_repros_are_written_with() -> None:
+    """The session reads a repro test's kind without importing the (torch) module that writes it."""
+    from pytest_torchcompile import session, standalone
+
+    written = {standalone.ACCURACY, standalone.COMPILE_ERROR, standalone.RUNTIME_ERROR, standalone.EAGER_ERROR}
+    assert set(session.REPRO_STATUSES) == written

@@ -18,7 +18,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile import _torch_compat, budget, isolation
 from pytest_torchcompile.capture import input_spec
-from pytest_torchcompile.check import CheckOptions, check_model
+from pytest_torchcompile.check import check_model
 from pytest_torchcompile.isolation import (
     CRASHED,
     TIMED_OUT,
@@ -30,6 +30,7 @@ from pytest_torchcompile.isolation import (
 from pytest_torchcompile.minify import minify_graph, minify_repro
 from pytest_torchcompile.repro import ReproCase, write_repro
 from pytest_torchcompile.results import StopReason
+from pytest_torchcompile.settings import CheckOptions
 from pytest_torchcompile.standalone import ACCURACY, EAGER_ERROR, RUNTIME_ERROR, GraphVerdict
 
 aten = torch.ops.aten

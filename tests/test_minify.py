@@ -25,7 +25,6 @@ from pytest_torchcompile import _torch_compat
 from pytest_torchcompile.isolation import InProcessJudge, JudgeSettings
 from pytest_torchcompile.minify import (
     GraphSlicer,
-    MinifyProgress,
     load_case,
     minify_graph,
     minify_in_fresh_process,
@@ -33,7 +32,7 @@ from pytest_torchcompile.minify import (
     repro_defect,
 )
 from pytest_torchcompile.repro import ReproCase, write_repro
-from pytest_torchcompile.results import StopReason
+from pytest_torchcompile.results import MinifyProgress, StopReason
 from pytest_torchcompile.standalone import (
     ACCURACY,
     COMPILE_ERROR,

@@ -11,15 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_torchcompile.oracle import (
-    LeafResult,
     compare_outputs,
     compare_tensor,
     first_disagreement,
     flatten_outputs,
-    format_table,
     rmse_multiplier,
-    summarized_leaves,
 )
+from pytest_torchcompile.verdict import LeafResult, format_table, summarized_leaves
 
 
 def test_fp16_compiled_closer_to_fp64_than_eager_passes() -> None:

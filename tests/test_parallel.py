@@ -43,7 +43,7 @@ pytest_plugins = ["pytester"]
 FAKE_MINIFIER = """
 import os, time
 from pathlib import Path
-from pytest_torchcompile.repro import atomic_write
+from pytest_torchcompile.files import atomic_write
 from pytest_torchcompile.results import MinifyResult, StopReason
 
 

@@ -122,6 +122,34 @@ def test_tests_that_compile_nothing_see_no_compiler(pytester: pytest.Pytester) -
     result.stdout.no_fnmatch_line("*script_method*")
 
 
+TORCH_SEEN_CONFTEST = """
+import os, sys
+
+
+def pytest_sessionfinish(session):
+    role = "worker" if hasattr(session.config, "workerinput") else "controller"
+    with open(f"{role}-{os.getpid()}.torch", "w") as out:
+        out.write(str("torch" in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(("suite", "args", "seen"), [
+    ("def test_plain():\n    assert 1 + 1 == 2\n", [], {"controller": "False"}),
+    ("import torch\n\ndef test_plain():\n    assert torch.ones(1).item() == 1\n",
+     ["--compile-accuracy", "-n", "2"], {"controller": "False", "worker": "True"}),
+], ids=["off", "xdist-controller"])
+def test_the_plugin_imports_torch_only_where_tests_are_checked(
+        pytester: pytest.Pytester, suite: str, args: list[str], seen: dict[str, str]) -> None:
+    """Importing torch takes seconds: a run without the option and an xdist controller (which
+    runs no test) do not pay it for the plugin."""
+    pytester.makeconftest(TORCH_SEEN_CONFTEST)
+    pytester.makepyfile(test_suite=suite)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    assert result.ret == 0, result.stdout.str()
+    found = {path.name.split("-")[0]: path.read_text() for path in pytester.path.glob("*.torch")}
+    assert found == seen
+
+
 TRACE_LOG_SUITE = """
 import torch
 
@@ -222,8 +250,9 @@ def test_cuda_dropout_is_judged_against_fp64_with_eagers_draws(backward: bool) -
     replays the mask and recomputes the output in fp64."""
     import torch
 
-    from pytest_torchcompile.check import CheckOptions, check_model
-    from pytest_torchcompile.oracle import Status
+    from pytest_torchcompile.check import check_model
+    from pytest_torchcompile.settings import CheckOptions
+    from pytest_torchcompile.verdict import Status
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Dropout(0.3), torch.nn.GELU()).cuda().train()

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from pytest_torchcompile.baseline import Decision, DecisionKind
-from pytest_torchcompile.oracle import LeafResult, Status
 from pytest_torchcompile.report import (
     SCHEMA_VERSION,
     TerminalLayout,
@@ -21,6 +20,7 @@ from pytest_torchcompile.report import (
     write_json_report,
 )
 from pytest_torchcompile.results import CaseResult, MinifyResult, StopReason
+from pytest_torchcompile.verdict import LeafResult, Status
 
 LEAF = LeafResult(
     path="out[0]", shape=(2, 3), dtype="bfloat16", passed=False, rule="fp64 rmse",

@@ -17,11 +17,11 @@ from pytest_torchcompile import _torch_compat, stages
 from pytest_torchcompile.grouping import root_cause_lines, root_causes
 from pytest_torchcompile.isolation import SETUP_VARIABLE
 from pytest_torchcompile.minify import minify_repro
-from pytest_torchcompile.oracle import Status
 from pytest_torchcompile.report import github_summary_markdown
 from pytest_torchcompile.repro import ReproCase, write_repro
 from pytest_torchcompile.results import CaseResult, MinifyResult, StopReason
 from pytest_torchcompile.standalone import ACCURACY, COMPILE_ERROR
+from pytest_torchcompile.verdict import Status
 
 pytest_plugins = ["pytester"]
 

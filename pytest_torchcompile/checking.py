@@ -1,0 +1,251 @@
+"""The checks of the tests this process runs, where ``--compile-accuracy`` is on: the fixture's
+model checks and the plain ``torch.compile`` graphs of watched tests, each failing graph written
+as a repro and queued for the minify phase. The only part of a session that needs torch."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+import torch
+
+from . import _torch_compat
+from .capture import CapturedGraph, DynamoGraph
+from .check import CheckOutcome, CompiledCache, EagerRunError, check_model
+from .graphcheck import GraphChecker, GraphFailure
+from .intermediates import current_device, start_probe_child
+from .minify import repro_defect
+from .repro import ReproCase, slugify, unique_case_dir, write_repro
+from .results import CaseResult
+from .session import AccuracySession, MinifyJob, junit_fields
+from .settings import CheckSettings
+from .standalone import (
+    ACCURACY,
+    COMPILE_ERROR,
+    DYNAMO,
+    POST_AOT,
+    RUNTIME_ERROR,
+    error_signature,
+    full_fp32_precision,
+)
+from .verdict import Comparison, Status, format_table
+
+FAILURE_KINDS = {
+    Status.FAIL_ACCURACY: ACCURACY,
+    Status.FAIL_COMPILE: COMPILE_ERROR,
+    Status.FAIL_RUNTIME: RUNTIME_ERROR,
+}
+
+
+class CheckRunner:
+    """Runs the checks of this process's tests for ``session``, which gathers their results."""
+
+    def __init__(self, session: AccuracySession) -> None:
+        self.session = session
+        self.compiled_cache = CompiledCache()
+        """Compiled models of the running test, reused across its checks (hypothesis examples)."""
+
+    @classmethod
+    def start(cls, session: AccuracySession, trace_log: bool, probe_child: bool) -> CheckRunner:
+        """Ready this process to check, before any test: imported during a test, the compiler is
+        charged to that test; a probe child started now pays Inductor's first compile while the
+        tests are collected."""
+        _torch_compat.import_compiler()
+        if not trace_log:
+            _torch_compat.quiet_trace_log()
+        if probe_child:
+            start_probe_child(current_device())
+        return cls(session)
+
+    def check(
+        self,
+        nodeid: str,
+        fn: Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        settings: CheckSettings,
+        record_property: Callable[[str, object], None] | None = None,
+        supersede: bool = False,
+    ) -> Any:
+        """The fixture's work: check, record, and fail the test with a readable report and a
+        repro when the compiler is at fault.
+
+        ``supersede`` (hypothesis tests): each example replaces the test's earlier ones, so the
+        run keeps the example hypothesis reports last (the shrunk one) and minifies only that."""
+        if supersede:
+            self.session.drop_unreported_checks(nodeid)
+        try:
+            outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache)
+        except EagerRunError as error:
+            self.session.results.append(CaseResult(nodeid, Status.EAGER_FAIL, str(error)))
+            raise error.__cause__ or error from None
+        result = CaseResult(
+            nodeid=nodeid, status=outcome.status, message=outcome.message, reference=outcome.reference,
+            worst_ratio=outcome.comparison.worst_ratio if outcome.comparison else None,
+            leaves=outcome.comparison.leaves if outcome.comparison else [],
+            compile_seconds=outcome.compile_seconds, fallback_random=outcome.fallback_random,
+        )
+        if outcome.status.is_compiler_failure and outcome.failing_graphs:
+            failing = outcome.failing_graphs[0]
+            others = len(outcome.failing_graphs) - 1
+            notes = [note for note in (failing.note, f"{others} other graph(s) of this check also deviate"
+                                       if others else "") if note]
+            self._record_failing_graph(result, failing.graph, failing.inputs, settings, notes, failing.gm,
+                                       failing.dynamo)
+        self.session.results.append(result)
+        if record_property is not None:
+            for name, value in junit_fields(result):
+                record_property(name, value)
+        if outcome.passed:
+            return outcome.compiled_output
+        pytest.fail(failure_message(result, outcome), pytrace=False)
+
+
+    def _write_repro(
+        self, nodeid: str, graph: CapturedGraph, inputs: list[Any] | None, status: Status, message: str,
+        settings: CheckSettings, notes: list[str], gm: torch.fx.GraphModule | None,
+        dynamo: DynamoGraph | None = None,
+    ) -> tuple[str, str]:
+        kind = FAILURE_KINDS[status]
+        error = graph.compile_error or graph.runtime_error
+        if inputs is None:
+            inputs = graph.synthesized_inputs(settings.seed)
+            notes = [*notes, "inputs are random values of the traced shapes: the graph failed before it ran"]
+        if dynamo is not None:  # the graph Dynamo captured, compiled through the whole stack
+            gm, label, config_source, sizes, level = dynamo.gm, dynamo.label, dynamo.config_source, [], DYNAMO
+        else:
+            gm, label, config_source, sizes, level = (gm if gm is not None else graph.gm, graph.label,
+                                                      graph.config_source, graph.symbolic_sizes, POST_AOT)
+        case = ReproCase(
+            gm=gm, inputs=inputs, kind=kind, title=f"{nodeid} :: {label}", tol=settings.tolerance,
+            check_non_float=not settings.ignore_non_float,
+            expected_error=error_signature(error) if error is not None and kind != ACCURACY else None,
+            error_pattern=settings.check_str, config_source=config_source,
+            grad_enabled=graph.kind != "inference" and torch.is_grad_enabled(),
+            symbolic_sizes=sizes, status_line=f"{status}: {message}", notes=notes, level=level,
+        )
+        directory = unique_case_dir(self.session.repro_root, slugify(nodeid))
+        path = write_repro(case, directory / "repro.py")
+        return directory.name, str(path)
+
+    def _record_failing_graph(
+        self, result: CaseResult, graph: CapturedGraph, inputs: list[Any] | None, settings: CheckSettings,
+        notes: list[str], gm: torch.fx.GraphModule | None = None, dynamo: DynamoGraph | None = None,
+    ) -> None:
+        result.graph = dynamo.label if dynamo is not None else graph.label
+        if result.status is Status.FAIL_RUNTIME and graph.host_copy is not None and gm is None:
+            # The failing call's own copy, readable even where the error left the device unusable.
+            gm, inputs = graph.host_copy.gm, graph.host_copy.inputs
+            if not graph.host_copy.devices_usable():
+                self.session.devices_lost_in = result.nodeid
+                result.message += (" (a device-side error: the device is unusable to this process from "
+                                   "now on, so its later checks here cannot run)")
+        result.case_id, result.repro_path = self._write_repro(
+            result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm, dynamo)
+        if self.session.devices_lost_in != result.nodeid:
+            # Checked now, so that a repro that cannot run is reported at the test that made it.
+            result.repro_defect = repro_defect(result.repro_path)
+        if settings.minify and settings.backend == "inductor" and result.repro_defect is None:
+            job = MinifyJob(result.case_id, result.nodeid, result.repro_path, settings.minify_timeout)
+            self.session.queue_minify_job(job)
+
+    @contextlib.contextmanager
+    def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> Iterator[None]:
+        """Around one test's call: its plain ``torch.compile`` graphs are checked when ``watch``;
+        its compiled models are dropped at the end."""
+        try:
+            with full_fp32_precision():
+                if watch:
+                    with self.watch_graphs(nodeid, settings):
+                        yield
+                else:
+                    yield
+        finally:
+            self.compiled_cache.clear()
+
+    @contextlib.contextmanager
+    def watch_graphs(self, nodeid: str, settings: CheckSettings) -> Iterator[None]:
+        """Check every graph Inductor compiles while the block runs (plain ``torch.compile``
+        calls of the test); fail the test, with a repro per failing graph, if any deviates."""
+        checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates)
+        # Code compiled by an earlier test would be reused without reaching the capture hook.
+        _torch_compat.reset_if_compiled()
+        with _torch_compat.inductor_config(settings.inductor_config), checker.watching():
+            try:
+                yield
+            finally:
+                failures = checker.failures + checker.error_failures()
+                failed = []
+                for failure in failures:
+                    result = CaseResult(nodeid, failure.status, failure.message,
+                                        worst_ratio=Comparison(failure.leaves).worst_ratio,
+                                        leaves=failure.leaves, fallback_random=failure.fallback_random,
+                                        graphs_judged=1)
+                    self._record_failing_graph(result, failure.graph, failure.inputs, settings,
+                                               [failure.note] if failure.note else [], failure.gm, failure.dynamo)
+                    failed.append(result)
+                self.session.results.extend(failed)
+                rest = other_graphs_result(nodeid, checker, failures)
+                if rest is not None:
+                    self.session.results.append(rest)
+        if failures:
+            pytest.fail(graph_failures_message(failed, failures), pytrace=False)
+
+
+def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[GraphFailure]) -> CaseResult | None:
+    """The check standing for a test's plain graphs that did not fail: those judged (they pass)
+    and what could not be judged, with the reasons. None when there are neither, so that a test
+    that compiled nothing has no check."""
+    failing = {failure.graph.index for failure in failures}
+    passed = [ratio for index, ratio in checker.judged.items() if index not in failing]
+    if not passed and not checker.unchecked:
+        return None
+    parts = [f"{len(passed)} graph(s) pass"] if passed else []
+    if checker.unchecked:
+        parts.append(f"{len(checker.unchecked)} unchecked")
+    ratios = [ratio for ratio in passed if ratio is not None]
+    return CaseResult(nodeid, Status.PASS, ", ".join(parts), worst_ratio=max(ratios, default=None),
+                      graphs_judged=len(passed), unchecked=list(checker.unchecked))
+
+
+def relative(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return path
+
+
+def failure_message(result: CaseResult, outcome: CheckOutcome) -> str:
+    lines = [f"compile accuracy: {result.status}: {result.message}"]
+    if outcome.comparison is not None and outcome.comparison.leaves:
+        lines.append(f"reference: {outcome.reference}")
+        lines.append(format_table(outcome.comparison.leaves))
+    if result.graph:
+        lines.append(f"failing graph: {result.graph}")
+    lines += _repro_lines(result)
+    if not result.repro_path and result.status.is_compiler_failure:
+        lines.append("no repro: no graph reached Inductor" if not outcome.graphs
+                     else "no repro: the failing graph could not be identified")
+    return "\n".join(lines)
+
+
+def graph_failures_message(results: list[CaseResult], failures: list[GraphFailure]) -> str:
+    lines = [f"compile accuracy: {len(failures)} graph(s) compiled by this test fail"]
+    for result, failure in zip(results, failures, strict=True):
+        lines.append(f"{result.status}: {failure.message}")
+        if failure.leaves:
+            lines.append(format_table(failure.leaves))
+        lines += _repro_lines(result)
+    return "\n".join(lines)
+
+
+def _repro_lines(result: CaseResult) -> list[str]:
+    if not result.repro_path:
+        return []
+    if result.repro_defect is not None:
+        return [f"repro: {result.repro_path}",
+                f"the repro is broken, a defect of pytest-torchcompile (please report it): {result.repro_defect}"]
+    return [f"repro: {result.repro_path}", f"rerun: python {relative(result.repro_path)}"]
