@@ -374,11 +374,19 @@ def _module_code(module_name: str, namespace: dict[str, Any]) -> Iterator[str]:
                     member = member.__func__
                 elif isinstance(member, property):
                     member = member.fget
+                if isinstance(member, functools.partial) and _ROUTED_ORIGINAL in member.keywords:
+                    continue
                 if _is_code(member):
                     yield f"{name}.{member_name} = {_code_identity(member)}"
         elif _is_code(value):
             yield f"{name} = {_code_identity(value)}"
 
+
+_ROUTED_ORIGINAL = "_original_impl"
+"""Inductor sets routers on its Triton kernel overrides at its first Triton kernel (the
+class's ``_setup_libdevice_routing``, fp64 to libdevice), each holding the override it wraps
+under this keyword: a process that generated a Triton kernel has not patched the compiler, so
+routers are left out (the overrides they route to count where they are defined)."""
 
 _CODE_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
 

@@ -243,3 +243,28 @@ def test_a_judge_forgets_a_prepared_graph_when_its_child_does(monkeypatch: pytes
         kept = judge.judge_prepared(2, [x], SETTINGS)
     assert forgotten.failure == isolation.JUDGE_ERROR and "NotPrepared" in (forgotten.error or "")
     assert kept.failure == ACCURACY
+
+
+ROUTING_IN_A_FRESH_PROCESS = """
+import torch._inductor.lowering
+from torch._inductor.codegen.triton import TritonKernelOverrides
+from pytest_torchcompile import _torch_compat
+
+module = "torch._inductor.codegen.triton"
+before = _torch_compat.compiler_fingerprint([module])[module]
+overrides = dict(vars(TritonKernelOverrides))
+TritonKernelOverrides._setup_libdevice_routing()
+routed = [name for name, member in vars(TritonKernelOverrides).items() if overrides.get(name) is not member]
+assert routed, "no override was routed"
+assert _torch_compat.compiler_fingerprint([module])[module] == before, routed
+"""
+
+
+def test_inductors_own_triton_routing_is_not_foreign_compiler_code() -> None:
+    """Inductor wraps some Triton overrides at its first Triton kernel: a test process that
+    compiled for a GPU before its probe child did is not told that its compiler differs."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", ROUTING_IN_A_FRESH_PROCESS], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
