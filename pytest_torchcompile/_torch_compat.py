@@ -11,6 +11,8 @@ import dataclasses
 import functools
 import hashlib
 import importlib
+import importlib.abc
+import importlib.machinery
 import logging
 import os
 import pathlib
@@ -150,40 +152,110 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
     included) through ``hook``, and the torch-level graph it starts from through ``dynamo_hook``;
     each compiles under the Inductor ``config`` patches, without the caches that would skip
     ``hook``. Those are applied per compilation, not for the block: a test that compiles nothing
-    pays only the swap of one attribute.
+    pays only the swap of one attribute, and where the compiler is not imported yet, not even its
+    import (the swap is made as the block imports it, if it does).
 
     ``torch.compile``'s default backend and the registered "inductor" backend both look
     ``compile_fx`` up on its module at call time, so replacing that attribute catches them while
     leaving other backends untouched.
     """
-    import torch._inductor.compile_fx as compile_fx_module
+    intercepted: list[tuple[types.ModuleType, Any]] = []
 
-    original = compile_fx_module.compile_fx
+    def intercept(compile_fx_module: types.ModuleType) -> None:
+        original = compile_fx_module.compile_fx
 
-    def inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
-        # Patched here too: a backward graph is compiled at its first call, after compile_fx returned.
-        with no_compile_caches(), inductor_config(config):
-            return hook(
-                gm, example_inputs, kwargs,
-                lambda: compile_fx_module.compile_fx_inner(gm, example_inputs, **kwargs),
-            )
+        def inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
+            # Patched here too: a backward graph is compiled at its first call, after compile_fx returned.
+            with no_compile_caches(), inductor_config(config):
+                return hook(
+                    gm, example_inputs, kwargs,
+                    lambda: compile_fx_module.compile_fx_inner(gm, example_inputs, **kwargs),
+                )
 
-    def compile_fx(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("inner_compile", compile_fx_module.compile_fx_inner) is not compile_fx_module.compile_fx_inner:
-            return original(model, example_inputs, *args, **kwargs)
-        kwargs["inner_compile"] = inner_compile
-        with no_compile_caches(), inductor_config(config):
-            if dynamo_hook is None:
+        def compile_fx(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("inner_compile", compile_fx_module.compile_fx_inner) is not compile_fx_module.compile_fx_inner:
                 return original(model, example_inputs, *args, **kwargs)
-            return dynamo_hook(model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs))
+            kwargs["inner_compile"] = inner_compile
+            with no_compile_caches(), inductor_config(config):
+                if dynamo_hook is None:
+                    return original(model, example_inputs, *args, **kwargs)
+                return dynamo_hook(model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs))
 
-    compile_fx_module.compile_fx = compile_fx  # type: ignore[assignment]
-    _INTERCEPTED_ORIGINALS.append(original)
+        compile_fx_module.compile_fx = compile_fx
+        _INTERCEPTED_ORIGINALS.append(original)
+        intercepted.append((compile_fx_module, original))
+
+    try:
+        with _on_import(_COMPILE_FX_MODULE, intercept):
+            yield
+    finally:
+        for compile_fx_module, original in reversed(intercepted):
+            _INTERCEPTED_ORIGINALS.pop()
+            compile_fx_module.compile_fx = original
+
+
+_COMPILE_FX_MODULE = "torch._inductor.compile_fx"
+
+
+@contextlib.contextmanager
+def _on_import(name: str, callback: Callable[[types.ModuleType], None]) -> Iterator[None]:
+    """Call ``callback`` with module ``name``: now if it is imported, else as soon as the block
+    imports it (after its code ran, before the importer sees it), if it does."""
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
+        yield
+        return
+    finder = _ImportCallback(name, callback)
+    sys.meta_path.insert(0, finder)
     try:
         yield
     finally:
-        _INTERCEPTED_ORIGINALS.pop()
-        compile_fx_module.compile_fx = original
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(finder)
+
+
+class _ImportCallback(importlib.abc.MetaPathFinder):
+    """Finds module ``name`` with the finders after it and has its loader call ``callback``
+    once the module's code ran."""
+
+    def __init__(self, name: str, callback: Callable[[types.ModuleType], None]) -> None:
+        self._name = name
+        self._callback = callback
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self._name or self not in sys.meta_path:
+            return None
+        for finder in sys.meta_path[sys.meta_path.index(self) + 1:]:
+            find_spec = getattr(finder, "find_spec", None)
+            spec = find_spec(fullname, path, target) if find_spec is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _CallbackLoader(spec.loader, self._callback)
+        return spec
+
+
+class _CallbackLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, callback: Callable[[types.ModuleType], None]) -> None:
+        self._loader = loader
+        self._callback = callback
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        module: types.ModuleType | None = self._loader.create_module(spec)
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self._loader.exec_module(module)
+        # The module keeps its own loader (for its source, a reload) rather than this one.
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        self._callback(module)
 
 
 _INTERCEPTED_ORIGINALS: list[Any] = []
@@ -194,6 +266,8 @@ def not_intercepted() -> Iterator[None]:
     """Compile with Inductor as installed while the block runs, inside ``intercept_inductor``
     too: the plugin's own compiles (a check, judging a graph standalone) are not compiles of
     the test, and judging them again would report one bug twice."""
+    # Imported first: an interception waiting for the compiler's import is made, and set aside here.
+    import_compiler()
     if not _INTERCEPTED_ORIGINALS:
         yield
         return
@@ -226,12 +300,14 @@ def no_compile_caches() -> Iterator[None]:
 
 @contextlib.contextmanager
 def inductor_config(patches: dict[str, Any] | None) -> Iterator[None]:
-    """Apply Inductor config values (dotted names such as ``cpp.inject_relu_bug_TESTING_ONLY``)."""
-    import torch._inductor.config as inductor_config_module
-
+    """Apply Inductor config values (dotted names such as ``cpp.inject_relu_bug_TESTING_ONLY``);
+    the compiler is imported for them as by :func:`import_compiler`."""
     if not patches:
         yield
         return
+    import_compiler()
+    import torch._inductor.config as inductor_config_module
+
     with inductor_config_module.patch(patches):
         yield
 
@@ -278,10 +354,12 @@ def inductor_config_diff() -> dict[str, Any]:
 
 def set_compile_threads(threads: int) -> None:
     """How many compile workers Inductor's pool gets (read when the pool starts, at the first
-    compile that needs it)."""
-    import torch._inductor.config as inductor_config_module
-
-    inductor_config_module.compile_threads = threads
+    compile that needs it). Not imported yet, Inductor's config takes it from the environment
+    when it is, so it is not imported for this: it imports Dynamo."""
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = str(threads)
+    inductor_config_module = sys.modules.get("torch._inductor.config")
+    if inductor_config_module is not None:
+        inductor_config_module.compile_threads = threads
 
 
 def reset() -> None:
@@ -293,10 +371,9 @@ def reset() -> None:
 
 def reset_if_compiled() -> None:
     """:func:`reset`, unless Dynamo has compiled no frame since the last reset (which zeroes its
-    frame counter): then there is no compiled code to forget."""
-    import torch._dynamo.convert_frame as convert_frame
-
-    if getattr(convert_frame, "FRAME_COUNTER", 1):
+    frame counter) or is not even imported."""
+    convert_frame = sys.modules.get("torch._dynamo.convert_frame")
+    if convert_frame is not None and getattr(convert_frame, "FRAME_COUNTER", 1):
         reset()
 
 
@@ -315,9 +392,11 @@ _COMPILER_MODULES = ("torch._dynamo", "torch._functorch.config", "torch._inducto
 
 
 def import_compiler() -> None:
-    """Import Dynamo and Inductor now, with their import-time warnings silenced (torch.jit's
-    deprecation notices among them). Imported while a test runs, they would cost that test
-    seconds and be reported against it, failing it under ``-W error``."""
+    """Import Dynamo and Inductor for the plugin's own use (a check, a test's config patches),
+    with their import-time warnings silenced (torch.jit's deprecation notices among them): an
+    import the plugin makes must not fail a test under ``-W error``."""
+    if all(name in sys.modules for name in _COMPILER_MODULES):
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in _COMPILER_MODULES:

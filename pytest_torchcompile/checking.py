@@ -50,10 +50,10 @@ class CheckRunner:
 
     @classmethod
     def start(cls, session: AccuracySession, trace_log: bool, probe_child: bool) -> CheckRunner:
-        """Ready this process to check, before any test: imported during a test, the compiler is
-        charged to that test; a probe child started now pays Inductor's first compile while the
-        tests are collected."""
-        _torch_compat.import_compiler()
+        """Ready this process to check, before any test. The compiler is not imported for it: a
+        run whose tests compile nothing does not pay its import (seconds), and one that compiles
+        pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
+        child started now pays Inductor's first compile while the tests are collected."""
         if not trace_log:
             _torch_compat.quiet_trace_log()
         if probe_child:

@@ -590,6 +590,9 @@ def child_main() -> None:
         setup: _ChildSetup = requests.recv()
         if setup.single_visible_cuda_device and not torch.cuda.is_available():
             raise RuntimeError(f"no CUDA device {os.environ.get('CUDA_VISIBLE_DEVICES')} to judge on")
+        # Before the thread below imports parts of Inductor: one module imported from two
+        # threads at once can be seen half-initialized by either (a circular-import error).
+        _torch_compat.import_compiler()
         if not setup.single_visible_cuda_device:
             # While the first candidate comes and is lowered.
             threading.Thread(target=_torch_compat.probe_cpu_vector_isas, daemon=True).start()

@@ -86,39 +86,79 @@ def test_full_fp32_precision_turns_tf32_off_and_restores_every_flag(setup: str) 
     assert run.returncode == 0, run.stderr
 
 
-WARNINGS_SUITE = """
-import pytest, torch
+def test_an_interception_made_as_the_compiler_is_imported_leaves_imports_as_they_were() -> None:
+    """Where Inductor is not imported yet, the compile that imports it is intercepted; after
+    the block, Inductor's entry point, its module's loader and the import machinery are as they
+    would have been."""
+    script = textwrap.dedent("""
+        import sys, torch
+        from pytest_torchcompile import _torch_compat
+
+        assert "torch._inductor.compile_fx" not in sys.modules
+        graphs = []
+
+        def hook(gm, inputs, kwargs, compile_inner):
+            graphs.append(gm)
+            return compile_inner()
+
+        with _torch_compat.intercept_inductor(hook):
+            torch.compile(lambda x: x.sin() + 1)(torch.randn(4))
+        import torch._inductor.compile_fx as compile_fx_module
+
+        assert len(graphs) == 1, graphs
+        assert compile_fx_module.compile_fx.__qualname__ == "compile_fx", compile_fx_module.compile_fx
+        assert type(compile_fx_module.__loader__).__name__ == "SourceFileLoader", compile_fx_module.__loader__
+        assert compile_fx_module.__spec__.loader is compile_fx_module.__loader__
+        assert not [f for f in sys.meta_path if type(f).__module__ == _torch_compat.__name__], sys.meta_path
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
 
 
-def test_trivial():
-    assert 1 + 1 == 2
+LAZY_COMPILER_SUITE = """
+import sys, pytest, torch
+
+
+def test_compiles_nothing():
+    assert "torch._dynamo" not in sys.modules
 
 
 def double_relu(x):
     return torch.relu(x) * 2
 
 
-compiled = torch.compile(double_relu)
+compiled = []
 
 
-def test_compiles_first():
-    assert compiled(torch.ones(4)).sum() == 8
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_first_compile_imports_the_compiler():
+    compiled.append(torch.compile(double_relu))
+    import torch._inductor.config as config
+    with config.patch({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
+        compiled[0](torch.randn(8))
+
+
+def test_compiles_cleanly():
+    assert compiled[0](torch.ones(4)).sum() == 8
 
 
 @pytest.mark.inductor_repro(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
 def test_reuses_compiled_code():
-    compiled(torch.randn(4))
+    compiled[0](torch.randn(4))
 """
 
 
 def test_tests_that_compile_nothing_see_no_compiler(pytester: pytest.Pytester) -> None:
-    """The compiler is imported before the tests, so its import-time deprecation warnings do not
-    fail a trivial test under -W error; code an earlier test compiled is still checked later."""
-    pytester.makepyfile(test_suite=WARNINGS_SUITE)
-    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify", "-W", "error::DeprecationWarning",
-                                "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*FAILED*test_reuses_compiled_code*"])
+    """The plugin does not import the compiler for a test that compiles nothing (it takes
+    seconds, and its deprecation warnings would fail the test under -W error); the graphs of a
+    test whose own ``torch.compile`` imports it are still checked, and so is code an earlier
+    test compiled."""
+    pytester.makepyfile(test_suite=LAZY_COMPILER_SUITE)
+    result = pytester.runpytest_subprocess("--compile-accuracy", "--no-compile-minify", "-W",
+                                           "error::DeprecationWarning", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(["*FAILED*test_first_compile_imports_the_compiler*",
+                                 "*FAILED*test_reuses_compiled_code*"])
     result.stdout.no_fnmatch_line("*script_method*")
 
 
