@@ -8,8 +8,8 @@ Two measurements, each contender a fresh process on a fresh, empty Inductor cach
   made in a child while the check compiles the graph where the graph and the CPUs are large
   enough, and also timed compiled in the checking process (``PYTEST_TORCHCOMPILE_CONCURRENT_PROBE=0``);
 * a file of tests that compile nothing, run without the plugin, with it installed but off, and
-  under ``--compile-accuracy``: the session's one-time cost (the compiler imported at configure
-  time) and the cost per test.
+  under ``--compile-accuracy``: the session's one-time cost (the plugin's start, a probe child's
+  launch) and the cost per test.
 
     python benchmarks/check_overhead.py --rounds 2
     python benchmarks/check_overhead.py --models "" --rounds 3               # tests that compile nothing only
@@ -34,7 +34,7 @@ BENCHMARKS = Path(__file__).resolve().parent
 MODEL_RUN = textwrap.dedent("""
     import json, sys, time
     import torch
-    import torch._inductor.config  # imported before the clock starts, as the plugin does at configure
+    import torch._inductor.config  # before the clock starts: both contenders' times leave its import out
     from pytest_torchcompile import standalone
     from pytest_torchcompile.check import check_model
     from pytest_torchcompile.settings import CheckOptions
