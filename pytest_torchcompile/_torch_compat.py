@@ -181,7 +181,7 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
                     return original(model, example_inputs, *args, **kwargs)
                 return dynamo_hook(model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs))
 
-        compile_fx_module.compile_fx = compile_fx
+        compile_fx_module.compile_fx = compile_fx  # type: ignore[attr-defined]
         _INTERCEPTED_ORIGINALS.append(original)
         intercepted.append((compile_fx_module, original))
 
@@ -359,7 +359,7 @@ def set_compile_threads(threads: int) -> None:
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = str(threads)
     inductor_config_module = sys.modules.get("torch._inductor.config")
     if inductor_config_module is not None:
-        inductor_config_module.compile_threads = threads
+        inductor_config_module.compile_threads = threads  # type: ignore[attr-defined]
 
 
 def reset() -> None:
@@ -373,7 +373,10 @@ def reset_if_compiled() -> None:
     """:func:`reset`, unless Dynamo has compiled no frame since the last reset (which zeroes its
     frame counter) or is not even imported."""
     convert_frame = sys.modules.get("torch._dynamo.convert_frame")
-    if convert_frame is not None and getattr(convert_frame, "FRAME_COUNTER", 1):
+    if convert_frame is None:
+        return
+    frames_compiled: int = getattr(convert_frame, "FRAME_COUNTER", 1)
+    if frames_compiled:
         reset()
 
 
