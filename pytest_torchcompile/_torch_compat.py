@@ -354,9 +354,8 @@ def inductor_config_diff() -> dict[str, Any]:
 
 def set_compile_threads(threads: int) -> None:
     """How many compile workers Inductor's pool gets (read when the pool starts, at the first
-    compile that needs it). Not imported yet, Inductor's config takes it from the environment
-    when it is, so it is not imported for this: it imports Dynamo."""
-    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = str(threads)
+    compile that needs it), where Inductor's config is imported already. It is not imported for
+    this (that imports Dynamo): imported later, it reads ``TORCHINDUCTOR_COMPILE_THREADS``."""
     inductor_config_module = sys.modules.get("torch._inductor.config")
     if inductor_config_module is not None:
         inductor_config_module.compile_threads = threads  # type: ignore[attr-defined]

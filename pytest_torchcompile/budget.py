@@ -106,8 +106,9 @@ def limit_this_process(threads: int) -> None:
     from . import _torch_compat
 
     torch.set_num_threads(threads)
-    _torch_compat.set_compile_threads(threads)
+    # Read by the children it starts, and by this process's Inductor config if it is imported later.
     os.environ.update({name: str(threads) for name in CHILD_ENV})
+    _torch_compat.set_compile_threads(threads)
 
 
 @contextlib.contextmanager
