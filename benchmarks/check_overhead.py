@@ -35,9 +35,9 @@ MODEL_RUN = textwrap.dedent("""
     import json, sys, time
     import torch
     import torch._inductor.config  # before the clock starts: both contenders' times leave its import out
-    from pytest_torchcompile import standalone
-    from pytest_torchcompile.check import check_model
-    from pytest_torchcompile.settings import CheckOptions
+    from pytest_torchcompile.judging import judge as standalone
+    from pytest_torchcompile.checking.model import check_model
+    from pytest_torchcompile.run.settings import CheckOptions
 
     class ConvEncoder(torch.nn.Module):
         def __init__(self):
@@ -77,7 +77,7 @@ MODEL_RUN = textwrap.dedent("""
             finally:
                 spent[key] += time.perf_counter() - started
         return wrapper
-    from pytest_torchcompile import intermediates
+    from pytest_torchcompile.checking import masked as intermediates
     original_judge = intermediates.judge_graph
     def judge(*a, **k):
         spent["probe judges"] += 1

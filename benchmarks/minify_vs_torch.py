@@ -42,9 +42,10 @@ ANCHOR = next((parent / "shared" / "bench" / "anchor_model.py" for parent in ROO
 
 sys.path.insert(0, str(ROOT))
 
-from pytest_torchcompile.check import check_model  # noqa: E402
-from pytest_torchcompile.repro import ReproCase, write_repro  # noqa: E402
-from pytest_torchcompile.settings import CheckOptions  # noqa: E402
+from pytest_torchcompile.checking.model import check_model  # noqa: E402
+from pytest_torchcompile.judging.case import ReproCase  # noqa: E402
+from pytest_torchcompile.repros.repro import write_repro  # noqa: E402
+from pytest_torchcompile.run.settings import CheckOptions  # noqa: E402
 
 
 @dataclass
@@ -90,7 +91,7 @@ def write_anchor_repro(anchor: Path, layers: int, bug_at: int, device: str, dire
 
 PRIME = (
     "import sys, torch, torch.fx; "
-    "from pytest_torchcompile._torch_compat import compile_graph; "
+    "from pytest_torchcompile.torch_internals.compat import compile_graph; "
     "graph = torch.fx.Graph(); x = graph.placeholder('x'); "
     "graph.output((graph.call_function(torch.ops.aten.add.Tensor, (x, 1.0)),)); "
     "compile_graph(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.zeros(4, device=sys.argv[1])])"
@@ -142,7 +143,7 @@ def run_ours(bench: Bench, repro: Path, isolate: bool) -> Run:
     device = "cuda:0" if bench.device == "cuda" else None
     script = (
         "import dataclasses, json, sys; from pathlib import Path; "
-        "from pytest_torchcompile.minify import minify_repro; "
+        "from pytest_torchcompile.minifying.search import minify_repro; "
         # Torch's minifier does not look for the stage of the failure: neither does this run.
         f"r = minify_repro(Path(sys.argv[1]), isolate={isolate}, device={device!r}, find_stage=False); "
         "print('RESULT ' + json.dumps(dataclasses.asdict(r)))"

@@ -53,10 +53,10 @@ try:
 except ImportError:  # run from a checkout without installing: use the repository's copy
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_torchcompile import _torch_compat
-from pytest_torchcompile.check import CheckOutcome, EagerRunError, check_model
-from pytest_torchcompile.settings import CheckOptions
-from pytest_torchcompile.verdict import Status, format_table
+from pytest_torchcompile.checking.model import CheckOutcome, EagerRunError, check_model
+from pytest_torchcompile.run.settings import CheckOptions
+from pytest_torchcompile.run.verdict import Status, format_table
+from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 MODES = ("inference", "training")

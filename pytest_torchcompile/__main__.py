@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .minify import minify_repro
-from .results import MinifyProgress, ProgressThrottle, StopReason
+from pytest_torchcompile.minifying.search import minify_repro
+from pytest_torchcompile.run.results import MinifyProgress, ProgressThrottle, StopReason
 
 EXIT_STATUSES = {
     StopReason.MINIMAL: 0, StopReason.TIME_BUDGET: 0, StopReason.NOT_REPRODUCED: 1,

@@ -1,4 +1,5 @@
-"""pytest wiring: options, ini keys, markers, the fixture and the hooks. No logic lives here."""
+"""pytest wiring: options, ini keys, markers and the hooks. No logic lives here; the fixture is
+``fixture.py``, registered with this plugin."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import settings
-from .session import AccuracySession, narrowed_files
+from pytest_torchcompile.run import settings
+from pytest_torchcompile.run.roles import Role, role_of
+from pytest_torchcompile.run.session import AccuracySession, narrowed_files
 
 if TYPE_CHECKING:
-    from .report import TerminalLayout
+    from pytest_torchcompile.run.report import TerminalLayout
+
+pytest_plugins = ["pytest_torchcompile.fixture"]
 
 SESSION_KEY = pytest.StashKey[AccuracySession]()
 PYTEST_SESSION_KEY = pytest.StashKey[pytest.Session]()
@@ -21,11 +25,11 @@ COLLECTED_IDS = "torchcompile_collected_ids"
 
 
 def _is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
+    return role_of(config) is Role.WORKER
 
 
 def _is_xdist_controller(config: pytest.Config) -> bool:
-    return not _is_worker(config) and getattr(config.option, "dist", "no") != "no"
+    return role_of(config) is Role.CONTROLLER
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,16 +44,16 @@ def pytest_configure(config: pytest.Config) -> None:
     root = Path(directory) if directory else Path(config.rootpath) / ".compile-accuracy"
     if not root.is_absolute():
         root = Path(config.rootpath) / root
-    config.stash[SESSION_KEY] = AccuracySession(enabled, root, settings.session_settings(config))
+    config.stash[SESSION_KEY] = AccuracySession(enabled, root, settings.session_settings(config), _environment)
     config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config),
                                                runs_tests=not _is_xdist_controller(config))
-    from .parallel import configure as configure_minify_phase
+    from pytest_torchcompile.minifying.phase import configure as configure_minify_phase
 
     configure_minify_phase(config, config.stash[SESSION_KEY])
     if enabled and not _is_xdist_controller(config):
         # Imported only where tests are checked: a run without --compile-accuracy, and an xdist
         # controller, do not import torch for the plugin.
-        from .checking import CheckRunner
+        from pytest_torchcompile.checking.runner import CheckRunner
 
         config.stash[SESSION_KEY].runner = CheckRunner.start(
             config.stash[SESSION_KEY],
@@ -58,6 +62,13 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if not _is_worker(config):
         config.pluginmanager.register(ControllerHooks(config.stash[SESSION_KEY]), "torchcompile-controller")
+
+
+def _environment() -> dict[str, Any]:
+    # Asked for only where a JSON report is written: other runs do not import torch for it.
+    from pytest_torchcompile.torch_internals.compat import report_environment
+
+    return report_environment()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -119,7 +130,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    from .parallel import run_minify_phase
+    from pytest_torchcompile.minifying.phase import run_minify_phase
 
     config = session.config
     run_minify_phase(config, config.stash[SESSION_KEY])
@@ -129,7 +140,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def _layout(config: pytest.Config) -> TerminalLayout:
-    from .report import TerminalLayout
+    from pytest_torchcompile.run.report import TerminalLayout
 
     return TerminalLayout(config.get_terminal_writer().fullwidth, config.get_verbosity(), config.rootpath)
 
@@ -161,59 +172,3 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         end = state.end_run(narrowed_files(config))
         session.exitstatus = end.exit_status(session.exitstatus, session.testsfailed)
-
-
-class CompileAccuracy:
-    """``compile_accuracy(model_or_fn, *args, **kwargs)``: the compiled output when it matches the
-    fp64 rule, else the test fails with a report and a repro.
-
-    Keywords named like the marker's options (``tol=``, ``mode=``, ``inductor_config=``, ...)
-    override them for this call; all other keywords go to the model. Use :meth:`check` when the
-    model itself takes a keyword of the same name.
-
-    One object serves the whole session and acts for the test running now, so that hypothesis'
-    ``@given`` tests may use it (a function-scoped fixture would fail its health check).
-    """
-
-    def __init__(self, config: pytest.Config) -> None:
-        self._config = config
-
-    @property
-    def enabled(self) -> bool:
-        return self._state.enabled
-
-    @property
-    def _state(self) -> AccuracySession:
-        return self._config.stash[SESSION_KEY]
-
-    @property
-    def _item(self) -> pytest.Item:
-        item = self._config.stash.get(CURRENT_ITEM_KEY, None)
-        if item is None:
-            raise pytest.UsageError("compile_accuracy can only be called while a test runs")
-        return item
-
-    def __call__(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in settings.KEYWORDS}
-        return self.check(fn, args, kwargs, **overrides)
-
-    def settings(self, **overrides: Any) -> settings.CheckSettings:
-        """The settings a check in this test would use, with ``overrides`` applied."""
-        return self._state.settings_for(self._item.get_closest_marker("inductor_repro"), overrides)
-
-    def check(self, fn: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None,
-              **overrides: Any) -> Any:
-        item = self._item
-
-        def record_property(name: str, value: object) -> None:
-            item.user_properties.append((name, value))
-
-        hypothesis_test = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
-        return self._state.check(item.nodeid, fn, args, kwargs or {}, self.settings(**overrides),
-                                 record_property, supersede=hypothesis_test)
-
-
-@pytest.fixture(scope="session")
-def compile_accuracy(pytestconfig: pytest.Config) -> CompileAccuracy:
-    """Check a model compiled by torch.compile (Inductor) against eager and fp64 references."""
-    return CompileAccuracy(pytestconfig)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_torchcompile import baseline as baseline_module
-from pytest_torchcompile.baseline import (
+from pytest_torchcompile.run import baseline as baseline_module
+from pytest_torchcompile.run.baseline import (
     FLAKY,
     HEADER,
     STATUS_PRIORITY,
@@ -20,9 +20,9 @@ from pytest_torchcompile.baseline import (
     unknown_entries,
     write_baseline,
 )
-from pytest_torchcompile.baseline import test_status as aggregate_status
-from pytest_torchcompile.results import CaseResult
-from pytest_torchcompile.verdict import Status
+from pytest_torchcompile.run.baseline import test_status as aggregate_status
+from pytest_torchcompile.run.results import CaseResult
+from pytest_torchcompile.run.verdict import Status
 
 
 def write(tmp_path: Path, text: str, name: str = "baseline.txt") -> Path:

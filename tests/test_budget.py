@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from pytest_torchcompile import budget
+from pytest_torchcompile.run import budget
 
 SEEN = """
 import os, subprocess, sys, torch

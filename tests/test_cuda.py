@@ -9,11 +9,11 @@ import pytest
 import torch
 from test_training_dynamic import sin_relu_cos
 
-from pytest_torchcompile.check import check_model
-from pytest_torchcompile.oracle import compare_tensor
-from pytest_torchcompile.settings import CheckOptions
-from pytest_torchcompile.standalone import ACCURACY, GraphVerdict
-from pytest_torchcompile.verdict import LeafResult, Status
+from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict
+from pytest_torchcompile.judging.oracle import compare_tensor
+from pytest_torchcompile.run.settings import CheckOptions
+from pytest_torchcompile.run.verdict import LeafResult, Status
 
 pytest_plugins = ["pytester"]
 

@@ -15,15 +15,16 @@ import torch.nn.functional as F
 from torch._inductor import decomposition
 from torch._inductor.decomposition import decompositions
 
-from pytest_torchcompile.check import check_model
-from pytest_torchcompile.graphcheck import GraphChecker
-from pytest_torchcompile.isolation import InProcessJudge, JudgeSettings
-from pytest_torchcompile.minify import minify_graph
-from pytest_torchcompile.repro import ReproCase, load_repro, write_repro
-from pytest_torchcompile.results import StopReason
-from pytest_torchcompile.settings import CheckOptions
-from pytest_torchcompile.standalone import DYNAMO, POST_AOT
-from pytest_torchcompile.verdict import Status
+from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.checking.plain import GraphChecker
+from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.isolation import InProcessJudge, JudgeSettings
+from pytest_torchcompile.judging.judge import DYNAMO, POST_AOT
+from pytest_torchcompile.minifying.search import minify_graph
+from pytest_torchcompile.repros.repro import load_repro, write_repro
+from pytest_torchcompile.run.results import StopReason
+from pytest_torchcompile.run.settings import CheckOptions
+from pytest_torchcompile.run.verdict import Status
 
 pytest_plugins = ["pytester"]
 

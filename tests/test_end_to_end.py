@@ -184,7 +184,8 @@ def test_an_op_on_constants_alone_survives_into_the_repro(tmp_path: Path) -> Non
     import torch
     import torch.fx
 
-    from pytest_torchcompile.repro import ReproCase, load_repro, write_repro
+    from pytest_torchcompile.judging.case import ReproCase
+    from pytest_torchcompile.repros.repro import load_repro, write_repro
 
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
@@ -205,8 +206,9 @@ def test_host_copies_are_written_back_on_their_recorded_device() -> None:
     import torch
     import torch.fx
 
-    from pytest_torchcompile.capture import HostTensor, copy_to_host
-    from pytest_torchcompile.repro import ReproCase, render_repro
+    from pytest_torchcompile.judging.capture import HostTensor, copy_to_host
+    from pytest_torchcompile.judging.case import ReproCase
+    from pytest_torchcompile.repros.repro import render_repro
 
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
@@ -287,7 +289,8 @@ def test_a_repro_that_cannot_run_exits_3_and_never_reads_reproduced(
     import torch
     import torch.fx
 
-    from pytest_torchcompile.repro import ReproCase, write_repro
+    from pytest_torchcompile.judging.case import ReproCase
+    from pytest_torchcompile.repros.repro import write_repro
 
     (pytester.path / "vanishing_ops.py").write_text(BROKEN_OPS_MODULE)
     monkeypatch.syspath_prepend(str(pytester.path))
@@ -317,7 +320,7 @@ def test_a_repro_that_cannot_run_exits_3_and_never_reads_reproduced(
 
 def test_a_repro_that_cannot_run_is_reported_at_its_test_and_not_minified(pytester: pytest.Pytester) -> None:
     pytester.makeconftest("""
-        import pytest_torchcompile.repro as repro
+        import pytest_torchcompile.repros.repro as repro
 
         render = repro.render_repro
 
@@ -343,7 +346,7 @@ def test_a_repro_that_cannot_run_is_reported_at_its_test_and_not_minified(pytest
 
 def test_minify_progress_is_plain_lines_off_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_torchcompile.__main__ import ProgressLine
-    from pytest_torchcompile.results import MinifyProgress
+    from pytest_torchcompile.run.results import MinifyProgress
 
     progress = ProgressLine(sys.stderr)
     for compiles in range(3):
@@ -360,7 +363,8 @@ def test_a_repro_with_many_outputs_shows_the_failing_and_the_worst_few(tmp_path:
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from pytest_torchcompile.repro import ReproCase, write_repro
+    from pytest_torchcompile.judging.case import ReproCase
+    from pytest_torchcompile.repros.repro import write_repro
 
     def many_outputs(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (torch.relu(x), *(torch.sin(x) * scale for scale in range(1, 12)))

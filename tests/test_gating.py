@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_torchcompile.baseline import (
+from pytest_torchcompile.run.baseline import (
     HEADER,
     Baseline,
     BaselineEntry,
@@ -23,8 +23,8 @@ from pytest_torchcompile.baseline import (
     Gate,
     load_baseline,
 )
-from pytest_torchcompile.results import CaseResult
-from pytest_torchcompile.verdict import Status
+from pytest_torchcompile.run.results import CaseResult
+from pytest_torchcompile.run.verdict import Status
 
 pytest_plugins = ["pytester"]
 
@@ -494,7 +494,8 @@ def test_gate_update_starts_a_missing_file_but_reading_needs_it(tmp_path: Path) 
 
 def test_a_repro_tests_failure_kinds_are_the_ones_repros_are_written_with() -> None:
     """The session reads a repro test's kind without importing the (torch) module that writes it."""
-    from pytest_torchcompile import session, standalone
+    from pytest_torchcompile.judging import judge as standalone
+    from pytest_torchcompile.run import session
 
     written = {standalone.ACCURACY, standalone.COMPILE_ERROR, standalone.RUNTIME_ERROR, standalone.EAGER_ERROR}
     assert set(session.REPRO_STATUSES) == written

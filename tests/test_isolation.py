@@ -16,10 +16,11 @@ import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from pytest_torchcompile import _torch_compat, budget, isolation
-from pytest_torchcompile.capture import input_spec
-from pytest_torchcompile.check import check_model
-from pytest_torchcompile.isolation import (
+from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.judging import isolation
+from pytest_torchcompile.judging.capture import input_spec
+from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.isolation import (
     CRASHED,
     TIMED_OUT,
     InProcessJudge,
@@ -27,11 +28,13 @@ from pytest_torchcompile.isolation import (
     JudgeSettings,
     config_patches,
 )
-from pytest_torchcompile.minify import minify_graph, minify_repro
-from pytest_torchcompile.repro import ReproCase, write_repro
-from pytest_torchcompile.results import StopReason
-from pytest_torchcompile.settings import CheckOptions
-from pytest_torchcompile.standalone import ACCURACY, EAGER_ERROR, RUNTIME_ERROR, GraphVerdict
+from pytest_torchcompile.judging.judge import ACCURACY, EAGER_ERROR, RUNTIME_ERROR, GraphVerdict
+from pytest_torchcompile.minifying.search import minify_graph, minify_repro
+from pytest_torchcompile.repros.repro import write_repro
+from pytest_torchcompile.run import budget
+from pytest_torchcompile.run.results import StopReason
+from pytest_torchcompile.run.settings import CheckOptions
+from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 aten = torch.ops.aten
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'"
@@ -248,7 +251,7 @@ def test_a_judge_forgets_a_prepared_graph_when_its_child_does(monkeypatch: pytes
 ROUTING_IN_A_FRESH_PROCESS = """
 import torch._inductor.lowering
 from torch._inductor.codegen.triton import TritonKernelOverrides
-from pytest_torchcompile import _torch_compat
+from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 module = "torch._inductor.codegen.triton"
 before = _torch_compat.compiler_fingerprint([module])[module]

@@ -21,25 +21,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from pytest_torchcompile import _torch_compat
-from pytest_torchcompile.isolation import InProcessJudge, JudgeSettings
-from pytest_torchcompile.minify import (
-    GraphSlicer,
-    load_case,
-    minify_graph,
-    minify_in_fresh_process,
-    minify_repro,
-    repro_defect,
-)
-from pytest_torchcompile.repro import ReproCase, write_repro
-from pytest_torchcompile.results import MinifyProgress, StopReason
-from pytest_torchcompile.standalone import (
+from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.isolation import InProcessJudge, JudgeSettings
+from pytest_torchcompile.judging.judge import (
     ACCURACY,
     COMPILE_ERROR,
     RUNTIME_ERROR,
     GraphVerdict,
     judge_graph,
 )
+from pytest_torchcompile.minifying.search import (
+    GraphSlicer,
+    minify_graph,
+    minify_in_fresh_process,
+    minify_repro,
+)
+from pytest_torchcompile.repros.repro import load_case, repro_defect, write_repro
+from pytest_torchcompile.run.results import MinifyProgress, StopReason
+from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 aten = torch.ops.aten
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = {!r}"
@@ -431,5 +430,5 @@ def test_a_repro_whose_graph_fails_eagerly_is_a_defect_unless_memory_ran_out(
     def out_of_memory(path: Path) -> ReproCase:
         raise RuntimeError("loading failed") from torch.OutOfMemoryError("no room for a second copy")
 
-    monkeypatch.setattr("pytest_torchcompile.minify.load_case", out_of_memory)
+    monkeypatch.setattr("pytest_torchcompile.repros.repro.load_case", out_of_memory)
     assert repro_defect(good) is None

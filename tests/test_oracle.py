@@ -10,14 +10,14 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_torchcompile.oracle import (
+from pytest_torchcompile.judging.oracle import (
     compare_outputs,
     compare_tensor,
     first_disagreement,
     flatten_outputs,
     rmse_multiplier,
 )
-from pytest_torchcompile.verdict import LeafResult, format_table, summarized_leaves
+from pytest_torchcompile.run.verdict import LeafResult, format_table, summarized_leaves
 
 
 def test_fp16_compiled_closer_to_fp64_than_eager_passes() -> None:
@@ -165,7 +165,7 @@ def test_objects_holding_tensors_are_looked_into() -> None:
 
 
 def test_checks_run_without_tf32_and_restore_the_callers_setting() -> None:
-    from pytest_torchcompile.standalone import full_fp32_precision
+    from pytest_torchcompile.judging.judge import full_fp32_precision
 
     saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     try:
@@ -178,7 +178,7 @@ def test_checks_run_without_tf32_and_restore_the_callers_setting() -> None:
 
 
 def test_same_error_despite_generated_file_paths_and_numbers() -> None:
-    from pytest_torchcompile.standalone import COMPILE_ERROR, GraphVerdict, same_failure
+    from pytest_torchcompile.judging.judge import COMPILE_ERROR, GraphVerdict, same_failure
 
     recorded = "InductorError: RuntimeError: Failed to import /tmp/torchinductor_root/yz/cyzcx53d62.py"
     again = GraphVerdict(COMPILE_ERROR, error="InductorError: RuntimeError: Failed to import /tmp/torchinductor_root/ab/cab9f1.py")

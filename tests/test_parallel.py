@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_torchcompile import repro
-from pytest_torchcompile.parallel import (
+from pytest_torchcompile.minifying.phase import (
     CRASHED,
     DONE,
     MINIFIER_ENV,
@@ -35,16 +34,17 @@ from pytest_torchcompile.parallel import (
     job_result,
     parse_devices,
 )
-from pytest_torchcompile.results import MinifyResult, StopReason
-from pytest_torchcompile.session import MinifyJob
+from pytest_torchcompile.repros import repro
+from pytest_torchcompile.run.results import MinifyResult, StopReason
+from pytest_torchcompile.run.session import MinifyJob
 
 pytest_plugins = ["pytester"]
 
 FAKE_MINIFIER = """
 import os, time
 from pathlib import Path
-from pytest_torchcompile.files import atomic_write
-from pytest_torchcompile.results import MinifyResult, StopReason
+from pytest_torchcompile.run.files import atomic_write
+from pytest_torchcompile.run.results import MinifyResult, StopReason
 
 
 def minify(repro_path, *, timeout_s=300.0, progress=None, isolate=True, device=None):
@@ -102,7 +102,7 @@ def calls(log: Path) -> list[str]:
 def op_counts(paths: list[Path]) -> list[int]:
     """Load repro files in a fresh interpreter (loading imports torch._dynamo, which pytester's
     sys.modules snapshot would later drop from this one)."""
-    code = ("import sys; from pytest_torchcompile.repro import load_repro; "
+    code = ("import sys; from pytest_torchcompile.repros.repro import load_repro; "
             "print(*[load_repro(p).case.op_count for p in sys.argv[1:]])")
     run = subprocess.run([sys.executable, "-c", code, *map(str, paths)], capture_output=True, text=True,
                          timeout=300)
@@ -194,7 +194,7 @@ def _context() -> Any:
     """Fresh processes started from a server that imported the package once (fork after torch
     threads ran is unsafe; spawning would import torch in every child)."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["pytest_torchcompile.parallel"])
+    context.set_forkserver_preload(["pytest_torchcompile.minifying.phase"])
     return context
 
 

@@ -68,7 +68,7 @@ def test_full_fp32_precision_turns_tf32_off_and_restores_every_flag(setup: str) 
     legacy flag newly unreadable (Inductor reads them); after, every flag as it was."""
     script = PRECISION_STATE + textwrap.dedent(f"""
         import warnings
-        from pytest_torchcompile.standalone import full_fp32_precision
+        from pytest_torchcompile.judging.judge import full_fp32_precision
 
         {setup}
         warnings.simplefilter("error")
@@ -92,7 +92,7 @@ def test_an_interception_made_as_the_compiler_is_imported_leaves_imports_as_they
     would have been."""
     script = textwrap.dedent("""
         import sys, torch
-        from pytest_torchcompile import _torch_compat
+        from pytest_torchcompile.torch_internals import compat as _torch_compat
 
         assert "torch._inductor.compile_fx" not in sys.modules
         graphs = []
@@ -290,9 +290,9 @@ def test_cuda_dropout_is_judged_against_fp64_with_eagers_draws(backward: bool) -
     replays the mask and recomputes the output in fp64."""
     import torch
 
-    from pytest_torchcompile.check import check_model
-    from pytest_torchcompile.settings import CheckOptions
-    from pytest_torchcompile.verdict import Status
+    from pytest_torchcompile.checking.model import check_model
+    from pytest_torchcompile.run.settings import CheckOptions
+    from pytest_torchcompile.run.verdict import Status
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Dropout(0.3), torch.nn.GELU()).cuda().train()
@@ -307,9 +307,9 @@ def test_a_random_graph_judged_as_repros_and_the_minifier_do_draws_alike() -> No
     random stream alone."""
     import torch
 
-    from pytest_torchcompile import _torch_compat
-    from pytest_torchcompile.capture import GraphCapture
-    from pytest_torchcompile.standalone import judge_graph
+    from pytest_torchcompile.judging.capture import GraphCapture
+    from pytest_torchcompile.judging.judge import judge_graph
+    from pytest_torchcompile.torch_internals import compat as _torch_compat
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.dropout(x, 0.5, True) * 2 + torch.randn_like(x)

@@ -7,20 +7,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_torchcompile.baseline import Decision, DecisionKind
-from pytest_torchcompile.report import (
+from pytest_torchcompile.run.baseline import Decision, DecisionKind
+from pytest_torchcompile.run.report import (
     SCHEMA_VERSION,
     TerminalLayout,
     append_github_summary,
     github_summary_markdown,
     json_report,
     junit_properties,
-    report_environment,
     terminal_lines,
     write_json_report,
 )
-from pytest_torchcompile.results import CaseResult, MinifyResult, StopReason
-from pytest_torchcompile.verdict import LeafResult, Status
+from pytest_torchcompile.run.results import CaseResult, MinifyResult, StopReason
+from pytest_torchcompile.run.verdict import LeafResult, Status
+from pytest_torchcompile.torch_internals.compat import report_environment
 
 LEAF = LeafResult(
     path="out[0]", shape=(2, 3), dtype="bfloat16", passed=False, rule="fp64 rmse",

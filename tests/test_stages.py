@@ -13,15 +13,17 @@ import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from pytest_torchcompile import _torch_compat, stages
-from pytest_torchcompile.grouping import root_cause_lines, root_causes
-from pytest_torchcompile.isolation import SETUP_VARIABLE
-from pytest_torchcompile.minify import minify_repro
-from pytest_torchcompile.report import github_summary_markdown
-from pytest_torchcompile.repro import ReproCase, write_repro
-from pytest_torchcompile.results import CaseResult, MinifyResult, StopReason
-from pytest_torchcompile.standalone import ACCURACY, COMPILE_ERROR
-from pytest_torchcompile.verdict import Status
+from pytest_torchcompile.judging import stages
+from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.isolation import SETUP_VARIABLE
+from pytest_torchcompile.judging.judge import ACCURACY, COMPILE_ERROR
+from pytest_torchcompile.minifying.search import minify_repro
+from pytest_torchcompile.repros.repro import write_repro
+from pytest_torchcompile.run.grouping import root_cause_lines, root_causes
+from pytest_torchcompile.run.report import github_summary_markdown
+from pytest_torchcompile.run.results import CaseResult, MinifyResult, StopReason
+from pytest_torchcompile.run.verdict import Status
+from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 pytest_plugins = ["pytester"]
 

@@ -7,14 +7,14 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-import pytest_torchcompile._torch_compat as compat
-from pytest_torchcompile.check import CompiledCache, check_model
-from pytest_torchcompile.graphcheck import GraphChecker
-from pytest_torchcompile.isolation import JUDGE_ERROR
-from pytest_torchcompile.minify import GraphSlicer
-from pytest_torchcompile.settings import CheckOptions
-from pytest_torchcompile.standalone import ACCURACY, GraphVerdict
-from pytest_torchcompile.verdict import DEFAULT_TOLERANCE, Status
+import pytest_torchcompile.torch_internals.compat as compat
+from pytest_torchcompile.checking.model import CompiledCache, check_model
+from pytest_torchcompile.checking.plain import GraphChecker
+from pytest_torchcompile.judging.isolation import JUDGE_ERROR
+from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict
+from pytest_torchcompile.judging.slicing import GraphSlicer
+from pytest_torchcompile.run.settings import CheckOptions
+from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, Status
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 

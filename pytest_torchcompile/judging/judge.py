@@ -21,9 +21,13 @@ from typing import Any
 
 import torch
 
-from ._torch_compat import compile_dynamo_graph, compile_graph, float64_everywhere
-from .oracle import compare_tensor
-from .verdict import LeafResult
+from pytest_torchcompile.judging.oracle import compare_tensor
+from pytest_torchcompile.run.verdict import LeafResult
+from pytest_torchcompile.torch_internals.compat import (
+    compile_dynamo_graph,
+    compile_graph,
+    float64_everywhere,
+)
 
 ACCURACY = "accuracy"
 COMPILE_ERROR = "compile_error"

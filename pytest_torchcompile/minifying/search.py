@@ -15,14 +15,11 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import operator
-import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -30,10 +27,8 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import _torch_compat
-from .capture import OP_NODES
-from .files import atomic_write, locked
-from .isolation import (
+from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.isolation import (
     CRASHED,
     JUDGE_ERROR,
     TIMED_OUT,
@@ -42,12 +37,8 @@ from .isolation import (
     IsolationError,
     JudgeSettings,
     StageQuery,
-    config_patches,
 )
-from .repro import ReproCase, _config_lines, load_repro, write_repro
-from .results import MinifyProgress, MinifyResult, StopReason
-from .stages import FailureKind, StageAttribution, graph_ops
-from .standalone import (
+from pytest_torchcompile.judging.judge import (
     ACCURACY,
     COMPILE_ERROR,
     DYNAMO,
@@ -55,16 +46,23 @@ from .standalone import (
     RUNTIME_ERROR,
     GraphVerdict,
     ReproBroken,
-    clone_values,
     error_signature,
     same_failure,
 )
+from pytest_torchcompile.judging.slicing import (
+    ROOTS_TRIED_ALONE,
+    GraphSlicer,
+    Selection,
+    output_index,
+)
+from pytest_torchcompile.judging.stages import FailureKind, StageAttribution, graph_ops
+from pytest_torchcompile.repros.repro import config_lines, load_case, write_repro
+from pytest_torchcompile.run.files import atomic_write, locked
+from pytest_torchcompile.run.results import MinifyProgress, MinifyResult, StopReason
+from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 Judge = Callable[[torch.fx.GraphModule, list[Any]], GraphVerdict]
 """Compiles and judges one candidate graph on its inputs."""
-
-Selection = frozenset[str]
-"""A candidate: the names of the units (see :class:`GraphSlicer`) it keeps."""
 
 MINIFIED_NAME = "minified.py"
 
@@ -72,8 +70,6 @@ LOCATE_BYTES_LIMIT = 1 << 30
 """Beyond this much floating intermediate data, the locate run (which returns all of it, three
 times over with the references) is skipped for delta debugging."""
 
-ROOTS_TRIED_ALONE = 3
-"""How many places where a deviation starts are tried as one-op candidates."""
 
 ATTRIBUTABLE = (ACCURACY, COMPILE_ERROR, RUNTIME_ERROR)
 """Failures whose stage is looked for: a case recorded as a crash of the judging process would
@@ -96,181 +92,6 @@ class Reduction:
     stop: StopReason
     how: str
 
-
-# --- cutting candidates out of a graph ---------------------------------------------------------
-
-
-class _RecordingInterpreter(torch.fx.Interpreter):
-    def __init__(self, gm: torch.fx.GraphModule) -> None:
-        super().__init__(gm)
-        self.values: dict[torch.fx.Node, Any] = {}
-
-    def run_node(self, n: torch.fx.Node) -> Any:
-        self.values[n] = result = super().run_node(n)
-        return result
-
-
-class GraphSlicer:
-    """Cuts candidate graphs out of one graph, feeding every cut edge with its real value.
-
-    The unit of reduction is an op together with the ``getitem`` nodes unpacking its tuple result
-    (a tuple cannot be fed in or returned on its own). Units are named after their op node.
-    """
-
-    def __init__(self, gm: torch.fx.GraphModule, inputs: Sequence[Any] | None) -> None:
-        """``inputs`` None: the values are the fake ones Inductor's graphs are traced with (node
-        metadata), enough to build a probe (:meth:`probe`) before any input exists, not to feed a
-        cut."""
-        self.gm = gm
-        nodes = list(gm.graph.nodes)
-        self._position = {node: index for index, node in enumerate(nodes)}
-        self.units: dict[str, list[torch.fx.Node]] = {}
-        self.unit_of: dict[torch.fx.Node, str] = {}
-        for node in nodes:
-            if node.op not in OP_NODES:
-                continue
-            source = node.args[0] if node.args else None
-            unpacks = node.target is operator.getitem and isinstance(source, torch.fx.Node) and source in self.unit_of
-            unit = self.unit_of[source] if unpacks else node.name  # type: ignore[index]
-            self.units.setdefault(unit, []).append(node)
-            self.unit_of[node] = unit
-        self.order = list(self.units)
-        self._rank = {unit: index for index, unit in enumerate(self.order)}
-        self.outputs = {node for node in nodes if node.op == "output" for node in node.all_input_nodes}
-        self.producers = {
-            unit: {self.unit_of[arg] for node in members for arg in node.all_input_nodes
-                   if arg in self.unit_of and self.unit_of[arg] != unit}
-            for unit, members in self.units.items()
-        }
-        self.consumers: dict[str, set[str]] = {unit: set() for unit in self.units}
-        for unit, producers in self.producers.items():
-            for producer in producers:
-                self.consumers[producer].add(unit)
-        self.values = self._eager_values(inputs) if inputs is not None else {node: node.meta.get("val") for node in nodes}
-
-    def _eager_values(self, inputs: Sequence[Any]) -> dict[torch.fx.Node, Any]:
-        interpreter = _RecordingInterpreter(self.gm)
-        with torch.no_grad():
-            interpreter.run(*clone_values(inputs))
-        values = interpreter.values
-        placeholders = [node for node in self.gm.graph.nodes if node.op == "placeholder"]
-        # The inputs as given, not as the run may have left them (graphs can mutate inputs).
-        values.update(zip(placeholders, inputs, strict=True))
-        return values
-
-    def ordered(self, selection: Selection) -> list[str]:
-        return sorted(selection, key=self._rank.__getitem__)
-
-    def op_count(self, selection: Selection) -> int:
-        return sum(len(self.units[unit]) for unit in selection)
-
-    def observed_nodes(self) -> list[torch.fx.Node]:
-        """The floating values a probe judges: all but the views that only rearrange all of
-        another value's elements (judged, they would repeat their base's verdict; returned, each
-        costs the compile an output), which are observed only as outputs of the graph."""
-        return [node for node in self.unit_of if _is_floating(self.values.get(node))
-                and (node in self.outputs or node not in self._view_bases)]
-
-    def probe(self) -> tuple[torch.fx.GraphModule, list[Any], list[torch.fx.Node]]:
-        """The whole graph returning every observed value (:meth:`observed_nodes`), its inputs,
-        and those values in the order it returns them."""
-        observed = self.observed_nodes()
-        gm, inputs = self.slice(frozenset(self.order), outputs=observed)
-        return gm, inputs, observed
-
-    def with_views(self, diverged: set[torch.fx.Node]) -> set[torch.fx.Node]:
-        """``diverged`` and the unobserved views of its values, which deviate with their base."""
-        spread = set(diverged)
-        for view, base in self._view_bases.items():
-            if base in spread:
-                spread.add(view)
-        return spread
-
-    @functools.cached_property
-    def _view_bases(self) -> dict[torch.fx.Node, torch.fx.Node]:
-        """Each view that rearranges all of another value's elements in the same dtype (a permute,
-        a reshape, a squeeze), in graph order, with that value."""
-        bases: dict[torch.fx.Node, torch.fx.Node] = {}
-        for node in self.unit_of:
-            base = node.args[0] if node.args else None
-            if not isinstance(base, torch.fx.Node) or not _torch_compat.is_view_op(node.target) \
-                    or node.target is torch.ops.aten.as_strided.default:
-                continue
-            value, base_value = self.values.get(node), self.values.get(base)
-            if isinstance(value, torch.Tensor) and isinstance(base_value, torch.Tensor) \
-                    and value.dtype == base_value.dtype and value.numel() == base_value.numel():
-                bases[node] = base
-        return bases
-
-    def neighbourhood(self, centre: str, radius: int, within: Selection) -> Selection:
-        """Units at most ``radius`` producer/consumer steps from ``centre``, inside ``within``."""
-        reached = {centre}
-        frontier = {centre}
-        for _ in range(radius):
-            frontier = {near for unit in frontier for near in self.producers[unit] | self.consumers[unit]
-                        if near in within} - reached
-            reached |= frontier
-        return frozenset(reached)
-
-    def divergence_roots(self, diverged: set[torch.fx.Node], failing_outputs: set[torch.fx.Node]) -> list[str]:
-        """Units where a deviation starts, earliest first.
-
-        Walks back from the failing outputs (every diverging value when none is an output) along
-        diverging values only: a deviation that reaches the outputs only through a bool mask is
-        not followed. The units reached that no diverging unit feeds are where deviations start.
-        Views left unobserved (:meth:`observed_nodes`) deviate with their base.
-        """
-        diverged = self.with_views(diverged)
-        bad = {self.unit_of[node] for node in diverged}
-        pending = [self.unit_of[node] for node in (failing_outputs or diverged)]
-        reached: set[str] = set()
-        while pending:
-            unit = pending.pop()
-            if unit not in reached:
-                reached.add(unit)
-                pending.extend(self.producers[unit] & bad)
-        return [unit for unit in self.order if unit in reached and not self.producers[unit] & bad]
-
-    def slice(
-        self, selection: Selection, outputs: Sequence[torch.fx.Node] | None = None,
-    ) -> tuple[torch.fx.GraphModule, list[Any]]:
-        """The candidate keeping ``selection``: values from outside become inputs holding their
-        real values, constants stay constants, and it returns what ``selection`` computes that
-        nothing in it consumes, plus original outputs (or exactly ``outputs``)."""
-        kept = sorted((node for unit in selection for node in self.units[unit]), key=self._position.__getitem__)
-        kept_set = set(kept)
-        boundary = sorted({arg for node in kept for arg in node.all_input_nodes if arg not in kept_set},
-                          key=self._position.__getitem__)
-        graph = torch.fx.Graph()
-        env: dict[torch.fx.Node, Any] = {}
-        inputs: list[Any] = []
-        for node in boundary:
-            value = self.values[node]
-            if node.op == "get_attr":
-                continue
-            if isinstance(value, torch.Tensor):
-                env[node] = graph.placeholder(node.name)
-                # A copy, so that the candidate carries neither the aliasing nor the storage
-                # of a view it was cut from.
-                inputs.append(value if node.op == "placeholder" else value.detach().clone())
-            else:
-                env[node] = value
-        for node in boundary:
-            if node.op == "get_attr":
-                env[node] = graph.get_attr(str(node.target))
-        for node in kept:
-            env[node] = graph.node_copy(node, env.__getitem__)
-            # Metadata of the original trace (fake tensors) would not match the new inputs.
-            env[node].meta = {}
-        if outputs is None:
-            outputs = [node for node in kept if isinstance(self.values.get(node), torch.Tensor)
-                       and (node in self.outputs or not any(user in kept_set for user in node.users))]
-        graph.output(tuple(env[node] for node in outputs))
-        return torch.fx.GraphModule(self.gm, graph), inputs
-
-
-def _is_floating(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 0
 
 
 # --- the search --------------------------------------------------------------------------------
@@ -423,13 +244,6 @@ def _locate_divergence(search: _Search) -> list[str]:
     return slicer.divergence_roots(diverged, failing_outputs) if verdict.failure == ACCURACY else []
 
 
-def output_index(path: str) -> int:
-    """The output position in a leaf path of ``judge_graph`` (``graph_out[3]``)."""
-    match = re.fullmatch(r"graph_out\[(\d+)\]", path)
-    if match is None:
-        raise ValueError(f"unexpected output path {path!r}")
-    return int(match.group(1))
-
 
 def _bisect_prefixes(search: _Search) -> Selection:
     """The shortest failing topological prefix, in log2(n) compiles; its last unit is the culprit."""
@@ -518,7 +332,7 @@ def minify_repro(
     """
     started = time.perf_counter()
     path = Path(repro_path).resolve()
-    config_source = _config_lines(path)
+    config_source = config_lines(path)
     judging = (IsolatedJudge(config_source, device=device, candidate_timeout_s=timeout_s)
                if isolate else InProcessJudge(config_source))
     with judging as judge:
@@ -593,37 +407,6 @@ def minify_in_fresh_process(
             raise RuntimeError(f"the minifying process exited {run.returncode}: {' | '.join(tail)}")
         return MinifyResult(**json.loads(result_path.read_text()))
 
-
-def load_case(path: str | os.PathLike[str]) -> ReproCase:
-    """The case of a repro file, loaded without leaking its Inductor config into this process:
-    ``load_repro`` runs the file's config lines, and this patch undoes them afterwards. Raises
-    :class:`ReproBroken` when the file cannot run."""
-    with _torch_compat.inductor_config(config_patches(_config_lines(Path(path)))):
-        return load_repro(path).case
-
-
-def repro_defect(path: str | os.PathLike[str]) -> str | None:
-    """Why a just-written repro file cannot run (it does not load, or its graph fails eagerly
-    on its inputs), or None. Cheap: nothing is compiled."""
-    try:
-        case = load_case(path)
-        with torch.no_grad():
-            case.gm(*clone_values(case.inputs))
-    except Exception as error:
-        if _out_of_memory(error):
-            return None  # a second copy of a large case does not fit beside the test's: no verdict
-        if isinstance(error, ReproBroken):
-            return str(error)
-        return f"the graph fails when run eagerly on its inputs: {error_signature(error)}"
-    return None
-
-
-def _out_of_memory(error: BaseException | None) -> bool:
-    while error is not None:
-        if isinstance(error, torch.OutOfMemoryError):
-            return True
-        error = error.__cause__
-    return False
 
 
 def _note(reduction: Reduction, compiles: int, seconds: float) -> str:

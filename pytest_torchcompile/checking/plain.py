@@ -17,16 +17,15 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import _torch_compat
-from .capture import (
+from pytest_torchcompile.checking.masked import ConcurrentProbes, find_masked_divergence
+from pytest_torchcompile.checking.model import FALLBACK_RANDOM_NOTE, TORCH_LEVEL_NOTE
+from pytest_torchcompile.judging.capture import (
     CapturedGraph,
     DynamoGraph,
     GraphCapture,
     input_signature,
 )
-from .check import FALLBACK_RANDOM_NOTE, TORCH_LEVEL_NOTE
-from .intermediates import ConcurrentProbes, find_masked_divergence
-from .standalone import (
+from pytest_torchcompile.judging.judge import (
     compare_graph_outputs,
     fp64_outputs,
     reference_outputs,
@@ -34,7 +33,8 @@ from .standalone import (
     run_graph,
     set_rng_states,
 )
-from .verdict import Comparison, LeafResult, Status
+from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
+from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 
 @dataclass

@@ -11,18 +11,28 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from .baseline import BaselineError, Decision, Gate, is_failing
-from .results import CaseResult, MinifyResult
-from .settings import CheckSettings, GatingSettings
-from .verdict import Status
+from pytest_torchcompile.run.baseline import BaselineError, Decision, Gate, is_failing
+from pytest_torchcompile.run.results import CaseResult, MinifyResult
+from pytest_torchcompile.run.settings import CheckSettings, GatingSettings
+from pytest_torchcompile.run.verdict import Status, leaves_device_unusable
 
 if TYPE_CHECKING:
-    from .checking import CheckRunner
-    from .report import TerminalLayout
+    from pytest_torchcompile.run.report import TerminalLayout
+
+
+class Checker(Protocol):
+    """What checks the tests of a process (``checking.runner.CheckRunner``), seen from a session
+    that does not import it: checking needs torch, and this layer serves processes without it."""
+
+    def check(self, nodeid: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
+              settings: CheckSettings, record_property: Callable[[str, object], None] | None,
+              supersede: bool) -> Any: ...
+
+    def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> AbstractContextManager[None]: ...
 
 
 @dataclass
@@ -43,9 +53,12 @@ class AccuracySession:
     enabled: bool
     repro_root: Path
     base_settings: CheckSettings
+    describe_environment: Callable[[], dict[str, Any]]
+    """Versions, devices and the non-default Inductor config, for the JSON report; given by the
+    caller, since finding them needs torch, which this module does not import."""
     results: list[CaseResult] = field(default_factory=list)
     minify_jobs: list[MinifyJob] = field(default_factory=list)
-    runner: CheckRunner | None = None
+    runner: Checker | None = None
     """Checks the tests this process runs; None where nothing is checked (``--compile-accuracy``
     off, an xdist controller), so that such a process never imports torch for the plugin."""
     gating: GatingSettings | None = None
@@ -67,7 +80,7 @@ class AccuracySession:
     its device in this process (CUDA keeps the error for the rest of the process's life)."""
 
     def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
-        from .settings import marker_settings
+        from pytest_torchcompile.run.settings import marker_settings
 
         return marker_settings(self.base_settings, marker).replace(overrides)
 
@@ -75,13 +88,13 @@ class AccuracySession:
               settings: CheckSettings, record_property: Callable[[str, object], None] | None = None,
               supersede: bool = False) -> Any:
         """The fixture's work: run ``fn`` as it is when checking is off, else check it (see
-        :meth:`CheckRunner.check`)."""
+        :meth:`Checker.check`)."""
         if self.runner is None:
             return fn(*args, **kwargs)
         return self.runner.check(nodeid, fn, args, kwargs, settings, record_property, supersede)
 
     def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> AbstractContextManager[None]:
-        """Around one test's call (see :meth:`CheckRunner.running_test`)."""
+        """Around one test's call (see :meth:`Checker.running_test`)."""
         if self.runner is None:
             return contextlib.nullcontext()
         return self.runner.running_test(nodeid, settings, watch)
@@ -113,7 +126,7 @@ class AccuracySession:
     def name_minified_in_failures(self, reports: Sequence[pytest.TestReport], layout: TerminalLayout) -> None:
         """After the minify phase, before failures are printed: each failed test's report gains
         what minifying its checks found (minified repro, stage)."""
-        from .report import minified_section
+        from pytest_torchcompile.run.report import minified_section
 
         minified: dict[str, list[CaseResult]] = {}
         for case in self.results:
@@ -130,11 +143,9 @@ class AccuracySession:
         """Load the baseline; a file that cannot be used stops the run before any test runs."""
         self.gating = gating
         if gating.report is not None and runs_tests:
-            from .report import report_environment
-
             # Before any test runs: the Inductor config the run was given, not what tests left set.
             # An xdist controller, where no test runs, takes it as it writes the report.
-            self._environment = report_environment()
+            self._environment = self.describe_environment()
         if gating.baseline is not None:
             try:
                 self.gate = Gate.load(gating.baseline, gating.strict, gating.update_baseline)
@@ -194,10 +205,9 @@ class AccuracySession:
         first answer."""
         if self._run_end is not None:
             return self._run_end
-        from .report import (
+        from pytest_torchcompile.run.report import (
             TerminalLayout,
             append_github_summary,
-            report_environment,
             terminal_lines,
             write_json_report,
         )
@@ -219,7 +229,7 @@ class AccuracySession:
         try:
             if gating.report is not None:
                 write_json_report(gating.report, self.results, decisions,
-                                  self._environment or report_environment())
+                                  self._environment or self.describe_environment())
                 lines.append(f"JSON report written to {gating.report}")
             github = os.environ.get("GITHUB_STEP_SUMMARY")
             if github and (self.results or gate is not None):
@@ -250,7 +260,7 @@ class AccuracySession:
 
 
 def junit_fields(result: CaseResult) -> list[tuple[str, str]]:
-    from .report import junit_properties
+    from pytest_torchcompile.run.report import junit_properties
 
     return junit_properties(result)
 
@@ -282,9 +292,6 @@ class RunEnd:
 
 
 def _device_unusable(report: pytest.TestReport) -> bool:
-    # Only after a device-side error, so only where the checks (and torch) are loaded.
-    from .isolation import leaves_device_unusable
-
     return leaves_device_unusable(report.longreprtext)
 
 

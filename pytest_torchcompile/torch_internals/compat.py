@@ -29,6 +29,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.run.budget import CHILD_ENV
+
 CompiledGraph = Callable[[list[Any]], Any]
 """A compiled FX graph in Inductor's boxed calling convention: takes a list, returns a sequence."""
 
@@ -350,6 +352,15 @@ def inductor_config_diff() -> dict[str, Any]:
             continue
         diff[name] = value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
     return diff
+
+
+def limit_this_process(threads: int) -> None:
+    """At most ``threads`` threads for this process's eager and compiled CPU code, its Inductor
+    compile workers, and the children it starts from now on."""
+    torch.set_num_threads(threads)
+    # Read by the children it starts, and by this process's Inductor config if it is imported later.
+    os.environ.update({name: str(threads) for name in CHILD_ENV})
+    set_compile_threads(threads)
 
 
 def set_compile_threads(threads: int) -> None:
@@ -902,3 +913,8 @@ def compiler_for_backend(backend: str) -> Callable[[torch.fx.GraphModule, Sequen
         return compiled
 
     return compile_graph_with
+
+
+def report_environment() -> dict[str, Any]:
+    """Versions, devices and the non-default Inductor config: the ``environment`` of a report."""
+    return {**environment(), "inductor_config": inductor_config_diff()}

@@ -14,8 +14,14 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import _torch_compat
-from .standalone import clone_values, devices_of, draws_random, rng_states, synchronize
+from pytest_torchcompile.judging.judge import (
+    clone_values,
+    devices_of,
+    draws_random,
+    rng_states,
+    synchronize,
+)
+from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 GraphCallObserver = Callable[["CapturedGraph", list[Any], Any], None]
 """Told of every call of a captured graph: (graph, cloned inputs, outputs)."""

@@ -21,9 +21,8 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import _torch_compat
-from .capture import OP_NODES, private_copy
-from .standalone import (
+from pytest_torchcompile.judging.capture import OP_NODES, private_copy
+from pytest_torchcompile.judging.judge import (
     ACCURACY,
     DYNAMO,
     POST_AOT,
@@ -34,6 +33,7 @@ from .standalone import (
     reference_outputs,
     same_failure,
 )
+from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 LEVELS = (POST_AOT, DYNAMO)
 

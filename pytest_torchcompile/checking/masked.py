@@ -22,11 +22,17 @@ from typing import Any
 import torch
 import torch.fx
 
-from .capture import CapturedGraph, TensorSpec, input_spec
-from .isolation import JUDGE_ERROR, GraphToPrepare, IsolatedJudge, IsolationError, JudgeSettings
-from .minify import ROOTS_TRIED_ALONE, GraphSlicer, output_index
-from .standalone import ACCURACY, GraphVerdict, devices_of, judge_graph
-from .verdict import LeafResult
+from pytest_torchcompile.judging.capture import CapturedGraph, TensorSpec, input_spec
+from pytest_torchcompile.judging.isolation import (
+    JUDGE_ERROR,
+    GraphToPrepare,
+    IsolatedJudge,
+    IsolationError,
+    JudgeSettings,
+)
+from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict, devices_of, judge_graph
+from pytest_torchcompile.judging.slicing import ROOTS_TRIED_ALONE, GraphSlicer, output_index
+from pytest_torchcompile.run.verdict import LeafResult
 
 NEIGHBOURHOOD_RADII = (0, 1, 2, 4)
 """Producer/consumer steps around the op where a deviation starts that are judged with it."""

@@ -76,11 +76,11 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from .baseline import Decision, DecisionKind, is_failing, test_status
-from .files import atomic_write
-from .grouping import root_cause_lines, root_causes
-from .results import CaseResult, MinifyResult, StopReason
-from .verdict import Status
+from pytest_torchcompile.run.baseline import Decision, DecisionKind, is_failing, test_status
+from pytest_torchcompile.run.files import atomic_write
+from pytest_torchcompile.run.grouping import root_cause_lines, root_causes
+from pytest_torchcompile.run.results import CaseResult, MinifyResult, StopReason
+from pytest_torchcompile.run.verdict import Status
 
 SCHEMA_VERSION = 1
 MAX_WIDTH = 120
@@ -89,14 +89,6 @@ MAX_WIDTH = 120
 # Outcomes listed one by one under the terminal table: the ones a reader has to act on or know.
 _NOTABLE_KINDS = (DecisionKind.NEW_FAILURE, DecisionKind.IMPROVED, DecisionKind.MISSING, DecisionKind.FLAKY)
 
-
-def report_environment() -> dict[str, Any]:
-    """Versions, devices and the non-default Inductor config: the ``environment`` of a report."""
-    # The report's only use of torch: the rest of this module serves an xdist controller, which
-    # does not import it otherwise.
-    from . import _torch_compat
-
-    return {**_torch_compat.environment(), "inductor_config": _torch_compat.inductor_config_diff()}
 
 
 # --- cell formatting ------------------------------------------------------------------------

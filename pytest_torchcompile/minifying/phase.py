@@ -52,10 +52,16 @@ from typing import Any
 import filelock
 import pytest
 
-from . import budget
-from .files import atomic_write
-from .results import MinifyProgress, MinifyResult, ProgressThrottle, StopReason
-from .session import AccuracySession, MinifyJob
+from pytest_torchcompile.run import budget
+from pytest_torchcompile.run.files import atomic_write
+from pytest_torchcompile.run.results import (
+    MinifyProgress,
+    MinifyResult,
+    ProgressThrottle,
+    StopReason,
+)
+from pytest_torchcompile.run.roles import Role, role_of
+from pytest_torchcompile.run.session import AccuracySession, MinifyJob
 
 MINIFIER_ENV = "PYTEST_TORCHCOMPILE_MINIFIER"
 """``module:function`` or ``/path/file.py:function`` called instead of ``minify.minify_repro``
@@ -426,19 +432,19 @@ def device_index(worker_id: str | None, listed: list[int], count: int) -> int | 
 
 
 def _option(config: pytest.Config, name: str) -> Any:
-    from . import settings
+    from pytest_torchcompile.run import settings
 
     return settings.option_value(config, next(o for o in settings.OPTIONS if o.name == name))
 
 
 def load_minifier(state: AccuracySession) -> Minifier:
     if state.devices_lost_in is not None:
-        from .minify import minify_in_fresh_process
+        from pytest_torchcompile.minifying.search import minify_in_fresh_process
 
         return minify_in_fresh_process
     spec = os.environ.get(MINIFIER_ENV, "")
     if not spec:
-        from .minify import minify_repro
+        from pytest_torchcompile.minifying.search import minify_repro
 
         return minify_repro
     target, _, name = spec.rpartition(":")
@@ -471,18 +477,16 @@ class Coordinator:
     finished_here: list[str] = field(default_factory=list)
 
     @property
-    def role(self) -> str:
-        if self.worker is not None:
-            return "worker"
-        return "controller" if self.config.pluginmanager.has_plugin("dsession") else "single"
+    def role(self) -> Role:
+        return role_of(self.config)
 
     def open_queue(self) -> WorkQueue:
         if self.queue is None:
-            if self.role != "worker":
+            if self.role is not Role.WORKER:
                 _prune_runs(self.queue_dir.parent, keep=self.queue_dir.name)
             self.queue = WorkQueue(self.queue_dir)
             run_file = self.queue_dir / "run.json"
-            if not run_file.exists() and self.role != "worker":
+            if not run_file.exists() and self.role is not Role.WORKER:
                 _write(run_file, {"run": self.run_id, "created": time.time(), "pid": os.getpid(),
                                   "host": socket.gethostname()})
         return self.queue
@@ -490,7 +494,7 @@ class Coordinator:
     def join(self, state: str) -> None:
         queue = self.open_queue()
         if self.me is None:
-            self.me = Identity(self.worker or ("controller" if self.role == "controller" else "main"),
+            self.me = Identity(self.worker or ("controller" if self.role is Role.CONTROLLER else "main"),
                                self.device)
             queue.register(self.me, state)
             self.heartbeat = Heartbeat(queue, self.me).start()
@@ -541,7 +545,7 @@ class ParallelHooks:
         self.coordinator = coordinator
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self.coordinator.role == "controller":
+        if self.coordinator.role is Role.CONTROLLER:
             self.coordinator.open_queue()
         else:
             self.coordinator.join(TESTING)
@@ -577,8 +581,8 @@ def configure(config: pytest.Config, state: AccuracySession) -> None:
         queue_dir, worker = state.repro_root / QUEUE_DIR / run_id, None
     coordinator = Coordinator(config, state, run_id, queue_dir, worker)
     coordinator.device = _select_device(config, worker)
-    budget.configure(config)
-    if coordinator.role == "single" and not os.environ.get(MINIFIER_ENV):
+    budget.configure(config, _limit_this_process)
+    if coordinator.role is Role.SINGLE and not os.environ.get(MINIFIER_ENV):
         state.on_minify_job = functools.partial(_prestart_judge, state, coordinator.device)
     config.stash[COORDINATOR_KEY] = coordinator
     config.pluginmanager.register(ParallelHooks(coordinator), "torchcompile-parallel")
@@ -586,14 +590,22 @@ def configure(config: pytest.Config, state: AccuracySession) -> None:
         config.pluginmanager.register(XdistHooks(coordinator), "torchcompile-parallel-xdist")
 
 
+def _limit_this_process(threads: int) -> None:
+    # Imported only where the threads are limited: a process that keeps torch's defaults (an
+    # xdist controller) does not import torch for the plugin.
+    from pytest_torchcompile.torch_internals.compat import limit_this_process
+
+    limit_this_process(threads)
+
+
 def _prestart_judge(state: AccuracySession, device: str | None, job: MinifyJob) -> None:
     """A single process minifies its cases itself once its tests are done: start the judging
     child of the first case now, while the tests go on (the minify phase adopts it)."""
-    from .isolation import prestart
-    from .repro import _config_lines
+    from pytest_torchcompile.judging.isolation import prestart
+    from pytest_torchcompile.repros.repro import config_lines
 
     if state.devices_lost_in is None:
-        prestart(_config_lines(Path(job.repro_path)), device)
+        prestart(config_lines(Path(job.repro_path)), device)
 
 
 def _select_device(config: pytest.Config, worker: str | None) -> str | None:
@@ -625,7 +637,7 @@ def _progress_writer(config: pytest.Config, coordinator: Coordinator, nodeid: st
             sys.stderr.write(f"[{coordinator.worker}] minifying {nodeid}: {progress.describe()}\n")
             sys.stderr.flush()
 
-    return on_stderr if coordinator.role == "worker" else on_terminal
+    return on_stderr if coordinator.role is Role.WORKER else on_terminal
 
 
 def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
@@ -660,7 +672,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
         coordinator.finished_here += drain(coordinator.queue, coordinator.me, run_job, cap)
     finally:
         coordinator.leave()
-    if coordinator.role == "worker":
+    if coordinator.role is Role.WORKER:
         config.workeroutput["pytest_torchcompile_minified"] = list(coordinator.finished_here)  # type: ignore[attr-defined]
         return
     report(config, state, coordinator.queue)

@@ -18,7 +18,13 @@ from typing import Any
 
 import torch
 
-from .verdict import DEFAULT_TOLERANCE, Comparison, LeafResult, format_table, summarized_leaves
+from pytest_torchcompile.run.verdict import (
+    DEFAULT_TOLERANCE,
+    Comparison,
+    LeafResult,
+    format_table,
+    summarized_leaves,
+)
 
 
 def rmse(reference: torch.Tensor, result: torch.Tensor) -> float:

@@ -7,14 +7,11 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from .verdict import DEFAULT_TOLERANCE, TRAINING_TOLERANCE
-
-if TYPE_CHECKING:
-    import torch
+from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, TRAINING_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -31,7 +28,8 @@ class CheckOptions:
     dynamic: bool | None = None
     fullgraph: bool = False
     backward: bool = False
-    loss_fn: Callable[[Any], torch.Tensor] | None = None
+    loss_fn: Callable[[Any], Any] | None = None
+    """The model's output to a scalar loss tensor, for a training check."""
     steps: int = 0
     lr: float = 0.01
     sizes: tuple[tuple[Any, ...], ...] | None = None

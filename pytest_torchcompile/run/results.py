@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .verdict import LeafResult, Status
+from pytest_torchcompile.run.verdict import LeafResult, Status
 
 
 class StopReason(enum.StrEnum):

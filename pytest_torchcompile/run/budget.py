@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
 
 import pytest
+
+from pytest_torchcompile.run import roles
 
 THREADS_ENV = "PYTEST_TORCHCOMPILE_THREADS"
 LIMITED_KEY = pytest.StashKey[int]()
@@ -50,7 +51,7 @@ def _count(text: str, where: str) -> int:
 def override(config: pytest.Config) -> int | None:
     """The user's threads per process: ``--compile-threads`` (or its ini key), else
     ``PYTEST_TORCHCOMPILE_THREADS``; None when neither is given."""
-    from . import settings
+    from pytest_torchcompile.run import settings
 
     given = settings.option_value(config, settings.option("compile-threads"))
     if given not in (None, ""):
@@ -69,21 +70,13 @@ def share(processes: int, given: int | None = None) -> int | None:
     return max(1, cpus() // processes)
 
 
-def worker_count(config: pytest.Config) -> int:
-    """How many xdist workers this run has (1 without xdist, and on the controller)."""
-    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if workerinput is None:
-        return 1
-    count = workerinput.get("workercount") or os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1
-    return int(count)
-
-
-def configure(config: pytest.Config) -> int | None:
+def configure(config: pytest.Config, limit: Callable[[int], None]) -> int | None:
     """Give this process its share of the run's CPUs (from ``pytest_configure``, before any
-    compile); returns the threads given, None when torch's defaults stay."""
-    threads = share(worker_count(config), override(config))
+    compile) through ``limit``, which gives a process that many threads; returns the threads
+    given, None when torch's defaults stay."""
+    threads = share(roles.worker_count(config), override(config))
     if threads is not None:
-        limit_this_process(threads)
+        limit(threads)
         config.stash[LIMITED_KEY] = threads
     return threads
 
@@ -96,19 +89,6 @@ def for_minifying(config: pytest.Config, at_once: int) -> int | None:
     if threads is None and given is None and LIMITED_KEY in config.stash:
         return cpus()
     return threads
-
-
-def limit_this_process(threads: int) -> None:
-    """At most ``threads`` threads for this process's eager and compiled CPU code, its Inductor
-    compile workers, and the children it starts from now on."""
-    import torch
-
-    from . import _torch_compat
-
-    torch.set_num_threads(threads)
-    # Read by the children it starts, and by this process's Inductor config if it is imported later.
-    os.environ.update({name: str(threads) for name in CHILD_ENV})
-    _torch_compat.set_compile_threads(threads)
 
 
 @contextlib.contextmanager

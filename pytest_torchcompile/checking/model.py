@@ -14,19 +14,16 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import _torch_compat
-from .capture import CapturedGraph, DynamoGraph, GraphCapture
-from .intermediates import (
+from pytest_torchcompile.checking.masked import (
     ConcurrentProbes,
     MaskedDivergence,
     device_of,
     find_masked_divergence,
     start_probe_child,
 )
-from .isolation import config_patches
-from .oracle import compare_outputs, first_disagreement, flatten_outputs
-from .settings import CheckOptions
-from .standalone import (
+from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
+from pytest_torchcompile.judging.isolation import config_patches
+from pytest_torchcompile.judging.judge import (
     ACCURACY,
     DYNAMO,
     clone_values,
@@ -37,7 +34,10 @@ from .standalone import (
     reference_outputs,
     rng_states,
 )
-from .verdict import Comparison, LeafResult, Status
+from pytest_torchcompile.judging.oracle import compare_outputs, first_disagreement, flatten_outputs
+from pytest_torchcompile.run.settings import CheckOptions
+from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
+from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 
 @dataclass

@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 import torch
 
-from . import _torch_compat
-from .capture import CapturedGraph, DynamoGraph
-from .check import CheckOutcome, CompiledCache, EagerRunError, check_model
-from .graphcheck import GraphChecker, GraphFailure
-from .intermediates import current_device, start_probe_child
-from .minify import repro_defect
-from .repro import ReproCase, slugify, unique_case_dir, write_repro
-from .results import CaseResult
-from .session import AccuracySession, MinifyJob, junit_fields
-from .settings import CheckSettings
-from .standalone import (
+from pytest_torchcompile.checking.masked import current_device, start_probe_child
+from pytest_torchcompile.checking.model import (
+    CheckOutcome,
+    CompiledCache,
+    EagerRunError,
+    check_model,
+)
+from pytest_torchcompile.checking.plain import GraphChecker, GraphFailure
+from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph
+from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.judge import (
     ACCURACY,
     COMPILE_ERROR,
     DYNAMO,
@@ -31,7 +31,12 @@ from .standalone import (
     error_signature,
     full_fp32_precision,
 )
-from .verdict import Comparison, Status, format_table
+from pytest_torchcompile.repros.repro import repro_defect, slugify, unique_case_dir, write_repro
+from pytest_torchcompile.run.results import CaseResult
+from pytest_torchcompile.run.session import AccuracySession, MinifyJob, junit_fields
+from pytest_torchcompile.run.settings import CheckSettings
+from pytest_torchcompile.run.verdict import Comparison, Status, format_table
+from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 FAILURE_KINDS = {
     Status.FAIL_ACCURACY: ACCURACY,

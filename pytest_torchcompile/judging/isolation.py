@@ -33,11 +33,9 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import _torch_compat, budget
-from .capture import TensorSpec, private_copy
-from .repro import ReproCase
-from .stages import FailureKind, StageAttribution, attribute_stage
-from .standalone import (
+from pytest_torchcompile.judging.capture import TensorSpec, private_copy
+from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.judge import (
     ACCURACY,
     COMPILE_ERROR,
     DYNAMO,
@@ -50,7 +48,10 @@ from .standalone import (
     judge_graph,
     register_ops,
 )
-from .verdict import DEFAULT_TOLERANCE
+from pytest_torchcompile.judging.stages import FailureKind, StageAttribution, attribute_stage
+from pytest_torchcompile.run import budget
+from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, leaves_device_unusable
+from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 CRASHED = "crashed"
 TIMED_OUT = "timed_out"
@@ -64,14 +65,6 @@ SETUP_VARIABLE = "PYTEST_TORCHCOMPILE_SETUP"
 """Modules (``package.module``) or files (``path/to/setup.py``), comma-separated, that a judging
 process imports before it judges anything: custom backends, op registrations, Inductor passes
 or lowerings that the process which found the failure had and a fresh process lacks."""
-
-_POISONING_ERRORS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError")
-
-
-def leaves_device_unusable(error_text: str) -> bool:
-    """Whether an error is one after which the process's CUDA context is unusable (a child that
-    saw one is replaced; a test process that did names the culprit on later failures)."""
-    return any(marker in error_text for marker in _POISONING_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -300,7 +293,7 @@ def _spawn_child(setup: _ChildSetup, device: str | None, log_path: Path) -> _Chi
         env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-c", "from pytest_torchcompile.isolation import child_main; child_main()",
+            [sys.executable, "-c", "from pytest_torchcompile.judging.isolation import child_main; child_main()",
              str(requests_read), str(replies_write)],
             pass_fds=(requests_read, replies_write), env=env, stdin=subprocess.DEVNULL,
             stdout=log, stderr=log, start_new_session=True,

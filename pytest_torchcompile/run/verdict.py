@@ -112,3 +112,12 @@ class Comparison:
     def worst_ratio(self) -> float | None:
         ratios = [leaf.ratio for leaf in self.leaves if leaf.ratio is not None]
         return max(ratios) if ratios else None
+
+
+_POISONING_ERRORS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError")
+
+
+def leaves_device_unusable(error_text: str) -> bool:
+    """Whether an error is one after which the process's CUDA context is unusable (a child that
+    saw one is replaced; a test process that did names the culprit on later failures)."""
+    return any(marker in error_text for marker in _POISONING_ERRORS)

@@ -67,9 +67,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeAlias
 
-from .files import atomic_write
-from .results import CaseResult
-from .verdict import Status
+from pytest_torchcompile.run.files import atomic_write
+from pytest_torchcompile.run.results import CaseResult
+from pytest_torchcompile.run.verdict import Status
 
 FORMAT_VERSION = 1
 HEADER = f"# pytest-torchcompile baseline v{FORMAT_VERSION}"

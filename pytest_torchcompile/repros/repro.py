@@ -21,7 +21,7 @@ import os
 import re
 import sys
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,54 +30,20 @@ import filelock
 import torch
 import torch.fx
 
-from . import _torch_compat, oracle, standalone, verdict
-from .capture import HostTensor, op_count
-from .files import atomic_write, locked
-from .standalone import ReproBroken
+from pytest_torchcompile.judging import judge as standalone
+from pytest_torchcompile.judging import oracle
+from pytest_torchcompile.judging.capture import HostTensor
+from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.isolation import config_patches
+from pytest_torchcompile.judging.judge import ReproBroken, clone_values, error_signature
+from pytest_torchcompile.run.files import atomic_write, locked
+from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 INLINE_NUMEL = 32
 """Tensors up to this many elements are written into the file; larger ones go to tensors/."""
 
 TENSOR_DIR = "tensors"
 
-
-@dataclass
-class ReproCase:
-    """Everything a repro file holds."""
-
-    gm: torch.fx.GraphModule
-    inputs: list[Any]
-    kind: str
-    title: str
-    tol: float = verdict.DEFAULT_TOLERANCE
-    check_non_float: bool = True
-    expected_error: str | None = None
-    error_pattern: str | None = None
-    config_source: str = ""
-    grad_enabled: bool = False
-    symbolic_sizes: list[list[str] | None] = field(default_factory=list)
-    status_line: str = ""
-    notes: list[str] = field(default_factory=list)
-    generated_code: str = ""
-    """What Inductor generated for the graph (a minified one's), appended as comments to read."""
-    level: str = standalone.POST_AOT
-    """``standalone.POST_AOT``: ``gm`` is what Inductor lowered (aten ops); ``standalone.DYNAMO``:
-    what Dynamo captured (torch-level ops), compiled through AOT autograd, the decompositions and
-    Inductor; see ``stages`` too."""
-    stage: str = ""
-    """Which stage of the stack introduces the failure (a minified case's), in words."""
-    op_origins: list[_torch_compat.OpOrigin] = field(default_factory=list)
-    """Where ops of the graph come from, as an earlier repro file recorded them: a process that
-    loads the file may not know where a module it imported by path came from."""
-
-    def required_ops(self) -> list[_torch_compat.OpOrigin]:
-        known = {origin.qualname: origin for origin in self.op_origins}
-        return [known.get(origin.qualname, origin) if origin.module is None else origin
-                for origin in _torch_compat.op_origins(self.gm)]
-
-    @property
-    def op_count(self) -> int:
-        return op_count(self.gm)
 
 
 def slugify(nodeid: str, limit: int = 80) -> str:
@@ -395,7 +361,7 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
         gm=gm, inputs=inputs, kind=module.KIND, title=title, tol=module.TOL,
         check_non_float=module.CHECK_NON_FLOAT, expected_error=module.EXPECTED_ERROR,
         error_pattern=module.ERROR_PATTERN, grad_enabled=module.GRAD_ENABLED,
-        symbolic_sizes=module.SYMBOLIC_SIZES, config_source=_config_lines(path),
+        symbolic_sizes=module.SYMBOLIC_SIZES, config_source=config_lines(path),
         op_origins=[_torch_compat.OpOrigin(*entry) for entry in getattr(module, "REQUIRED_OPS", [])],
         level=getattr(module, "LEVEL", standalone.POST_AOT),
     )
@@ -414,6 +380,38 @@ def _build(module: ModuleType) -> tuple[torch.fx.GraphModule, list[Any]]:
         raise ReproBroken(reason) from error
 
 
-def _config_lines(path: Path) -> str:
+def config_lines(path: Path) -> str:
     return "\n".join(line for line in path.read_text().splitlines()
                      if line.startswith("torch._inductor.config."))
+
+
+def load_case(path: str | os.PathLike[str]) -> ReproCase:
+    """The case of a repro file, loaded without leaking its Inductor config into this process:
+    ``load_repro`` runs the file's config lines, and this patch undoes them afterwards. Raises
+    :class:`ReproBroken` when the file cannot run."""
+    with _torch_compat.inductor_config(config_patches(config_lines(Path(path)))):
+        return load_repro(path).case
+
+
+def repro_defect(path: str | os.PathLike[str]) -> str | None:
+    """Why a just-written repro file cannot run (it does not load, or its graph fails eagerly
+    on its inputs), or None. Cheap: nothing is compiled."""
+    try:
+        case = load_case(path)
+        with torch.no_grad():
+            case.gm(*clone_values(case.inputs))
+    except Exception as error:
+        if _out_of_memory(error):
+            return None  # a second copy of a large case does not fit beside the test's: no verdict
+        if isinstance(error, ReproBroken):
+            return str(error)
+        return f"the graph fails when run eagerly on its inputs: {error_signature(error)}"
+    return None
+
+
+def _out_of_memory(error: BaseException | None) -> bool:
+    while error is not None:
+        if isinstance(error, torch.OutOfMemoryError):
+            return True
+        error = error.__cause__
+    return False

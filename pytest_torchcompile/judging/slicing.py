@@ -1,0 +1,205 @@
+"""Cut candidate graphs out of one graph, each fed with the real values the whole graph
+computed: the minifier's candidates and the masked-deviation probe are both such cuts."""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+from pytest_torchcompile.judging.capture import OP_NODES
+from pytest_torchcompile.judging.judge import clone_values
+from pytest_torchcompile.torch_internals import compat as _torch_compat
+
+Selection = frozenset[str]
+"""A candidate: the names of the units (see :class:`GraphSlicer`) it keeps."""
+
+
+ROOTS_TRIED_ALONE = 3
+"""How many places where a deviation starts are tried as one-op candidates."""
+
+
+class _RecordingInterpreter(torch.fx.Interpreter):
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.values: dict[torch.fx.Node, Any] = {}
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        self.values[n] = result = super().run_node(n)
+        return result
+
+
+class GraphSlicer:
+    """Cuts candidate graphs out of one graph, feeding every cut edge with its real value.
+
+    The unit of reduction is an op together with the ``getitem`` nodes unpacking its tuple result
+    (a tuple cannot be fed in or returned on its own). Units are named after their op node.
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, inputs: Sequence[Any] | None) -> None:
+        """``inputs`` None: the values are the fake ones Inductor's graphs are traced with (node
+        metadata), enough to build a probe (:meth:`probe`) before any input exists, not to feed a
+        cut."""
+        self.gm = gm
+        nodes = list(gm.graph.nodes)
+        self._position = {node: index for index, node in enumerate(nodes)}
+        self.units: dict[str, list[torch.fx.Node]] = {}
+        self.unit_of: dict[torch.fx.Node, str] = {}
+        for node in nodes:
+            if node.op not in OP_NODES:
+                continue
+            source = node.args[0] if node.args else None
+            unpacks = node.target is operator.getitem and isinstance(source, torch.fx.Node) and source in self.unit_of
+            unit = self.unit_of[source] if unpacks else node.name  # type: ignore[index]
+            self.units.setdefault(unit, []).append(node)
+            self.unit_of[node] = unit
+        self.order = list(self.units)
+        self._rank = {unit: index for index, unit in enumerate(self.order)}
+        self.outputs = {node for node in nodes if node.op == "output" for node in node.all_input_nodes}
+        self.producers = {
+            unit: {self.unit_of[arg] for node in members for arg in node.all_input_nodes
+                   if arg in self.unit_of and self.unit_of[arg] != unit}
+            for unit, members in self.units.items()
+        }
+        self.consumers: dict[str, set[str]] = {unit: set() for unit in self.units}
+        for unit, producers in self.producers.items():
+            for producer in producers:
+                self.consumers[producer].add(unit)
+        self.values = self._eager_values(inputs) if inputs is not None else {node: node.meta.get("val") for node in nodes}
+
+    def _eager_values(self, inputs: Sequence[Any]) -> dict[torch.fx.Node, Any]:
+        interpreter = _RecordingInterpreter(self.gm)
+        with torch.no_grad():
+            interpreter.run(*clone_values(inputs))
+        values = interpreter.values
+        placeholders = [node for node in self.gm.graph.nodes if node.op == "placeholder"]
+        # The inputs as given, not as the run may have left them (graphs can mutate inputs).
+        values.update(zip(placeholders, inputs, strict=True))
+        return values
+
+    def ordered(self, selection: Selection) -> list[str]:
+        return sorted(selection, key=self._rank.__getitem__)
+
+    def op_count(self, selection: Selection) -> int:
+        return sum(len(self.units[unit]) for unit in selection)
+
+    def observed_nodes(self) -> list[torch.fx.Node]:
+        """The floating values a probe judges: all but the views that only rearrange all of
+        another value's elements (judged, they would repeat their base's verdict; returned, each
+        costs the compile an output), which are observed only as outputs of the graph."""
+        return [node for node in self.unit_of if _is_floating(self.values.get(node))
+                and (node in self.outputs or node not in self._view_bases)]
+
+    def probe(self) -> tuple[torch.fx.GraphModule, list[Any], list[torch.fx.Node]]:
+        """The whole graph returning every observed value (:meth:`observed_nodes`), its inputs,
+        and those values in the order it returns them."""
+        observed = self.observed_nodes()
+        gm, inputs = self.slice(frozenset(self.order), outputs=observed)
+        return gm, inputs, observed
+
+    def with_views(self, diverged: set[torch.fx.Node]) -> set[torch.fx.Node]:
+        """``diverged`` and the unobserved views of its values, which deviate with their base."""
+        spread = set(diverged)
+        for view, base in self._view_bases.items():
+            if base in spread:
+                spread.add(view)
+        return spread
+
+    @functools.cached_property
+    def _view_bases(self) -> dict[torch.fx.Node, torch.fx.Node]:
+        """Each view that rearranges all of another value's elements in the same dtype (a permute,
+        a reshape, a squeeze), in graph order, with that value."""
+        bases: dict[torch.fx.Node, torch.fx.Node] = {}
+        for node in self.unit_of:
+            base = node.args[0] if node.args else None
+            if not isinstance(base, torch.fx.Node) or not _torch_compat.is_view_op(node.target) \
+                    or node.target is torch.ops.aten.as_strided.default:
+                continue
+            value, base_value = self.values.get(node), self.values.get(base)
+            if isinstance(value, torch.Tensor) and isinstance(base_value, torch.Tensor) \
+                    and value.dtype == base_value.dtype and value.numel() == base_value.numel():
+                bases[node] = base
+        return bases
+
+    def neighbourhood(self, centre: str, radius: int, within: Selection) -> Selection:
+        """Units at most ``radius`` producer/consumer steps from ``centre``, inside ``within``."""
+        reached = {centre}
+        frontier = {centre}
+        for _ in range(radius):
+            frontier = {near for unit in frontier for near in self.producers[unit] | self.consumers[unit]
+                        if near in within} - reached
+            reached |= frontier
+        return frozenset(reached)
+
+    def divergence_roots(self, diverged: set[torch.fx.Node], failing_outputs: set[torch.fx.Node]) -> list[str]:
+        """Units where a deviation starts, earliest first.
+
+        Walks back from the failing outputs (every diverging value when none is an output) along
+        diverging values only: a deviation that reaches the outputs only through a bool mask is
+        not followed. The units reached that no diverging unit feeds are where deviations start.
+        Views left unobserved (:meth:`observed_nodes`) deviate with their base.
+        """
+        diverged = self.with_views(diverged)
+        bad = {self.unit_of[node] for node in diverged}
+        pending = [self.unit_of[node] for node in (failing_outputs or diverged)]
+        reached: set[str] = set()
+        while pending:
+            unit = pending.pop()
+            if unit not in reached:
+                reached.add(unit)
+                pending.extend(self.producers[unit] & bad)
+        return [unit for unit in self.order if unit in reached and not self.producers[unit] & bad]
+
+    def slice(
+        self, selection: Selection, outputs: Sequence[torch.fx.Node] | None = None,
+    ) -> tuple[torch.fx.GraphModule, list[Any]]:
+        """The candidate keeping ``selection``: values from outside become inputs holding their
+        real values, constants stay constants, and it returns what ``selection`` computes that
+        nothing in it consumes, plus original outputs (or exactly ``outputs``)."""
+        kept = sorted((node for unit in selection for node in self.units[unit]), key=self._position.__getitem__)
+        kept_set = set(kept)
+        boundary = sorted({arg for node in kept for arg in node.all_input_nodes if arg not in kept_set},
+                          key=self._position.__getitem__)
+        graph = torch.fx.Graph()
+        env: dict[torch.fx.Node, Any] = {}
+        inputs: list[Any] = []
+        for node in boundary:
+            value = self.values[node]
+            if node.op == "get_attr":
+                continue
+            if isinstance(value, torch.Tensor):
+                env[node] = graph.placeholder(node.name)
+                # A copy, so that the candidate carries neither the aliasing nor the storage
+                # of a view it was cut from.
+                inputs.append(value if node.op == "placeholder" else value.detach().clone())
+            else:
+                env[node] = value
+        for node in boundary:
+            if node.op == "get_attr":
+                env[node] = graph.get_attr(str(node.target))
+        for node in kept:
+            env[node] = graph.node_copy(node, env.__getitem__)
+            # Metadata of the original trace (fake tensors) would not match the new inputs.
+            env[node].meta = {}
+        if outputs is None:
+            outputs = [node for node in kept if isinstance(self.values.get(node), torch.Tensor)
+                       and (node in self.outputs or not any(user in kept_set for user in node.users))]
+        graph.output(tuple(env[node] for node in outputs))
+        return torch.fx.GraphModule(self.gm, graph), inputs
+
+
+def _is_floating(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 0
+
+
+def output_index(path: str) -> int:
+    """The output position in a leaf path of ``judge_graph`` (``graph_out[3]``)."""
+    match = re.fullmatch(r"graph_out\[(\d+)\]", path)
+    if match is None:
+        raise ValueError(f"unexpected output path {path!r}")
+    return int(match.group(1))
