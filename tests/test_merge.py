@@ -17,7 +17,7 @@ from pytest_torchcompile.__main__ import main
 from pytest_torchcompile.run.baseline import Gate
 from pytest_torchcompile.run.report import TerminalLayout, write_json_report
 from pytest_torchcompile.run.results import CaseResult
-from pytest_torchcompile.run.session import RunOutputs, RunRecord, conclude_run
+from pytest_torchcompile.run.session import RunOutputs, RunRecord, conclude_run, file_digest
 from pytest_torchcompile.run.shard import Shard
 from pytest_torchcompile.run.verdict import Status
 
@@ -69,7 +69,8 @@ COLLECTED = {tid(name) for name in ALL + "h"}
 def record(names: str, gate: Gate | None, shard: Shard | None = None) -> RunRecord:
     failed = failed_reports(names, gate)
     return RunRecord(checks(names), COLLECTED, {tid(name) for name in names}, set(), failed, shard,
-                     pytest.ExitCode.TESTS_FAILED if failed else pytest.ExitCode.OK)
+                     pytest.ExitCode.TESTS_FAILED if failed else pytest.ExitCode.OK,
+                     None if gate is None else file_digest(gate.path))
 
 
 def write_shards(directory: Path, gate: Gate | None, shards: dict[int, str] = SHARDS) -> list[Path]:
@@ -253,6 +254,10 @@ REFUSALS: dict[str, tuple[Callable[[list[Path]], object], str]] = {
                    "{1}: truncated or malformed report (KeyError: 'selected')"),
     "older plugin": (lambda paths: edit(paths[0], lambda r: r.pop("run")),
                      "{0}: the report does not say what its run selected"),
+    "another baseline": (lambda paths: paths[0].with_name("baseline.txt").write_text(BASELINE + f"{tid('z')}\tpass\n"),
+                         "{3} is not the baseline file the shards were judged against"),
+    "shards of two baselines": (lambda paths: edit(paths[1], lambda r: r["run"].update(baseline_sha256=None)),
+                                "{1} was judged against another baseline than {0} (or one and none)"),
     "missing shard": (lambda paths: paths.pop(1),
                       "no report of pytest-split --group 2 of --splits 3: every shard's report is needed"),
     "two splits": (lambda paths: edit(paths[2], lambda r: r["run"].update(
@@ -267,7 +272,7 @@ def test_reports_that_do_not_make_one_run_are_refused_in_one_line(
 ) -> None:
     paths = write_shards(tmp_path, Gate.load(baseline))
     spoil, message = REFUSALS[case]
-    expected = message.format(*paths)
+    expected = message.format(*paths, baseline)
     spoil(paths)
     before = baseline.read_text()
     status = main(["merge", *map(str, paths), "--baseline", str(baseline), "--update-baseline",
@@ -304,3 +309,12 @@ def test_merged_repro_paths_point_into_the_merged_directory(
     (check,) = next(test for test in report["tests"] if test["nodeid"] == tid("b"))["checks"]
     assert check["repro_path"] == str(into / case / "repro.py")
     assert (into / case / "repro.py").read_text() == "# repro\n"
+
+
+def test_shards_judged_against_a_baseline_need_it_in_the_merge(
+    tmp_path: Path, baseline: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    status = main(["merge", *map(str, write_shards(tmp_path, Gate.load(baseline)))])
+    assert status == 4
+    assert capsys.readouterr().err == (
+        "merge refused: the shards were judged against a baseline file: give it with --baseline FILE\n")

@@ -4,6 +4,7 @@ and merge commands as written), judges the union as the unsharded run does."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -89,6 +90,7 @@ def test_a_shard_gates_only_its_own_tests_and_reports_its_selection(
         assert set(run["selected"]) | set(run["deselected"]) == {tid(name) for name in ("compiled", "one", "two", "three")}
         assert run["selected"] and not set(run["selected"]) & selected
         assert (run["failed"], run["exitstatus"]) == ([], 0)
+        assert run["baseline_sha256"] == hashlib.sha256((pytester.path / "baseline.txt").read_bytes()).hexdigest()
         selected |= set(run["selected"])
     assert len(selected) == 4
 

@@ -29,7 +29,7 @@ from pytest_torchcompile.run.baseline import BaselineError, Gate
 from pytest_torchcompile.run.merge_repros import ReproDirError, merge_repro_dirs
 from pytest_torchcompile.run.report import SCHEMA_VERSION, TerminalLayout
 from pytest_torchcompile.run.results import CaseResult
-from pytest_torchcompile.run.session import RunEnd, RunOutputs, RunRecord, conclude_run
+from pytest_torchcompile.run.session import RunEnd, RunOutputs, RunRecord, conclude_run, file_digest
 from pytest_torchcompile.run.shard import Shard
 
 REFUSED = 4
@@ -81,7 +81,7 @@ def load_report(path: Path) -> ShardReport:
         shard = None if run["shard"] is None else Shard.from_dict(run["shard"])
         record = RunRecord(results, {*run["selected"], *run["deselected"]}, set(run["selected"]),
                            set(run["narrowed_files"]), [(f["nodeid"], f["when"]) for f in run["failed"]],
-                           shard, run["exitstatus"])
+                           shard, run["exitstatus"], run["baseline_sha256"])
         return ShardReport(path, data["plugin_version"], data["environment"], statuses, results, record)
     except (KeyError, TypeError, ValueError) as error:
         raise MergeError(f"{path}: truncated or malformed report ({type(error).__name__}: {error})") from None
@@ -106,6 +106,7 @@ def merge_reports(reports: Sequence[ShardReport], gate: Gate | None = None) -> M
             raise MergeError(f"{report.path}: written by pytest-torchcompile {report.plugin_version}, "
                              f"{first.path} by {first.plugin_version}: rerun the shards with one version")
     _check_split(reports)
+    _check_baseline(reports, gate)
     lines = []
     results: list[CaseResult] = []
     owner: dict[str, ShardReport] = {}
@@ -131,7 +132,8 @@ def merge_reports(reports: Sequence[ShardReport], gate: Gate | None = None) -> M
     record = RunRecord(results, set().union(*collected),
                        set().union(*(report.record.selected_ids for report in reports)),
                        set().union(*(report.record.narrowed_files for report in reports)),
-                       failed, None, _merged_exitstatus(reports, failed))
+                       failed, None, _merged_exitstatus(reports, failed),
+                       None if gate is None else file_digest(gate.path))
     return Merged(record, lines)
 
 
@@ -151,6 +153,23 @@ def _check_split(reports: Sequence[ShardReport]) -> None:
         absent = Shard(first.splitter, missing[0], first.count)
         raise MergeError(f"no report of {absent.describe()}" + (f" (nor of {len(missing) - 1} more)" if len(missing) > 1 else "")
                          + ": every shard's report is needed")
+
+
+def _check_baseline(reports: Sequence[ShardReport], gate: Gate | None) -> None:
+    """The shards were judged against one baseline, the one the merge is given: the failures
+    a shard's baseline excused cannot be told apart from passing tests afterwards."""
+    first = reports[0]
+    digest = first.record.baseline_digest
+    for report in reports[1:]:
+        if report.record.baseline_digest != digest:
+            raise MergeError(f"{report.path} was judged against another baseline than {first.path} "
+                             "(or one and none): rerun the shards with one baseline file")
+    if digest is None:
+        return
+    if gate is None:
+        raise MergeError("the shards were judged against a baseline file: give it with --baseline FILE")
+    if file_digest(gate.path) != digest:
+        raise MergeError(f"{gate.path} is not the baseline file the shards were judged against")
 
 
 def _merged_exitstatus(reports: Sequence[ShardReport], failed: Sequence[tuple[str, str]]) -> int | None:

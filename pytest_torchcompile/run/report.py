@@ -30,6 +30,7 @@ does not).
   - ``failed``: one object per failed test report, as pytest counts them (an excused
     failure, xfail, is not one): ``nodeid``, ``when`` (``setup``, ``call``, ``teardown``).
   - ``exitstatus``: pytest's exit status before the baseline's say, or ``null``.
+  - ``baseline_sha256``: the sha256 of the baseline file the run was judged against, or ``null``.
 
 - ``counts`` (object):
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -71,6 +72,8 @@ class AccuracySession:
     """The collected test ids left to run (not deselected); under xdist, sent by the workers."""
     shard: Shard | None = None
     """The part of a suite split over machines this run is; None for the whole suite."""
+    baseline_digest: str | None = None
+    """The baseline file's sha256 as the run started; None without one (or before it is written)."""
     _unreported: int = field(default=0, init=False, repr=False)
     """``results[_unreported:]`` were made in this process and not yet put on a test report."""
     _test_results: dict[str, list[CaseResult]] = field(default_factory=dict, init=False, repr=False)
@@ -156,6 +159,7 @@ class AccuracySession:
                 self.gate = Gate.load(gating.baseline, gating.strict, gating.update_baseline)
             except BaselineError as error:
                 raise pytest.UsageError(f"compile accuracy baseline: {error}") from None
+            self.baseline_digest = file_digest(gating.baseline)
 
     def annotate_report(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """Where the test ran, as its report is made: move the checks made since the last report
@@ -213,7 +217,7 @@ class AccuracySession:
             return self._run_end
         gating = self.gating or GatingSettings(None, False, False, None)
         record = RunRecord(self.results, self.collected_ids, self.selected_ids, narrowed_files,
-                           self._failed_reports, self.shard, exitstatus)
+                           self._failed_reports, self.shard, exitstatus, self.baseline_digest)
         outputs = RunOutputs(gating.report, os.environ.get("GITHUB_STEP_SUMMARY") or None)
         self._run_end = conclude_run(record, self.gate, outputs,
                                      lambda: self._environment or self.describe_environment(),
@@ -236,6 +240,8 @@ class RunRecord:
     shard: Shard | None = None
     exitstatus: int | None = None
     """pytest's exit status before the baseline's say; None where not known."""
+    baseline_digest: str | None = None
+    """The sha256 of the baseline file the run was judged against; None without one."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON report's ``run`` object (schema: ``report``)."""
@@ -247,7 +253,16 @@ class RunRecord:
             "narrowed_files": sorted(self.narrowed_files),
             "failed": [{"nodeid": nodeid, "when": when} for nodeid, when in self.failed_reports],
             "exitstatus": self.exitstatus,
+            "baseline_sha256": self.baseline_digest,
         }
+
+
+def file_digest(path: Path) -> str | None:
+    """The sha256 of the file's bytes; None where there is no such file."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
 
 
 @dataclass(frozen=True)
