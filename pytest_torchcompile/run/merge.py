@@ -255,7 +255,7 @@ def merge_main(argv: Sequence[str]) -> int:
         lines = [*_shard_lines(reports), *merged.lines]
         if args.repros:
             lines.extend(merge_repro_dirs(args.repros, args.into))
-    except (MergeError, BaselineError, ReproDirError) as error:
+    except (MergeError, BaselineError, ReproDirError, OSError) as error:
         print(f"merge refused: {error}", file=sys.stderr)
         return REFUSED
     record = merged.record if args.into is None else relocate_repros(merged.record, args.into)

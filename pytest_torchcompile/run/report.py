@@ -28,7 +28,7 @@ does not).
     and the ones it dropped (``-k``, ``-m``, the tests of other shards).
   - ``narrowed_files``: test files whose collection a node id argument narrowed.
   - ``failed``: one object per failed test report, as pytest counts them (an excused
-    failure, xfail, is not one): ``nodeid``, ``when`` (``setup``, ``call``, ``teardown``).
+    failure, xfail, is not one), sorted: ``nodeid``, ``when`` (``setup``, ``call``, ``teardown``).
   - ``exitstatus``: pytest's exit status before the baseline's say, or ``null``.
   - ``baseline_sha256``: the sha256 of the baseline file the run was judged against, or ``null``.
 

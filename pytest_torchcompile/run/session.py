@@ -251,7 +251,8 @@ class RunRecord:
             "selected": sorted(selected),
             "deselected": sorted(set(self.collected_ids) - selected),
             "narrowed_files": sorted(self.narrowed_files),
-            "failed": [{"nodeid": nodeid, "when": when} for nodeid, when in self.failed_reports],
+            # Sorted, as the tests are: under xdist reports arrive in any order.
+            "failed": [{"nodeid": nodeid, "when": when} for nodeid, when in sorted(self.failed_reports)],
             "exitstatus": self.exitstatus,
             "baseline_sha256": self.baseline_digest,
         }
