@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -115,7 +116,7 @@ def workflow_commands() -> tuple[str, str]:
 
 
 def sh(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    command = re.sub(r"^python ", f"{shutil.which('python') or sys.executable} ", command)
+    command = re.sub(r"^python ", f"{shlex.quote(sys.executable)} ", command)
     return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -123,6 +124,7 @@ def verdicts(report: dict[str, Any]) -> dict[str, tuple[str, str]]:
     return {test["nodeid"]: (test["status"], test["baseline"]["kind"]) for test in report["tests"]}
 
 
+@pytest.mark.slow
 def test_the_ci_workflow_played_locally_agrees_with_the_unsharded_run(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_models=SUITE)
     pytester.path.joinpath("compile-baseline.txt").write_text(
