@@ -1,5 +1,6 @@
 """``pytest-torchcompile minify REPRO``: minify a repro file outside a test run (one someone
-attached to a bug report, say), with the same reducer the plugin uses.
+attached to a bug report, say), with the same reducer the plugin uses. ``pytest-torchcompile
+merge REPORT...``: judge the reports of a split run's shards as one run (``run.merge``).
 
 Exit status: 0 once ``minified.py`` is written (minimal, or the best found within the budget),
 1 when nothing was (the repro does not reproduce, the minifier crashed), 2 for a usage error,
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from pytest_torchcompile.minifying.search import minify_repro
+from pytest_torchcompile.run.merge import merge_main
 from pytest_torchcompile.run.results import MinifyProgress, ProgressThrottle, StopReason
 
 EXIT_STATUSES = {
@@ -51,6 +52,12 @@ class ProgressLine:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["merge"]:
+        return merge_main(arguments[1:])
+    # Here, not above: the merge of reports does not import torch.
+    from pytest_torchcompile.minifying.search import minify_repro
+
     parser = argparse.ArgumentParser(prog="pytest-torchcompile")
     commands = parser.add_subparsers(dest="command", required=True)
     minify = commands.add_parser("minify", help="write minified.py beside a repro.py")

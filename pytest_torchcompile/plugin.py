@@ -11,6 +11,7 @@ import pytest
 from pytest_torchcompile.run import settings
 from pytest_torchcompile.run.roles import Role, role_of
 from pytest_torchcompile.run.session import AccuracySession, narrowed_files
+from pytest_torchcompile.run.shard import shard_of
 
 if TYPE_CHECKING:
     from pytest_torchcompile.run.report import TerminalLayout
@@ -22,6 +23,8 @@ PYTEST_SESSION_KEY = pytest.StashKey[pytest.Session]()
 CURRENT_ITEM_KEY = pytest.StashKey[pytest.Item]()
 COLLECTED_IDS = "torchcompile_collected_ids"
 """``config.workeroutput`` key: an xdist worker's collected test ids, for the controller."""
+SELECTED_IDS = "torchcompile_selected_ids"
+"""``config.workeroutput`` key: the collected test ids an xdist worker did not deselect."""
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -44,7 +47,8 @@ def pytest_configure(config: pytest.Config) -> None:
     root = Path(directory) if directory else Path(config.rootpath) / ".compile-accuracy"
     if not root.is_absolute():
         root = Path(config.rootpath) / root
-    config.stash[SESSION_KEY] = AccuracySession(enabled, root, settings.session_settings(config), _environment)
+    config.stash[SESSION_KEY] = AccuracySession(enabled, root, settings.session_settings(config), _environment,
+                                                shard=shard_of(config))
     config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config),
                                                runs_tests=not _is_xdist_controller(config))
     from pytest_torchcompile.minifying.phase import configure as configure_minify_phase
@@ -80,9 +84,11 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    state = session.config.stash[SESSION_KEY]
+    state.selected_ids.update(item.nodeid for item in session.items)
     if _is_worker(session.config):
-        state = session.config.stash[SESSION_KEY]
         session.config.workeroutput[COLLECTED_IDS] = sorted(state.collected_ids)  # type: ignore[attr-defined]
+        session.config.workeroutput[SELECTED_IDS] = sorted(state.selected_ids)  # type: ignore[attr-defined]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -106,6 +112,7 @@ class ControllerHooks:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}
         self.state.collected_ids.update(output.get(COLLECTED_IDS, ()))
+        self.state.selected_ids.update(output.get(SELECTED_IDS, ()))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -139,6 +146,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         config.stash[SESSION_KEY].name_minified_in_failures(reporter.stats.get("failed", []), _layout(config))
 
 
+def _exitstatus(config: pytest.Config) -> int | None:
+    session = config.stash.get(PYTEST_SESSION_KEY, None)
+    return None if session is None else int(session.exitstatus)
+
+
 def _layout(config: pytest.Config) -> TerminalLayout:
     from pytest_torchcompile.run.report import TerminalLayout
 
@@ -151,7 +163,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(SESSION_KEY, None)
     if state is None or _is_worker(config):
         return
-    end = state.end_run(narrowed_files(config), _layout(config))
+    end = state.end_run(narrowed_files(config), _layout(config), _exitstatus(config))
     if end.lines:
         terminalreporter.section("compile accuracy")
         for line in end.lines:
@@ -170,5 +182,5 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is None or session is None or _is_worker(config):
         return
     if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        end = state.end_run(narrowed_files(config))
+        end = state.end_run(narrowed_files(config), exitstatus=int(session.exitstatus))
         session.exitstatus = end.exit_status(session.exitstatus, session.testsfailed)

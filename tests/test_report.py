@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import math
 from pathlib import Path
@@ -217,8 +218,11 @@ ENVIRONMENT = {"torch": "2.13.0", "python": "3.11.7", "cpu": "x86_64", "triton":
 
 def test_json_report_top_level_and_counts() -> None:
     report = json_report(results(), decisions(), ENVIRONMENT)
-    assert list(report) == ["schema_version", "environment", "counts", "tests", "root_causes"]
+    assert list(report) == ["schema_version", "plugin_version", "environment", "run", "counts", "tests",
+                            "root_causes"]
     assert report["schema_version"] == SCHEMA_VERSION == 1
+    assert report["plugin_version"] == importlib.metadata.version("pytest-torchcompile")
+    assert report["run"] is None
     assert report["environment"] == ENVIRONMENT
     assert report["counts"]["checks"] == {
         "pass": 2, "fail_accuracy": 1, "fail_compile": 0, "fail_runtime": 0, "eager_fail": 0,

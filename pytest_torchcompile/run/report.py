@@ -12,10 +12,26 @@ The file is strict JSON (no ``NaN``/``Infinity``): a non-finite float is written
 does not).
 
 - ``schema_version`` (int): 1. Raised when a field changes meaning or disappears.
+- ``plugin_version`` (string): the version of pytest-torchcompile that wrote the report.
 - ``environment`` (object): as given by the caller, normally ``report_environment()``:
   ``torch``, ``triton`` (``"not installed"`` when absent), ``python``, ``cpu``, ``cuda_device`` and
   ``cuda`` (only when CUDA is available), ``inductor_config`` (object: Inductor config values that
   differ from their defaults; non-JSON values as their ``repr``).
+- ``run`` (object; ``null`` where the writer knew nothing of the run): what the run selected and
+  how it ended, so that the reports of a suite split over machines can be merged
+  (``python -m pytest_torchcompile merge``):
+
+  - ``shard``: ``null`` for a run of the whole suite, else ``splitter`` (``pytest-split`` or
+    ``pytest-shard``), ``index`` (numbered as the splitter does: pytest-split's ``--group`` from
+    1, pytest-shard's ``--shard-id`` from 0) and ``count``.
+  - ``selected``, ``deselected`` (sorted arrays of test ids): the collected tests this run kept,
+    and the ones it dropped (``-k``, ``-m``, the tests of other shards).
+  - ``narrowed_files``: test files whose collection a node id argument narrowed.
+  - ``failed``: one object per failed test report, as pytest counts them (an excused
+    failure, xfail, is not one), sorted: ``nodeid``, ``when`` (``setup``, ``call``, ``teardown``).
+  - ``exitstatus``: pytest's exit status before the baseline's say, or ``null``.
+  - ``baseline_sha256``: the sha256 of the baseline file the run was judged against, or ``null``.
+
 - ``counts`` (object):
 
   - ``checks``: every status name -> number of checks with that status (zeros included).
@@ -65,10 +81,12 @@ does not).
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import math
 import os
 import textwrap
+import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -312,6 +330,10 @@ def minified_section(checks: Sequence[CaseResult], layout: TerminalLayout) -> st
 # --- JSON -----------------------------------------------------------------------------------
 
 
+def plugin_version() -> str:
+    return importlib.metadata.version("pytest-torchcompile")
+
+
 def _json_safe(value: Any) -> Any:
     """Strict JSON has no NaN or Infinity; spell them as strings (documented in the schema)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -338,12 +360,15 @@ def json_report(
     results: Sequence[CaseResult],
     decisions: Mapping[str, Decision] | None,
     environment: Mapping[str, Any],
+    run: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report as JSON-ready data; the schema is in the module docstring."""
     tests = _by_test(results)
     report = {
         "schema_version": SCHEMA_VERSION,
+        "plugin_version": plugin_version(),
         "environment": dict(environment),
+        "run": None if run is None else dict(run),
         "counts": {
             "checks": _status_counts([result.status for result in results]),
             "tests": _status_counts([test_status(checks) for _, checks in tests]),
@@ -370,9 +395,10 @@ def write_json_report(
     results: Sequence[CaseResult],
     decisions: Mapping[str, Decision] | None,
     environment: Mapping[str, Any],
+    run: Mapping[str, Any] | None = None,
 ) -> None:
     """Write :func:`json_report` to ``path`` atomically."""
-    report = json_report(results, decisions, environment)
+    report = json_report(results, decisions, environment, run)
     atomic_write(path, (json.dumps(report, indent=2, allow_nan=False) + "\n").encode())
 
 
@@ -507,3 +533,58 @@ def junit_properties(result: CaseResult) -> list[tuple[str, str]]:
         ("torchcompile_unchecked", "; ".join(result.unchecked) or None),
     ]
     return [(name, value) for name, value in candidates if value is not None]
+
+
+def junit_xml(
+    results: Sequence[CaseResult],
+    decisions: Mapping[str, Decision] | None,
+    failed_reports: Sequence[tuple[str, str]],
+) -> str:
+    """A JUnit XML file of the run's tests, for a run pytest did not write one for (the merge of a
+    split run's shards): a test case per test with a check or a failed report, with the checks'
+    :func:`junit_properties`; a failure where pytest counted one or the test fails the run against
+    the baseline, skipped (xfail) where the baseline expects its failure."""
+    checks = dict(_by_test(results))
+    failed: dict[str, list[str]] = {}
+    for nodeid, when in failed_reports:
+        failed.setdefault(nodeid, []).append(when)
+    suite = ET.Element("testsuite", name="pytest-torchcompile")
+    counts = Counter[str]()
+    for nodeid in sorted(set(checks) | set(failed)):
+        *scope, name = nodeid.split("::")
+        classname = ".".join([scope[0].removesuffix(".py").replace("/", "."), *scope[1:]]) if scope else ""
+        case = ET.SubElement(suite, "testcase", classname=classname, name=name)
+        properties = [pair for check in checks.get(nodeid, []) for pair in junit_properties(check)]
+        if properties:
+            holder = ET.SubElement(case, "properties")
+            for key, value in properties:
+                ET.SubElement(holder, "property", name=key, value=value)
+        decision = decisions.get(nodeid) if decisions else None
+        if nodeid in failed or (decision is not None and decision.fails_run):
+            reasons = [f"failed in {when}" for when in failed.get(nodeid, [])]
+            if decision is not None:
+                reasons.append(f"compile accuracy {decision.kind.label}: {decision.message}")
+            ET.SubElement(case, "failure", message="; ".join(reasons))
+            counts["failures"] += 1
+        elif decision is not None and decision.kind in (DecisionKind.EXPECTED_FAILURE, DecisionKind.FLAKY) \
+                and is_failing(decision.status):
+            ET.SubElement(case, "skipped", type="pytest.xfail",
+                          message=f"compile accuracy {decision.kind.label}: {decision.message}")
+            counts["skipped"] += 1
+    suite.set("tests", str(len(suite)))
+    suite.set("failures", str(counts["failures"]))
+    suite.set("errors", "0")
+    suite.set("skipped", str(counts["skipped"]))
+    root = ET.Element("testsuites")
+    root.append(suite)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_junit(
+    path: str | os.PathLike[str],
+    results: Sequence[CaseResult],
+    decisions: Mapping[str, Decision] | None,
+    failed_reports: Sequence[tuple[str, str]],
+) -> None:
+    """Write :func:`junit_xml` to ``path`` atomically."""
+    atomic_write(path, junit_xml(results, decisions, failed_reports).encode())

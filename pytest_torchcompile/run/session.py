@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from pytest_torchcompile.run.baseline import BaselineError, Decision, Gate, is_failing
 from pytest_torchcompile.run.results import CaseResult, MinifyResult
 from pytest_torchcompile.run.settings import CheckSettings, GatingSettings
+from pytest_torchcompile.run.shard import Shard
 from pytest_torchcompile.run.verdict import Status, leaves_device_unusable
 
 if TYPE_CHECKING:
@@ -66,6 +68,12 @@ class AccuracySession:
     """The baseline in use; every process loads it (workers judge the tests they run)."""
     collected_ids: set[str] = field(default_factory=set)
     """Every test id collected (deselected ones included); under xdist, sent by the workers."""
+    selected_ids: set[str] = field(default_factory=set)
+    """The collected test ids left to run (not deselected); under xdist, sent by the workers."""
+    shard: Shard | None = None
+    """The part of a suite split over machines this run is; None for the whole suite."""
+    baseline_digest: str | None = None
+    """The baseline file's sha256 as the run started; None without one (or before it is written)."""
     _unreported: int = field(default=0, init=False, repr=False)
     """``results[_unreported:]`` were made in this process and not yet put on a test report."""
     _test_results: dict[str, list[CaseResult]] = field(default_factory=dict, init=False, repr=False)
@@ -151,6 +159,7 @@ class AccuracySession:
                 self.gate = Gate.load(gating.baseline, gating.strict, gating.update_baseline)
             except BaselineError as error:
                 raise pytest.UsageError(f"compile accuracy baseline: {error}") from None
+            self.baseline_digest = file_digest(gating.baseline)
 
     def annotate_report(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """Where the test ran, as its report is made: move the checks made since the last report
@@ -198,65 +207,134 @@ class AccuracySession:
         if report.failed and not hasattr(report, "wasxfail"):
             self._failed_reports.append((report.nodeid, report.when))
 
-    def end_run(self, narrowed_files: set[str], layout: TerminalLayout | None = None) -> RunEnd:
+    def end_run(self, narrowed_files: set[str], layout: TerminalLayout | None = None,
+                exitstatus: int | None = None) -> RunEnd:
         """On the controller, once, after the minify phase: judge the run against the baseline,
-        write the JSON report, the GitHub step summary and the baseline update. Returns the lines
-        to show and the reasons the run fails (none when it does not). Later calls return the
+        write the JSON report, the GitHub step summary and the baseline update (see
+        :func:`conclude_run`). ``exitstatus`` is pytest's, for the report. Later calls return the
         first answer."""
         if self._run_end is not None:
             return self._run_end
-        from pytest_torchcompile.run.report import (
-            TerminalLayout,
-            append_github_summary,
-            terminal_lines,
-            write_json_report,
-        )
-
         gating = self.gating or GatingSettings(None, False, False, None)
-        gate = self.gate
-        decisions = gate.decisions(self.results) if gate is not None else None
-        unknown = gate.unknown(self.collected_ids, narrowed_files) if gate is not None else []
-        recording = gate is not None and gate.update
-        lines = terminal_lines(self.results, decisions, layout or TerminalLayout(), recording)
-        # A recording run writes what it finds to the baseline: nothing in it fails the run.
-        failures = gate.run_failures(decisions or {}, unknown) if gate is not None and not recording else []
-        recorded_failures = 0
-        if gate is not None:
-            lines.extend(gate.unknown_lines(unknown))
-            if not self.results:
-                lines.append(f"baseline {gate.path}: no test ran a compile-accuracy check"
-                             + ("" if self.enabled else " (--compile-accuracy is off)"))
-        try:
-            if gating.report is not None:
-                write_json_report(gating.report, self.results, decisions,
-                                  self._environment or self.describe_environment())
-                lines.append(f"JSON report written to {gating.report}")
-            github = os.environ.get("GITHUB_STEP_SUMMARY")
-            if github and (self.results or gate is not None):
-                append_github_summary(github, self.results, decisions)
-            if gate is not None and gate.update:
-                lines.append(gate.update_file(self.results, unknown))
-                recorded_failures, line = self._recorded_failures(decisions or {})
-                lines.extend([line] if line else [])
-        except (BaselineError, OSError) as error:
-            failures.append(f"cannot write a report: {error}")
-        self._run_end = RunEnd(lines, failures, recorded_failures)
+        record = RunRecord(self.results, self.collected_ids, self.selected_ids, narrowed_files,
+                           self._failed_reports, self.shard, exitstatus, self.baseline_digest)
+        outputs = RunOutputs(gating.report, os.environ.get("GITHUB_STEP_SUMMARY") or None)
+        self._run_end = conclude_run(record, self.gate, outputs,
+                                     lambda: self._environment or self.describe_environment(),
+                                     layout, self.enabled)
         return self._run_end
 
-    def _recorded_failures(self, decisions: Mapping[str, Decision]) -> tuple[int, str | None]:
-        """After a recording run wrote the baseline: how many failed test reports are failures it
-        recorded (the call of a test whose status is failing) when they are all such, else 0;
-        and a line saying so (None when no test failed that way)."""
-        failing = {test_id for test_id, decision in decisions.items() if is_failing(decision.status)}
-        recorded = sum(1 for test_id, when in self._failed_reports if when == "call" and test_id in failing)
-        if not recorded:
-            return 0, None
-        others = len(self._failed_reports) - recorded
-        line = (f"recording run: {recorded} test failure(s) from compile accuracy, recorded in the baseline: "
-                "they do not fail this run")
-        if others:
-            return 0, f"{line}; {others} other test failure(s) do"
-        return recorded, f"{line} (exit status 0)"
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What a run found, as it ends: the controller's own, or the union of a split run's shards."""
+
+    results: Sequence[CaseResult]
+    collected_ids: Collection[str]
+    """Every test id collected, deselected ones included."""
+    selected_ids: Collection[str]
+    """The test ids left to run once ``-k``, ``-m`` or a shard's split deselected the others."""
+    narrowed_files: Collection[str]
+    failed_reports: Sequence[tuple[str, str]]
+    """(test id, phase) of every failed test report, as pytest counts them (xfails not)."""
+    shard: Shard | None = None
+    exitstatus: int | None = None
+    """pytest's exit status before the baseline's say; None where not known."""
+    baseline_digest: str | None = None
+    """The sha256 of the baseline file the run was judged against; None without one."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON report's ``run`` object (schema: ``report``)."""
+        selected = set(self.selected_ids)
+        return {
+            "shard": None if self.shard is None else self.shard.to_dict(),
+            "selected": sorted(selected),
+            "deselected": sorted(set(self.collected_ids) - selected),
+            "narrowed_files": sorted(self.narrowed_files),
+            # Sorted, as the tests are: under xdist reports arrive in any order.
+            "failed": [{"nodeid": nodeid, "when": when} for nodeid, when in sorted(self.failed_reports)],
+            "exitstatus": self.exitstatus,
+            "baseline_sha256": self.baseline_digest,
+        }
+
+
+def file_digest(path: Path) -> str | None:
+    """The sha256 of the file's bytes; None where there is no such file."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
+class RunOutputs:
+    """Where the end of a run writes (None: not written)."""
+
+    report: Path | None = None
+    github_summary: str | None = None
+    junit: Path | None = None
+
+
+def conclude_run(record: RunRecord, gate: Gate | None, outputs: RunOutputs,
+                 environment: Callable[[], Mapping[str, Any]], layout: TerminalLayout | None = None,
+                 enabled: bool = True) -> RunEnd:
+    """Judge a run against the baseline and write its files: the JSON report, the GitHub step
+    summary, the JUnit file and the baseline update. Returns the lines to show and the reasons the
+    run fails (none when it does not)."""
+    from pytest_torchcompile.run.report import (
+        TerminalLayout,
+        append_github_summary,
+        terminal_lines,
+        write_json_report,
+        write_junit,
+    )
+
+    results = record.results
+    decisions = gate.decisions(results) if gate is not None else None
+    unknown = gate.unknown(record.collected_ids, record.narrowed_files) if gate is not None else []
+    recording = gate is not None and gate.update
+    lines = terminal_lines(results, decisions, layout or TerminalLayout(), recording)
+    # A recording run writes what it finds to the baseline: nothing in it fails the run.
+    failures = gate.run_failures(decisions or {}, unknown) if gate is not None and not recording else []
+    recorded = 0
+    if gate is not None:
+        lines.extend(gate.unknown_lines(unknown))
+        if not results:
+            lines.append(f"baseline {gate.path}: no test ran a compile-accuracy check"
+                         + ("" if enabled else " (--compile-accuracy is off)"))
+    try:
+        if outputs.report is not None:
+            write_json_report(outputs.report, results, decisions, environment(), record.to_json())
+            lines.append(f"JSON report written to {outputs.report}")
+        if outputs.github_summary and (results or gate is not None):
+            append_github_summary(outputs.github_summary, results, decisions)
+        if outputs.junit is not None:
+            write_junit(outputs.junit, results, decisions, record.failed_reports)
+            lines.append(f"JUnit file written to {outputs.junit}")
+        if gate is not None and gate.update:
+            lines.append(gate.update_file(results, unknown))
+            recorded, line = recorded_failures(record.failed_reports, decisions or {})
+            lines.extend([line] if line else [])
+    except (BaselineError, OSError) as error:
+        failures.append(f"cannot write a report: {error}")
+    return RunEnd(lines, failures, recorded)
+
+
+def recorded_failures(failed_reports: Sequence[tuple[str, str]],
+                      decisions: Mapping[str, Decision]) -> tuple[int, str | None]:
+    """After a recording run wrote the baseline: how many failed test reports are failures it
+    recorded (the call of a test whose status is failing) when they are all such, else 0;
+    and a line saying so (None when no test failed that way)."""
+    failing = {test_id for test_id, decision in decisions.items() if is_failing(decision.status)}
+    recorded = sum(1 for test_id, when in failed_reports if when == "call" and test_id in failing)
+    if not recorded:
+        return 0, None
+    others = len(failed_reports) - recorded
+    line = (f"recording run: {recorded} test failure(s) from compile accuracy, recorded in the baseline: "
+            "they do not fail this run")
+    if others:
+        return 0, f"{line}; {others} other test failure(s) do"
+    return recorded, f"{line} (exit status 0)"
 
 
 def junit_fields(result: CaseResult) -> list[tuple[str, str]]:
