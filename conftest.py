@@ -4,7 +4,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from pytest_torchcompile.checking.masked import CONCURRENT_PROBE_ENV
-from pytest_torchcompile.judging.isolation import IsolatedJudge
+from pytest_torchcompile.judging.isolation.parent import IsolatedJudge
 from pytest_torchcompile.judging.judge import GraphVerdict
 
 # Compiling a graph takes about a second on a CPU: hypothesis' default deadline would flag it.

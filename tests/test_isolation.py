@@ -17,17 +17,19 @@ import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.model import check_model
-from pytest_torchcompile.judging import isolation
 from pytest_torchcompile.judging.capture import input_spec
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation import (
+from pytest_torchcompile.judging.isolation import parent
+from pytest_torchcompile.judging.isolation.config import config_patches
+from pytest_torchcompile.judging.isolation.parent import InProcessJudge, IsolatedJudge
+from pytest_torchcompile.judging.isolation.protocol import (
     CRASHED,
+    JUDGE_ERROR,
     TIMED_OUT,
-    InProcessJudge,
-    IsolatedJudge,
+    GraphToPrepare,
     JudgeSettings,
-    config_patches,
 )
+from pytest_torchcompile.judging.isolation.tasks import kernel_source
 from pytest_torchcompile.judging.judge import ACCURACY, EAGER_ERROR, RUNTIME_ERROR, GraphVerdict
 from pytest_torchcompile.minifying.search import minify_graph, minify_repro
 from pytest_torchcompile.repros.repro import write_repro
@@ -175,19 +177,19 @@ def judged_by(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[An
 
 def test_a_prestarted_child_judges_the_cases_first_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    isolation.prestart(RELU_BUG, verdict_function=judged_by)
-    spare = next(iter(isolation._spares.values()))
+    parent.prestart(RELU_BUG, verdict_function=judged_by)
+    spare = next(iter(parent._spares.values()))
     with IsolatedJudge(RELU_BUG, verdict_function=judged_by) as judge:
         verdict = judge(relu_graph(), [torch.randn(8)], SETTINGS)
     assert verdict.error == f"pid {spare.process.pid} threads 1"
-    assert judge.restarts == 0 and not isolation._spares
+    assert judge.restarts == 0 and not parent._spares
     assert spare.process.poll() is not None  # ended with the judge
 
 
 def test_a_prestarted_child_with_other_thread_counts_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    isolation.prestart(RELU_BUG, verdict_function=judged_by)
-    spare = next(iter(isolation._spares.values()))
+    parent.prestart(RELU_BUG, verdict_function=judged_by)
+    spare = next(iter(parent._spares.values()))
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the minify phase shares the CPUs out anew
     with IsolatedJudge(RELU_BUG, verdict_function=judged_by) as judge:
         verdict = judge(relu_graph(), [torch.randn(8)], SETTINGS)
@@ -196,13 +198,13 @@ def test_a_prestarted_child_with_other_thread_counts_is_replaced(monkeypatch: py
 
 
 def test_one_prestarted_child_waits_at_a_time() -> None:
-    isolation.prestart(RELU_BUG, verdict_function=judged_by)
-    isolation.prestart("", verdict_function=judged_by)
+    parent.prestart(RELU_BUG, verdict_function=judged_by)
+    parent.prestart("", verdict_function=judged_by)
     try:
-        assert len(isolation._spares) == 1
+        assert len(parent._spares) == 1
     finally:
-        isolation._kill_spares()
-    assert not isolation._spares
+        parent._kill_spares()
+    assert not parent._spares
 
 
 def column_sums(x):  # unannotated: fx cannot pickle a graph whose code names a string annotation
@@ -220,7 +222,7 @@ def test_cpu_graphs_carry_the_threads_their_cpp_was_generated_for() -> None:
         torch.set_num_threads(1)
         outcome = check_model(column_sums, (x,))
         torch.set_num_threads(2)
-        with_two = isolation.kernel_source(make_fx(column_sums)(x), [x], SETTINGS)
+        with_two = kernel_source(make_fx(column_sums)(x), [x], SETTINGS)
     finally:
         torch.set_num_threads(threads)
     config = outcome.graphs[0].config_source
@@ -237,14 +239,14 @@ def test_cpu_graphs_carry_the_threads_their_cpp_was_generated_for() -> None:
 
 
 def test_a_judge_forgets_a_prepared_graph_when_its_child_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(isolation, "PREPARED_KEPT", 1)
+    monkeypatch.setattr(parent, "PREPARED_KEPT", 1)
     x = torch.randn(8)
     with IsolatedJudge(RELU_BUG) as judge:
         for key in (1, 2):
-            judge.prepare(relu_graph(), isolation.GraphToPrepare(key, RELU_BUG, [input_spec(x)]))
+            judge.prepare(relu_graph(), GraphToPrepare(key, RELU_BUG, [input_spec(x)]))
         forgotten = judge.judge_prepared(1, [x], SETTINGS)
         kept = judge.judge_prepared(2, [x], SETTINGS)
-    assert forgotten.failure == isolation.JUDGE_ERROR and "NotPrepared" in (forgotten.error or "")
+    assert forgotten.failure == JUDGE_ERROR and "NotPrepared" in (forgotten.error or "")
     assert kept.failure == ACCURACY
 
 

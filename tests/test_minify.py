@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation import InProcessJudge, JudgeSettings
+from pytest_torchcompile.judging.isolation.parent import InProcessJudge
+from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
 from pytest_torchcompile.judging.judge import (
     ACCURACY,
     COMPILE_ERROR,

@@ -15,7 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.judging import stages
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation import SETUP_VARIABLE
+from pytest_torchcompile.judging.isolation.config import SETUP_VARIABLE
 from pytest_torchcompile.judging.judge import ACCURACY, COMPILE_ERROR
 from pytest_torchcompile.minifying.search import minify_repro
 from pytest_torchcompile.repros.repro import write_repro

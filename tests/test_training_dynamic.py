@@ -10,7 +10,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import pytest_torchcompile.torch_internals.compat as compat
 from pytest_torchcompile.checking.model import CompiledCache, check_model
 from pytest_torchcompile.checking.plain import GraphChecker
-from pytest_torchcompile.judging.isolation import JUDGE_ERROR
+from pytest_torchcompile.judging.isolation.protocol import JUDGE_ERROR
 from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict
 from pytest_torchcompile.judging.slicing import GraphSlicer
 from pytest_torchcompile.run.settings import CheckOptions

@@ -23,11 +23,10 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging.capture import CapturedGraph, TensorSpec, input_spec
-from pytest_torchcompile.judging.isolation import (
+from pytest_torchcompile.judging.isolation.parent import IsolatedJudge, IsolationError
+from pytest_torchcompile.judging.isolation.protocol import (
     JUDGE_ERROR,
     GraphToPrepare,
-    IsolatedJudge,
-    IsolationError,
     JudgeSettings,
 )
 from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict, devices_of, judge_graph

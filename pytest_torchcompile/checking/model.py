@@ -22,7 +22,7 @@ from pytest_torchcompile.checking.masked import (
     start_probe_child,
 )
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
-from pytest_torchcompile.judging.isolation import config_patches
+from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import (
     ACCURACY,
     DYNAMO,

@@ -601,7 +601,7 @@ def _limit_this_process(threads: int) -> None:
 def _prestart_judge(state: AccuracySession, device: str | None, job: MinifyJob) -> None:
     """A single process minifies its cases itself once its tests are done: start the judging
     child of the first case now, while the tests go on (the minify phase adopts it)."""
-    from pytest_torchcompile.judging.isolation import prestart
+    from pytest_torchcompile.judging.isolation.parent import prestart
     from pytest_torchcompile.repros.repro import config_lines
 
     if state.devices_lost_in is None:

@@ -28,13 +28,15 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation import (
-    CRASHED,
-    JUDGE_ERROR,
-    TIMED_OUT,
+from pytest_torchcompile.judging.isolation.parent import (
     InProcessJudge,
     IsolatedJudge,
     IsolationError,
+)
+from pytest_torchcompile.judging.isolation.protocol import (
+    CRASHED,
+    JUDGE_ERROR,
+    TIMED_OUT,
     JudgeSettings,
     StageQuery,
 )

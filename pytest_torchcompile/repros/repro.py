@@ -34,7 +34,7 @@ from pytest_torchcompile.judging import judge as standalone
 from pytest_torchcompile.judging import oracle
 from pytest_torchcompile.judging.capture import HostTensor
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation import config_patches
+from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import ReproBroken, clone_values, error_signature
 from pytest_torchcompile.run.files import atomic_write, locked
 from pytest_torchcompile.torch_internals import compat as _torch_compat
