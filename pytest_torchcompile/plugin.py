@@ -167,6 +167,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     # the run is judged and its files written here. pytest returns the exit status set here.
     state = config.stash.get(SESSION_KEY, None)
     session = config.stash.get(PYTEST_SESSION_KEY, None)
+    if state is not None:
+        state.close()
     if state is None or session is None or _is_worker(config):
         return
     if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):

@@ -21,7 +21,11 @@ from pytest_torchcompile.judging.capture import input_spec
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation import parent
 from pytest_torchcompile.judging.isolation.config import config_patches
-from pytest_torchcompile.judging.isolation.parent import InProcessJudge, IsolatedJudge
+from pytest_torchcompile.judging.isolation.parent import (
+    InProcessJudge,
+    IsolatedJudge,
+    SpareChildren,
+)
 from pytest_torchcompile.judging.isolation.protocol import (
     CRASHED,
     JUDGE_ERROR,
@@ -177,34 +181,37 @@ def judged_by(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[An
 
 def test_a_prestarted_child_judges_the_cases_first_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    parent.prestart(RELU_BUG, verdict_function=judged_by)
-    spare = next(iter(parent._spares.values()))
-    with IsolatedJudge(RELU_BUG, verdict_function=judged_by) as judge:
+    spares = SpareChildren()
+    spares.prestart(RELU_BUG, verdict_function=judged_by)
+    spare = next(iter(spares._waiting.values()))
+    with IsolatedJudge(RELU_BUG, verdict_function=judged_by, spares=spares) as judge:
         verdict = judge(relu_graph(), [torch.randn(8)], SETTINGS)
     assert verdict.error == f"pid {spare.process.pid} threads 1"
-    assert judge.restarts == 0 and not parent._spares
+    assert judge.restarts == 0 and not spares
     assert spare.process.poll() is not None  # ended with the judge
 
 
 def test_a_prestarted_child_with_other_thread_counts_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    parent.prestart(RELU_BUG, verdict_function=judged_by)
-    spare = next(iter(parent._spares.values()))
+    spares = SpareChildren()
+    spares.prestart(RELU_BUG, verdict_function=judged_by)
+    spare = next(iter(spares._waiting.values()))
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the minify phase shares the CPUs out anew
-    with IsolatedJudge(RELU_BUG, verdict_function=judged_by) as judge:
+    with IsolatedJudge(RELU_BUG, verdict_function=judged_by, spares=spares) as judge:
         verdict = judge(relu_graph(), [torch.randn(8)], SETTINGS)
     assert verdict.error is not None and verdict.error.endswith("threads 2")
     assert str(spare.process.pid) not in verdict.error and spare.process.poll() is not None
 
 
 def test_one_prestarted_child_waits_at_a_time() -> None:
-    parent.prestart(RELU_BUG, verdict_function=judged_by)
-    parent.prestart("", verdict_function=judged_by)
+    spares = SpareChildren()
+    spares.prestart(RELU_BUG, verdict_function=judged_by)
+    spares.prestart("", verdict_function=judged_by)
     try:
-        assert len(parent._spares) == 1
+        assert len(spares) == 1
     finally:
-        parent._kill_spares()
-    assert not parent._spares
+        spares.close()
+    assert not spares
 
 
 def column_sums(x):  # unannotated: fx cannot pickle a graph whose code names a string annotation

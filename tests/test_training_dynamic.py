@@ -8,6 +8,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import pytest_torchcompile.torch_internals.compat as compat
+from pytest_torchcompile.checking.masked import ProbeChildren
 from pytest_torchcompile.checking.model import CompiledCache, check_model
 from pytest_torchcompile.checking.plain import GraphChecker
 from pytest_torchcompile.judging.isolation.protocol import JUDGE_ERROR
@@ -112,15 +113,17 @@ def test_masked_deviation_is_caught_by_intermediate_checks_only() -> None:
 
 
 def test_a_probe_compiled_in_a_child_while_the_graph_compiles_here_finds_the_masked_deviation(
-    child_verdicts: list[GraphVerdict],
+    child_verdicts: list[GraphVerdict], probe_children: ProbeChildren,
 ) -> None:
     x = torch.randn(16, 32)
-    outcome = check_model(sin_relu_cos, (x,), options=CheckOptions(inductor_config=RELU_BUG))
+    outcome = check_model(sin_relu_cos, (x,), options=CheckOptions(inductor_config=RELU_BUG),
+                          probe_children=probe_children)
     assert outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
     assert [verdict.failure for verdict in child_verdicts] == [ACCURACY]
 
     child_verdicts.clear()
-    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True)
+    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True,
+                           probe_children=probe_children)
     with compat.inductor_config(RELU_BUG), checker.watching():
         torch.compile(sin_relu_cos)(x)
     compat.reset()
@@ -130,7 +133,7 @@ def test_a_probe_compiled_in_a_child_while_the_graph_compiles_here_finds_the_mas
 
 
 def test_a_graph_lowered_with_compiler_code_of_this_process_alone_is_probed_here(
-    child_verdicts: list[GraphVerdict], monkeypatch: pytest.MonkeyPatch,
+    child_verdicts: list[GraphVerdict], probe_children: ProbeChildren, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A lowering this process replaced (abs for relu: a masked deviation) is not the child's:
     the child says so instead of judging a probe compiled with its own, and the probe compiled
@@ -140,7 +143,7 @@ def test_a_graph_lowered_with_compiler_code_of_this_process_alone_is_probed_here
     aten = torch.ops.aten
     monkeypatch.setitem(lowering.lowerings, aten.relu.default, lowering.lowerings[aten.abs.default])
     options = CheckOptions(inductor_config={"fx_graph_cache": False})
-    outcome = check_model(sin_relu_cos, (torch.randn(16, 32),), options=options)
+    outcome = check_model(sin_relu_cos, (torch.randn(16, 32),), options=options, probe_children=probe_children)
     assert outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
     [verdict] = child_verdicts
     assert verdict.failure == JUDGE_ERROR and "torch._inductor.lowering.lowerings[aten.relu.default]" in str(verdict.error)

@@ -17,9 +17,9 @@ import torch.fx
 from pytest_torchcompile.checking.masked import (
     ConcurrentProbes,
     MaskedDivergence,
+    ProbeChildren,
     device_of,
     find_masked_divergence,
-    start_probe_child,
 )
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
 from pytest_torchcompile.judging.isolation.config import config_patches
@@ -261,10 +261,10 @@ class CompiledCache:
             _torch_compat.reset()
 
 
-def _compile(fn: Callable[..., Any], options: CheckOptions) -> CompiledEntry:
+def _compile(fn: Callable[..., Any], options: CheckOptions, probe_children: ProbeChildren | None) -> CompiledEntry:
     _torch_compat.reset()
     copy_ = _copy_callable(fn)
-    probes = ConcurrentProbes()
+    probes = ConcurrentProbes(probe_children)
     capture = GraphCapture(lowering_observer=probes.prepare if options.intermediates else None)
     backend = capture.backend(options.mode) if options.backend == "inductor" else options.backend
     compiled = torch.compile(copy_, backend=backend, dynamic=options.dynamic, fullgraph=options.fullgraph)
@@ -278,18 +278,20 @@ def check_model(
     kwargs: dict[str, Any] | None = None,
     options: CheckOptions | None = None,
     cache: CompiledCache | None = None,
+    probe_children: ProbeChildren | None = None,
 ) -> CheckOutcome:
     """Check ``fn(*args, **kwargs)`` compiled by Inductor against eager and an fp64 reference.
 
     The caller's model and tensors are never mutated: every run works on copies. With ``cache``,
     a model checked again unchanged reuses its compiled code (training checks always recompile,
-    since they change the compiled copy's weights).
+    since they change the compiled copy's weights). With ``probe_children``, the probes of the
+    masked-deviation check compile in a child while the graph compiles here.
     """
     options = options or CheckOptions()
-    if options.intermediates and options.backend == "inductor":
-        start_probe_child(device_of([*args, *(kwargs or {}).values()]))
+    if options.intermediates and options.backend == "inductor" and probe_children is not None:
+        probe_children.start(device_of([*args, *(kwargs or {}).values()]))
     with full_fp32_precision(), generators_kept(), _torch_compat.not_intercepted():
-        outcome = _check(fn, (tuple(args), dict(kwargs or {})), options, cache)
+        outcome = _check(fn, (tuple(args), dict(kwargs or {})), options, cache, probe_children)
     outcome.fallback_random = any(graph.has_random_ops for graph in outcome.graphs)
     if outcome.fallback_random:
         outcome.message = "; ".join(part for part in (outcome.message, FALLBACK_RANDOM_NOTE) if part)
@@ -301,7 +303,7 @@ FALLBACK_RANDOM_NOTE = ("random ops compiled with Inductor's fallback_random=Tru
 
 
 def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
-           cache: CompiledCache | None) -> CheckOutcome:
+           cache: CompiledCache | None, probe_children: ProbeChildren | None) -> CheckOutcome:
     sets = input_sets(given, options)
 
     def eager_run(arguments: Arguments) -> tuple[dict[str, Any], list[Any]]:
@@ -337,7 +339,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         with _torch_compat.inductor_config({**_torch_compat.EAGER_RNG_CONFIG, **options.inductor_config}), \
                 _torch_compat.no_compile_caches(), _torch_compat.strict_dynamo():
             if entry is None:
-                entry = _compile(fn, options)
+                entry = _compile(fn, options, probe_children)
             entry.capture.forget_calls()
             results = []
             for index, arguments in enumerate(sets):
@@ -349,7 +351,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
                 # Dynamo stopped compiling this copy (its recompile limit): start afresh.
                 assert cache is not None
                 cache.entries.remove(entry)
-                return _check(fn, given, options, cache)
+                return _check(fn, given, options, cache, probe_children)
     except Exception as error:
         graphs = entry.capture.graphs if entry is not None else []
         if entry is not None and cache is not None and entry in cache.entries:

@@ -17,7 +17,11 @@ from typing import Any
 import torch
 import torch.fx
 
-from pytest_torchcompile.checking.masked import ConcurrentProbes, find_masked_divergence
+from pytest_torchcompile.checking.masked import (
+    ConcurrentProbes,
+    ProbeChildren,
+    find_masked_divergence,
+)
 from pytest_torchcompile.checking.model import FALLBACK_RANDOM_NOTE, TORCH_LEVEL_NOTE
 from pytest_torchcompile.judging.capture import (
     CapturedGraph,
@@ -53,11 +57,12 @@ class GraphFailure:
 class GraphChecker:
     """Judges each (graph, input shapes) pair once; collects failures for the running test."""
 
-    def __init__(self, tol: float, check_non_float: bool, intermediates: bool) -> None:
+    def __init__(self, tol: float, check_non_float: bool, intermediates: bool,
+                 probe_children: ProbeChildren | None = None) -> None:
         self.tol = tol
         self.check_non_float = check_non_float
         self.intermediates = intermediates
-        self.probes = ConcurrentProbes()
+        self.probes = ConcurrentProbes(probe_children)
         self.capture = GraphCapture(observer=self._observe, dynamo_observer=self._observe_torch_level,
                                     lowering_observer=self.probes.prepare if intermediates else None)
         self.failures: list[GraphFailure] = []

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_torchcompile.checking.masked import current_device, start_probe_child
+from pytest_torchcompile.checking.masked import ProbeChildren, current_device
 from pytest_torchcompile.checking.model import (
     CheckOutcome,
     CompiledCache,
@@ -52,6 +52,7 @@ class CheckRunner:
         self.session = session
         self.compiled_cache = CompiledCache()
         """Compiled models of the running test, reused across its checks (hypothesis examples)."""
+        self.probe_children = ProbeChildren()
 
     @classmethod
     def start(cls, session: AccuracySession, trace_log: bool, probe_child: bool) -> CheckRunner:
@@ -61,9 +62,14 @@ class CheckRunner:
         child started now pays Inductor's first compile while the tests are collected."""
         if not trace_log:
             _torch_compat.quiet_trace_log()
+        runner = cls(session)
         if probe_child:
-            start_probe_child(current_device())
-        return cls(session)
+            runner.probe_children.start(current_device())
+        return runner
+
+    def close(self) -> None:
+        """End what this process started for its checks (from ``pytest_unconfigure``)."""
+        self.probe_children.close()
 
     def check(
         self,
@@ -83,7 +89,7 @@ class CheckRunner:
         if supersede:
             self.session.drop_unreported_checks(nodeid)
         try:
-            outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache)
+            outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache, self.probe_children)
         except EagerRunError as error:
             self.session.results.append(CaseResult(nodeid, Status.EAGER_FAIL, str(error)))
             raise error.__cause__ or error from None
@@ -175,7 +181,8 @@ class CheckRunner:
     def watch_graphs(self, nodeid: str, settings: CheckSettings) -> Iterator[None]:
         """Check every graph Inductor compiles while the block runs (plain ``torch.compile``
         calls of the test); fail the test, with a repro per failing graph, if any deviates."""
-        checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates)
+        checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates,
+                               self.probe_children)
         # Code compiled by an earlier test would be reused without reaching the capture hook.
         _torch_compat.reset_if_compiled()
         with _torch_compat.inductor_config(settings.inductor_config), checker.watching():

@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import filelock
 import pytest
@@ -62,6 +62,9 @@ from pytest_torchcompile.run.results import (
 )
 from pytest_torchcompile.run.roles import Role, role_of
 from pytest_torchcompile.run.session import AccuracySession, MinifyJob
+
+if TYPE_CHECKING:
+    from pytest_torchcompile.judging.isolation.parent import SpareChildren
 
 MINIFIER_ENV = "PYTEST_TORCHCOMPILE_MINIFIER"
 """``module:function`` or ``/path/file.py:function`` called instead of ``minify.minify_repro``
@@ -437,7 +440,7 @@ def _option(config: pytest.Config, name: str) -> Any:
     return settings.option_value(config, next(o for o in settings.OPTIONS if o.name == name))
 
 
-def load_minifier(state: AccuracySession) -> Minifier:
+def load_minifier(state: AccuracySession, spares: SpareChildren | None = None) -> Minifier:
     if state.devices_lost_in is not None:
         from pytest_torchcompile.minifying.search import minify_in_fresh_process
 
@@ -446,7 +449,7 @@ def load_minifier(state: AccuracySession) -> Minifier:
     if not spec:
         from pytest_torchcompile.minifying.search import minify_repro
 
-        return minify_repro
+        return minify_repro if spares is None else functools.partial(minify_repro, spares=spares)
     target, _, name = spec.rpartition(":")
     if target.endswith(".py"):
         module_spec = importlib.util.spec_from_file_location(f"_pytest_torchcompile_minifier_{os.getpid()}", target)
@@ -475,6 +478,8 @@ class Coordinator:
     heartbeat: Heartbeat | None = None
     interrupted: bool = False
     finished_here: list[str] = field(default_factory=list)
+    spares: SpareChildren | None = None
+    """Judging children started for this process's cases while its tests run."""
 
     @property
     def role(self) -> Role:
@@ -510,6 +515,10 @@ class Coordinator:
         queue = self.open_queue()
         for job in jobs:
             queue.enqueue(job, self.worker or "main")
+
+    def close(self) -> None:
+        if self.spares is not None:
+            self.spares.close()
 
     def leave(self) -> None:
         if self.me is not None and self.queue is not None:
@@ -556,6 +565,9 @@ class ParallelHooks:
     def pytest_keyboard_interrupt(self) -> None:
         self.coordinator.interrupted = True
 
+    def pytest_unconfigure(self) -> None:
+        self.coordinator.close()
+
 
 class XdistHooks:
     """Hooks that exist only with pytest-xdist (registered only when it is active)."""
@@ -583,7 +595,7 @@ def configure(config: pytest.Config, state: AccuracySession) -> None:
     coordinator.device = _select_device(config, worker)
     budget.configure(config, _limit_this_process)
     if coordinator.role is Role.SINGLE and not os.environ.get(MINIFIER_ENV):
-        state.on_minify_job = functools.partial(_prestart_judge, state, coordinator.device)
+        state.on_minify_job = functools.partial(_prestart_judge, coordinator)
     config.stash[COORDINATOR_KEY] = coordinator
     config.pluginmanager.register(ParallelHooks(coordinator), "torchcompile-parallel")
     if config.pluginmanager.hasplugin("xdist"):
@@ -598,14 +610,16 @@ def _limit_this_process(threads: int) -> None:
     limit_this_process(threads)
 
 
-def _prestart_judge(state: AccuracySession, device: str | None, job: MinifyJob) -> None:
+def _prestart_judge(coordinator: Coordinator, job: MinifyJob) -> None:
     """A single process minifies its cases itself once its tests are done: start the judging
     child of the first case now, while the tests go on (the minify phase adopts it)."""
-    from pytest_torchcompile.judging.isolation.parent import prestart
+    from pytest_torchcompile.judging.isolation.parent import SpareChildren
     from pytest_torchcompile.repros.repro import config_lines
 
-    if state.devices_lost_in is None:
-        prestart(config_lines(Path(job.repro_path)), device)
+    if coordinator.state.devices_lost_in is None:
+        if coordinator.spares is None:
+            coordinator.spares = SpareChildren()
+        coordinator.spares.prestart(config_lines(Path(job.repro_path)), coordinator.device)
 
 
 def _select_device(config: pytest.Config, worker: str | None) -> str | None:
@@ -657,7 +671,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
     def run_job(job: dict[str, Any]) -> MinifyResult:
         assert coordinator.queue is not None and coordinator.me is not None
         if not minifiers:
-            minifiers.append(load_minifier(state))
+            minifiers.append(load_minifier(state, coordinator.spares))
         progress = _progress_writer(config, coordinator, job["nodeid"])
         # CPU users: the jobs under way or waiting, and the processes still running tests
         pending, running, testing = coordinator.queue.census(coordinator.me)

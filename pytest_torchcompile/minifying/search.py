@@ -32,6 +32,7 @@ from pytest_torchcompile.judging.isolation.parent import (
     InProcessJudge,
     IsolatedJudge,
     IsolationError,
+    SpareChildren,
 )
 from pytest_torchcompile.judging.isolation.protocol import (
     CRASHED,
@@ -323,6 +324,7 @@ def minify_repro(
     isolate: bool = True,
     device: str | None = None,
     find_stage: bool = True,
+    spares: SpareChildren | None = None,
 ) -> MinifyResult:
     """Minify the case of a repro file; write ``minified.py`` and the generated kernel beside it.
 
@@ -330,12 +332,12 @@ def minify_repro(
     a crashing or hanging candidate cannot take this process down. ``repro.py`` is only read,
     and every file written is replaced atomically: nothing is lost if the minifier dies. With
     ``find_stage``, the stage of the stack that introduces the failure is looked for too (see
-    ``stages``), in the same child.
+    ``stages``), in the same child, which may be one prestarted in ``spares``.
     """
     started = time.perf_counter()
     path = Path(repro_path).resolve()
     config_source = config_lines(path)
-    judging = (IsolatedJudge(config_source, device=device, candidate_timeout_s=timeout_s)
+    judging = (IsolatedJudge(config_source, device=device, candidate_timeout_s=timeout_s, spares=spares)
                if isolate else InProcessJudge(config_source))
     with judging as judge:
         try:

@@ -183,8 +183,9 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
                     return original(model, example_inputs, *args, **kwargs)
                 return dynamo_hook(model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs))
 
+        # The interception itself says what it replaced: the compile_fx installed before any.
+        setattr(compile_fx, _INSTALLED, getattr(original, _INSTALLED, original))
         compile_fx_module.compile_fx = compile_fx  # type: ignore[attr-defined]
-        _INTERCEPTED_ORIGINALS.append(original)
         intercepted.append((compile_fx_module, original))
 
     try:
@@ -192,11 +193,12 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
             yield
     finally:
         for compile_fx_module, original in reversed(intercepted):
-            _INTERCEPTED_ORIGINALS.pop()
             compile_fx_module.compile_fx = original
 
 
 _COMPILE_FX_MODULE = "torch._inductor.compile_fx"
+_INSTALLED = "_pytest_torchcompile_installed"
+"""Attribute of an intercepting ``compile_fx``: the one installed before any interception."""
 
 
 @contextlib.contextmanager
@@ -260,9 +262,6 @@ class _CallbackLoader(importlib.abc.Loader):
         self._callback(module)
 
 
-_INTERCEPTED_ORIGINALS: list[Any] = []
-
-
 @contextlib.contextmanager
 def not_intercepted() -> Iterator[None]:
     """Compile with Inductor as installed while the block runs, inside ``intercept_inductor``
@@ -270,13 +269,14 @@ def not_intercepted() -> Iterator[None]:
     the test, and judging them again would report one bug twice."""
     # Imported first: an interception waiting for the compiler's import is made, and set aside here.
     import_compiler()
-    if not _INTERCEPTED_ORIGINALS:
-        yield
-        return
     import torch._inductor.compile_fx as compile_fx_module
 
     intercepting = compile_fx_module.compile_fx
-    compile_fx_module.compile_fx = _INTERCEPTED_ORIGINALS[0]
+    installed = getattr(intercepting, _INSTALLED, None)
+    if installed is None:
+        yield
+        return
+    compile_fx_module.compile_fx = installed
     try:
         yield
     finally:

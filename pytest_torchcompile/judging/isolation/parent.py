@@ -1,9 +1,8 @@
 """The judges a minifier asks: :class:`IsolatedJudge` (a warm child process, :mod:`.child`) and
-:class:`InProcessJudge` (this process); and judging children started ahead (:func:`prestart`)."""
+:class:`InProcessJudge` (this process); and judging children started ahead (:class:`SpareChildren`)."""
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import shutil
@@ -147,45 +146,46 @@ def _spawn_child(setup: ChildSetup, device: str | None, log_path: Path) -> _Chil
     return child
 
 
-_spares: dict[tuple[ChildSetup, str | None], _Child] = {}
-"""Judging children started ahead of the minify phase (:func:`prestart`), not yet adopted."""
+class SpareChildren:
+    """Judging children started ahead of the minify phase (:meth:`prestart`), not yet adopted by
+    an :class:`IsolatedJudge`; whoever makes one closes it, killing those never adopted."""
 
+    def __init__(self) -> None:
+        self._waiting: dict[tuple[ChildSetup, str | None], _Child] = {}
 
-def prestart(config_source: str, device: str | None = None,
-             verdict_function: VerdictFunction = judge_candidate) -> None:
-    """Start the judging child of a case now (once a failing case is known), so that its start
-    (Python, torch, Inductor's CPU probes) overlaps the rest of the test run instead of opening
-    the minify phase. The first :class:`IsolatedJudge` of the same setup in this process adopts
-    it; one never adopted is killed when this process exits. At most one waits at a time."""
-    if _spares:  # one at a time: a child holds a torch of its own in memory
-        return
-    setup = _child_setup(config_source, verdict_function, device)
-    workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
-    _spares[(setup, device)] = _spawn_child(setup, device, workdir / "child.log")
+    def prestart(self, config_source: str, device: str | None = None,
+                 verdict_function: VerdictFunction = judge_candidate) -> None:
+        """Start the judging child of a case now (once a failing case is known), so that its start
+        (Python, torch, Inductor's CPU probes) overlaps the rest of the test run instead of opening
+        the minify phase. The first :class:`IsolatedJudge` of the same setup given these spares
+        adopts it. At most one waits at a time."""
+        if self._waiting:  # one at a time: a child holds a torch of its own in memory
+            return
+        setup = _child_setup(config_source, verdict_function, device)
+        workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
+        self._waiting[(setup, device)] = _spawn_child(setup, device, workdir / "child.log")
 
-
-def _adopt_spare(setup: ChildSetup, device: str | None) -> _Child | None:
-    """The prestarted child of this setup, if it still runs with the thread counts children get now."""
-    child = _spares.pop((setup, device), None)
-    if child is None:
+    def adopt(self, setup: ChildSetup, device: str | None) -> _Child | None:
+        """The prestarted child of this setup, if it still runs with the thread counts children get now."""
+        child = self._waiting.pop((setup, device), None)
+        if child is None:
+            return None
+        if child.process.poll() is None and child.threads == _thread_environment():
+            return child
+        _discard(child)
         return None
-    if child.process.poll() is None and child.threads == _thread_environment():
-        return child
-    _discard(child)
-    return None
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def close(self) -> None:
+        while self._waiting:
+            _discard(self._waiting.popitem()[1])
 
 
 def _discard(child: _Child) -> None:
     _end(child)
     shutil.rmtree(child.log.parent, ignore_errors=True)
-
-
-def _kill_spares() -> None:
-    while _spares:
-        _discard(_spares.popitem()[1])
-
-
-atexit.register(_kill_spares)
 
 
 class IsolatedJudge:
@@ -194,6 +194,7 @@ class IsolatedJudge:
     ``device`` ("cuda:N") makes GPU N the only one the child sees; every CUDA tensor and device
     of a candidate is moved onto it. A candidate gets ``candidate_timeout_s`` to be judged; the
     first one a child judges also pays Inductor's one-time costs (CPU feature probes, workers).
+    With ``spares``, a child prestarted there for the same setup is adopted instead of starting one.
     """
 
     def __init__(
@@ -204,8 +205,10 @@ class IsolatedJudge:
         candidate_timeout_s: float = 300.0,
         startup_timeout_s: float = 300.0,
         verdict_function: VerdictFunction = judge_candidate,
+        spares: SpareChildren | None = None,
     ) -> None:
         self._device = device
+        self._spares = spares
         self._setup = _child_setup(config_source, verdict_function, device)
         self._candidate_timeout_s = candidate_timeout_s
         self._startup_timeout_s = startup_timeout_s
@@ -218,7 +221,7 @@ class IsolatedJudge:
     def __enter__(self) -> IsolatedJudge:
         # Start now (unless one was prestarted): the child imports torch and Inductor while the
         # caller loads the case.
-        self._child = _adopt_spare(self._setup, self._device)
+        self._child = self._spares.adopt(self._setup, self._device) if self._spares is not None else None
         if self._child is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = self._child.log.parent
