@@ -28,6 +28,7 @@ from pytest_torchcompile.judging.judge import (
     DYNAMO,
     clone_values,
     compare_graph_outputs,
+    error_signature,
     full_fp32_precision,
     generators_kept,
     judge_graph,
@@ -108,12 +109,6 @@ def _copy_callable(fn: Callable[..., Any], fp64: bool = False) -> Callable[..., 
         module = copy.deepcopy(fn)
         return module.to(torch.float64) if fp64 else module
     return fn
-
-
-def _short_error(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    first = text[0] if text else ""
-    return f"{type(error).__name__}: {first[:300]}"
 
 
 class EagerRunError(Exception):
@@ -319,7 +314,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         model_draws_random = any(not torch.equal(a, b) for a, b in zip(seeded, rng_states(), strict=False))
         eager_again, _ = eager_run(given)
     except Exception as error:
-        raise EagerRunError(f"the model raised when run eagerly: {_short_error(error)}") from error
+        raise EagerRunError(f"the model raised when run eagerly: {error_signature(error, max_chars=300)}") from error
     mutated = _mutated_positions(given[0], eager_args)
     unstable = next((where for root in eager_parts
                      if (where := first_disagreement(eager_parts[root], eager_again[root], options.tolerance, root))), None)
@@ -418,7 +413,7 @@ def _reference(
     except _torch_compat.RandomDrawMismatch as error:
         return None, f"same-precision cosine check: the fp64 run draws random numbers unlike eager ({error})"
     except Exception as error:
-        return None, f"same-precision cosine check: the model cannot run in fp64 ({_short_error(error)})"
+        return None, f"same-precision cosine check: the model cannot run in fp64 ({error_signature(error, max_chars=300)})"
     return _judged(parts, call_args, mutated), "fp64"
 
 
@@ -427,14 +422,14 @@ def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], e
     if compile_failed:
         graph = compile_failed[0]
         return CheckOutcome(Status.FAIL_COMPILE, f"Inductor failed to compile {graph.label}: "
-                            f"{_short_error(graph.compile_error or error)}",
+                            f"{error_signature(graph.compile_error or error, max_chars=300)}",
                             graphs=graphs, failing_graphs=[FailingGraph(graph, None)],
                             compile_seconds=elapsed, error=error)
     run_failed = [g for g in graphs if g.runtime_error is not None]
     if run_failed:
         graph = run_failed[0]
         return CheckOutcome(Status.FAIL_RUNTIME, f"compiled code raised in {graph.label}: "
-                            f"{_short_error(graph.runtime_error or error)}",
+                            f"{error_signature(graph.runtime_error or error, max_chars=300)}",
                             graphs=graphs, failing_graphs=[FailingGraph(graph, graph.calls[-1] if graph.calls else None)],
                             compile_seconds=elapsed, error=error)
     where = "".join(traceback.format_exception_only(error)).strip().splitlines()[0]

@@ -169,10 +169,11 @@ def _matmul_in_fp32() -> Iterator[None]:
             torch.set_float32_matmul_precision(saved)
 
 
-def error_signature(error: BaseException) -> str:
-    """``Type: first line of the message``; the identity of a compile or runtime failure."""
+def error_signature(error: BaseException, max_chars: int | None = None) -> str:
+    """``Type: first line of the message`` (its first ``max_chars``); the identity of a compile
+    or runtime failure."""
     lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+    return f"{type(error).__name__}: {lines[0][:max_chars] if lines else ''}"
 
 
 def _normalized(signature: str) -> str:

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import filelock
 import pytest
 
-from pytest_torchcompile.run import budget
+from pytest_torchcompile.run import budget, settings
 from pytest_torchcompile.run.files import atomic_write
 from pytest_torchcompile.run.results import (
     MinifyProgress,
@@ -434,12 +434,6 @@ def device_index(worker_id: str | None, listed: list[int], count: int) -> int | 
 # --- pytest side ---------------------------------------------------------------------------
 
 
-def _option(config: pytest.Config, name: str) -> Any:
-    from pytest_torchcompile.run import settings
-
-    return settings.option_value(config, next(o for o in settings.OPTIONS if o.name == name))
-
-
 def load_minifier(state: AccuracySession, spares: SpareChildren | None = None) -> Minifier:
     if state.devices_lost_in is not None:
         from pytest_torchcompile.minifying.search import minify_in_fresh_process
@@ -477,7 +471,6 @@ class Coordinator:
     me: Identity | None = None
     heartbeat: Heartbeat | None = None
     interrupted: bool = False
-    finished_here: list[str] = field(default_factory=list)
     spares: SpareChildren | None = None
     """Judging children started for this process's cases while its tests run."""
 
@@ -623,7 +616,7 @@ def _prestart_judge(coordinator: Coordinator, job: MinifyJob) -> None:
 
 
 def _select_device(config: pytest.Config, worker: str | None) -> str | None:
-    listed = parse_devices(str(_option(config, "compile-devices") or os.environ.get(DEVICES_ENV, "")))
+    listed = parse_devices(str(settings.option_value(config, settings.option("compile-devices")) or os.environ.get(DEVICES_ENV, "")))
     if worker is None and not listed:
         return None  # see device_index; asked without torch, which an xdist controller need not import
     import torch
@@ -666,7 +659,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
         coordinator.leave()
         return
     minifiers: list[Minifier] = []
-    cap = int(_option(config, "compile-minify-workers") or 0)
+    cap = int(settings.option_value(config, settings.option("compile-minify-workers")) or 0)
 
     def run_job(job: dict[str, Any]) -> MinifyResult:
         assert coordinator.queue is not None and coordinator.me is not None
@@ -683,13 +676,11 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
     try:
         coordinator.join(MINIFYING)
         assert coordinator.queue is not None and coordinator.me is not None
-        coordinator.finished_here += drain(coordinator.queue, coordinator.me, run_job, cap)
+        drain(coordinator.queue, coordinator.me, run_job, cap)
     finally:
         coordinator.leave()
-    if coordinator.role is Role.WORKER:
-        config.workeroutput["pytest_torchcompile_minified"] = list(coordinator.finished_here)  # type: ignore[attr-defined]
-        return
-    report(config, state, coordinator.queue)
+    if coordinator.role is not Role.WORKER:
+        report(config, state, coordinator.queue)
 
 
 def _run_in_process(config: pytest.Config, state: AccuracySession) -> None:
