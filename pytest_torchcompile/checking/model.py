@@ -34,6 +34,7 @@ from pytest_torchcompile.judging.judge import (
     judge_graph,
     reference_outputs,
     rng_states,
+    widened,
 )
 from pytest_torchcompile.judging.oracle import compare_outputs, first_disagreement, flatten_outputs
 from pytest_torchcompile.run.settings import CheckOptions
@@ -75,32 +76,14 @@ class CheckOutcome:
         return self.status in (Status.PASS, Status.NO_FP64_REFERENCE)
 
 
-def _map_tensors(value: Any, tensor: Callable[[torch.Tensor], Any], other: Callable[[Any], Any]) -> Any:
-    """``value`` with each tensor in its lists, tuples and dicts replaced by ``tensor(t)`` and each
-    other leaf by ``other(leaf)``."""
-    if isinstance(value, torch.Tensor):
-        return tensor(value)
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_map_tensors(v, tensor, other) for v in value)
-    if isinstance(value, dict):
-        return type(value)((k, _map_tensors(v, tensor, other)) for k, v in value.items())
-    return other(value)
-
-
 def _clone_tree(value: Any) -> Any:
-    return _map_tensors(value, lambda t: t.detach().clone().requires_grad_(t.requires_grad), copy.deepcopy)
-
-
-def _widened_tensor(value: torch.Tensor) -> torch.Tensor:
-    if value.is_floating_point():
-        return value.detach().to(torch.float64).requires_grad_(value.requires_grad)
-    if value.is_complex():
-        return value.detach().to(torch.complex128)
-    return value.detach().clone()
+    return _torch_compat.tree_map(
+        lambda leaf: leaf.detach().clone().requires_grad_(leaf.requires_grad) if isinstance(leaf, torch.Tensor)
+        else copy.deepcopy(leaf), value)
 
 
 def _to_fp64(value: Any) -> Any:
-    return _map_tensors(value, _widened_tensor, lambda leaf: leaf)
+    return _torch_compat.tree_map(widened, value)
 
 
 def _copy_callable(fn: Callable[..., Any], fp64: bool = False) -> Callable[..., Any]:

@@ -214,10 +214,16 @@ def clone_values(values: Sequence[Any], keep_grad: bool = False) -> list[Any]:
             for v in values]
 
 
-def _widen(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and value.is_floating_point():
+def widened(value: Any) -> Any:
+    """``value`` for an fp64 run: a floating tensor in fp64 (keeping ``requires_grad``), a complex
+    one in complex128, any other tensor a detached copy; anything else as it is."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if value.is_floating_point():
         return value.detach().to(torch.float64).requires_grad_(value.requires_grad)
-    return value
+    if value.is_complex():
+        return value.detach().to(torch.complex128)
+    return value.detach().clone()
 
 
 def draws_random(gm: Any) -> bool:
@@ -309,7 +315,7 @@ def fp64_outputs(module: Callable[..., Any], inputs: Sequence[Any], backward: bo
     """The outputs of ``module`` run in fp64, or None where it cannot run in fp64."""
     try:
         with float64_everywhere():
-            return run_graph(module, [_widen(v) for v in inputs], backward)
+            return run_graph(module, [widened(v) for v in inputs], backward)
     except Exception:
         return None
 

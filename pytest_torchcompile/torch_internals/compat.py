@@ -730,6 +730,14 @@ def _search_path(name: str | None) -> str | None:
     return str(pathlib.Path(file).resolve().parents[depth])
 
 
+def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
+    """``tree`` with each leaf replaced by ``fn(leaf)``, through the containers pytree knows
+    (lists, tuples, named tuples, dicts)."""
+    import torch.utils._pytree as pytree
+
+    return pytree.tree_map(fn, tree)
+
+
 def symbolic_sizes(example_inputs: Sequence[Any]) -> list[list[str] | None]:
     """For each example input, its sizes as strings (symbols such as ``s0`` stay symbolic)."""
     sizes: list[list[str] | None] = []
