@@ -66,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _environment() -> dict[str, Any]:
     # Asked for only where a JSON report is written: other runs do not import torch for it.
-    from pytest_torchcompile.torch_internals.compat import report_environment
+    from pytest_torchcompile.torch_internals.environment import report_environment
 
     return report_environment()
 

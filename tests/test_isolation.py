@@ -40,7 +40,7 @@ from pytest_torchcompile.repros.repro import write_repro
 from pytest_torchcompile.run import budget
 from pytest_torchcompile.run.results import StopReason
 from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.config import inductor_config_diff
 
 aten = torch.ops.aten
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'"
@@ -164,8 +164,8 @@ def test_config_lines_become_patches_that_are_undone() -> None:
 
     assert config_patches(source) == patches
     with InProcessJudge(source):
-        inside = _torch_compat.inductor_config_diff()
-    after = _torch_compat.inductor_config_diff()
+        inside = inductor_config_diff()
+    after = inductor_config_diff()
     assert (inside["cpp.inject_relu_bug_TESTING_ONLY"], inside["post_grad_custom_post_pass"],
             inside["debug"]) == ("accuracy", repr(os.path.join), True)
     # Undone: back at the defaults (a restored value may still be listed, with its default).
@@ -260,15 +260,15 @@ def test_a_judge_forgets_a_prepared_graph_when_its_child_does(monkeypatch: pytes
 ROUTING_IN_A_FRESH_PROCESS = """
 import torch._inductor.lowering
 from torch._inductor.codegen.triton import TritonKernelOverrides
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.fingerprint import compiler_fingerprint
 
 module = "torch._inductor.codegen.triton"
-before = _torch_compat.compiler_fingerprint([module])[module]
+before = compiler_fingerprint([module])[module]
 overrides = dict(vars(TritonKernelOverrides))
 TritonKernelOverrides._setup_libdevice_routing()
 routed = [name for name, member in vars(TritonKernelOverrides).items() if overrides.get(name) is not member]
 assert routed, "no override was routed"
-assert _torch_compat.compiler_fingerprint([module])[module] == before, routed
+assert compiler_fingerprint([module])[module] == before, routed
 """
 
 

@@ -13,7 +13,8 @@ import torch
 from pytest_torchcompile.checking.masked import CONCURRENT_PROBE_ENV, ProbeChildren
 from pytest_torchcompile.plugin import SESSION_KEY
 from pytest_torchcompile.run.session import MinifyJob
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.compiling import import_compiler
+from pytest_torchcompile.torch_internals.interception import intercept_inductor, not_intercepted
 
 
 def _judging_children() -> list[int]:
@@ -71,7 +72,7 @@ def sin(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_a_nested_interception_sets_aside_every_interception_for_the_plugins_own_compiles() -> None:
-    _torch_compat.import_compiler()
+    import_compiler()
     import torch._inductor.compile_fx as compile_fx_module
 
     installed = compile_fx_module.compile_fx
@@ -83,9 +84,9 @@ def test_a_nested_interception_sets_aside_every_interception_for_the_plugins_own
             return compile_it()
         return inner
 
-    with _torch_compat.intercept_inductor(hook("outer")), _torch_compat.intercept_inductor(hook("inner")):
+    with intercept_inductor(hook("outer")), intercept_inductor(hook("inner")):
         intercepting = compile_fx_module.compile_fx
-        with _torch_compat.not_intercepted():
+        with not_intercepted():
             assert compile_fx_module.compile_fx is installed
             torch._dynamo.reset()
             torch.compile(sin)(torch.randn(4))

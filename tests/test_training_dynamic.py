@@ -7,7 +7,6 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-import pytest_torchcompile.torch_internals.compat as compat
 from pytest_torchcompile.checking.masked import ProbeChildren
 from pytest_torchcompile.checking.model import CompiledCache, check_model
 from pytest_torchcompile.checking.plain import GraphChecker
@@ -16,6 +15,8 @@ from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict
 from pytest_torchcompile.judging.slicing import GraphSlicer
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, Status
+from pytest_torchcompile.torch_internals.compiling import reset
+from pytest_torchcompile.torch_internals.config import inductor_config
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 
@@ -124,9 +125,9 @@ def test_a_probe_compiled_in_a_child_while_the_graph_compiles_here_finds_the_mas
     child_verdicts.clear()
     checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True,
                            probe_children=probe_children)
-    with compat.inductor_config(RELU_BUG), checker.watching():
+    with inductor_config(RELU_BUG), checker.watching():
         torch.compile(sin_relu_cos)(x)
-    compat.reset()
+    reset()
     assert [verdict.failure for verdict in child_verdicts] == [ACCURACY], "a plain compile's probe"
     [failure] = checker.failures
     assert "intermediate 'relu' deviates" in failure.message and "masks it" in failure.message
@@ -230,7 +231,7 @@ def test_compiled_code_is_reused_across_checks_of_one_test() -> None:
     assert len(cache.entries) == 1 and len(changed.graphs) == compiled_graphs, "stale copy reused"
     cache.clear()
     assert not cache.entries
-    compat.reset()
+    reset()
 
 
 class DeepTanhMLP(torch.nn.Module):

@@ -39,7 +39,17 @@ from pytest_torchcompile.judging.judge import (
 from pytest_torchcompile.judging.oracle import compare_outputs, first_disagreement, flatten_outputs
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.compiling import no_compile_caches, reset, strict_dynamo
+from pytest_torchcompile.torch_internals.config import inductor_config
+from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
+from pytest_torchcompile.torch_internals.interception import not_intercepted
+from pytest_torchcompile.torch_internals.rng import (
+    EAGER_RNG_CONFIG,
+    RandomDrawMismatch,
+    recording_random_draws,
+    replaying_random_draws,
+)
+from pytest_torchcompile.torch_internals.values import tree_map
 
 
 @dataclass
@@ -77,13 +87,13 @@ class CheckOutcome:
 
 
 def _clone_tree(value: Any) -> Any:
-    return _torch_compat.tree_map(
+    return tree_map(
         lambda leaf: leaf.detach().clone().requires_grad_(leaf.requires_grad) if isinstance(leaf, torch.Tensor)
         else copy.deepcopy(leaf), value)
 
 
 def _to_fp64(value: Any) -> Any:
-    return _torch_compat.tree_map(widened, value)
+    return tree_map(widened, value)
 
 
 def _copy_callable(fn: Callable[..., Any], fp64: bool = False) -> Callable[..., Any]:
@@ -236,11 +246,11 @@ class CompiledCache:
     def clear(self) -> None:
         if self.entries:
             self.entries.clear()
-            _torch_compat.reset()
+            reset()
 
 
 def _compile(fn: Callable[..., Any], options: CheckOptions, probe_children: ProbeChildren | None) -> CompiledEntry:
-    _torch_compat.reset()
+    reset()
     copy_ = _copy_callable(fn)
     probes = ConcurrentProbes(probe_children)
     capture = GraphCapture(lowering_observer=probes.prepare if options.intermediates else None)
@@ -268,7 +278,7 @@ def check_model(
     options = options or CheckOptions()
     if options.intermediates and options.backend == "inductor" and probe_children is not None:
         probe_children.start(device_of([*args, *(kwargs or {}).values()]))
-    with full_fp32_precision(), generators_kept(), _torch_compat.not_intercepted():
+    with full_fp32_precision(), generators_kept(), not_intercepted():
         outcome = _check(fn, (tuple(args), dict(kwargs or {})), options, cache, probe_children)
     outcome.fallback_random = any(graph.has_random_ops for graph in outcome.graphs)
     if outcome.fallback_random:
@@ -314,8 +324,8 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     reused = entry is not None
     started = time.perf_counter()
     try:
-        with _torch_compat.inductor_config({**_torch_compat.EAGER_RNG_CONFIG, **options.inductor_config}), \
-                _torch_compat.no_compile_caches(), _torch_compat.strict_dynamo():
+        with inductor_config({**EAGER_RNG_CONFIG, **options.inductor_config}), \
+                no_compile_caches(), strict_dynamo():
             if entry is None:
                 entry = _compile(fn, options, probe_children)
             entry.capture.forget_calls()
@@ -339,7 +349,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     if cache is not None and not training and not reused:
         cache.entries.append(entry)
     elif cache is None or training:
-        _torch_compat.reset()
+        reset()
 
     graphs = entry.capture.graphs
     comparison = Comparison([])
@@ -358,7 +368,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
                                 compiled_out["out"])
     output = results[0][2][0]["out"]
     if options.intermediates and options.backend == "inductor":
-        with _torch_compat.inductor_config(options.inductor_config):
+        with inductor_config(options.inductor_config):
             masked = _masked_divergence(graphs, entry.probes, options)
         if masked is not None:
             graph, divergence = masked
@@ -384,16 +394,16 @@ def _reference(
     if model_draws_random:
         torch.manual_seed(options.seed)
         model = _copy_callable(fn)
-        with _torch_compat.recording_random_draws(draws):
+        with recording_random_draws(draws):
             _execute(model, model if isinstance(model, torch.nn.Module) else None, arguments, options)
     torch.manual_seed(options.seed)
     try:
-        with _torch_compat.float64_everywhere(), \
-                _torch_compat.replaying_random_draws(draws) if model_draws_random else contextlib.nullcontext():
+        with float64_everywhere(), \
+                replaying_random_draws(draws) if model_draws_random else contextlib.nullcontext():
             model = _copy_callable(fn, fp64=True)
             parts, call_args = _execute(model, model if isinstance(model, torch.nn.Module) else None,
                                         widened, options)
-    except _torch_compat.RandomDrawMismatch as error:
+    except RandomDrawMismatch as error:
         return None, f"same-precision cosine check: the fp64 run draws random numbers unlike eager ({error})"
     except Exception as error:
         return None, f"same-precision cosine check: the model cannot run in fp64 ({error_signature(error, max_chars=300)})"
@@ -470,7 +480,7 @@ def _failing_dynamo_graphs(dynamo_graphs: list[DynamoGraph], options: CheckOptio
         if not graph.calls or not graph.judgeable():
             continue
         inputs = graph.calls[0]
-        with _torch_compat.inductor_config(config_patches(graph.config_source)), \
+        with inductor_config(config_patches(graph.config_source)), \
                 torch.set_grad_enabled(options.training):
             verdict = judge_graph(graph.gm, inputs, options.tolerance, not options.ignore_non_float, level=DYNAMO)
         if verdict.failure == ACCURACY:

@@ -38,7 +38,13 @@ from pytest_torchcompile.judging.judge import (
     set_rng_states,
 )
 from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.interception import intercept_inductor
+from pytest_torchcompile.torch_internals.rng import (
+    EAGER_RNG_CONFIG,
+    RandomDrawMismatch,
+    recording_random_draws,
+    replaying_random_draws,
+)
 
 
 @dataclass
@@ -82,7 +88,7 @@ class GraphChecker:
         try:
             eager, fp64 = _references_drawing_like(graph, inputs) if graph.has_random_ops else \
                 reference_outputs(graph.gm, inputs)
-        except _torch_compat.RandomDrawMismatch as error:
+        except RandomDrawMismatch as error:
             self.unchecked.append(f"{graph.label}: its eager run draws random numbers unlike the compiled "
                                   f"call ({error})")
             return
@@ -139,7 +145,7 @@ class GraphChecker:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
-        with _torch_compat.intercept_inductor(self.capture.hook, self.capture.dynamo_hook, _torch_compat.EAGER_RNG_CONFIG):
+        with intercept_inductor(self.capture.hook, self.capture.dynamo_hook, EAGER_RNG_CONFIG):
             yield
 
 
@@ -152,9 +158,9 @@ def _references_drawing_like(graph: CapturedGraph, inputs: list[Any]) -> tuple[l
     set_rng_states(graph.rng_before_call)
     try:
         draws: list[tuple[Any, Any]] = []
-        with _torch_compat.recording_random_draws(draws):
+        with recording_random_draws(draws):
             eager = run_graph(graph.gm, inputs)
-        with _torch_compat.replaying_random_draws(draws):
+        with replaying_random_draws(draws):
             fp64 = fp64_outputs(graph.gm, inputs)
     finally:
         set_rng_states(after)

@@ -36,7 +36,8 @@ from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import AccuracySession, MinifyJob, junit_fields
 from pytest_torchcompile.run.settings import CheckSettings
 from pytest_torchcompile.run.verdict import Comparison, Status, format_table
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.compiling import quiet_trace_log, reset_if_compiled
+from pytest_torchcompile.torch_internals.config import inductor_config
 
 FAILURE_KINDS = {
     Status.FAIL_ACCURACY: ACCURACY,
@@ -61,7 +62,7 @@ class CheckRunner:
         pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
         child started now pays Inductor's first compile while the tests are collected."""
         if not trace_log:
-            _torch_compat.quiet_trace_log()
+            quiet_trace_log()
         runner = cls(session)
         if probe_child:
             runner.probe_children.start(current_device())
@@ -184,8 +185,8 @@ class CheckRunner:
         checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates,
                                self.probe_children)
         # Code compiled by an earlier test would be reused without reaching the capture hook.
-        _torch_compat.reset_if_compiled()
-        with _torch_compat.inductor_config(settings.inductor_config), checker.watching():
+        reset_if_compiled()
+        with inductor_config(settings.inductor_config), checker.watching():
             try:
                 yield
             finally:

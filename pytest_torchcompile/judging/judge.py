@@ -23,11 +23,8 @@ import torch
 
 from pytest_torchcompile.judging.oracle import compare_tensor
 from pytest_torchcompile.run.verdict import LeafResult
-from pytest_torchcompile.torch_internals.compat import (
-    compile_dynamo_graph,
-    compile_graph,
-    float64_everywhere,
-)
+from pytest_torchcompile.torch_internals.compiling import compile_dynamo_graph, compile_graph
+from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
 
 ACCURACY = "accuracy"
 COMPILE_ERROR = "compile_error"

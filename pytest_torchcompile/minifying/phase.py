@@ -598,7 +598,7 @@ def configure(config: pytest.Config, state: AccuracySession) -> None:
 def _limit_this_process(threads: int) -> None:
     # Imported only where the threads are limited: a process that keeps torch's defaults (an
     # xdist controller) does not import torch for the plugin.
-    from pytest_torchcompile.torch_internals.compat import limit_this_process
+    from pytest_torchcompile.torch_internals.threads import limit_this_process
 
     limit_this_process(threads)
 

@@ -62,7 +62,7 @@ from pytest_torchcompile.judging.stages import FailureKind, StageAttribution, gr
 from pytest_torchcompile.repros.repro import config_lines, load_case, write_repro
 from pytest_torchcompile.run.files import atomic_write, locked
 from pytest_torchcompile.run.results import MinifyProgress, MinifyResult, StopReason
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.compiling import cpp_kernels
 
 Judge = Callable[[torch.fx.GraphModule, list[Any]], GraphVerdict]
 """Compiles and judges one candidate graph on its inputs."""
@@ -439,7 +439,7 @@ def _generated_code(source: str | None) -> tuple[str, str] | None:
     a CPU; on a GPU the whole module, whose Triton kernels are Python."""
     if source is None:
         return None
-    cpp = _torch_compat.cpp_kernels(source)
+    cpp = cpp_kernels(source)
     return (cpp, ".cpp") if cpp else (source, ".py")
 
 

@@ -51,7 +51,15 @@ from pytest_torchcompile.judging.judge import (
     register_ops,
 )
 from pytest_torchcompile.run.verdict import leaves_device_unusable
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.compiling import (
+    compile_graph,
+    import_compiler,
+    no_compile_caches,
+    probe_cpu_vector_isas,
+    warm_up_inductor,
+)
+from pytest_torchcompile.torch_internals.config import inductor_config
+from pytest_torchcompile.torch_internals.fingerprint import compiler_fingerprint
 
 
 def child_main() -> None:
@@ -64,17 +72,17 @@ def child_main() -> None:
             raise RuntimeError(f"no CUDA device {os.environ.get('CUDA_VISIBLE_DEVICES')} to judge on")
         # Before the thread below imports parts of Inductor: one module imported from two
         # threads at once can be seen half-initialized by either (a circular-import error).
-        _torch_compat.import_compiler()
+        import_compiler()
         if not setup.single_visible_cuda_device:
             # While the first candidate comes and is lowered.
-            threading.Thread(target=_torch_compat.probe_cpu_vector_isas, daemon=True).start()
+            threading.Thread(target=probe_cpu_vector_isas, daemon=True).start()
         import_setup_modules()
         patches = config_patches(setup.config_source)
     except Exception as error:
         traceback.print_exc()
         replies.send(StartFailed(error_signature(error)))
         return
-    with _torch_compat.inductor_config(patches):
+    with inductor_config(patches):
         replies.send(Ready())
         _serve(setup, patches, requests, replies)
 
@@ -93,7 +101,7 @@ def _serve(setup: ChildSetup, patches: dict[str, Any], requests: Connection, rep
             continue
         if isinstance(request, WarmUp):
             with contextlib.suppress(Exception):
-                _torch_compat.warm_up_inductor("cuda:0" if setup.single_visible_cuda_device else "cpu")
+                warm_up_inductor("cuda:0" if setup.single_visible_cuda_device else "cpu")
             continue
         reply = _answer(request, setup, patches, prepared)
         replies.send(reply)
@@ -140,9 +148,9 @@ def _prepare(graph: GraphToPrepare, payload: Candidate, single_visible_cuda_devi
     try:
         # Nothing compiled here goes to the on-disk cache: should the sender's compiler code
         # differ, its own compile of the graph must not find this one's there.
-        with _torch_compat.inductor_config({**patches, "fx_graph_cache": False}), \
-                _torch_compat.no_compile_caches(), full_fp32_precision():
-            entry.compiled = _torch_compat.compile_graph(private_copy(gm), placeholders)
+        with inductor_config({**patches, "fx_graph_cache": False}), \
+                no_compile_caches(), full_fp32_precision():
+            entry.compiled = compile_graph(private_copy(gm), placeholders)
     except Exception as error:
         entry.unusable = GraphVerdict(COMPILE_ERROR, error=error_signature(error))
         return entry
@@ -163,7 +171,7 @@ def _allocated(spec: TensorSpec, single_visible_cuda_device: bool) -> torch.Tens
 def _judge_prepared(entry: _Prepared | None, request: JudgePrepared, single_visible_cuda_device: bool) -> GraphVerdict:
     if entry is None:
         return GraphVerdict(JUDGE_ERROR, error="NotPrepared: the judging process no longer holds that graph")
-    own = _torch_compat.compiler_fingerprint([name for name in request.fingerprint if "[" not in name])
+    own = compiler_fingerprint([name for name in request.fingerprint if "[" not in name])
     differing = sorted(name for name, digest in request.fingerprint.items() if own.get(name, digest) != digest)
     if differing:
         return GraphVerdict(JUDGE_ERROR, error=f"ForeignCompilerCode: the compiler code of the process that "

@@ -59,7 +59,8 @@ from pytest_torchcompile.judging.judge import GraphVerdict
 from pytest_torchcompile.judging.stages import StageAttribution
 from pytest_torchcompile.run import budget
 from pytest_torchcompile.run.verdict import leaves_device_unusable
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.config import inductor_config
+from pytest_torchcompile.torch_internals.fingerprint import compiler_fingerprint
 
 CHILD_COMMAND = "from pytest_torchcompile.judging.isolation.child import child_main; child_main()"
 
@@ -77,7 +78,7 @@ class InProcessJudge:
 
     def __enter__(self) -> InProcessJudge:
         import_setup_modules()
-        self._stack.enter_context(_torch_compat.inductor_config(self._patches))
+        self._stack.enter_context(inductor_config(self._patches))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -285,7 +286,7 @@ class IsolatedJudge:
     def judge_prepared(self, key: int, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
         """The verdict on a prepared graph run on ``inputs`` (laid out as its input specs), once
         the child has compiled it; a child that died meanwhile gives ``CRASHED``. Where the
-        child's compiler code differs from this process's (:func:`_torch_compat.compiler_fingerprint`,
+        child's compiler code differs from this process's (:func:`compiler_fingerprint`,
         taken now, when this process has compiled what it compiles), its compile is not this
         process's, and the verdict is a ``JUDGE_ERROR`` saying so."""
         if key not in self._prepared_by:
@@ -296,7 +297,7 @@ class IsolatedJudge:
             return GraphVerdict(CRASHED, error=f"CandidateCrashed: the judging process "
                                                 f"{self._reap() if child is self._child else 'was replaced'} "
                                                 "while compiling the graph")
-        fingerprint = _torch_compat.compiler_fingerprint()
+        fingerprint = compiler_fingerprint()
         return self._verdict(self._request(JudgePrepared(key, settings, fingerprint, saved(list(inputs)))))
 
     def _request(self, message: Request) -> Reply:

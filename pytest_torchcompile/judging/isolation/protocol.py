@@ -21,7 +21,7 @@ from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import ACCURACY, POST_AOT, GraphVerdict
 from pytest_torchcompile.judging.stages import FailureKind, StageAttribution
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.ops import op_origins
 
 CRASHED = "crashed"
 TIMED_OUT = "timed_out"
@@ -78,7 +78,7 @@ graph traces it), and the saved graph and inputs."""
 
 
 def encode_candidate(gm: torch.fx.GraphModule, inputs: list[Any]) -> Candidate:
-    required = [(origin.qualname, origin.module, origin.search_path) for origin in _torch_compat.op_origins(gm)]
+    required = [(origin.qualname, origin.module, origin.search_path) for origin in op_origins(gm)]
     return required, saved((gm, list(inputs)))
 
 

@@ -17,7 +17,11 @@ from pytest_torchcompile.judging.judge import (
     judge_graph,
 )
 from pytest_torchcompile.judging.stages import StageAttribution, attribute_stage
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.compiling import (
+    compile_graph,
+    generated_source,
+    post_aot_graphs,
+)
 
 
 def judge_candidate(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
@@ -56,9 +60,9 @@ def kernel_source(gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSe
     try:
         if settings.level == DYNAMO:
             with torch.set_grad_enabled(settings.grad_enabled and differentiating(inputs)):
-                lowered = _torch_compat.post_aot_graphs(gm, clone_values(inputs, keep_grad=True))
+                lowered = post_aot_graphs(gm, clone_values(inputs, keep_grad=True))
             return "\n\n".join(f"{kind} graph:\n{code}" for kind, code in lowered)
-        compiled = _torch_compat.compile_graph(gm, clone_values(inputs))
+        compiled = compile_graph(gm, clone_values(inputs))
     except Exception:
         return None
-    return _torch_compat.generated_source(compiled)
+    return generated_source(compiled)
