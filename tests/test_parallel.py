@@ -19,22 +19,21 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_torchcompile.minifying.phase import (
+from pytest_torchcompile.minifying.phase import MINIFIER_ENV
+from pytest_torchcompile.repros import repro
+from pytest_torchcompile.run.devices import device_index, parse_devices
+from pytest_torchcompile.run.queue import (
     CRASHED,
     DONE,
-    MINIFIER_ENV,
     MINIFYING,
     PENDING,
     RUNNING,
     Heartbeat,
     Identity,
     WorkQueue,
-    device_index,
     drain,
     job_result,
-    parse_devices,
 )
-from pytest_torchcompile.repros import repro
 from pytest_torchcompile.run.results import MinifyResult, StopReason
 from pytest_torchcompile.run.session import MinifyJob
 
@@ -194,7 +193,7 @@ def _context() -> Any:
     """Fresh processes started from a server that imported the package once (fork after torch
     threads ran is unsafe; spawning would import torch in every child)."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["pytest_torchcompile.minifying.phase"])
+    context.set_forkserver_preload(["pytest_torchcompile.run.queue"])
     return context
 
 
