@@ -86,7 +86,6 @@ def newest_queue(out: Path) -> Path:
 def run_once(workdir: Path, workers: int, label: str, timeout_s: float, extra: list[str]) -> dict[str, Any]:
     out = workdir / f"out-{label}"
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(workdir / f"inductor-cache-{label}")}
-    env.pop("PYTEST_TORCHCOMPILE_MINIFIER", None)
     command = [sys.executable, "-m", "pytest", "-n", str(workers), "--compile-accuracy",
                "--compile-accuracy-dir", str(out), "--compile-minify-timeout", str(timeout_s),
                "-p", "no:cacheprovider", "-q", "-W", "ignore", *extra]

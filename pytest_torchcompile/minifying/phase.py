@@ -15,8 +15,6 @@ a single process uses the first listed one, or the current device when none is l
 from __future__ import annotations
 
 import functools
-import importlib
-import importlib.util
 import os
 import sys
 import time
@@ -43,34 +41,24 @@ from pytest_torchcompile.run.session import AccuracySession, MinifyJob
 if TYPE_CHECKING:
     from pytest_torchcompile.judging.isolation.parent import SpareChildren
 
-MINIFIER_ENV = "PYTEST_TORCHCOMPILE_MINIFIER"
-"""``module:function`` or ``/path/file.py:function`` called instead of ``minify.minify_repro``
-(same signature); a seam for tests and experiments."""
-
 Minifier = Callable[..., MinifyResult]
 
+MINIFIER_KEY = pytest.StashKey[Minifier]()
+"""A minifier set here (by a conftest's ``pytest_configure``, in every process of the run) is
+called instead of ``search.minify_repro``, with its signature: a seam for tests and experiments."""
 
-def load_minifier(state: AccuracySession, spares: SpareChildren | None = None) -> Minifier:
+
+def load_minifier(config: pytest.Config, state: AccuracySession, spares: SpareChildren | None = None) -> Minifier:
     if state.devices_lost_in is not None:
         from pytest_torchcompile.minifying.search import minify_in_fresh_process
 
         return minify_in_fresh_process
-    spec = os.environ.get(MINIFIER_ENV, "")
-    if not spec:
-        from pytest_torchcompile.minifying.search import minify_repro
+    chosen = config.stash.get(MINIFIER_KEY, None)
+    if chosen is not None:
+        return chosen
+    from pytest_torchcompile.minifying.search import minify_repro
 
-        return minify_repro if spares is None else functools.partial(minify_repro, spares=spares)
-    target, _, name = spec.rpartition(":")
-    if target.endswith(".py"):
-        module_spec = importlib.util.spec_from_file_location(f"_pytest_torchcompile_minifier_{os.getpid()}", target)
-        if module_spec is None or module_spec.loader is None:
-            raise pytest.UsageError(f"{MINIFIER_ENV}: cannot import {target}")
-        module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(target)
-    minifier: Minifier = getattr(module, name)
-    return minifier
+    return minify_repro if spares is None else functools.partial(minify_repro, spares=spares)
 
 
 def configure(config: pytest.Config, state: AccuracySession) -> None:
@@ -87,7 +75,7 @@ def configure(config: pytest.Config, state: AccuracySession) -> None:
     coordinator = Coordinator(config, state, run_id, queue_dir, worker)
     coordinator.device = _select_device(config, worker)
     budget.configure(config, _limit_this_process)
-    if coordinator.role is Role.SINGLE and not os.environ.get(MINIFIER_ENV):
+    if coordinator.role is Role.SINGLE:
         state.on_minify_job = functools.partial(_prestart_judge, coordinator)
     config.stash[COORDINATOR_KEY] = coordinator
     config.pluginmanager.register(ParallelHooks(coordinator), "torchcompile-parallel")
@@ -109,7 +97,7 @@ def _prestart_judge(coordinator: Coordinator, job: MinifyJob) -> None:
     from pytest_torchcompile.judging.isolation.parent import SpareChildren
     from pytest_torchcompile.repros.repro import config_lines
 
-    if coordinator.state.devices_lost_in is None:
+    if coordinator.state.devices_lost_in is None and MINIFIER_KEY not in coordinator.config.stash:
         if coordinator.spares is None:
             coordinator.spares = SpareChildren()
         coordinator.spares.prestart(config_lines(Path(job.repro_path)), coordinator.device)
@@ -164,7 +152,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
     def run_job(job: dict[str, Any]) -> MinifyResult:
         assert coordinator.queue is not None and coordinator.me is not None
         if not minifiers:
-            minifiers.append(load_minifier(state, coordinator.spares))
+            minifiers.append(load_minifier(config, state, coordinator.spares))
         progress = _progress_writer(config, coordinator, job["nodeid"])
         # CPU users: the jobs under way or waiting, and the processes still running tests
         pending, running, testing = coordinator.queue.census(coordinator.me)
@@ -185,7 +173,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
 
 def _run_in_process(config: pytest.Config, state: AccuracySession) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    jobs, minifier = list(state.minify_jobs), load_minifier(state) if state.minify_jobs else None
+    jobs, minifier = list(state.minify_jobs), load_minifier(config, state) if state.minify_jobs else None
     state.minify_jobs.clear()
     for job in jobs:
         assert minifier is not None
