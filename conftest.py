@@ -1,10 +1,12 @@
 """Settings for this repository's own test suite."""
 
+from collections.abc import Iterator
+
 import pytest
 from hypothesis import HealthCheck, settings
 
-from pytest_torchcompile.checking.masked import CONCURRENT_PROBE_ENV
-from pytest_torchcompile.judging.isolation import IsolatedJudge
+from pytest_torchcompile.checking.masked import CONCURRENT_PROBE_ENV, ProbeChildren
+from pytest_torchcompile.judging.isolation.parent import IsolatedJudge
 from pytest_torchcompile.judging.judge import GraphVerdict
 
 # Compiling a graph takes about a second on a CPU: hypothesis' default deadline would flag it.
@@ -12,6 +14,14 @@ settings.register_profile(
     "repo", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True,
 )
 settings.load_profile("repo")
+
+
+@pytest.fixture
+def probe_children() -> Iterator[ProbeChildren]:
+    """Children for a check's probes, ended after the test."""
+    children = ProbeChildren()
+    yield children
+    children.close()
 
 
 @pytest.fixture

@@ -86,14 +86,13 @@ def newest_queue(out: Path) -> Path:
 def run_once(workdir: Path, workers: int, label: str, timeout_s: float, extra: list[str]) -> dict[str, Any]:
     out = workdir / f"out-{label}"
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(workdir / f"inductor-cache-{label}")}
-    env.pop("PYTEST_TORCHCOMPILE_MINIFIER", None)
     command = [sys.executable, "-m", "pytest", "-n", str(workers), "--compile-accuracy",
                "--compile-accuracy-dir", str(out), "--compile-minify-timeout", str(timeout_s),
                "-p", "no:cacheprovider", "-q", "-W", "ignore", *extra]
     started = time.perf_counter()
     run = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
-    from pytest_torchcompile.minifying.phase import DONE, WorkQueue, phase_seconds
+    from pytest_torchcompile.run.queue import DONE, WorkQueue, phase_seconds
 
     queue_dir = newest_queue(out)
     jobs = WorkQueue(queue_dir).jobs()

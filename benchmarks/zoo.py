@@ -56,7 +56,8 @@ except ImportError:  # run from a checkout without installing: use the repositor
 from pytest_torchcompile.checking.model import CheckOutcome, EagerRunError, check_model
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Status, format_table
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals import environment as torch_environment
+from pytest_torchcompile.torch_internals.compiling import empty_compile_cache, reset
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 MODES = ("inference", "training")
@@ -323,7 +324,7 @@ def _synchronize(device: torch.device) -> None:
 
 
 def _free_memory(device: torch.device) -> None:
-    _torch_compat.reset()
+    reset()
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -334,7 +335,7 @@ def _cold_cache() -> Iterator[None]:
     """A fresh, empty Inductor/Triton cache directory for one measurement. Otherwise whichever of
     the plain run and the check compiles a kernel second finds the first one's FX graph, C++
     library or Triton binary on disk, and the overhead figure measures cache order, not the check."""
-    with _torch_compat.empty_compile_cache():
+    with empty_compile_cache():
         yield
 
 
@@ -342,7 +343,7 @@ def _plain_compile_seconds(model: nn.Module, args: tuple[Any, ...], kwargs: dict
                            loss: LossFn, device: torch.device) -> float:
     """What a user pays without the check: the first call of ``torch.compile(model)`` on a fresh
     dynamo (for training, with its backward)."""
-    _torch_compat.reset()
+    reset()
     fresh = copy.deepcopy(model)
     compiled = torch.compile(fresh)
     started = time.perf_counter()
@@ -351,7 +352,7 @@ def _plain_compile_seconds(model: nn.Module, args: tuple[Any, ...], kwargs: dict
     _synchronize(device)
     elapsed = time.perf_counter() - started
     del compiled, result
-    _torch_compat.reset()
+    reset()
     return elapsed
 
 
@@ -413,13 +414,13 @@ def measure(spec: ModelSpec, dtype_name: str, mode: str, sizes: Sizes, options: 
 def _warm_up(device: torch.device) -> None:
     """Pay one-time process costs (Inductor and AOTAutograd imports, compile workers, the CUDA
     context) before the first timed model, so that they do not inflate its plain compile time."""
-    _torch_compat.reset()
+    reset()
     with _cold_cache():
         layer = nn.Linear(8, 8).to(device)
         _run_step(torch.compile(layer), layer, (torch.randn(2, 8, device=device),), {}, "training",
                   lambda out: out.square().mean())
     _synchronize(device)
-    _torch_compat.reset()
+    reset()
 
 
 # --- libraries ------------------------------------------------------------------------------
@@ -486,7 +487,7 @@ def report_text(rows: list[Row], missing: dict[str, str]) -> str:
 
 
 def environment(device: torch.device, sizes: Sizes, options: CheckOptions) -> dict[str, Any]:
-    env: dict[str, Any] = dict(_torch_compat.environment())
+    env: dict[str, Any] = dict(torch_environment.environment())
     for library in ("timm", "torchvision", "transformers"):
         try:
             env[library] = importlib.import_module(library).__version__

@@ -70,7 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _environment() -> dict[str, Any]:
     # Asked for only where a JSON report is written: other runs do not import torch for it.
-    from pytest_torchcompile.torch_internals.compat import report_environment
+    from pytest_torchcompile.torch_internals.environment import report_environment
 
     return report_environment()
 
@@ -179,6 +179,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     # the run is judged and its files written here. pytest returns the exit status set here.
     state = config.stash.get(SESSION_KEY, None)
     session = config.stash.get(PYTEST_SESSION_KEY, None)
+    if state is not None:
+        state.close()
     if state is None or session is None or _is_worker(config):
         return
     if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):

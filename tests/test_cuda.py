@@ -9,6 +9,7 @@ import pytest
 import torch
 from test_training_dynamic import sin_relu_cos
 
+from pytest_torchcompile.checking.masked import ProbeChildren
 from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict
 from pytest_torchcompile.judging.oracle import compare_tensor
@@ -98,13 +99,14 @@ def test_parallel_minify_shares_one_gpu(pytester: pytest.Pytester) -> None:
 
 
 @pytest.mark.cuda
-def test_a_probe_compiled_in_a_child_finds_a_masked_triton_bug(child_verdicts: list[GraphVerdict]) -> None:
+def test_a_probe_compiled_in_a_child_finds_a_masked_triton_bug(child_verdicts: list[GraphVerdict],
+                                                               probe_children: ProbeChildren) -> None:
     x = torch.randn(16, 32, device="cuda")
     options = CheckOptions(inductor_config={"triton.inject_relu_bug_TESTING_ONLY": "accuracy"})
-    outcome = check_model(sin_relu_cos, (x,), options=options)
+    outcome = check_model(sin_relu_cos, (x,), options=options, probe_children=probe_children)
     assert outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
     assert [verdict.failure for verdict in child_verdicts] == [ACCURACY]
-    assert check_model(sin_relu_cos, (x,)).status is Status.PASS
+    assert check_model(sin_relu_cos, (x,), probe_children=probe_children).status is Status.PASS
     assert [verdict.failure for verdict in child_verdicts] == [ACCURACY, None]
 
 

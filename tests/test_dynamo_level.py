@@ -18,7 +18,8 @@ from torch._inductor.decomposition import decompositions
 from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.checking.plain import GraphChecker
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation import InProcessJudge, JudgeSettings
+from pytest_torchcompile.judging.isolation.parent import InProcessJudge
+from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
 from pytest_torchcompile.judging.judge import DYNAMO, POST_AOT
 from pytest_torchcompile.minifying.search import minify_graph
 from pytest_torchcompile.repros.repro import load_repro, write_repro

@@ -17,24 +17,30 @@ import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.model import check_model
-from pytest_torchcompile.judging import isolation
 from pytest_torchcompile.judging.capture import input_spec
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation import (
-    CRASHED,
-    TIMED_OUT,
+from pytest_torchcompile.judging.isolation import parent
+from pytest_torchcompile.judging.isolation.config import config_patches
+from pytest_torchcompile.judging.isolation.parent import (
     InProcessJudge,
     IsolatedJudge,
-    JudgeSettings,
-    config_patches,
+    SpareChildren,
 )
+from pytest_torchcompile.judging.isolation.protocol import (
+    CRASHED,
+    JUDGE_ERROR,
+    TIMED_OUT,
+    GraphToPrepare,
+    JudgeSettings,
+)
+from pytest_torchcompile.judging.isolation.tasks import kernel_source
 from pytest_torchcompile.judging.judge import ACCURACY, EAGER_ERROR, RUNTIME_ERROR, GraphVerdict
 from pytest_torchcompile.minifying.search import minify_graph, minify_repro
 from pytest_torchcompile.repros.repro import write_repro
 from pytest_torchcompile.run import budget
 from pytest_torchcompile.run.results import StopReason
 from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.config import inductor_config_diff
 
 aten = torch.ops.aten
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'"
@@ -158,8 +164,8 @@ def test_config_lines_become_patches_that_are_undone() -> None:
 
     assert config_patches(source) == patches
     with InProcessJudge(source):
-        inside = _torch_compat.inductor_config_diff()
-    after = _torch_compat.inductor_config_diff()
+        inside = inductor_config_diff()
+    after = inductor_config_diff()
     assert (inside["cpp.inject_relu_bug_TESTING_ONLY"], inside["post_grad_custom_post_pass"],
             inside["debug"]) == ("accuracy", repr(os.path.join), True)
     # Undone: back at the defaults (a restored value may still be listed, with its default).
@@ -175,34 +181,37 @@ def judged_by(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[An
 
 def test_a_prestarted_child_judges_the_cases_first_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    isolation.prestart(RELU_BUG, verdict_function=judged_by)
-    spare = next(iter(isolation._spares.values()))
-    with IsolatedJudge(RELU_BUG, verdict_function=judged_by) as judge:
+    spares = SpareChildren()
+    spares.prestart(RELU_BUG, verdict_function=judged_by)
+    spare = next(iter(spares._waiting.values()))
+    with IsolatedJudge(RELU_BUG, verdict_function=judged_by, spares=spares) as judge:
         verdict = judge(relu_graph(), [torch.randn(8)], SETTINGS)
     assert verdict.error == f"pid {spare.process.pid} threads 1"
-    assert judge.restarts == 0 and not isolation._spares
+    assert judge.restarts == 0 and not spares
     assert spare.process.poll() is not None  # ended with the judge
 
 
 def test_a_prestarted_child_with_other_thread_counts_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    isolation.prestart(RELU_BUG, verdict_function=judged_by)
-    spare = next(iter(isolation._spares.values()))
+    spares = SpareChildren()
+    spares.prestart(RELU_BUG, verdict_function=judged_by)
+    spare = next(iter(spares._waiting.values()))
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the minify phase shares the CPUs out anew
-    with IsolatedJudge(RELU_BUG, verdict_function=judged_by) as judge:
+    with IsolatedJudge(RELU_BUG, verdict_function=judged_by, spares=spares) as judge:
         verdict = judge(relu_graph(), [torch.randn(8)], SETTINGS)
     assert verdict.error is not None and verdict.error.endswith("threads 2")
     assert str(spare.process.pid) not in verdict.error and spare.process.poll() is not None
 
 
 def test_one_prestarted_child_waits_at_a_time() -> None:
-    isolation.prestart(RELU_BUG, verdict_function=judged_by)
-    isolation.prestart("", verdict_function=judged_by)
+    spares = SpareChildren()
+    spares.prestart(RELU_BUG, verdict_function=judged_by)
+    spares.prestart("", verdict_function=judged_by)
     try:
-        assert len(isolation._spares) == 1
+        assert len(spares) == 1
     finally:
-        isolation._kill_spares()
-    assert not isolation._spares
+        spares.close()
+    assert not spares
 
 
 def column_sums(x):  # unannotated: fx cannot pickle a graph whose code names a string annotation
@@ -220,7 +229,7 @@ def test_cpu_graphs_carry_the_threads_their_cpp_was_generated_for() -> None:
         torch.set_num_threads(1)
         outcome = check_model(column_sums, (x,))
         torch.set_num_threads(2)
-        with_two = isolation.kernel_source(make_fx(column_sums)(x), [x], SETTINGS)
+        with_two = kernel_source(make_fx(column_sums)(x), [x], SETTINGS)
     finally:
         torch.set_num_threads(threads)
     config = outcome.graphs[0].config_source
@@ -237,29 +246,29 @@ def test_cpu_graphs_carry_the_threads_their_cpp_was_generated_for() -> None:
 
 
 def test_a_judge_forgets_a_prepared_graph_when_its_child_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(isolation, "PREPARED_KEPT", 1)
+    monkeypatch.setattr(parent, "PREPARED_KEPT", 1)
     x = torch.randn(8)
     with IsolatedJudge(RELU_BUG) as judge:
         for key in (1, 2):
-            judge.prepare(relu_graph(), isolation.GraphToPrepare(key, RELU_BUG, [input_spec(x)]))
+            judge.prepare(relu_graph(), GraphToPrepare(key, RELU_BUG, [input_spec(x)]))
         forgotten = judge.judge_prepared(1, [x], SETTINGS)
         kept = judge.judge_prepared(2, [x], SETTINGS)
-    assert forgotten.failure == isolation.JUDGE_ERROR and "NotPrepared" in (forgotten.error or "")
+    assert forgotten.failure == JUDGE_ERROR and "NotPrepared" in (forgotten.error or "")
     assert kept.failure == ACCURACY
 
 
 ROUTING_IN_A_FRESH_PROCESS = """
 import torch._inductor.lowering
 from torch._inductor.codegen.triton import TritonKernelOverrides
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.fingerprint import compiler_fingerprint
 
 module = "torch._inductor.codegen.triton"
-before = _torch_compat.compiler_fingerprint([module])[module]
+before = compiler_fingerprint([module])[module]
 overrides = dict(vars(TritonKernelOverrides))
 TritonKernelOverrides._setup_libdevice_routing()
 routed = [name for name, member in vars(TritonKernelOverrides).items() if overrides.get(name) is not member]
 assert routed, "no override was routed"
-assert _torch_compat.compiler_fingerprint([module])[module] == before, routed
+assert compiler_fingerprint([module])[module] == before, routed
 """
 
 

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation import InProcessJudge, JudgeSettings
+from pytest_torchcompile.judging.isolation.parent import InProcessJudge
+from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
 from pytest_torchcompile.judging.judge import (
     ACCURACY,
     COMPILE_ERROR,
@@ -38,7 +39,7 @@ from pytest_torchcompile.minifying.search import (
 )
 from pytest_torchcompile.repros.repro import load_case, repro_defect, write_repro
 from pytest_torchcompile.run.results import MinifyProgress, StopReason
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_diff
 
 aten = torch.ops.aten
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = {!r}"
@@ -322,7 +323,7 @@ def buggy_sin_cos_pass(graph: torch.fx.Graph) -> None:
 def test_fusion_bug_keeps_both_ops_end_to_end() -> None:
     case = aten_case(lambda x: (torch.exp(torch.cos(torch.sin(torch.neg(x)))).tanh(),), [torch.randn(32)])
 
-    with InProcessJudge() as judge, _torch_compat.inductor_config({"post_grad_custom_post_pass": buggy_sin_cos_pass}):
+    with InProcessJudge() as judge, inductor_config({"post_grad_custom_post_pass": buggy_sin_cos_pass}):
         reduction = minify_graph(case, lambda gm, inputs: judge(gm, inputs, JudgeSettings()))
 
     assert reduction.gm is not None and reduction.stop is StopReason.MINIMAL
@@ -394,7 +395,7 @@ def test_a_tiny_budget_writes_a_failing_graph_labelled_not_minimal(tmp_path: Pat
     text = Path(result.path).read_text()
     assert "# note:    NOT MINIMAL" in text and "time budget hit: not minimal" in text
     minified = load_case(result.path)
-    with _torch_compat.inductor_config({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
+    with inductor_config({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
         assert judge_graph(minified.gm, minified.inputs, minified.tol, False).failure == ACCURACY
 
 
@@ -411,7 +412,7 @@ def test_a_repro_that_does_not_fail_writes_nothing_and_leaks_no_config(tmp_path:
     assert "matches the reference" in result.note
     assert result.summary_line("case").startswith("not minified case: the repro does not reproduce")
     assert sorted(path.name for path in tmp_path.iterdir() if path.suffix == ".py") == ["repro.py"]
-    assert _torch_compat.inductor_config_diff().get("cpp.inject_relu_bug_TESTING_ONLY") is None
+    assert inductor_config_diff().get("cpp.inject_relu_bug_TESTING_ONLY") is None
 
 
 def test_a_repro_whose_graph_fails_eagerly_is_a_defect_unless_memory_ran_out(

@@ -1,7 +1,7 @@
 """The parallel minify phase: the work queue across processes, and whole runs under xdist.
 
-Where real minification is not the point, ``PYTEST_TORCHCOMPILE_MINIFIER`` points the phase at a
-fake that copies the repro to ``minified.py``, logs the call and sleeps.
+Where real minification is not the point, a conftest sets the phase's minifier (``MINIFIER_KEY``)
+to a fake that copies the repro to ``minified.py``, logs the call and sleeps.
 """
 
 from __future__ import annotations
@@ -19,22 +19,20 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_torchcompile.minifying.phase import (
+from pytest_torchcompile.repros import repro
+from pytest_torchcompile.run.devices import device_index, parse_devices
+from pytest_torchcompile.run.queue import (
     CRASHED,
     DONE,
-    MINIFIER_ENV,
     MINIFYING,
     PENDING,
     RUNNING,
     Heartbeat,
     Identity,
     WorkQueue,
-    device_index,
     drain,
     job_result,
-    parse_devices,
 )
-from pytest_torchcompile.repros import repro
 from pytest_torchcompile.run.results import MinifyResult, StopReason
 from pytest_torchcompile.run.session import MinifyJob
 
@@ -43,8 +41,13 @@ pytest_plugins = ["pytester"]
 FAKE_MINIFIER = """
 import os, time
 from pathlib import Path
+from pytest_torchcompile.minifying.phase import MINIFIER_KEY
 from pytest_torchcompile.run.files import atomic_write
 from pytest_torchcompile.run.results import MinifyResult, StopReason
+
+
+def pytest_configure(config):
+    config.stash[MINIFIER_KEY] = minify
 
 
 def minify(repro_path, *, timeout_s=300.0, progress=None, isolate=True, device=None):
@@ -74,10 +77,8 @@ def test_mlp(compile_accuracy, seed):
 @pytest.fixture
 def fake_minifier(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Install the fake minifier for the pytester run; returns its call log."""
-    path = pytester.path / "fake_minifier.py"
-    path.write_text(FAKE_MINIFIER)
+    pytester.makeconftest(FAKE_MINIFIER)
     log = pytester.path / "minify-calls.log"
-    monkeypatch.setenv(MINIFIER_ENV, f"{path}:minify")
     monkeypatch.setenv("FAKE_MINIFY_LOG", str(log))
     monkeypatch.setenv("FAKE_MINIFY_SLEEP", "1.0")
     return log
@@ -194,7 +195,7 @@ def _context() -> Any:
     """Fresh processes started from a server that imported the package once (fork after torch
     threads ran is unsafe; spawning would import torch in every child)."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["pytest_torchcompile.minifying.phase"])
+    context.set_forkserver_preload(["pytest_torchcompile.run.queue"])
     return context
 
 

@@ -92,7 +92,8 @@ def test_an_interception_made_as_the_compiler_is_imported_leaves_imports_as_they
     would have been."""
     script = textwrap.dedent("""
         import sys, torch
-        from pytest_torchcompile.torch_internals import compat as _torch_compat
+        from pytest_torchcompile.torch_internals import interception
+        from pytest_torchcompile.torch_internals.interception import intercept_inductor
 
         assert "torch._inductor.compile_fx" not in sys.modules
         graphs = []
@@ -101,7 +102,7 @@ def test_an_interception_made_as_the_compiler_is_imported_leaves_imports_as_they
             graphs.append(gm)
             return compile_inner()
 
-        with _torch_compat.intercept_inductor(hook):
+        with intercept_inductor(hook):
             torch.compile(lambda x: x.sin() + 1)(torch.randn(4))
         import torch._inductor.compile_fx as compile_fx_module
 
@@ -109,7 +110,7 @@ def test_an_interception_made_as_the_compiler_is_imported_leaves_imports_as_they
         assert compile_fx_module.compile_fx.__qualname__ == "compile_fx", compile_fx_module.compile_fx
         assert type(compile_fx_module.__loader__).__name__ == "SourceFileLoader", compile_fx_module.__loader__
         assert compile_fx_module.__spec__.loader is compile_fx_module.__loader__
-        assert not [f for f in sys.meta_path if type(f).__module__ == _torch_compat.__name__], sys.meta_path
+        assert not [f for f in sys.meta_path if type(f).__module__ == interception.__name__], sys.meta_path
     """)
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
@@ -309,7 +310,9 @@ def test_a_random_graph_judged_as_repros_and_the_minifier_do_draws_alike() -> No
 
     from pytest_torchcompile.judging.capture import GraphCapture
     from pytest_torchcompile.judging.judge import judge_graph
-    from pytest_torchcompile.torch_internals import compat as _torch_compat
+    from pytest_torchcompile.torch_internals.compiling import reset
+    from pytest_torchcompile.torch_internals.config import inductor_config
+    from pytest_torchcompile.torch_internals.rng import EAGER_RNG_CONFIG
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.dropout(x, 0.5, True) * 2 + torch.randn_like(x)
@@ -318,15 +321,15 @@ def test_a_random_graph_judged_as_repros_and_the_minifier_do_draws_alike() -> No
     # The graph as Inductor receives it (the decompositions fallback_random selects), as the
     # repro of a captured graph holds it.
     capture = GraphCapture()
-    _torch_compat.reset()
-    with _torch_compat.inductor_config(_torch_compat.EAGER_RNG_CONFIG):
+    reset()
+    with inductor_config(EAGER_RNG_CONFIG):
         torch.compile(fn, backend=capture.backend())(x)
     gm = capture.graphs[0].gm
     torch.manual_seed(5)
     expected = torch.rand(3)
     torch.manual_seed(5)
-    with _torch_compat.inductor_config(_torch_compat.EAGER_RNG_CONFIG):
+    with inductor_config(EAGER_RNG_CONFIG):
         verdict = judge_graph(gm, [x], 1e-4, True)
-    _torch_compat.reset()
+    reset()
     assert verdict.failure is None, verdict.leaves
     assert torch.equal(torch.rand(3), expected)

@@ -21,7 +21,7 @@ from pytest_torchcompile.run.report import (
 )
 from pytest_torchcompile.run.results import CaseResult, MinifyResult, StopReason
 from pytest_torchcompile.run.verdict import LeafResult, Status
-from pytest_torchcompile.torch_internals.compat import report_environment
+from pytest_torchcompile.torch_internals.environment import report_environment
 
 LEAF = LeafResult(
     path="out[0]", shape=(2, 3), dtype="bfloat16", passed=False, rule="fp64 rmse",

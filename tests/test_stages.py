@@ -15,7 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.judging import stages
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation import SETUP_VARIABLE
+from pytest_torchcompile.judging.isolation.config import SETUP_VARIABLE
 from pytest_torchcompile.judging.judge import ACCURACY, COMPILE_ERROR
 from pytest_torchcompile.minifying.search import minify_repro
 from pytest_torchcompile.repros.repro import write_repro
@@ -23,7 +23,7 @@ from pytest_torchcompile.run.grouping import root_cause_lines, root_causes
 from pytest_torchcompile.run.report import github_summary_markdown
 from pytest_torchcompile.run.results import CaseResult, MinifyResult, StopReason
 from pytest_torchcompile.run.verdict import Status
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.config import inductor_config
 
 pytest_plugins = ["pytester"]
 
@@ -108,7 +108,7 @@ def test_compile_errors_name_the_error_not_a_deviation() -> None:
     gm = make_fx(lambda x: (torch.relu(x),))(x)
     config = {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"}
     failure = stages.FailureKind(COMPILE_ERROR)
-    with _torch_compat.inductor_config(config):
+    with inductor_config(config):
         found = stages.attribute_stage(gm, [x], stages.POST_AOT, 1e-4, failure, config=config)
 
     assert found.stage == "inductor.codegen.cpp"
@@ -121,7 +121,7 @@ def test_the_relu_codegen_knob_on_a_gpu_is_attributed_to_triton_codegen() -> Non
     gm = make_fx(lambda x: (torch.relu(x.sin()) * 2,))(x)
     config = {"triton.inject_relu_bug_TESTING_ONLY": "accuracy"}
 
-    with _torch_compat.inductor_config(config):
+    with inductor_config(config):
         found = stages.attribute_stage(gm, [x], stages.POST_AOT, 1e-4, config=config)
 
     assert found.stage == "inductor.codegen.triton"
@@ -141,7 +141,7 @@ def test_a_graph_pass_mutant_is_attributed_to_the_pass_by_name() -> None:
     x = torch.randn(64)
     gm = make_fx(lambda x: (torch.relu(x.sin()) * 2,))(x)
     config = {"post_grad_custom_post_pass": break_relu}
-    with _torch_compat.inductor_config(config):
+    with inductor_config(config):
         found = stages.attribute_stage(gm, [x], stages.POST_AOT, 1e-4, config=config)
 
     assert found.stage == "inductor.post_grad_passes" and found.culprits == ["post_grad_custom_post_pass"]

@@ -7,14 +7,16 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-import pytest_torchcompile.torch_internals.compat as compat
+from pytest_torchcompile.checking.masked import ProbeChildren
 from pytest_torchcompile.checking.model import CompiledCache, check_model
 from pytest_torchcompile.checking.plain import GraphChecker
-from pytest_torchcompile.judging.isolation import JUDGE_ERROR
+from pytest_torchcompile.judging.isolation.protocol import JUDGE_ERROR
 from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict
 from pytest_torchcompile.judging.slicing import GraphSlicer
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, Status
+from pytest_torchcompile.torch_internals.compiling import reset
+from pytest_torchcompile.torch_internals.config import inductor_config
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 
@@ -112,25 +114,27 @@ def test_masked_deviation_is_caught_by_intermediate_checks_only() -> None:
 
 
 def test_a_probe_compiled_in_a_child_while_the_graph_compiles_here_finds_the_masked_deviation(
-    child_verdicts: list[GraphVerdict],
+    child_verdicts: list[GraphVerdict], probe_children: ProbeChildren,
 ) -> None:
     x = torch.randn(16, 32)
-    outcome = check_model(sin_relu_cos, (x,), options=CheckOptions(inductor_config=RELU_BUG))
+    outcome = check_model(sin_relu_cos, (x,), options=CheckOptions(inductor_config=RELU_BUG),
+                          probe_children=probe_children)
     assert outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
     assert [verdict.failure for verdict in child_verdicts] == [ACCURACY]
 
     child_verdicts.clear()
-    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True)
-    with compat.inductor_config(RELU_BUG), checker.watching():
+    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True,
+                           probe_children=probe_children)
+    with inductor_config(RELU_BUG), checker.watching():
         torch.compile(sin_relu_cos)(x)
-    compat.reset()
+    reset()
     assert [verdict.failure for verdict in child_verdicts] == [ACCURACY], "a plain compile's probe"
     [failure] = checker.failures
     assert "intermediate 'relu' deviates" in failure.message and "masks it" in failure.message
 
 
 def test_a_graph_lowered_with_compiler_code_of_this_process_alone_is_probed_here(
-    child_verdicts: list[GraphVerdict], monkeypatch: pytest.MonkeyPatch,
+    child_verdicts: list[GraphVerdict], probe_children: ProbeChildren, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A lowering this process replaced (abs for relu: a masked deviation) is not the child's:
     the child says so instead of judging a probe compiled with its own, and the probe compiled
@@ -140,7 +144,7 @@ def test_a_graph_lowered_with_compiler_code_of_this_process_alone_is_probed_here
     aten = torch.ops.aten
     monkeypatch.setitem(lowering.lowerings, aten.relu.default, lowering.lowerings[aten.abs.default])
     options = CheckOptions(inductor_config={"fx_graph_cache": False})
-    outcome = check_model(sin_relu_cos, (torch.randn(16, 32),), options=options)
+    outcome = check_model(sin_relu_cos, (torch.randn(16, 32),), options=options, probe_children=probe_children)
     assert outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
     [verdict] = child_verdicts
     assert verdict.failure == JUDGE_ERROR and "torch._inductor.lowering.lowerings[aten.relu.default]" in str(verdict.error)
@@ -227,7 +231,7 @@ def test_compiled_code_is_reused_across_checks_of_one_test() -> None:
     assert len(cache.entries) == 1 and len(changed.graphs) == compiled_graphs, "stale copy reused"
     cache.clear()
     assert not cache.entries
-    compat.reset()
+    reset()
 
 
 class DeepTanhMLP(torch.nn.Module):

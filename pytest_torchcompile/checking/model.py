@@ -17,27 +17,39 @@ import torch.fx
 from pytest_torchcompile.checking.masked import (
     ConcurrentProbes,
     MaskedDivergence,
+    ProbeChildren,
     device_of,
     find_masked_divergence,
-    start_probe_child,
 )
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
-from pytest_torchcompile.judging.isolation import config_patches
+from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import (
     ACCURACY,
     DYNAMO,
     clone_values,
     compare_graph_outputs,
+    error_signature,
     full_fp32_precision,
     generators_kept,
     judge_graph,
     reference_outputs,
     rng_states,
+    widened,
 )
 from pytest_torchcompile.judging.oracle import compare_outputs, first_disagreement, flatten_outputs
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.compiling import no_compile_caches, reset, strict_dynamo
+from pytest_torchcompile.torch_internals.config import inductor_config
+from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
+from pytest_torchcompile.torch_internals.interception import not_intercepted
+from pytest_torchcompile.torch_internals.rng import (
+    EAGER_RNG_CONFIG,
+    RandomDrawMismatch,
+    recording_random_draws,
+    replaying_random_draws,
+)
+from pytest_torchcompile.torch_internals.values import tree_map
 
 
 @dataclass
@@ -74,32 +86,14 @@ class CheckOutcome:
         return self.status in (Status.PASS, Status.NO_FP64_REFERENCE)
 
 
-def _map_tensors(value: Any, tensor: Callable[[torch.Tensor], Any], other: Callable[[Any], Any]) -> Any:
-    """``value`` with each tensor in its lists, tuples and dicts replaced by ``tensor(t)`` and each
-    other leaf by ``other(leaf)``."""
-    if isinstance(value, torch.Tensor):
-        return tensor(value)
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_map_tensors(v, tensor, other) for v in value)
-    if isinstance(value, dict):
-        return type(value)((k, _map_tensors(v, tensor, other)) for k, v in value.items())
-    return other(value)
-
-
 def _clone_tree(value: Any) -> Any:
-    return _map_tensors(value, lambda t: t.detach().clone().requires_grad_(t.requires_grad), copy.deepcopy)
-
-
-def _widened_tensor(value: torch.Tensor) -> torch.Tensor:
-    if value.is_floating_point():
-        return value.detach().to(torch.float64).requires_grad_(value.requires_grad)
-    if value.is_complex():
-        return value.detach().to(torch.complex128)
-    return value.detach().clone()
+    return tree_map(
+        lambda leaf: leaf.detach().clone().requires_grad_(leaf.requires_grad) if isinstance(leaf, torch.Tensor)
+        else copy.deepcopy(leaf), value)
 
 
 def _to_fp64(value: Any) -> Any:
-    return _map_tensors(value, _widened_tensor, lambda leaf: leaf)
+    return tree_map(widened, value)
 
 
 def _copy_callable(fn: Callable[..., Any], fp64: bool = False) -> Callable[..., Any]:
@@ -108,12 +102,6 @@ def _copy_callable(fn: Callable[..., Any], fp64: bool = False) -> Callable[..., 
         module = copy.deepcopy(fn)
         return module.to(torch.float64) if fp64 else module
     return fn
-
-
-def _short_error(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    first = text[0] if text else ""
-    return f"{type(error).__name__}: {first[:300]}"
 
 
 class EagerRunError(Exception):
@@ -258,13 +246,13 @@ class CompiledCache:
     def clear(self) -> None:
         if self.entries:
             self.entries.clear()
-            _torch_compat.reset()
+            reset()
 
 
-def _compile(fn: Callable[..., Any], options: CheckOptions) -> CompiledEntry:
-    _torch_compat.reset()
+def _compile(fn: Callable[..., Any], options: CheckOptions, probe_children: ProbeChildren | None) -> CompiledEntry:
+    reset()
     copy_ = _copy_callable(fn)
-    probes = ConcurrentProbes()
+    probes = ConcurrentProbes(probe_children)
     capture = GraphCapture(lowering_observer=probes.prepare if options.intermediates else None)
     backend = capture.backend(options.mode) if options.backend == "inductor" else options.backend
     compiled = torch.compile(copy_, backend=backend, dynamic=options.dynamic, fullgraph=options.fullgraph)
@@ -278,18 +266,20 @@ def check_model(
     kwargs: dict[str, Any] | None = None,
     options: CheckOptions | None = None,
     cache: CompiledCache | None = None,
+    probe_children: ProbeChildren | None = None,
 ) -> CheckOutcome:
     """Check ``fn(*args, **kwargs)`` compiled by Inductor against eager and an fp64 reference.
 
     The caller's model and tensors are never mutated: every run works on copies. With ``cache``,
     a model checked again unchanged reuses its compiled code (training checks always recompile,
-    since they change the compiled copy's weights).
+    since they change the compiled copy's weights). With ``probe_children``, the probes of the
+    masked-deviation check compile in a child while the graph compiles here.
     """
     options = options or CheckOptions()
-    if options.intermediates and options.backend == "inductor":
-        start_probe_child(device_of([*args, *(kwargs or {}).values()]))
-    with full_fp32_precision(), generators_kept(), _torch_compat.not_intercepted():
-        outcome = _check(fn, (tuple(args), dict(kwargs or {})), options, cache)
+    if options.intermediates and options.backend == "inductor" and probe_children is not None:
+        probe_children.start(device_of([*args, *(kwargs or {}).values()]))
+    with full_fp32_precision(), generators_kept(), not_intercepted():
+        outcome = _check(fn, (tuple(args), dict(kwargs or {})), options, cache, probe_children)
     outcome.fallback_random = any(graph.has_random_ops for graph in outcome.graphs)
     if outcome.fallback_random:
         outcome.message = "; ".join(part for part in (outcome.message, FALLBACK_RANDOM_NOTE) if part)
@@ -301,7 +291,7 @@ FALLBACK_RANDOM_NOTE = ("random ops compiled with Inductor's fallback_random=Tru
 
 
 def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
-           cache: CompiledCache | None) -> CheckOutcome:
+           cache: CompiledCache | None, probe_children: ProbeChildren | None) -> CheckOutcome:
     sets = input_sets(given, options)
 
     def eager_run(arguments: Arguments) -> tuple[dict[str, Any], list[Any]]:
@@ -317,7 +307,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         model_draws_random = any(not torch.equal(a, b) for a, b in zip(seeded, rng_states(), strict=False))
         eager_again, _ = eager_run(given)
     except Exception as error:
-        raise EagerRunError(f"the model raised when run eagerly: {_short_error(error)}") from error
+        raise EagerRunError(f"the model raised when run eagerly: {error_signature(error, max_chars=300)}") from error
     mutated = _mutated_positions(given[0], eager_args)
     unstable = next((where for root in eager_parts
                      if (where := first_disagreement(eager_parts[root], eager_again[root], options.tolerance, root))), None)
@@ -334,10 +324,10 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     reused = entry is not None
     started = time.perf_counter()
     try:
-        with _torch_compat.inductor_config({**_torch_compat.EAGER_RNG_CONFIG, **options.inductor_config}), \
-                _torch_compat.no_compile_caches(), _torch_compat.strict_dynamo():
+        with inductor_config({**EAGER_RNG_CONFIG, **options.inductor_config}), \
+                no_compile_caches(), strict_dynamo():
             if entry is None:
-                entry = _compile(fn, options)
+                entry = _compile(fn, options, probe_children)
             entry.capture.forget_calls()
             results = []
             for index, arguments in enumerate(sets):
@@ -349,7 +339,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
                 # Dynamo stopped compiling this copy (its recompile limit): start afresh.
                 assert cache is not None
                 cache.entries.remove(entry)
-                return _check(fn, given, options, cache)
+                return _check(fn, given, options, cache, probe_children)
     except Exception as error:
         graphs = entry.capture.graphs if entry is not None else []
         if entry is not None and cache is not None and entry in cache.entries:
@@ -359,7 +349,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     if cache is not None and not training and not reused:
         cache.entries.append(entry)
     elif cache is None or training:
-        _torch_compat.reset()
+        reset()
 
     graphs = entry.capture.graphs
     comparison = Comparison([])
@@ -378,7 +368,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
                                 compiled_out["out"])
     output = results[0][2][0]["out"]
     if options.intermediates and options.backend == "inductor":
-        with _torch_compat.inductor_config(options.inductor_config):
+        with inductor_config(options.inductor_config):
             masked = _masked_divergence(graphs, entry.probes, options)
         if masked is not None:
             graph, divergence = masked
@@ -404,19 +394,19 @@ def _reference(
     if model_draws_random:
         torch.manual_seed(options.seed)
         model = _copy_callable(fn)
-        with _torch_compat.recording_random_draws(draws):
+        with recording_random_draws(draws):
             _execute(model, model if isinstance(model, torch.nn.Module) else None, arguments, options)
     torch.manual_seed(options.seed)
     try:
-        with _torch_compat.float64_everywhere(), \
-                _torch_compat.replaying_random_draws(draws) if model_draws_random else contextlib.nullcontext():
+        with float64_everywhere(), \
+                replaying_random_draws(draws) if model_draws_random else contextlib.nullcontext():
             model = _copy_callable(fn, fp64=True)
             parts, call_args = _execute(model, model if isinstance(model, torch.nn.Module) else None,
                                         widened, options)
-    except _torch_compat.RandomDrawMismatch as error:
+    except RandomDrawMismatch as error:
         return None, f"same-precision cosine check: the fp64 run draws random numbers unlike eager ({error})"
     except Exception as error:
-        return None, f"same-precision cosine check: the model cannot run in fp64 ({_short_error(error)})"
+        return None, f"same-precision cosine check: the model cannot run in fp64 ({error_signature(error, max_chars=300)})"
     return _judged(parts, call_args, mutated), "fp64"
 
 
@@ -425,14 +415,14 @@ def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], e
     if compile_failed:
         graph = compile_failed[0]
         return CheckOutcome(Status.FAIL_COMPILE, f"Inductor failed to compile {graph.label}: "
-                            f"{_short_error(graph.compile_error or error)}",
+                            f"{error_signature(graph.compile_error or error, max_chars=300)}",
                             graphs=graphs, failing_graphs=[FailingGraph(graph, None)],
                             compile_seconds=elapsed, error=error)
     run_failed = [g for g in graphs if g.runtime_error is not None]
     if run_failed:
         graph = run_failed[0]
         return CheckOutcome(Status.FAIL_RUNTIME, f"compiled code raised in {graph.label}: "
-                            f"{_short_error(graph.runtime_error or error)}",
+                            f"{error_signature(graph.runtime_error or error, max_chars=300)}",
                             graphs=graphs, failing_graphs=[FailingGraph(graph, graph.calls[-1] if graph.calls else None)],
                             compile_seconds=elapsed, error=error)
     where = "".join(traceback.format_exception_only(error)).strip().splitlines()[0]
@@ -490,7 +480,7 @@ def _failing_dynamo_graphs(dynamo_graphs: list[DynamoGraph], options: CheckOptio
         if not graph.calls or not graph.judgeable():
             continue
         inputs = graph.calls[0]
-        with _torch_compat.inductor_config(config_patches(graph.config_source)), \
+        with inductor_config(config_patches(graph.config_source)), \
                 torch.set_grad_enabled(options.training):
             verdict = judge_graph(graph.gm, inputs, options.tolerance, not options.ignore_non_float, level=DYNAMO)
         if verdict.failure == ACCURACY:

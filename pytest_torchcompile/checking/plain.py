@@ -17,7 +17,11 @@ from typing import Any
 import torch
 import torch.fx
 
-from pytest_torchcompile.checking.masked import ConcurrentProbes, find_masked_divergence
+from pytest_torchcompile.checking.masked import (
+    ConcurrentProbes,
+    ProbeChildren,
+    find_masked_divergence,
+)
 from pytest_torchcompile.checking.model import FALLBACK_RANDOM_NOTE, TORCH_LEVEL_NOTE
 from pytest_torchcompile.judging.capture import (
     CapturedGraph,
@@ -34,7 +38,13 @@ from pytest_torchcompile.judging.judge import (
     set_rng_states,
 )
 from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.interception import intercept_inductor
+from pytest_torchcompile.torch_internals.rng import (
+    EAGER_RNG_CONFIG,
+    RandomDrawMismatch,
+    recording_random_draws,
+    replaying_random_draws,
+)
 
 
 @dataclass
@@ -53,11 +63,12 @@ class GraphFailure:
 class GraphChecker:
     """Judges each (graph, input shapes) pair once; collects failures for the running test."""
 
-    def __init__(self, tol: float, check_non_float: bool, intermediates: bool) -> None:
+    def __init__(self, tol: float, check_non_float: bool, intermediates: bool,
+                 probe_children: ProbeChildren | None = None) -> None:
         self.tol = tol
         self.check_non_float = check_non_float
         self.intermediates = intermediates
-        self.probes = ConcurrentProbes()
+        self.probes = ConcurrentProbes(probe_children)
         self.capture = GraphCapture(observer=self._observe, dynamo_observer=self._observe_torch_level,
                                     lowering_observer=self.probes.prepare if intermediates else None)
         self.failures: list[GraphFailure] = []
@@ -77,7 +88,7 @@ class GraphChecker:
         try:
             eager, fp64 = _references_drawing_like(graph, inputs) if graph.has_random_ops else \
                 reference_outputs(graph.gm, inputs)
-        except _torch_compat.RandomDrawMismatch as error:
+        except RandomDrawMismatch as error:
             self.unchecked.append(f"{graph.label}: its eager run draws random numbers unlike the compiled "
                                   f"call ({error})")
             return
@@ -134,7 +145,7 @@ class GraphChecker:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
-        with _torch_compat.intercept_inductor(self.capture.hook, self.capture.dynamo_hook, _torch_compat.EAGER_RNG_CONFIG):
+        with intercept_inductor(self.capture.hook, self.capture.dynamo_hook, EAGER_RNG_CONFIG):
             yield
 
 
@@ -147,9 +158,9 @@ def _references_drawing_like(graph: CapturedGraph, inputs: list[Any]) -> tuple[l
     set_rng_states(graph.rng_before_call)
     try:
         draws: list[tuple[Any, Any]] = []
-        with _torch_compat.recording_random_draws(draws):
+        with recording_random_draws(draws):
             eager = run_graph(graph.gm, inputs)
-        with _torch_compat.replaying_random_draws(draws):
+        with replaying_random_draws(draws):
             fp64 = fp64_outputs(graph.gm, inputs)
     finally:
         set_rng_states(after)

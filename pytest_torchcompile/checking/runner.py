@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_torchcompile.checking.masked import current_device, start_probe_child
+from pytest_torchcompile.checking.masked import ProbeChildren, current_device
 from pytest_torchcompile.checking.model import (
     CheckOutcome,
     CompiledCache,
@@ -36,7 +36,8 @@ from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import AccuracySession, MinifyJob, junit_fields
 from pytest_torchcompile.run.settings import CheckSettings
 from pytest_torchcompile.run.verdict import Comparison, Status, format_table
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.compiling import quiet_trace_log, reset_if_compiled
+from pytest_torchcompile.torch_internals.config import inductor_config
 
 FAILURE_KINDS = {
     Status.FAIL_ACCURACY: ACCURACY,
@@ -52,6 +53,7 @@ class CheckRunner:
         self.session = session
         self.compiled_cache = CompiledCache()
         """Compiled models of the running test, reused across its checks (hypothesis examples)."""
+        self.probe_children = ProbeChildren()
 
     @classmethod
     def start(cls, session: AccuracySession, trace_log: bool, probe_child: bool) -> CheckRunner:
@@ -60,10 +62,15 @@ class CheckRunner:
         pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
         child started now pays Inductor's first compile while the tests are collected."""
         if not trace_log:
-            _torch_compat.quiet_trace_log()
+            quiet_trace_log()
+        runner = cls(session)
         if probe_child:
-            start_probe_child(current_device())
-        return cls(session)
+            runner.probe_children.start(current_device())
+        return runner
+
+    def close(self) -> None:
+        """End what this process started for its checks (from ``pytest_unconfigure``)."""
+        self.probe_children.close()
 
     def check(
         self,
@@ -83,7 +90,7 @@ class CheckRunner:
         if supersede:
             self.session.drop_unreported_checks(nodeid)
         try:
-            outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache)
+            outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache, self.probe_children)
         except EagerRunError as error:
             self.session.results.append(CaseResult(nodeid, Status.EAGER_FAIL, str(error)))
             raise error.__cause__ or error from None
@@ -175,10 +182,11 @@ class CheckRunner:
     def watch_graphs(self, nodeid: str, settings: CheckSettings) -> Iterator[None]:
         """Check every graph Inductor compiles while the block runs (plain ``torch.compile``
         calls of the test); fail the test, with a repro per failing graph, if any deviates."""
-        checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates)
+        checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates,
+                               self.probe_children)
         # Code compiled by an earlier test would be reused without reaching the capture hook.
-        _torch_compat.reset_if_compiled()
-        with _torch_compat.inductor_config(settings.inductor_config), checker.watching():
+        reset_if_compiled()
+        with inductor_config(settings.inductor_config), checker.watching():
             try:
                 yield
             finally:

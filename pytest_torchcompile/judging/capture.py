@@ -21,7 +21,9 @@ from pytest_torchcompile.judging.judge import (
     rng_states,
     synchronize,
 )
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.compiling import capturing_backend
+from pytest_torchcompile.torch_internals.config import inductor_config_source
+from pytest_torchcompile.torch_internals.values import concrete_int, symbolic_sizes
 
 GraphCallObserver = Callable[["CapturedGraph", list[Any], Any], None]
 """Told of every call of a captured graph: (graph, cloned inputs, outputs)."""
@@ -141,7 +143,7 @@ class DynamoGraph:
     @property
     def config_source(self) -> str:
         """The Inductor config its post-AOT graphs were compiled under (the mode's included)."""
-        return self.lowered[0].config_source if self.lowered else _torch_compat.inductor_config_source()
+        return self.lowered[0].config_source if self.lowered else inductor_config_source()
 
     def judgeable(self) -> bool:
         """Whether its calls can be judged at this level: its post-AOT graphs are known and draw no
@@ -234,12 +236,12 @@ class TensorSpec:
 def input_spec(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return TensorSpec(
-            tuple(_torch_compat.concrete_int(s) for s in value.shape),
-            tuple(_torch_compat.concrete_int(s) for s in value.stride()),
+            tuple(concrete_int(s) for s in value.shape),
+            tuple(concrete_int(s) for s in value.stride()),
             value.dtype, value.device,
         )
     if isinstance(value, torch.SymInt):
-        return _torch_compat.concrete_int(value)
+        return concrete_int(value)
     return value
 
 
@@ -291,10 +293,10 @@ class GraphCapture:
             index=next(self._counter),
             gm=private_copy(gm),
             kind=kind,
-            symbolic_sizes=_torch_compat.symbolic_sizes(example_inputs),
+            symbolic_sizes=symbolic_sizes(example_inputs),
             location=_user_frame(),
             input_specs=[input_spec(v) for v in example_inputs],
-            config_source=_torch_compat.inductor_config_source(cpu_threads=not devices_of(example_inputs)),
+            config_source=inductor_config_source(cpu_threads=not devices_of(example_inputs)),
             dynamo=self._compiling,
         )
         if self._compiling is not None:
@@ -377,4 +379,4 @@ class GraphCapture:
 
     def backend(self, mode: str | None = None, options: dict[str, Any] | None = None) -> Callable[..., Any]:
         """A ``torch.compile`` backend: Inductor, with every lowered graph captured here."""
-        return _torch_compat.capturing_backend(self.hook, mode, options, self.dynamo_hook)
+        return capturing_backend(self.hook, mode, options, self.dynamo_hook)

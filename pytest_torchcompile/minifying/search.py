@@ -28,13 +28,16 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation import (
-    CRASHED,
-    JUDGE_ERROR,
-    TIMED_OUT,
+from pytest_torchcompile.judging.isolation.parent import (
     InProcessJudge,
     IsolatedJudge,
     IsolationError,
+    SpareChildren,
+)
+from pytest_torchcompile.judging.isolation.protocol import (
+    CRASHED,
+    JUDGE_ERROR,
+    TIMED_OUT,
     JudgeSettings,
     StageQuery,
 )
@@ -59,7 +62,7 @@ from pytest_torchcompile.judging.stages import FailureKind, StageAttribution, gr
 from pytest_torchcompile.repros.repro import config_lines, load_case, write_repro
 from pytest_torchcompile.run.files import atomic_write, locked
 from pytest_torchcompile.run.results import MinifyProgress, MinifyResult, StopReason
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.compiling import cpp_kernels
 
 Judge = Callable[[torch.fx.GraphModule, list[Any]], GraphVerdict]
 """Compiles and judges one candidate graph on its inputs."""
@@ -321,6 +324,7 @@ def minify_repro(
     isolate: bool = True,
     device: str | None = None,
     find_stage: bool = True,
+    spares: SpareChildren | None = None,
 ) -> MinifyResult:
     """Minify the case of a repro file; write ``minified.py`` and the generated kernel beside it.
 
@@ -328,12 +332,12 @@ def minify_repro(
     a crashing or hanging candidate cannot take this process down. ``repro.py`` is only read,
     and every file written is replaced atomically: nothing is lost if the minifier dies. With
     ``find_stage``, the stage of the stack that introduces the failure is looked for too (see
-    ``stages``), in the same child.
+    ``stages``), in the same child, which may be one prestarted in ``spares``.
     """
     started = time.perf_counter()
     path = Path(repro_path).resolve()
     config_source = config_lines(path)
-    judging = (IsolatedJudge(config_source, device=device, candidate_timeout_s=timeout_s)
+    judging = (IsolatedJudge(config_source, device=device, candidate_timeout_s=timeout_s, spares=spares)
                if isolate else InProcessJudge(config_source))
     with judging as judge:
         try:
@@ -435,7 +439,7 @@ def _generated_code(source: str | None) -> tuple[str, str] | None:
     a CPU; on a GPU the whole module, whose Triton kernels are Python."""
     if source is None:
         return None
-    cpp = _torch_compat.cpp_kernels(source)
+    cpp = cpp_kernels(source)
     return (cpp, ".cpp") if cpp else (source, ".py")
 
 

@@ -34,10 +34,14 @@ from pytest_torchcompile.judging import judge as standalone
 from pytest_torchcompile.judging import oracle
 from pytest_torchcompile.judging.capture import HostTensor
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation import config_patches
+from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import ReproBroken, clone_values, error_signature
 from pytest_torchcompile.run.files import atomic_write, locked
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.compiling import compile_dynamo_graph, compile_graph
+from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_restored
+from pytest_torchcompile.torch_internals.environment import environment
+from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
+from pytest_torchcompile.torch_internals.ops import OpOrigin
 
 INLINE_NUMEL = 32
 """Tensors up to this many elements are written into the file; larger ones go to tensors/."""
@@ -117,8 +121,8 @@ def _module_source(gm: torch.fx.GraphModule, class_name: str, writer: _TensorWri
 
 def _standalone_runtime() -> str:
     """The judging code, taken from the plugin's own modules so both judge alike."""
-    parts = [inspect.getsource(obj) for obj in (_torch_compat.compile_graph, _torch_compat.compile_dynamo_graph,
-                                                _torch_compat.float64_everywhere)]
+    parts = [inspect.getsource(obj) for obj in (compile_graph, compile_dynamo_graph,
+                                                float64_everywhere)]
     parts += [inspect.getsource(obj) for obj in oracle.STANDALONE_SOURCES]
     module_source = inspect.getsource(standalone)
     module_body = module_source[module_source.index("ACCURACY = "):]
@@ -242,7 +246,7 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
     writer = _TensorWriter()
     module = _module_source(case.gm, "Repro", writer)
     inputs = ",\n".join(f"        {writer.expression(value)}" for value in case.inputs)
-    env = _torch_compat.environment()
+    env = environment()
     required = case.required_ops()
     modules = sorted({origin.module for origin in required
                       if origin.module is not None and origin.module.split(".")[0] != "torch"})
@@ -348,7 +352,7 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        with _torch_compat.inductor_config_restored():
+        with inductor_config_restored():
             spec.loader.exec_module(module)
     except Exception as error:
         raise ReproBroken(f"the repro file does not load: {type(error).__name__}: {error}") from error
@@ -362,7 +366,7 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
         check_non_float=module.CHECK_NON_FLOAT, expected_error=module.EXPECTED_ERROR,
         error_pattern=module.ERROR_PATTERN, grad_enabled=module.GRAD_ENABLED,
         symbolic_sizes=module.SYMBOLIC_SIZES, config_source=config_lines(path),
-        op_origins=[_torch_compat.OpOrigin(*entry) for entry in getattr(module, "REQUIRED_OPS", [])],
+        op_origins=[OpOrigin(*entry) for entry in getattr(module, "REQUIRED_OPS", [])],
         level=getattr(module, "LEVEL", standalone.POST_AOT),
     )
     return LoadedRepro(path, module, case)
@@ -389,7 +393,7 @@ def load_case(path: str | os.PathLike[str]) -> ReproCase:
     """The case of a repro file, loaded without leaking its Inductor config into this process:
     ``load_repro`` runs the file's config lines, and this patch undoes them afterwards. Raises
     :class:`ReproBroken` when the file cannot run."""
-    with _torch_compat.inductor_config(config_patches(config_lines(Path(path)))):
+    with inductor_config(config_patches(config_lines(Path(path)))):
         return load_repro(path).case
 
 

@@ -36,6 +36,8 @@ class Checker(Protocol):
 
     def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> AbstractContextManager[None]: ...
 
+    def close(self) -> None: ...
+
 
 @dataclass
 class MinifyJob:
@@ -106,6 +108,11 @@ class AccuracySession:
         if self.runner is None:
             return contextlib.nullcontext()
         return self.runner.running_test(nodeid, settings, watch)
+
+    def close(self) -> None:
+        """End what this process started for its checks (from ``pytest_unconfigure``)."""
+        if self.runner is not None:
+            self.runner.close()
 
     def queue_minify_job(self, job: MinifyJob) -> None:
         self.minify_jobs.append(job)

@@ -1,0 +1,36 @@
+"""Values as Dynamo and pytree see them: nested containers, symbolic sizes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+
+def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
+    """``tree`` with each leaf replaced by ``fn(leaf)``, through the containers pytree knows
+    (lists, tuples, named tuples, dicts)."""
+    import torch.utils._pytree as pytree
+
+    return pytree.tree_map(fn, tree)
+
+
+def symbolic_sizes(example_inputs: Sequence[Any]) -> list[list[str] | None]:
+    """For each example input, its sizes as strings (symbols such as ``s0`` stay symbolic)."""
+    sizes: list[list[str] | None] = []
+    for value in example_inputs:
+        if isinstance(value, torch.Tensor):
+            sizes.append([str(s) for s in value.shape])
+        else:
+            sizes.append(None)
+    return sizes
+
+
+def concrete_int(value: Any) -> int:
+    """An int, or a symbolic int's hint (the size it had when traced)."""
+    if isinstance(value, torch.SymInt):
+        hint = value.node.hint
+        return int(hint) if hint is not None else 1
+    return int(value)
