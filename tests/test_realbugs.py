@@ -9,7 +9,8 @@ diagnosis, so that this test fails both when a new shortfall appears and when a 
 gone (then delete its line). Each module's row (caught by fixture / plain, exit codes, minified
 ops and lines, stage, seconds) is printed in the markdown of ``docs/realbugs.md``.
 
-The corpus takes minutes on two cores (every bug is compiled, judged, minified and rerun).
+Marked ``slow``: every bug is compiled, judged, minified and rerun; the corpus took 22 minutes of
+wall time (6 of CPU) on a shared 2-core machine.
 """
 
 from __future__ import annotations
@@ -31,9 +32,41 @@ CORPUS = Path(__file__).with_name("realbugs")
 MODULES = sorted(path.name for path in CORPUS.glob("test_pt*.py"))
 PATHS = ("fixture", "plain")
 
-# module -> shortfalls against the goal, as `shortfalls()` words them. The diagnosis is in
-# docs/realbugs.md.
+# module -> shortfalls against the goal, as `shortfalls()` words them; docs/realbugs.md has the
+# diagnosis of each.
 SHORTFALLS: dict[str, list[str]] = {
+    # The repro compiles the post-AOT graph with compile_fx, which generates a right kernel; the
+    # in-test route generates the 32-bit arange (and the minifier crashes on a graph without inputs).
+    "test_pt175966_arange_int64_mul.py": [
+        "fixture: repro.py exits 0", "fixture: not minified (crashed)",
+        "plain: repro.py exits 0", "plain: not minified (crashed)",
+    ],
+    "test_pt183901_arange_int64_scalar_mul.py": [
+        "fixture: repro.py exits 0", "fixture: not minified (not_reproduced)",
+        "plain: repro.py exits 0", "plain: not minified (not_reproduced)",
+    ],
+    # The re-run of the compiled backward gets contiguous clones of a strided saved view and
+    # fails Inductor's stride assert: the fixture test errors, with nothing on record.
+    "test_pt185509_interpolate_conv_pool_where_backward.py": ["fixture: not caught (not on record)"],
+    # repro.py reproduces standalone; the in-run confirmation says it does not.
+    "test_pt187018_uint8_abs_cat_sum.py": [
+        "fixture: not minified (not_reproduced)", "plain: not minified (not_reproduced)",
+    ],
+    "test_pt191499_int8_amin.py": [
+        "fixture: not minified (not_reproduced)", "plain: not minified (not_reproduced)",
+    ],
+    "test_pt198101_dtype_view_consumer_after_mutation.py": [
+        "fixture: not minified (not_reproduced)", "plain: not minified (not_reproduced)",
+    ],
+    # Each post-AOT graph agrees with its eager re-run; only forward+backward end to end differs.
+    "test_pt197888_adaptive_max_pool3d_channels_last_backward.py": ["plain: not caught (pass)"],
+    # backward=True refuses a function none of whose inputs requires grad.
+    "test_pt198119_avg_pool_ceil_mode_backward.py": ["fixture: not caught (eager_fail)"],
+    # The wrong value is in a mutated argument: the plain path and the repro judge outputs only.
+    "test_pt198131_copy_then_mutate_source.py": [
+        "fixture: repro.py exits 0", "fixture: not minified (not_reproduced)",
+        "plain: not caught (pass)",
+    ],
 }
 
 
@@ -62,7 +95,11 @@ def run_standalone(script: Path) -> int:
                           text=True, timeout=600).returncode
 
 
-def path_outcome(test: dict[str, Any]) -> PathOutcome:
+def path_outcome(test: dict[str, Any] | None) -> PathOutcome:
+    """``test``: the test's entry in the JSON report; None when it has none (it raised before
+    any check was recorded)."""
+    if test is None:
+        return PathOutcome("not on record", *[None] * 8)
     failing = [check for check in test["checks"] if check["status"].startswith("fail")]
     check = failing[0] if failing else None
     repro = Path(check["repro_path"]) if check and check["repro_path"] else None
@@ -129,12 +166,12 @@ def test_real_bug_end_to_end(pytester: pytest.Pytester, module: str) -> None:
     shutil.copy(CORPUS / module, pytester.path / module)
     start = time.monotonic()
     result = pytester.runpytest("--compile-accuracy", "--compile-accuracy-report", "report.json",
-                                "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")
+                                "--compile-minify-timeout", "120", "-p", "no:cacheprovider",
+                                "-W", "ignore::DeprecationWarning")
     seconds = time.monotonic() - start
     assert "INTERNALERROR" not in result.stdout.str()
     report = json.loads((pytester.path / "report.json").read_text())
     tests = {test["nodeid"].rsplit("::test_", 1)[1]: test for test in report["tests"]}
-    assert sorted(tests) == sorted(PATHS), f"each path's test is on record: {sorted(tests)}"
-    outcomes = {name: path_outcome(tests[name]) for name in PATHS}
+    outcomes = {name: path_outcome(tests.get(name)) for name in PATHS}
     print(markdown_row(module, outcomes, seconds))
     assert shortfalls(outcomes) == SHORTFALLS.get(module, [])
