@@ -9,8 +9,8 @@ diagnosis, so that this test fails both when a new shortfall appears and when a 
 gone (then delete its line). Each module's row (caught by fixture / plain, exit codes, minified
 ops and lines, stage, seconds) is printed in the markdown of ``docs/realbugs.md``.
 
-Marked ``slow``: every bug is compiled, judged, minified and rerun; the corpus took 22 minutes of
-wall time (6 of CPU) on a shared 2-core machine.
+Marked ``slow``: every bug is compiled, judged, minified and rerun; the corpus of twelve bugs took
+about 25 minutes of wall time on a shared 2-core machine.
 """
 
 from __future__ import annotations
