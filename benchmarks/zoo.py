@@ -53,6 +53,7 @@ try:
 except ImportError:  # run from a checkout without installing: use the repository's copy
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pytest_torchcompile.checking.masked import ProbeChildren
 from pytest_torchcompile.checking.model import CheckOutcome, EagerRunError, check_model
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Status, format_table
@@ -371,13 +372,14 @@ def _fill_from_outcome(row: Row, outcome: CheckOutcome) -> None:
                           for failing in outcome.failing_graphs]
 
 
-def _measure_into(row: Row, spec: ModelSpec, sizes: Sizes, options: CheckOptions, plain: bool) -> None:
+def _measure_into(row: Row, spec: ModelSpec, sizes: Sizes, options: CheckOptions, plain: bool,
+                  probe_children: ProbeChildren | None) -> None:
     torch.manual_seed(0)  # identical random weights for every dtype and mode of a model
     case = spec.build(sizes)
     model, args, kwargs = prepare(case, DTYPES[row.dtype], row.mode, sizes.device)
     started = time.perf_counter()
     with _cold_cache(), _grad_mode(row.mode):
-        outcome = check_model(model, args, kwargs, _mode_options(options, row.mode, case))
+        outcome = check_model(model, args, kwargs, _mode_options(options, row.mode, case), probe_children=probe_children)
     _synchronize(sizes.device)
     row.check_seconds = time.perf_counter() - started
     _fill_from_outcome(row, outcome)
@@ -394,11 +396,11 @@ def _measure_into(row: Row, spec: ModelSpec, sizes: Sizes, options: CheckOptions
 
 
 def measure(spec: ModelSpec, dtype_name: str, mode: str, sizes: Sizes, options: CheckOptions,
-            plain: bool = True) -> Row:
+            plain: bool = True, probe_children: ProbeChildren | None = None) -> Row:
     """One row; never raises (a crash of any kind becomes the row's status)."""
     row = Row(spec.name, spec.library, dtype_name, mode, status=CRASH)
     try:
-        _measure_into(row, spec, sizes, options, plain)
+        _measure_into(row, spec, sizes, options, plain, probe_children)
     except EagerRunError as error:
         row.status, row.message = str(Status.EAGER_FAIL), str(error)
     except Exception as error:
@@ -637,16 +639,21 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[Row] = []
     _warm_up(device)
-    for spec, dtype_name, mode in itertools.product(specs, args.dtypes, args.modes):
-        if spec.library in missing:
-            row = Row(spec.name, spec.library, dtype_name, mode, NOT_INSTALLED, message=missing[spec.library])
-        else:
-            row = measure(spec, dtype_name, mode, sizes, options, plain=not args.no_plain)
-        row.run = env["date"]
-        rows.append(row)
-        print(progress_line(row), flush=True)
-        # Written after every row: a run cut off by a time limit keeps what it measured.
-        write_outputs(args, merge_rows(previous, rows), runs)
+    probe_children = ProbeChildren()  # one child per device for every row, as in a test run
+    try:
+        for spec, dtype_name, mode in itertools.product(specs, args.dtypes, args.modes):
+            if spec.library in missing:
+                row = Row(spec.name, spec.library, dtype_name, mode, NOT_INSTALLED, message=missing[spec.library])
+            else:
+                row = measure(spec, dtype_name, mode, sizes, options, plain=not args.no_plain,
+                              probe_children=probe_children)
+            row.run = env["date"]
+            rows.append(row)
+            print(progress_line(row), flush=True)
+            # Written after every row: a run cut off by a time limit keeps what it measured.
+            write_outputs(args, merge_rows(previous, rows), runs)
+    finally:
+        probe_children.close()
     print()
     print(report_text(merge_rows(previous, rows), missing))
     return 0
