@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from models import sin_relu_cos
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.masked import ProbeChildren
@@ -89,15 +90,6 @@ def test_bug_at_a_later_size_is_found_with_dynamic_shapes(monkeypatch: pytest.Mo
     failing = outcome.failing_graphs[0]
     assert failing.inputs is not None and any(getattr(v, "shape", (0,))[0] == 9 for v in failing.inputs)
     assert any(s and not s[0].isdigit() for s in failing.graph.symbolic_sizes), failing.graph.symbolic_sizes
-
-
-def sin_relu_cos(x: torch.Tensor) -> torch.Tensor:
-    for _ in range(20):
-        x = x.sin()
-    x = x.relu()
-    for _ in range(40):
-        x = x.cos()
-    return x
 
 
 def test_masked_deviation_is_caught_by_intermediate_checks_only() -> None:

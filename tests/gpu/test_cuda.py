@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import torch
-from test_training_dynamic import sin_relu_cos
+from models import sin_relu_cos
 
 from pytest_torchcompile.checking.masked import ProbeChildren
 from pytest_torchcompile.checking.model import check_model

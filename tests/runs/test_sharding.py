@@ -21,7 +21,7 @@ import pytest
 pytest_plugins = ["pytester"]
 
 FAST = ("--no-compile-minify", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")
-WORKFLOW = Path(__file__).parents[1] / "docs" / "ci.md"
+WORKFLOW = Path(__file__).parents[2] / "docs" / "ci.md"
 
 SUITE = """
 import pytest

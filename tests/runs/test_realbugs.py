@@ -9,8 +9,9 @@ diagnosis, so that this test fails both when a new shortfall appears and when a 
 gone (then delete its line). Each module's row (caught by fixture / plain, exit codes, minified
 ops and lines, stage, seconds) is printed in the markdown of ``docs/realbugs.md``.
 
-Marked ``slow``: every bug is compiled, judged, minified and rerun; the corpus of twelve bugs took
-about 25 minutes of wall time on a shared 2-core machine.
+Marked ``realbugs`` and run apart (``pytest -m realbugs``): every bug is compiled, judged,
+minified and rerun; the corpus of twelve bugs took about 25 minutes of wall time on a shared
+2-core machine.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-CORPUS = Path(__file__).with_name("realbugs")
+CORPUS = Path(__file__).parents[1] / "realbugs"
 MODULES = sorted(path.name for path in CORPUS.glob("test_pt*.py"))
 PATHS = ("fixture", "plain")
 
@@ -160,7 +161,7 @@ def markdown_row(module: str, outcomes: dict[str, PathOutcome], seconds: float) 
     ])
 
 
-@pytest.mark.slow
+@pytest.mark.realbugs
 @pytest.mark.parametrize("module", MODULES, ids=[m.removesuffix(".py") for m in MODULES])
 def test_real_bug_end_to_end(pytester: pytest.Pytester, module: str) -> None:
     shutil.copy(CORPUS / "conftest.py", pytester.path / "conftest.py")
