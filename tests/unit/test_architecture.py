@@ -79,9 +79,11 @@ def test_every_package_is_a_layer() -> None:
     assert packages == set(LAYERS) - {""}
 
 
-def test_the_rule_sees_an_import_from_above() -> None:
-    # The rule's own check: an import from a higher layer, inside a function, is found.
-    source = "def f():\n    from pytest_torchcompile.minifying.search import minify_graph\n"
-    tree = ast.parse(source)
-    (node,) = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    assert LAYERS.index(_layer(str(node.module))) < LAYERS.index("judging")
+def test_the_rule_sees_imports_inside_functions_and_relative_ones(tmp_path: Path) -> None:
+    module = tmp_path / "phase.py"
+    module.write_text("def f():\n    from pytest_torchcompile.minifying.search import minify_graph\n"
+                      "from ..run import verdict\n")
+    found = {imported for _, imported in _imports(f"{ROOT}.judging.phase", module)}
+    assert f"{ROOT}.minifying.search" in found
+    assert f"{ROOT}.run.verdict" in found
+    assert LAYERS.index(_layer(f"{ROOT}.minifying.search")) < LAYERS.index("judging")
