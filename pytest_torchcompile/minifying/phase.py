@@ -54,6 +54,7 @@ import pytest
 
 from pytest_torchcompile.run import budget
 from pytest_torchcompile.run.files import atomic_write
+from pytest_torchcompile.run.processes import own_start, pid_alive
 from pytest_torchcompile.run.results import (
     MinifyProgress,
     MinifyResult,
@@ -84,44 +85,6 @@ Minifier = Callable[..., MinifyResult]
 # --- processes -----------------------------------------------------------------------------
 
 
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """(state letter, start time) of a process, from /proc; None when it has no entry."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2:].split()
-    return fields[0], fields[19]
-
-
-def _has_proc() -> bool:
-    return sys.platform.startswith("linux") and Path("/proc/self/stat").exists()
-
-
-def pid_alive(pid: int, start: str | None = None) -> bool:
-    """Whether ``pid`` runs on this host and is the process that started at ``start`` (a zombie,
-    a dead process whose parent has not reaped it yet, counts as dead)."""
-    if _has_proc():
-        stat = _proc_stat(pid)
-        if stat is None or stat[0] in ("Z", "X"):
-            return False
-        return start is None or stat[1] == start
-    if os.name == "nt":  # os.kill(pid, 0) would send CTRL_C_EVENT there: rely on the lease
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _own_start() -> str | None:
-    stat = _proc_stat(os.getpid()) if _has_proc() else None
-    return stat[1] if stat else None
-
-
 @dataclass(frozen=True)
 class Identity:
     """One participating process. Make it in the process it describes."""
@@ -130,7 +93,7 @@ class Identity:
     device: str | None = None
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     pid: int = field(default_factory=os.getpid)
-    pid_start: str | None = field(default_factory=_own_start)
+    pid_start: str | None = field(default_factory=own_start)
     host: str = field(default_factory=socket.gethostname)
 
 

@@ -366,7 +366,9 @@ def minify_repro(
     else:
         generated = _generated_code(kernel)
         comment = generated[0] if generated else ""
-    minified = write_repro(_minified_case(case, reduction, note, comment, stage), path.with_name(MINIFIED_NAME))
+    # Only into the case directory itself: a symbolic link there (at tensors/) is not followed.
+    minified = write_repro(_minified_case(case, reduction, note, comment, stage), path.with_name(MINIFIED_NAME),
+                           within=path.parent)
     kernel_path = _write_kernel(generated, path.parent)
     result = MinifyResult(
         reduction.ops_before, reduction.ops_after, seconds, compiles,
@@ -445,5 +447,5 @@ def _write_kernel(generated: tuple[str, str] | None, directory: Path) -> Path | 
     code, suffix = generated
     path = directory / f"minified_kernel{suffix}"
     with locked(directory):
-        atomic_write(path, code.encode())
+        atomic_write(path, code.encode(), within=directory)
     return path

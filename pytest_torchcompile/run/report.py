@@ -41,7 +41,8 @@ does not).
     ``reference`` (``"fp64"``, or the weaker reference used without one), ``worst_ratio``
     (number or null: the largest rmse(compiled, fp64) / rmse(eager, fp64) over the outputs),
     ``repro_path``, ``repro_defect`` (null, or why the repro written cannot run: a defect of the
-    plugin), ``compile_seconds``, ``graph`` (strings/number or null), ``graphs_judged`` (int or
+    plugin), ``repro_unwritten`` (null, or why no repro could be written: a full disk, a symbolic
+    link in the way), ``compile_seconds``, ``graph`` (strings/number or null), ``graphs_judged`` (int or
     null: the plain graphs the check stands for as judged; null for a fixture check),
     ``unchecked`` (array of ``"<graph label>: <reason>"``: a graph, or a judged graph's
     intermediates, that could not be judged), ``minify`` (null or an
@@ -279,6 +280,8 @@ def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
         facts.append(("reference", check.reference))
     if check.repro_path:
         facts.append(("repro", layout.shown(check.repro_path)))
+    if check.repro_unwritten is not None:
+        facts.append(("repro not written", layout.shown(check.repro_unwritten)))
     if check.minify is not None:
         facts.extend(_minify_facts(check.minify, layout))
         if check.minify.note:

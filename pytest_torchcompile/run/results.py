@@ -102,6 +102,9 @@ class CaseResult:
     repro_path: str | None = None
     repro_defect: str | None = None
     """Why the repro written for this check cannot run (a defect of the plugin), or None."""
+    repro_unwritten: str | None = None
+    """Why no repro could be written for this failing check (the disk is full, a symbolic link
+    was in the way, ...), or None; the check's verdict stands."""
     minify: MinifyResult | None = None
     compile_seconds: float | None = None
     graph: str | None = None

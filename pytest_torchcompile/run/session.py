@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -78,6 +79,8 @@ class AccuracySession:
     devices_lost_in: str | None = None
     """The test whose compiled code hit a device-side error, after which no kernel can run on
     its device in this process (CUDA keeps the error for the rest of the process's life)."""
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """Names this session in the case directories it claims (``repro.unique_case_dir``)."""
 
     def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
         from pytest_torchcompile.run.settings import marker_settings

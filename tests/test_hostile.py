@@ -1,0 +1,187 @@
+"""Hostile inputs and faults, in process: planted symbolic links, stale and planted files, test ids
+that would break out of a generated file, a full disk, concurrent baseline updates, memory
+exhaustion. Whole runs under such conditions are in ``test_hostile_run.py``."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.fx
+
+from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.repros import repro
+from pytest_torchcompile.run.files import UnsafePath, atomic_write
+
+OWNER = "this run"
+
+
+class _Scaled(torch.nn.Module):
+    """A graph with a constant too large to inline: its repro writes ``tensors/<hash>.pt``."""
+
+    def __init__(self, offset: float = 0.0) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.arange(64, dtype=torch.float32).reshape(8, 8) + offset)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x @ self.scale)
+
+
+def _case(title: str = "test_a.py::test_x :: graph 0", offset: float = 0.0) -> ReproCase:
+    return ReproCase(gm=torch.fx.symbolic_trace(_Scaled(offset)), inputs=[torch.ones(4, 8)], kind="accuracy",
+                     title=title)
+
+
+def _run_repro_output(path: Path) -> torch.Tensor:
+    loaded = repro.load_repro(path)
+    return loaded.module.Repro()(*loaded.case.inputs)
+
+
+# --- 1: nothing is written through a symbolic link ---------------------------------------------
+
+
+def test_atomic_write_refuses_a_linked_directory_and_replaces_a_linked_file(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "mine.txt").write_text("the user's")
+    (root / "case").symlink_to(outside)
+    with pytest.raises(UnsafePath, match="symbolic link"):
+        atomic_write(root / "case" / "repro.py", b"x", within=root)
+    assert sorted(p.name for p in outside.iterdir()) == ["mine.txt"]
+
+    (root / "real").mkdir()
+    (root / "real" / "repro.py").symlink_to(outside / "mine.txt")
+    atomic_write(root / "real" / "repro.py", b"written", within=root)
+    assert not (root / "real" / "repro.py").is_symlink()
+    assert (root / "real" / "repro.py").read_bytes() == b"written"
+    assert (outside / "mine.txt").read_text() == "the user's"
+
+
+def test_a_planted_case_directory_link_is_replaced_never_followed(tmp_path: Path) -> None:
+    root, outside = tmp_path / ".compile-accuracy", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "repro.py").write_text("the user's file")
+    slug = repro.slugify("test_a.py::test_x")
+    (root / slug).symlink_to(outside)
+    path = repro.write_case(_case(), root, slug, OWNER)
+    assert path == root / slug / "repro.py"
+    assert not (root / slug).is_symlink() and (root / slug).is_dir()
+    assert (outside / "repro.py").read_text() == "the user's file"
+    assert sorted(p.name for p in outside.iterdir()) == ["repro.py"]
+    assert torch.equal(_run_repro_output(path), _Scaled()(torch.ones(4, 8)))
+
+
+def test_a_linked_tensors_directory_in_a_case_directory_is_refused(tmp_path: Path) -> None:
+    case_dir, outside = tmp_path / "root" / "case", tmp_path / "outside"
+    case_dir.mkdir(parents=True)
+    outside.mkdir()
+    (case_dir / repro.TENSOR_DIR).symlink_to(outside)
+    with pytest.raises(UnsafePath, match="tensors is a symbolic link"):
+        repro.write_repro(_case(), case_dir / "minified.py", within=case_dir)
+    assert list(outside.iterdir()) == []
+    assert not (case_dir / "minified.py").exists()
+
+
+def test_a_linked_kernel_file_is_replaced_not_written_through(tmp_path: Path) -> None:
+    from pytest_torchcompile.minifying.search import _write_kernel
+
+    case_dir, outside = tmp_path / "case", tmp_path / "outside.cpp"
+    case_dir.mkdir()
+    outside.write_text("the user's")
+    (case_dir / "minified_kernel.cpp").symlink_to(outside)
+    path = _write_kernel(("// kernel", ".cpp"), case_dir)
+    assert path is not None and not path.is_symlink() and path.read_text() == "// kernel"
+    assert outside.read_text() == "the user's"
+
+
+# --- 6: what goes into a generated file is escaped for its place -------------------------------
+
+
+def test_a_test_id_with_a_newline_stays_in_its_comment(tmp_path: Path) -> None:
+    title = "test_a.py::test_x[a\nraise SystemExit('live code')\r\u2028b] :: graph 0"
+    case = _case(title)
+    case.status_line = "fail_compile: RuntimeError: first line\nimport os; os._exit(9)"
+    case.notes = ["a note\nwith a second line"]
+    source, _ = repro.render_repro(case)
+    header = source[:source.index("from __future__")].splitlines()
+    assert header and all(line.startswith("#") or not line.strip() for line in header), header
+    path = repro.write_repro(case, tmp_path / "case" / "repro.py")
+    loaded = repro.load_repro(path)
+    assert loaded.case.title == "test_a.py::test_x[a\\nraise SystemExit('live code')\\r\\u2028b] :: graph 0"
+    run = subprocess.run([sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1])", str(path)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr  # loads; nothing from the id ran
+
+
+# --- 8: a rerun replaces its own case directory; claims are per live run -----------------------
+
+
+def test_claims_distinct_in_a_run_and_taken_back_by_the_next(tmp_path: Path) -> None:
+    root = tmp_path / "repros"
+    first = [repro.unique_case_dir(root, "test_x", OWNER) for _ in range(3)]
+    assert [p.name for p in first] == ["test_x", "test_x-2", "test_x-3"]
+    # A later run in this process (pytester's in-process runs), or after this process died.
+    assert repro.unique_case_dir(root, "test_x", "the next run").name == "test_x"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (root / "test_y.claimed").write_text(json.dumps(
+        {"owner": "gone", "pid": int(dead.stdout), "start": None, "host": os.uname().nodename}))
+    (root / "test_z.claimed").write_text("")  # an older plugin's claim
+    assert repro.unique_case_dir(root, "test_y", OWNER).name == "test_y"
+    assert repro.unique_case_dir(root, "test_z", OWNER).name == "test_z"
+
+
+def test_a_claim_of_another_live_process_is_kept(tmp_path: Path) -> None:
+    root = tmp_path / "repros"
+    root.mkdir()
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as other:
+        try:
+            (root / "test_x.claimed").write_text(json.dumps(
+                {"owner": "a concurrent run", "pid": other.pid, "start": None, "host": os.uname().nodename}))
+            assert repro.unique_case_dir(root, "test_x", OWNER).name == "test_x-2"
+        finally:
+            other.kill()
+
+
+def test_a_rerun_replaces_its_case_directory_whole(tmp_path: Path) -> None:
+    root = tmp_path / "repros"
+    first = repro.write_case(_case(offset=1.0), root, "test_x", "run 1")
+    (first.parent / "minified.py").write_text("# from run 1")
+    second = repro.write_case(_case(offset=2.0), root, "test_x", "run 2")
+    assert second == first
+    assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == [
+        "test_x", "test_x.claimed", "test_x.lock"]
+    assert not (second.parent / "minified.py").exists()
+    assert len(list((second.parent / repro.TENSOR_DIR).iterdir())) == 1
+    assert torch.equal(_run_repro_output(second), _Scaled(2.0)(torch.ones(4, 8)))
+    assert oct((second.parent).stat().st_mode & 0o777) == oct(0o755)
+    assert not [p for p in root.iterdir() if p.name.endswith((".new", ".old"))]
+
+
+# --- 9: content-addressed tensors are verified before reuse -----------------------------------
+
+
+def test_a_stale_or_planted_tensor_file_is_rewritten(tmp_path: Path) -> None:
+    path = repro.write_repro(_case(), tmp_path / "case" / "repro.py")
+    (tensor,) = (path.parent / repro.TENSOR_DIR).iterdir()
+    good = tensor.read_bytes()
+    planted = tmp_path / "planted.pt"
+    torch.save(torch.zeros(8, 8), planted)
+    tensor.write_bytes(planted.read_bytes())
+    repro.write_repro(_case(), path.parent / "minified.py")
+    assert tensor.read_bytes() == good
+    assert torch.equal(_run_repro_output(path.parent / "minified.py"), _Scaled()(torch.ones(4, 8)))
+
+
+# --- 3: a repro that cannot be written keeps the check's verdict ------------------------------
+
+
+def no_space(path: object, data: bytes, within: object = None) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
