@@ -53,7 +53,7 @@ import filelock
 import pytest
 
 from pytest_torchcompile.run import budget
-from pytest_torchcompile.run.files import atomic_write
+from pytest_torchcompile.run.files import atomic_write, unusable_directory
 from pytest_torchcompile.run.processes import own_start, pid_alive
 from pytest_torchcompile.run.results import (
     MinifyProgress,
@@ -535,6 +535,10 @@ def configure(config: pytest.Config, state: AccuracySession) -> None:
     """Set up this process's part of the minify phase (from ``pytest_configure``)."""
     if not state.enabled:
         return
+    unusable = unusable_directory(state.repro_root)
+    if unusable is not None:
+        raise pytest.UsageError(f"compile accuracy: cannot write in the repro directory {state.repro_root}: "
+                                f"{unusable}; give a writable one with --compile-accuracy-dir")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and RUN_KEY in workerinput:
         run_id, queue_dir = workerinput[RUN_KEY], Path(workerinput[QUEUE_KEY])

@@ -32,6 +32,19 @@ def locked(directory: Path) -> Iterator[None]:
         yield
 
 
+def unusable_directory(directory: Path) -> str | None:
+    """Why files cannot be written in ``directory`` (created if missing), or None."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except FileExistsError:
+        return "it is a file, not a directory"
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
 def make_directory(directory: Path, within: Path | None = None) -> None:
     """Create ``directory`` and its parents. With ``within``, each directory from ``within`` down
     to ``directory`` must be a real one: a symbolic link or a file there raises

@@ -1,0 +1,147 @@
+"""Hostile conditions around whole runs (pytester): a repro directory with a planted symbolic
+link, on a full disk, that is a file or read-only; reruns; an interrupted minify phase."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+SUITE = """
+import torch
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _inject_bug(monkeypatch):
+    import torch._inductor.config as config
+    monkeypatch.setattr(config.cpp, "inject_relu_bug_TESTING_ONLY", "accuracy")
+
+
+def test_mlp(compile_accuracy):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    compile_accuracy(model, torch.randn(4, 8))
+"""
+SLUG = "test_model.py__test_mlp"
+
+
+def test_a_planted_link_at_a_case_directory_is_replaced_and_the_outside_untouched(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model=SUITE)
+    outside = pytester.path / "elsewhere"
+    outside.mkdir()
+    (outside / "repro.py").write_text("# the user's own file\n")
+    root = pytester.path / ".compile-accuracy"
+    root.mkdir()
+    (root / SLUG).symlink_to(outside)
+    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*compile accuracy: fail_accuracy*", f"repro: {root / SLUG / 'repro.py'}"])
+    assert str(outside) not in result.stdout.str()
+    assert sorted(p.name for p in outside.iterdir()) == ["repro.py"]
+    assert (outside / "repro.py").read_text() == "# the user's own file\n"
+    assert not (root / SLUG).is_symlink() and (root / SLUG / "repro.py").is_file()
+
+
+NO_SPACE = """
+import errno, os, tempfile
+from pathlib import Path
+
+make_temporary = tempfile.mkstemp
+FULL = Path(__file__).parent / ".compile-accuracy"
+
+
+def no_space_in_the_repro_directory(*args, **kwargs):
+    # The minify queue's small files still fit; a repro does not.
+    where = Path(kwargs.get("dir") or ".")
+    if where.is_relative_to(FULL) and not where.is_relative_to(FULL / ".queue"):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(kwargs["dir"]))
+    return make_temporary(*args, **kwargs)
+
+
+# Every file is written through a temporary file beside it (files.atomic_write).
+tempfile.mkstemp = no_space_in_the_repro_directory
+"""
+
+
+def test_a_full_disk_keeps_the_verdict_in_every_report(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(NO_SPACE)
+    pytester.makepyfile(test_model=SUITE)
+    report = pytester.path / "report.json"
+    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify", f"--compile-accuracy-report={report}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*compile accuracy: fail_accuracy: *",
+        "*output*rmse(comp,fp64)*",
+        "repro not written: [[]Errno 28[]] No space left on device*",
+    ])
+    result.stdout.no_fnmatch_line("*OSError*")
+    (test,) = json.loads(report.read_text())["tests"]
+    assert test["status"] == "fail_accuracy"
+    assert "No space left on device" in test["checks"][0]["repro_unwritten"]
+    assert test["checks"][0]["repro_path"] is None
+
+
+def test_a_rerun_replaces_its_case_directory(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model=SUITE)
+    root = pytester.path / ".compile-accuracy"
+    first = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
+    (root / SLUG / "left-by-run-1").write_text("")
+    second = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
+    path = f"repro: {root / SLUG / 'repro.py'}"
+    first.stdout.fnmatch_lines([path])
+    second.stdout.fnmatch_lines([path])
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith("test_")) == [
+        SLUG, f"{SLUG}.claimed", f"{SLUG}.lock"]
+    assert not (root / SLUG / "left-by-run-1").exists()
+
+
+@pytest.mark.parametrize("where", ["file", "under a file"])
+def test_a_repro_directory_that_is_a_file_is_a_one_line_usage_error(pytester: pytest.Pytester, where: str) -> None:
+    pytester.makepyfile(test_model=SUITE)
+    (pytester.path / "repros").write_text("")
+    directory = pytester.path / "repros" if where == "file" else pytester.path / "repros" / "deeper"
+    result = pytester.runpytest("--compile-accuracy", f"--compile-accuracy-dir={directory}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    why = "it is a file, not a directory" if where == "file" else "Not a directory"
+    assert result.stderr.lines == [
+        f"ERROR: compile accuracy: cannot write in the repro directory {directory}: {why}; "
+        "give a writable one with --compile-accuracy-dir", ""] or result.stderr.lines[:1] == [
+        f"ERROR: compile accuracy: cannot write in the repro directory {directory}: {why}; "
+        "give a writable one with --compile-accuracy-dir"]
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def _read_only_command(directory: Path, command: list[str]) -> list[str]:
+    """``command`` run with ``directory`` read-only: by its mode, or for root (whom modes do not
+    stop) as a read-only tmpfs in a mount namespace of its own."""
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        return command
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("running as root without mount namespaces: no read-only directory to be had")
+    script = f'mount -t tmpfs -o ro,size=1m tmpfs "{directory}" && exec "$@"'
+    return ["unshare", "-m", "sh", "-c", script, "sh", *command]
+
+
+def test_a_read_only_repro_directory_is_a_one_line_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model=SUITE)
+    directory = pytester.path / "repros"
+    directory.mkdir()
+    command = _read_only_command(directory, [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                                             "--compile-accuracy", f"--compile-accuracy-dir={directory}"])
+    run = subprocess.run(command, capture_output=True, text=True, cwd=pytester.path, timeout=300)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"ERROR: compile accuracy: cannot write in the repro directory {directory}: Read-only file system; "
+        "give a writable one with --compile-accuracy-dir"] or "Permission denied" in run.stderr
+    assert "Traceback" not in run.stdout + run.stderr
