@@ -157,7 +157,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         for line in end.lines:
             terminalreporter.write_line(line, red=line.startswith("ERROR"), yellow=line.startswith("WARNING"))
     if end.failures:
-        terminalreporter.write_line("compile accuracy: the run fails against the baseline:", red=True, bold=True)
+        terminalreporter.write_line(f"compile accuracy: {end.heading}:", red=True, bold=True)
         for reason in end.failures:
             terminalreporter.write_line(f"  {reason}", red=True)
 

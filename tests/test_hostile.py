@@ -4,20 +4,27 @@ exhaustion. Whole runs under such conditions are in ``test_hostile_run.py``."""
 
 from __future__ import annotations
 
-import errno
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 import torch.fx
 
+from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.repros import repro
+from pytest_torchcompile.run.baseline import HEADER, Gate, load_baseline, write_baseline
 from pytest_torchcompile.run.files import UnsafePath, atomic_write
+from pytest_torchcompile.run.results import CaseResult
+from pytest_torchcompile.run.session import AccuracySession
+from pytest_torchcompile.run.settings import CheckSettings, GatingSettings
+from pytest_torchcompile.run.verdict import Status
 
 OWNER = "this run"
 
@@ -180,8 +187,99 @@ def test_a_stale_or_planted_tensor_file_is_rewritten(tmp_path: Path) -> None:
     assert torch.equal(_run_repro_output(path.parent / "minified.py"), _Scaled()(torch.ones(4, 8)))
 
 
-# --- 3: a repro that cannot be written keeps the check's verdict ------------------------------
+# --- 2, 10: baseline updates lose nothing and keep a link a link -------------------------------
 
 
-def no_space(path: object, data: bytes, within: object = None) -> None:
-    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+def _results(*test_ids: str) -> list[CaseResult]:
+    return [CaseResult(test_id, Status.FAIL_ACCURACY, "deviates") for test_id in test_ids]
+
+
+def test_updaters_that_loaded_the_baseline_together_lose_no_row(tmp_path: Path) -> None:
+    path = tmp_path / "baseline.tsv"
+    path.write_text(f"{HEADER}\ntests/test_c.py::test_c\tpass\tkept note\n")
+    shard_a = Gate.load(path, update=True)
+    shard_b = Gate.load(path, update=True)
+    shard_a.update_file(_results("tests/test_a.py::test_a"))
+    line = shard_b.update_file(_results("tests/test_b.py::test_b"))
+    assert sorted(load_baseline(path).entries) == [
+        "tests/test_a.py::test_a", "tests/test_b.py::test_b", "tests/test_c.py::test_c"]
+    assert load_baseline(path).entries["tests/test_c.py::test_c"].note == "kept note"
+    assert "3 rows (1 added, 0 changed" in line
+
+
+def _update_as_a_shard(path: str, index: int, start: Any) -> None:
+    gate = Gate.load(path, update=True)
+    start.wait(60)
+    gate.update_file(_results(f"tests/test_{index}.py::test_{index}"))
+
+
+def test_shards_updating_at_once_lose_no_row(tmp_path: Path) -> None:
+    path = tmp_path / "baseline.tsv"
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(4)
+    shards = [context.Process(target=_update_as_a_shard, args=(str(path), i, start)) for i in range(4)]
+    for shard in shards:
+        shard.start()
+    for shard in shards:
+        shard.join(120)
+    assert [shard.exitcode for shard in shards] == [0] * 4
+    assert sorted(load_baseline(path).entries) == [f"tests/test_{i}.py::test_{i}" for i in range(4)]
+
+
+def test_a_baseline_that_is_a_link_stays_one_and_its_target_is_updated(tmp_path: Path) -> None:
+    target = tmp_path / "shared" / "baseline.tsv"
+    target.parent.mkdir()
+    target.write_text(f"{HEADER}\n")
+    link = tmp_path / "baseline.tsv"
+    link.symlink_to(target)
+    Gate.load(link, update=True).update_file(_results("tests/test_a.py::test_a"))
+    assert link.is_symlink() and link.resolve() == target
+    assert list(load_baseline(target).entries) == ["tests/test_a.py::test_a"]
+    write_baseline(link, {"tests/test_b.py::test_b": Status.PASS}, load_baseline(link))
+    assert link.is_symlink() and sorted(load_baseline(target).entries) == [
+        "tests/test_a.py::test_a", "tests/test_b.py::test_b"]
+
+
+# --- 11: messages say what happened ------------------------------------------------------------
+
+
+def test_a_baseline_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "baseline.tsv"
+    path.write_text(f"\ufeff{HEADER}\ntests/test_a.py::test_a\tpass\n", encoding="utf-8")
+    assert list(load_baseline(path).entries) == ["tests/test_a.py::test_a"]
+    path.write_text("\ufefftests/test_a.py::test_a\tpass\n", encoding="utf-8")
+    assert list(load_baseline(path).entries) == ["tests/test_a.py::test_a"]
+
+
+CALLS: list[int] = []
+
+
+def counts_its_calls(x: torch.Tensor) -> torch.Tensor:
+    CALLS.append(1)
+    return x + len(CALLS)
+
+
+def test_a_model_changing_a_global_is_not_blamed_on_random_ops() -> None:
+    outcome = check_model(counts_its_calls, [torch.ones(3)])
+    assert outcome.status is Status.EAGER_NONDETERMINISTIC
+    assert "draws no random numbers" in outcome.message and "a global" in outcome.message
+    assert "dropout" not in outcome.message
+
+
+def test_an_input_holding_a_nan_is_not_called_mutated() -> None:
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    outcome = check_model(lambda v: v * 2, [x])
+    assert not [leaf.path for leaf in outcome.comparison.leaves if "mutated" in leaf.path]  # type: ignore[union-attr]
+    mutated = torch.tensor([1.0, float("nan"), 3.0])
+    outcome = check_model(lambda v: v.mul_(2), [mutated])
+    assert [leaf.path for leaf in outcome.comparison.leaves if "mutated" in leaf.path] == [  # type: ignore[union-attr]
+        "args[0] (mutated in place)"]
+
+
+def test_a_report_that_cannot_be_written_fails_the_run_but_not_against_a_baseline(tmp_path: Path) -> None:
+    session = AccuracySession(True, tmp_path / "repros", CheckSettings(), lambda: {})
+    session.configure_gating(GatingSettings(None, False, False, tmp_path), runs_tests=False)  # a directory
+    session.results.append(_results("tests/test_a.py::test_a")[0])
+    end = session.end_run(set())
+    assert [reason.split(":")[0] for reason in end.failures] == ["cannot write a report"]
+    assert end.heading == "the run fails"

@@ -173,8 +173,18 @@ def _mutated_positions(original: Sequence[Any], after: Sequence[Any]) -> list[in
     return [
         index for index, (before, now) in enumerate(zip(original, after, strict=True))
         if isinstance(before, torch.Tensor) and isinstance(now, torch.Tensor)
-        and (before.shape != now.shape or not torch.equal(before.detach(), now.detach()))
+        and (before.shape != now.shape or not _same_values(before.detach(), now.detach()))
     ]
+
+
+def _same_values(before: torch.Tensor, now: torch.Tensor) -> bool:
+    """Equal element for element, a NaN equal to a NaN where it stayed (``torch.equal`` would call
+    an input holding a NaN changed)."""
+    if torch.equal(before, now):
+        return True
+    if not (before.is_floating_point() or before.is_complex()) or before.dtype != now.dtype:
+        return False
+    return bool(((before == now) | (before.isnan() & now.isnan())).all())
 
 
 def _judged(parts: dict[str, Any], call_args: Sequence[Any], mutated: list[int]) -> dict[str, Any]:
@@ -322,11 +332,14 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     unstable = next((where for root in eager_parts
                      if (where := first_disagreement(eager_parts[root], eager_again[root], options.tolerance, root))), None)
     if unstable is not None:
+        causes = ("it draws random numbers (dropout in train mode, ...)" if model_draws_random else
+                  "it draws no random numbers: state it keeps between calls (a global or an attribute it "
+                  "changes), or nondeterministic kernels")
         return CheckOutcome(
             Status.EAGER_NONDETERMINISTIC,
-            f"eager disagrees with itself across two runs at {unstable} (random ops such as dropout in "
-            "train mode, or nondeterministic kernels), so no compiled result can be judged; make the "
-            "model deterministic (e.g. model.eval()) to check it",
+            f"eager disagrees with itself across two runs on the same inputs at {unstable} ({causes}), so no "
+            "compiled result can be judged; make the model deterministic (e.g. model.eval(), no state "
+            "changed by a call) to check it",
         )
 
     training = options.training

@@ -224,6 +224,7 @@ class AccuracySession:
         # A recording run writes what it finds to the baseline: nothing in it fails the run.
         failures = gate.run_failures(decisions or {}, unknown) if gate is not None and not recording else []
         recorded_failures = 0
+        unwritten: str | None = None
         if gate is not None:
             lines.extend(gate.unknown_lines(unknown))
             if not self.results:
@@ -242,8 +243,11 @@ class AccuracySession:
                 recorded_failures, line = self._recorded_failures(decisions or {})
                 lines.extend([line] if line else [])
         except (BaselineError, OSError) as error:
-            failures.append(f"cannot write a report: {error}")
-        self._run_end = RunEnd(lines, failures, recorded_failures)
+            unwritten = f"cannot write a report: {error}"
+            failures.append(unwritten)
+        # A run whose reports could not be written fails for that, whatever the baseline says.
+        heading = "the run fails against the baseline" if gate is not None and unwritten is None else "the run fails"
+        self._run_end = RunEnd(lines, failures, recorded_failures, heading)
         return self._run_end
 
     def _recorded_failures(self, decisions: Mapping[str, Decision]) -> tuple[int, str | None]:
@@ -282,6 +286,9 @@ class RunEnd:
     recorded_failures: int = 0
     """Failed test reports that are all compile-accuracy failures a recording run
     (``--compile-accuracy-update-baseline``) wrote to the baseline; 0 when there are others."""
+    heading: str = "the run fails against the baseline"
+    """What the failures are shown under: a run without a baseline, or whose reports could not
+    be written, does not fail against a baseline."""
 
     def exit_status(self, status: int, tests_failed: int) -> int:
         """The run's exit status, from pytest's ``status`` and its count of failed test reports:

@@ -16,10 +16,10 @@ class Status(enum.StrEnum):
     FAIL_RUNTIME = "fail_runtime"
     EAGER_FAIL = "eager_fail"
     EAGER_NONDETERMINISTIC = "eager_nondeterministic"
-    NO_FP64_REFERENCE = "no_fp64_reference"
     OUT_OF_MEMORY = "out_of_memory"
     """A run of the check (eager, fp64 or compiled) ran out of host or device memory: nothing
     could be judged, and nothing says the compiler is at fault."""
+    NO_FP64_REFERENCE = "no_fp64_reference"
 
     @property
     def is_compiler_failure(self) -> bool:
