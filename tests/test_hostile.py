@@ -283,3 +283,72 @@ def test_a_report_that_cannot_be_written_fails_the_run_but_not_against_a_baselin
     end = session.end_run(set())
     assert [reason.split(":")[0] for reason in end.failures] == ["cannot write a report"]
     assert end.heading == "the run fails"
+
+
+# --- 7: memory exhaustion is not a compiler bug ------------------------------------------------
+
+TOO_MUCH = 2**50
+"""Elements no allocator grants: a real ``DefaultCPUAllocator: can't allocate memory``."""
+
+
+def allocates_too_much_in_fp64(x: torch.Tensor) -> torch.Tensor:
+    if x.dtype == torch.float64:
+        torch.empty(TOO_MUCH, dtype=torch.float64)
+    return torch.relu(x) * 2
+
+
+def allocates_too_much(x: torch.Tensor) -> torch.Tensor:
+    torch.empty(TOO_MUCH, dtype=torch.float64)
+    return x
+
+
+def test_an_fp64_reference_out_of_memory_gets_its_own_status_and_size() -> None:
+    outcome = check_model(_Fp64Hungry(), [torch.ones(4096, 256)])
+    weights_and_inputs = (256 * 256 + 256 + 4096 * 256) * 8
+    assert outcome.status is Status.OUT_OF_MEMORY
+    assert outcome.message.startswith("the fp64 reference ran out of memory: the model's weights and inputs "
+                                      f"alone take {weights_and_inputs / 2**30:.2f} GiB in fp64 (RuntimeError: ")
+    assert "can't allocate memory" in outcome.message and not outcome.status.is_compiler_failure
+
+
+class _Fp64Hungry(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(256, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return allocates_too_much_in_fp64(self.linear(x))
+
+
+def test_an_eager_run_out_of_memory_gets_its_own_status() -> None:
+    outcome = check_model(allocates_too_much, [torch.ones(3)])
+    assert outcome.status is Status.OUT_OF_MEMORY
+    assert outcome.message.startswith("the eager run ran out of memory: RuntimeError")
+
+
+def test_a_compile_out_of_memory_is_not_fail_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_torchcompile.checking import model
+
+    def compile_without_memory(*args: object) -> object:
+        return torch.empty(TOO_MUCH, dtype=torch.float64)
+
+    monkeypatch.setattr(model, "_compile", compile_without_memory)
+    outcome = check_model(torch.relu, [torch.ones(3)])
+    assert outcome.status is Status.OUT_OF_MEMORY
+    assert "ran out of memory" in outcome.message and "can't allocate memory" in outcome.message
+
+
+def test_a_plain_graph_out_of_memory_is_not_fail_compile() -> None:
+    from types import SimpleNamespace
+
+    from pytest_torchcompile.checking.plain import GraphChecker
+
+    try:
+        torch.empty(TOO_MUCH, dtype=torch.float64)
+    except RuntimeError as error:
+        exhausted = error
+    checker = GraphChecker(1e-4, True, False)
+    checker.capture.graphs.append(SimpleNamespace(  # type: ignore[arg-type]
+        label="graph 0", compile_error=exhausted, runtime_error=None, runtime_inputs=None))
+    (failure,) = checker.error_failures()
+    assert failure.status is Status.OUT_OF_MEMORY and failure.message == "graph 0 ran out of memory compiling"

@@ -193,8 +193,10 @@ class CheckRunner:
                                         worst_ratio=Comparison(failure.leaves).worst_ratio,
                                         leaves=failure.leaves, fallback_random=failure.fallback_random,
                                         graphs_judged=1)
-                    self._record_failing_graph(result, failure.graph, failure.inputs, settings,
-                                               [failure.note] if failure.note else [], failure.gm, failure.dynamo)
+                    if failure.status.is_compiler_failure:
+                        self._record_failing_graph(result, failure.graph, failure.inputs, settings,
+                                                   [failure.note] if failure.note else [], failure.gm,
+                                                   failure.dynamo)
                     failed.append(result)
                 self.session.results.extend(failed)
                 rest = other_graphs_result(nodeid, checker, failures)
