@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 import torch.fx
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.judging.case import ReproCase
@@ -352,3 +353,45 @@ def test_a_plain_graph_out_of_memory_is_not_fail_compile() -> None:
         label="graph 0", compile_error=exhausted, runtime_error=None, runtime_inputs=None))
     (failure,) = checker.error_failures()
     assert failure.status is Status.OUT_OF_MEMORY and failure.message == "graph 0 ran out of memory compiling"
+
+
+# --- 12: a judging process that died is replaced, and that is said ----------------------------
+
+KILLED_ONCE = """
+import os, signal
+from pytest_torchcompile.judging import isolation
+
+judge_graph = isolation.judge_graph
+
+
+def killed_once(*args, **kwargs):
+    marker = os.environ["KILLED_ONCE_MARKER"]
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)  # as `kill -9` from outside would
+    return judge_graph(*args, **kwargs)
+
+
+isolation.judge_graph = killed_once
+"""
+
+
+def test_a_judging_process_killed_during_minification_is_named_in_the_result(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_torchcompile.judging.isolation import SETUP_VARIABLE
+    from pytest_torchcompile.minifying.search import minify_repro
+
+    setup = tmp_path / "killed_once.py"
+    setup.write_text(KILLED_ONCE)
+    monkeypatch.setenv(SETUP_VARIABLE, str(setup))
+    monkeypatch.setenv("KILLED_ONCE_MARKER", str(tmp_path / "killed"))
+    x = torch.randn(8)
+    case = ReproCase(make_fx(lambda v: (torch.cos(torch.relu(torch.sin(v))),))(x), [x], "accuracy", "killed",
+                     config_source="torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'")
+    path = repro.write_repro(case, tmp_path / "case" / "repro.py")
+    result = minify_repro(path, timeout_s=240, find_stage=False)
+    assert (tmp_path / "killed").exists()
+    assert result.path is not None, result.summary_line("test_x")
+    assert result.judge_deaths == ["died of signal SIGKILL"]
+    assert result.summary_line("test_x").splitlines()[-1] == (
+        "  the judging process died of signal SIGKILL and was replaced")

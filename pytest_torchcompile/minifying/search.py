@@ -354,10 +354,10 @@ def minify_repro(
                      if reduction.gm is not None and find_stage and case.kind in ATTRIBUTABLE else None)
         except IsolationError as error:
             return MinifyResult(case.op_count, case.op_count, time.perf_counter() - started, 0,
-                                StopReason.CRASHED, note=str(error))
+                                StopReason.CRASHED, note=str(error), judge_deaths=list(judge.deaths))
     if reduction.gm is None:
         return MinifyResult(reduction.ops_before, reduction.ops_after, seconds,
-                            reduction.compiles, reduction.stop, note=reduction.how)
+                            reduction.compiles, reduction.stop, note=reduction.how, judge_deaths=list(judge.deaths))
     compiles = reduction.compiles + 1  # the kernel's
     note = _note(reduction, compiles, seconds)
     # A torch-level graph's comment shows the post-AOT graphs it lowers to, not a kernel file.
@@ -373,7 +373,7 @@ def minify_repro(
     result = MinifyResult(
         reduction.ops_before, reduction.ops_after, seconds, compiles,
         reduction.stop, str(minified), str(kernel_path) if kernel_path else None, note,
-        graph_ops(reduction.gm), failure_type=query.failure.type_name,
+        graph_ops(reduction.gm), failure_type=query.failure.type_name, judge_deaths=list(judge.deaths),
     )
     if stage is not None:
         result.stage, result.stage_summary = stage.stage, stage.summary

@@ -53,7 +53,8 @@ does not).
     minimal graph's distinct ops), ``stage`` (where the failure appears: ``inductor.lowering``,
     ``inductor.codegen.cpp``, ``decompositions``, ... or null), ``stage_summary`` (that in
     words), ``failure_type`` (``accuracy`` or an exception type), ``stage_compiles``, ``stage_seconds``
-    (what finding the stage cost)), and ``leaves``: one object per
+    (what finding the stage cost), ``judge_deaths`` (how each judging process that died during
+    the minification died; each was replaced)), and ``leaves``: one object per
     compared output: ``path`` (e.g. ``out[0]``), ``shape`` (array of int), ``dtype``, ``passed``,
     ``rule`` (the comparison used), ``rmse_compiled``, ``rmse_eager``, ``multiplier``,
     ``max_abs_error`` (numbers or null), ``max_error_index`` (array of int or null), ``detail``.

@@ -64,6 +64,8 @@ class MinifyResult:
     stage_compiles: int = 0
     stage_seconds: float = 0.0
     """What finding the stage cost, beyond ``compiles`` and ``seconds`` (the minification's)."""
+    judge_deaths: list[str] = field(default_factory=list)
+    """How each judging child that died during the minification died (it was replaced)."""
 
     @property
     def signature(self) -> str | None:
@@ -77,6 +79,10 @@ class MinifyResult:
         self.stop = StopReason(self.stop)  # a plain string when read back from JSON
 
     def summary_line(self, nodeid: str) -> str:
+        return self._summary(nodeid) + "".join(f"\n  the judging process {how} and was replaced"
+                                                for how in self.judge_deaths)
+
+    def _summary(self, nodeid: str) -> str:
         if self.path is None:
             return f"not minified {nodeid}: {self.stop.label}" + (f": {self.note}" if self.note else "")
         label = "" if self.stop is StopReason.MINIMAL else f" ({self.stop.label})"
