@@ -133,7 +133,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     from pytest_torchcompile.minifying.phase import run_minify_phase
 
     config = session.config
-    run_minify_phase(config, config.stash[SESSION_KEY])
+    if run_minify_phase(config, config.stash[SESSION_KEY]):
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not _is_worker(config):
         config.stash[SESSION_KEY].name_minified_in_failures(reporter.stats.get("failed", []), _layout(config))

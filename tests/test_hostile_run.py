@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,70 @@ def test_a_read_only_repro_directory_is_a_one_line_usage_error(pytester: pytest.
         f"ERROR: compile accuracy: cannot write in the repro directory {directory}: Read-only file system; "
         "give a writable one with --compile-accuracy-dir"] or "Permission denied" in run.stderr
     assert "Traceback" not in run.stdout + run.stderr
+
+
+SLOW_MINIFIER = """
+import os, time
+from pathlib import Path
+from pytest_torchcompile.judging.isolation import IsolatedJudge
+
+
+def minify(repro_path, *, timeout_s=300.0, progress=None, isolate=True, device=None):
+    with IsolatedJudge() as judge:
+        Path(os.environ["CHILD_PID_FILE"]).write_text(str(judge._child.process.pid))
+        time.sleep(600)
+"""
+
+TWO_FAILING = """
+import pytest, torch
+
+
+@pytest.mark.inductor_repro(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mlp(compile_accuracy, seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    compile_accuracy(model, torch.randn(4, 8))
+"""
+
+
+def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pytest.Pytester) -> None:
+    from pytest_torchcompile.minifying.phase import MINIFIER_ENV
+    from pytest_torchcompile.run.processes import pid_alive
+
+    pytester.makepyfile(test_model=TWO_FAILING)
+    (pytester.path / "slow_minifier.py").write_text(SLOW_MINIFIER)
+    child_pid_file = pytester.path / "child.pid"
+    report = pytester.path / "report.json"
+    env = {**os.environ, MINIFIER_ENV: f"{pytester.path / 'slow_minifier.py'}:minify",
+           "CHILD_PID_FILE": str(child_pid_file)}
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-accuracy",
+                            f"--compile-accuracy-report={report}"],
+                           cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(600):
+            if child_pid_file.exists() and child_pid_file.read_text():
+                break
+            assert run.poll() is None, run.communicate()[0]
+            time.sleep(0.5)
+        child = int(child_pid_file.read_text())
+        assert pid_alive(child)
+        run.send_signal(signal.SIGINT)
+        output, _ = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+    assert "compile accuracy: 2 checks in 2 tests: 2 fail_accuracy" in output
+    for seed in (0, 1):
+        assert (f"not minified test_model.py::test_mlp[{seed}]: the run stopped first: minify: interrupted; "
+                "unminified repro kept: ") in output, output
+    assert not pid_alive(child)
+    data = json.loads(report.read_text())
+    assert [check["minify"]["stop"] for test in data["tests"] for check in test["checks"]] == ["interrupted"] * 2
+    repros = sorted((pytester.path / ".compile-accuracy").glob("*/repro.py"))
+    assert len(repros) == 2
+    code = "import sys; from pytest_torchcompile.repros.repro import load_repro; [load_repro(p) for p in sys.argv[1:]]"
+    loaded = subprocess.run([sys.executable, "-c", code, *map(str, repros)], capture_output=True, text=True,
+                            timeout=300)
+    assert loaded.returncode == 0, loaded.stderr

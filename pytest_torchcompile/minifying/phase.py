@@ -363,7 +363,7 @@ def job_result(job: dict[str, Any]) -> MinifyResult:
     elif job["state"] == FAILED:
         stop, note = StopReason.CRASHED, f"minifying raised {job['error']}; {kept}"
     else:
-        stop, note = StopReason.INTERRUPTED, f"repro: {job['repro_path']}"
+        stop, note = StopReason.INTERRUPTED, f"minify: interrupted; {kept}"
     return MinifyResult(ops_before=ops, ops_after=ops, seconds=seconds, compiles=0, stop=stop, path=None, note=note)
 
 
@@ -607,17 +607,19 @@ def _progress_writer(config: pytest.Config, coordinator: Coordinator, nodeid: st
     return on_stderr if coordinator.role is Role.WORKER else on_terminal
 
 
-def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
+def run_minify_phase(config: pytest.Config, state: AccuracySession) -> bool:
     """From ``pytest_sessionfinish``: take part in the minify phase; the controller (or the single
-    process) then records every job's result and prints the summary lines."""
+    process) then records every job's result and prints the summary lines. Returns whether the
+    phase was interrupted (Ctrl-C): the case being minified stops, its judging process is
+    killed, and the cases not minified keep their repros and say so."""
     coordinator = config.stash.get(COORDINATOR_KEY, None)
     if coordinator is None:  # configure() did not run: minify here, one case after the other
         _run_in_process(config, state)
-        return
+        return False
     coordinator.flush()
     if coordinator.interrupted:
         coordinator.leave()
-        return
+        return False
     minifiers: list[Minifier] = []
     cap = int(_option(config, "compile-minify-workers") or 0)
 
@@ -637,12 +639,17 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
         coordinator.join(MINIFYING)
         assert coordinator.queue is not None and coordinator.me is not None
         coordinator.finished_here += drain(coordinator.queue, coordinator.me, run_job, cap)
+    except KeyboardInterrupt:
+        # Raised through the minifier, whose judging process is killed on the way out.
+        coordinator.interrupted = True
     finally:
         coordinator.leave()
     if coordinator.role is Role.WORKER:
         config.workeroutput["pytest_torchcompile_minified"] = list(coordinator.finished_here)  # type: ignore[attr-defined]
-        return
+        return coordinator.interrupted
+    assert coordinator.queue is not None  # joined above
     report(config, state, coordinator.queue)
+    return coordinator.interrupted
 
 
 def _run_in_process(config: pytest.Config, state: AccuracySession) -> None:
