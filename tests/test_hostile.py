@@ -19,8 +19,15 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.judge import ReproBroken
 from pytest_torchcompile.repros import repro
-from pytest_torchcompile.run.baseline import HEADER, Gate, load_baseline, write_baseline
+from pytest_torchcompile.run.baseline import (
+    HEADER,
+    BaselineError,
+    Gate,
+    load_baseline,
+    write_baseline,
+)
 from pytest_torchcompile.run.files import UnsafePath, atomic_write
 from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import AccuracySession
@@ -395,3 +402,61 @@ def test_a_judging_process_killed_during_minification_is_named_in_the_result(
     assert result.judge_deaths == ["died of signal SIGKILL"]
     assert result.summary_line("test_x").splitlines()[-1] == (
         "  the judging process died of signal SIGKILL and was replaced")
+
+
+# --- held already: kept held ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", [
+    b"\x80\x81\xfe\xff garbage",  # corrupt: not UTF-8
+    b"tests/test_a.py::test_a\tpass\ntests/test_b.py::test_b\tfail_acc",  # truncated mid-row
+    b'{"tests/test_a.py::test_a": "pass"}\n',  # foreign: another tool's JSON
+    b"test id,status\ntests/test_a.py::test_a,pass\n",  # foreign: CSV
+], ids=["corrupt", "truncated", "json", "csv"])
+def test_an_unusable_baseline_is_rejected_with_one_line(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "baseline.tsv"
+    path.write_bytes(content)
+    with pytest.raises(BaselineError) as raised:
+        load_baseline(path)
+    assert str(raised.value).startswith(f"{path}") and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("nodeid", [
+    "../../outside.py::test_x", "/etc/passwd::test_x", "tests/t.py::test_x[/../../x]", "t.py::test_ü[日本]",
+    "t.py::test_" + "x" * 300, "..", "t.py::test[\x00\n]",
+])
+def test_a_case_directory_stays_inside_the_repro_directory(tmp_path: Path, nodeid: str) -> None:
+    root = tmp_path / "repros"
+    path = repro.write_case(_case(), root, repro.slugify(nodeid), OWNER)
+    assert path.parent.parent == root and path.is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repros"]
+
+
+PLANTED = "open({marker!r}, 'w').close()\n"
+
+
+def test_a_planted_tensor_file_is_loaded_as_data_only(tmp_path: Path) -> None:
+    path = repro.write_repro(_case(), tmp_path / "case" / "repro.py")
+    (tensor,) = (path.parent / repro.TENSOR_DIR).iterdir()
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (exec, (PLANTED.format(marker=str(marker)),))
+
+    torch.save({"t": Payload()}, tensor)
+    with pytest.raises(ReproBroken, match=r"Weights only load failed"):
+        repro.load_repro(path)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("module", ["operator", "sitecustomize", "inspect", "math"])
+def test_a_module_planted_in_a_case_directory_is_not_imported(tmp_path: Path, module: str) -> None:
+    path = repro.write_repro(_case(), tmp_path / "case" / "repro.py")
+    marker = tmp_path / "imported"
+    (path.parent / f"{module}.py").write_text(PLANTED.format(marker=str(marker)))
+    repro.load_repro(path)
+    for cwd in (tmp_path, path.parent):
+        run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=cwd, timeout=300)
+        assert (run.returncode == 1 and "REPRODUCED" in run.stdout) or run.returncode in (0, 2), run.stderr
+    assert not marker.exists()

@@ -136,13 +136,20 @@ def _standalone_runtime() -> str:
 _PRELUDE = '''\
 from __future__ import annotations
 
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if __name__ == "__main__":
+    # Python puts a script's directory first on sys.path: a file planted beside this one
+    # (math.py, inspect.py, ...) must not stand in for the standard library or torch.
+    sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != HERE]
+
 import contextlib
 import inspect
 import math
 import operator
-import os
 import re
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from math import inf, nan
@@ -151,8 +158,6 @@ from typing import Any
 import torch
 import torch.fx
 from torch import device
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _inline(values, dtype, shape, stride, device, requires_grad):
