@@ -214,3 +214,40 @@ def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pyte
     loaded = subprocess.run([sys.executable, "-c", code, *map(str, repros)], capture_output=True, text=True,
                             timeout=300)
     assert loaded.returncode == 0, loaded.stderr
+
+
+SLEEPS_IN_ITS_CHECK = """
+import os, time
+from pathlib import Path
+import torch
+
+
+def slow(x):
+    Path(os.environ["CHECKING_FILE"]).write_text("")
+    time.sleep(600)
+    return x
+
+
+def test_slow(compile_accuracy):
+    compile_accuracy(slow, torch.ones(3))
+"""
+
+
+def test_ctrl_c_during_a_check_exits_as_pytest_does(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model=SLEEPS_IN_ITS_CHECK)
+    checking = pytester.path / "checking"
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-accuracy"],
+                           cwd=pytester.path, env={**os.environ, "CHECKING_FILE": str(checking)},
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(600):
+            if checking.exists():
+                break
+            assert run.poll() is None, run.communicate()[0]
+            time.sleep(0.5)
+        run.send_signal(signal.SIGINT)
+        output, _ = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert "INTERNALERROR" not in output and "Traceback" not in output, output
