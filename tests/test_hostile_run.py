@@ -251,3 +251,21 @@ def test_ctrl_c_during_a_check_exits_as_pytest_does(pytester: pytest.Pytester) -
         run.kill()
     assert run.returncode == pytest.ExitCode.INTERRUPTED, output
     assert "INTERNALERROR" not in output and "Traceback" not in output, output
+
+
+def test_a_linked_queue_directory_is_a_usage_error_and_nothing_outside_is_touched(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model=SUITE)
+    outside = pytester.path / "elsewhere"
+    old_run = outside / "20200101-000000-1-deadbeef"
+    old_run.mkdir(parents=True)
+    (old_run / "mine.txt").write_text("the user's")
+    os.utime(old_run, (0, 0))
+    root = pytester.path / ".compile-accuracy"
+    root.mkdir()
+    (root / ".queue").symlink_to(outside)
+    result = pytester.runpytest("--compile-accuracy")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: compile accuracy: cannot write in the repro directory {root}: "
+                                 f"{root / '.queue'} is a symbolic link (to {outside}): *"])
+    assert (old_run / "mine.txt").read_text() == "the user's"
+    assert [p.name for p in outside.iterdir()] == [old_run.name]

@@ -53,7 +53,12 @@ import filelock
 import pytest
 
 from pytest_torchcompile.run import budget
-from pytest_torchcompile.run.files import atomic_write, unusable_directory
+from pytest_torchcompile.run.files import (
+    UnsafePath,
+    atomic_write,
+    make_directory,
+    unusable_directory,
+)
 from pytest_torchcompile.run.processes import own_start, pid_alive
 from pytest_torchcompile.run.results import (
     MinifyProgress,
@@ -139,7 +144,10 @@ class Slot:
 class WorkQueue:
     """The jobs, participants and slots of one run, in ``directory``."""
 
-    def __init__(self, directory: Path, lease_s: float | None = None, poll_s: float = 0.2) -> None:
+    def __init__(self, directory: Path, lease_s: float | None = None, poll_s: float = 0.2,
+                 within: Path | None = None) -> None:
+        """``within``: the repro directory; the queue's directories below it must be real ones
+        (a symbolic link there is refused, not followed)."""
         self.directory = Path(directory)
         self.lease_s = float(os.environ.get(LEASE_ENV, DEFAULT_LEASE_S)) if lease_s is None else lease_s
         self.beat_s = max(0.05, min(2.0, self.lease_s / 5))
@@ -148,7 +156,7 @@ class WorkQueue:
         self.workers_dir = self.directory / "workers"
         self.slots_dir = self.directory / "slots"
         for path in (self.jobs_dir, self.workers_dir, self.slots_dir):
-            path.mkdir(parents=True, exist_ok=True)
+            make_directory(path, within)
         self._lock = filelock.FileLock(str(self.directory / "queue.lock"))
 
     @contextlib.contextmanager
@@ -445,9 +453,9 @@ class Coordinator:
 
     def open_queue(self) -> WorkQueue:
         if self.queue is None:
-            if self.role is not Role.WORKER:
+            self.queue = WorkQueue(self.queue_dir, within=self.state.repro_root)
+            if self.role is not Role.WORKER:  # once the queue's directories are known to be real
                 _prune_runs(self.queue_dir.parent, keep=self.queue_dir.name)
-            self.queue = WorkQueue(self.queue_dir)
             run_file = self.queue_dir / "run.json"
             if not run_file.exists() and self.role is not Role.WORKER:
                 _write(run_file, {"run": self.run_id, "created": time.time(), "pid": os.getpid(),
@@ -536,6 +544,11 @@ def configure(config: pytest.Config, state: AccuracySession) -> None:
     if not state.enabled:
         return
     unusable = unusable_directory(state.repro_root)
+    if unusable is None:
+        try:
+            make_directory(state.repro_root / QUEUE_DIR, within=state.repro_root)
+        except UnsafePath as error:
+            unusable = str(error)
     if unusable is not None:
         raise pytest.UsageError(f"compile accuracy: cannot write in the repro directory {state.repro_root}: "
                                 f"{unusable}; give a writable one with --compile-accuracy-dir")
