@@ -269,3 +269,25 @@ def test_a_linked_queue_directory_is_a_usage_error_and_nothing_outside_is_touche
                                  f"{root / '.queue'} is a symbolic link (to {outside}): *"])
     assert (old_run / "mine.txt").read_text() == "the user's"
     assert [p.name for p in outside.iterdir()] == [old_run.name]
+
+
+def test_a_really_full_disk_keeps_the_verdict(pytester: pytest.Pytester) -> None:
+    """As the test above, on a tmpfs that has room for the minify queue's small files but not for
+    a repro; needs mount namespaces (root, or a machine that lends them)."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
+        pytest.skip("no mount namespaces: no small filesystem to fill")
+    pytester.makepyfile(test_model=SUITE)
+    root = pytester.path / ".compile-accuracy"
+    root.mkdir()
+    report = pytester.path / "report.json"
+    script = (f'mount -t tmpfs -o size=512k tmpfs "{root}" && '
+              f'head -c {512 * 1024 - 20 * 1024} /dev/zero > "{root}/filler" && exec "$@"')
+    run = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", sys.executable, "-m", "pytest", "-p",
+                          "no:cacheprovider", "--compile-accuracy", "--no-compile-minify",
+                          f"--compile-accuracy-report={report}"],
+                         capture_output=True, text=True, cwd=pytester.path, timeout=600)
+    assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.stdout + run.stderr
+    assert "repro not written: [Errno 28] No space left on device" in run.stdout, run.stdout
+    assert "Traceback" not in run.stdout + run.stderr
+    (test,) = json.loads(report.read_text())["tests"]
+    assert test["status"] == "fail_accuracy" and "No space left" in test["checks"][0]["repro_unwritten"]
