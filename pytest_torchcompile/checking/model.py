@@ -36,7 +36,7 @@ from pytest_torchcompile.judging.judge import (
 )
 from pytest_torchcompile.judging.oracle import compare_outputs, first_disagreement, flatten_outputs
 from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
+from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status, out_of_memory
 from pytest_torchcompile.torch_internals import compat as _torch_compat
 
 
@@ -327,6 +327,9 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         model_draws_random = any(not torch.equal(a, b) for a, b in zip(seeded, rng_states(), strict=False))
         eager_again, _ = eager_run(given)
     except Exception as error:
+        if out_of_memory(error):
+            return CheckOutcome(Status.OUT_OF_MEMORY, f"the eager run ran out of memory: {_short_error(error)}",
+                                error=error)
         raise EagerRunError(f"the model raised when run eagerly: {_short_error(error)}") from error
     mutated = _mutated_positions(given[0], eager_args)
     unstable = next((where for root in eager_parts
@@ -378,7 +381,11 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     comparison = Comparison([])
     reference_label = "fp64"
     for arguments, (eager_out, eager_call_args), (compiled_out, compiled_call_args) in results:
-        reference, reference_label = _reference(fn, arguments, options, mutated, model_draws_random)
+        try:
+            reference, reference_label = _reference(fn, arguments, options, mutated, model_draws_random)
+        except _ReferenceOutOfMemory as error:
+            return CheckOutcome(Status.OUT_OF_MEMORY, str(error), graphs=graphs, compile_seconds=elapsed,
+                                error=error.__cause__)
         comparison = _compare(_judged(compiled_out, compiled_call_args, mutated),
                               _judged(eager_out, eager_call_args, mutated), reference, options)
         if not comparison.passed:
@@ -429,11 +436,30 @@ def _reference(
     except _torch_compat.RandomDrawMismatch as error:
         return None, f"same-precision cosine check: the fp64 run draws random numbers unlike eager ({error})"
     except Exception as error:
+        if out_of_memory(error):
+            raise _ReferenceOutOfMemory(
+                f"the fp64 reference ran out of memory: the model's weights and inputs alone take "
+                f"{_fp64_bytes(fn, arguments) / 2**30:.2f} GiB in fp64 ({_short_error(error)})") from error
         return None, f"same-precision cosine check: the model cannot run in fp64 ({_short_error(error)})"
     return _judged(parts, call_args, mutated), "fp64"
 
 
+class _ReferenceOutOfMemory(Exception):
+    """The fp64 run ran out of memory: no verdict, and no weaker check in its place."""
+
+
+def _fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:
+    """What the model's weights and tensor inputs take once widened to fp64."""
+    tensors: list[torch.Tensor] = list(fn.parameters()) + list(fn.buffers()) if isinstance(fn, torch.nn.Module) else []
+    _map_tensors((arguments[0], arguments[1]), tensors.append, lambda leaf: leaf)
+    return sum(t.numel() * (16 if t.is_complex() else 8) if t.is_floating_point() or t.is_complex() else t.nbytes
+               for t in tensors)
+
+
 def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], elapsed: float) -> CheckOutcome:
+    if out_of_memory(error) or any(out_of_memory(g.compile_error or g.runtime_error) for g in graphs):
+        return CheckOutcome(Status.OUT_OF_MEMORY, f"compiling or running the compiled model ran out of memory: "
+                            f"{_short_error(error)}", graphs=graphs, compile_seconds=elapsed, error=error)
     compile_failed = [g for g in graphs if g.compile_error is not None]
     if compile_failed:
         graph = compile_failed[0]
