@@ -140,7 +140,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     from pytest_torchcompile.minifying.phase import run_minify_phase
 
     config = session.config
-    run_minify_phase(config, config.stash[SESSION_KEY])
+    if run_minify_phase(config, config.stash[SESSION_KEY]):
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not _is_worker(config):
         config.stash[SESSION_KEY].name_minified_in_failures(reporter.stats.get("failed", []), _layout(config))
@@ -169,7 +170,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         for line in end.lines:
             terminalreporter.write_line(line, red=line.startswith("ERROR"), yellow=line.startswith("WARNING"))
     if end.failures:
-        terminalreporter.write_line("compile accuracy: the run fails against the baseline:", red=True, bold=True)
+        terminalreporter.write_line(f"compile accuracy: {end.heading}:", red=True, bold=True)
         for reason in end.failures:
             terminalreporter.write_line(f"  {reason}", red=True)
 

@@ -38,7 +38,7 @@ from pytest_torchcompile.judging.judge import (
 )
 from pytest_torchcompile.judging.oracle import compare_outputs, first_disagreement, flatten_outputs
 from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
+from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status, out_of_memory
 from pytest_torchcompile.torch_internals.compiling import no_compile_caches, reset, strict_dynamo
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
@@ -161,8 +161,18 @@ def _mutated_positions(original: Sequence[Any], after: Sequence[Any]) -> list[in
     return [
         index for index, (before, now) in enumerate(zip(original, after, strict=True))
         if isinstance(before, torch.Tensor) and isinstance(now, torch.Tensor)
-        and (before.shape != now.shape or not torch.equal(before.detach(), now.detach()))
+        and (before.shape != now.shape or not _same_values(before.detach(), now.detach()))
     ]
+
+
+def _same_values(before: torch.Tensor, now: torch.Tensor) -> bool:
+    """Equal element for element, a NaN equal to a NaN where it stayed (``torch.equal`` would call
+    an input holding a NaN changed)."""
+    if torch.equal(before, now):
+        return True
+    if not (before.is_floating_point() or before.is_complex()) or before.dtype != now.dtype:
+        return False
+    return bool(((before == now) | (before.isnan() & now.isnan())).all())
 
 
 def _judged(parts: dict[str, Any], call_args: Sequence[Any], mutated: list[int]) -> dict[str, Any]:
@@ -307,16 +317,22 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         model_draws_random = any(not torch.equal(a, b) for a, b in zip(seeded, rng_states(), strict=False))
         eager_again, _ = eager_run(given)
     except Exception as error:
+        if out_of_memory(error):
+            return CheckOutcome(Status.OUT_OF_MEMORY, f"the eager run ran out of memory: {error_signature(error, max_chars=300)}",
+                                error=error)
         raise EagerRunError(f"the model raised when run eagerly: {error_signature(error, max_chars=300)}") from error
     mutated = _mutated_positions(given[0], eager_args)
     unstable = next((where for root in eager_parts
                      if (where := first_disagreement(eager_parts[root], eager_again[root], options.tolerance, root))), None)
     if unstable is not None:
+        causes = ("it draws random numbers (dropout in train mode, ...)" if model_draws_random else
+                  "it draws no random numbers: state it keeps between calls (a global or an attribute it "
+                  "changes), or nondeterministic kernels")
         return CheckOutcome(
             Status.EAGER_NONDETERMINISTIC,
-            f"eager disagrees with itself across two runs at {unstable} (random ops such as dropout in "
-            "train mode, or nondeterministic kernels), so no compiled result can be judged; make the "
-            "model deterministic (e.g. model.eval()) to check it",
+            f"eager disagrees with itself across two runs on the same inputs at {unstable} ({causes}), so no "
+            "compiled result can be judged; make the model deterministic (e.g. model.eval(), no state "
+            "changed by a call) to check it",
         )
 
     training = options.training
@@ -355,7 +371,11 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     comparison = Comparison([])
     reference_label = "fp64"
     for arguments, (eager_out, eager_call_args), (compiled_out, compiled_call_args) in results:
-        reference, reference_label = _reference(fn, arguments, options, mutated, model_draws_random)
+        try:
+            reference, reference_label = _reference(fn, arguments, options, mutated, model_draws_random)
+        except _ReferenceOutOfMemory as error:
+            return CheckOutcome(Status.OUT_OF_MEMORY, str(error), graphs=graphs, compile_seconds=elapsed,
+                                error=error.__cause__)
         comparison = _compare(_judged(compiled_out, compiled_call_args, mutated),
                               _judged(eager_out, eager_call_args, mutated), reference, options)
         if not comparison.passed:
@@ -406,11 +426,31 @@ def _reference(
     except RandomDrawMismatch as error:
         return None, f"same-precision cosine check: the fp64 run draws random numbers unlike eager ({error})"
     except Exception as error:
+        if out_of_memory(error):
+            raise _ReferenceOutOfMemory(
+                f"the fp64 reference ran out of memory: the model's weights and inputs alone take "
+                f"{_fp64_bytes(fn, arguments) / 2**30:.2f} GiB in fp64 ({error_signature(error, max_chars=300)})") from error
         return None, f"same-precision cosine check: the model cannot run in fp64 ({error_signature(error, max_chars=300)})"
     return _judged(parts, call_args, mutated), "fp64"
 
 
+class _ReferenceOutOfMemory(Exception):
+    """The fp64 run ran out of memory: no verdict, and no weaker check in its place."""
+
+
+def _fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:
+    """What the model's weights and tensor inputs take once widened to fp64."""
+    tensors: list[torch.Tensor] = list(fn.parameters()) + list(fn.buffers()) if isinstance(fn, torch.nn.Module) else []
+    tree_map(lambda leaf: tensors.append(leaf) if isinstance(leaf, torch.Tensor) else None,
+             (arguments[0], arguments[1]))
+    return sum(t.numel() * (16 if t.is_complex() else 8) if t.is_floating_point() or t.is_complex() else t.nbytes
+               for t in tensors)
+
+
 def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], elapsed: float) -> CheckOutcome:
+    if out_of_memory(error) or any(out_of_memory(g.compile_error or g.runtime_error) for g in graphs):
+        return CheckOutcome(Status.OUT_OF_MEMORY, f"compiling or running the compiled model ran out of memory: "
+                            f"{error_signature(error, max_chars=300)}", graphs=graphs, compile_seconds=elapsed, error=error)
     compile_failed = [g for g in graphs if g.compile_error is not None]
     if compile_failed:
         graph = compile_failed[0]

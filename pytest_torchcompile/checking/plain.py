@@ -37,7 +37,7 @@ from pytest_torchcompile.judging.judge import (
     run_graph,
     set_rng_states,
 )
-from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
+from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status, out_of_memory
 from pytest_torchcompile.torch_internals.interception import intercept_inductor
 from pytest_torchcompile.torch_internals.rng import (
     EAGER_RNG_CONFIG,
@@ -135,7 +135,11 @@ class GraphChecker:
         """Graphs that failed to compile or whose compiled code raised."""
         failures = []
         for graph in self.capture.graphs:
-            if graph.compile_error is not None:
+            if out_of_memory(graph.compile_error or graph.runtime_error):
+                failures.append(GraphFailure(graph, [], Status.OUT_OF_MEMORY,
+                                             f"{graph.label} ran out of memory "
+                                             f"{'compiling' if graph.compile_error else 'running'}"))
+            elif graph.compile_error is not None:
                 failures.append(GraphFailure(graph, graph.synthesized_inputs(), Status.FAIL_COMPILE,
                                              f"Inductor failed to compile {graph.label}"))
             elif graph.runtime_error is not None and graph.runtime_inputs is not None:

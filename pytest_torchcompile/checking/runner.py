@@ -31,7 +31,7 @@ from pytest_torchcompile.judging.judge import (
     error_signature,
     full_fp32_precision,
 )
-from pytest_torchcompile.repros.repro import repro_defect, slugify, unique_case_dir, write_repro
+from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case
 from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import AccuracySession, MinifyJob, junit_fields
 from pytest_torchcompile.run.settings import CheckSettings
@@ -139,9 +139,8 @@ class CheckRunner:
             grad_enabled=graph.kind != "inference" and torch.is_grad_enabled(),
             symbolic_sizes=sizes, status_line=f"{status}: {message}", notes=notes, level=level,
         )
-        directory = unique_case_dir(self.session.repro_root, slugify(nodeid))
-        path = write_repro(case, directory / "repro.py")
-        return directory.name, str(path)
+        path = write_case(case, self.session.repro_root, slugify(nodeid), self.session.token)
+        return path.parent.name, str(path)
 
     def _record_failing_graph(
         self, result: CaseResult, graph: CapturedGraph, inputs: list[Any] | None, settings: CheckSettings,
@@ -155,8 +154,13 @@ class CheckRunner:
                 self.session.devices_lost_in = result.nodeid
                 result.message += (" (a device-side error: the device is unusable to this process from "
                                    "now on, so its later checks here cannot run)")
-        result.case_id, result.repro_path = self._write_repro(
-            result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm, dynamo)
+        try:
+            result.case_id, result.repro_path = self._write_repro(
+                result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm, dynamo)
+        except OSError as error:
+            # The check's verdict stands; only its repro is missing.
+            result.repro_unwritten = str(error)
+            return
         if self.session.devices_lost_in != result.nodeid:
             # Checked now, so that a repro that cannot run is reported at the test that made it.
             result.repro_defect = repro_defect(result.repro_path)
@@ -197,8 +201,10 @@ class CheckRunner:
                                         worst_ratio=Comparison(failure.leaves).worst_ratio,
                                         leaves=failure.leaves, fallback_random=failure.fallback_random,
                                         graphs_judged=1)
-                    self._record_failing_graph(result, failure.graph, failure.inputs, settings,
-                                               [failure.note] if failure.note else [], failure.gm, failure.dynamo)
+                    if failure.status.is_compiler_failure:
+                        self._record_failing_graph(result, failure.graph, failure.inputs, settings,
+                                                   [failure.note] if failure.note else [], failure.gm,
+                                                   failure.dynamo)
                     failed.append(result)
                 self.session.results.extend(failed)
                 rest = other_graphs_result(nodeid, checker, failures)
@@ -239,7 +245,7 @@ def failure_message(result: CaseResult, outcome: CheckOutcome) -> str:
     if result.graph:
         lines.append(f"failing graph: {result.graph}")
     lines += _repro_lines(result)
-    if not result.repro_path and result.status.is_compiler_failure:
+    if not result.repro_path and result.repro_unwritten is None and result.status.is_compiler_failure:
         lines.append("no repro: no graph reached Inductor" if not outcome.graphs
                      else "no repro: the failing graph could not be identified")
     return "\n".join(lines)
@@ -256,6 +262,8 @@ def graph_failures_message(results: list[CaseResult], failures: list[GraphFailur
 
 
 def _repro_lines(result: CaseResult) -> list[str]:
+    if result.repro_unwritten is not None:
+        return [f"repro not written: {result.repro_unwritten}"]
     if not result.repro_path:
         return []
     if result.repro_defect is not None:

@@ -47,9 +47,9 @@ class Coordinator:
 
     def open_queue(self) -> WorkQueue:
         if self.queue is None:
-            if self.role is not Role.WORKER:
+            self.queue = WorkQueue(self.queue_dir, within=self.state.repro_root)
+            if self.role is not Role.WORKER:  # once the queue's directories are known to be real
                 _prune_runs(self.queue_dir.parent, keep=self.queue_dir.name)
-            self.queue = WorkQueue(self.queue_dir)
             run_file = self.queue_dir / "run.json"
             if not run_file.exists() and self.role is not Role.WORKER:
                 write_record(run_file, {"run": self.run_id, "created": time.time(), "pid": os.getpid(),

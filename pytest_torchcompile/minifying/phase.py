@@ -29,6 +29,7 @@ from pytest_torchcompile.minifying.coordinator import COORDINATOR_KEY, QUEUE_DIR
 from pytest_torchcompile.minifying.hooks import QUEUE_KEY, RUN_KEY, ParallelHooks, XdistHooks
 from pytest_torchcompile.run import budget, settings
 from pytest_torchcompile.run.devices import DEVICES_ENV, device_index, parse_devices
+from pytest_torchcompile.run.files import UnsafePath, make_directory, unusable_directory
 from pytest_torchcompile.run.queue import MINIFYING, WorkQueue, drain, job_result
 from pytest_torchcompile.run.results import (
     MinifyProgress,
@@ -65,6 +66,15 @@ def configure(config: pytest.Config, state: AccuracySession) -> None:
     """Set up this process's part of the minify phase (from ``pytest_configure``)."""
     if not state.enabled:
         return
+    unusable = unusable_directory(state.repro_root)
+    if unusable is None:
+        try:
+            make_directory(state.repro_root / QUEUE_DIR, within=state.repro_root)
+        except UnsafePath as error:
+            unusable = str(error)
+    if unusable is not None:
+        raise pytest.UsageError(f"compile accuracy: cannot write in the repro directory {state.repro_root}: "
+                                f"{unusable}; give a writable one with --compile-accuracy-dir")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and RUN_KEY in workerinput:
         run_id, queue_dir = workerinput[RUN_KEY], Path(workerinput[QUEUE_KEY])
@@ -135,17 +145,19 @@ def _progress_writer(config: pytest.Config, coordinator: Coordinator, nodeid: st
     return on_stderr if coordinator.role is Role.WORKER else on_terminal
 
 
-def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
+def run_minify_phase(config: pytest.Config, state: AccuracySession) -> bool:
     """From ``pytest_sessionfinish``: take part in the minify phase; the controller (or the single
-    process) then records every job's result and prints the summary lines."""
+    process) then records every job's result and prints the summary lines. Returns whether the
+    phase was interrupted (Ctrl-C): the case being minified stops, its judging process is
+    killed, and the cases not minified keep their repros and say so."""
     coordinator = config.stash.get(COORDINATOR_KEY, None)
     if coordinator is None:  # configure() did not run: minify here, one case after the other
         _run_in_process(config, state)
-        return
+        return False
     coordinator.flush()
     if coordinator.interrupted:
         coordinator.leave()
-        return
+        return False
     minifiers: list[Minifier] = []
     cap = int(settings.option_value(config, settings.option("compile-minify-workers")) or 0)
 
@@ -165,10 +177,15 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
         coordinator.join(MINIFYING)
         assert coordinator.queue is not None and coordinator.me is not None
         drain(coordinator.queue, coordinator.me, run_job, cap)
+    except KeyboardInterrupt:
+        # Raised through the minifier, whose judging process is killed on the way out.
+        coordinator.interrupted = True
     finally:
         coordinator.leave()
     if coordinator.role is not Role.WORKER:
+        assert coordinator.queue is not None  # joined above
         report(config, state, coordinator.queue)
+    return coordinator.interrupted
 
 
 def _run_in_process(config: pytest.Config, state: AccuracySession) -> None:

@@ -358,10 +358,10 @@ def minify_repro(
                      if reduction.gm is not None and find_stage and case.kind in ATTRIBUTABLE else None)
         except IsolationError as error:
             return MinifyResult(case.op_count, case.op_count, time.perf_counter() - started, 0,
-                                StopReason.CRASHED, note=str(error))
+                                StopReason.CRASHED, note=str(error), judge_deaths=list(judge.deaths))
     if reduction.gm is None:
         return MinifyResult(reduction.ops_before, reduction.ops_after, seconds,
-                            reduction.compiles, reduction.stop, note=reduction.how)
+                            reduction.compiles, reduction.stop, note=reduction.how, judge_deaths=list(judge.deaths))
     compiles = reduction.compiles + 1  # the kernel's
     note = _note(reduction, compiles, seconds)
     # A torch-level graph's comment shows the post-AOT graphs it lowers to, not a kernel file.
@@ -370,12 +370,14 @@ def minify_repro(
     else:
         generated = _generated_code(kernel)
         comment = generated[0] if generated else ""
-    minified = write_repro(_minified_case(case, reduction, note, comment, stage), path.with_name(MINIFIED_NAME))
+    # Only into the case directory itself: a symbolic link there (at tensors/) is not followed.
+    minified = write_repro(_minified_case(case, reduction, note, comment, stage), path.with_name(MINIFIED_NAME),
+                           within=path.parent)
     kernel_path = _write_kernel(generated, path.parent)
     result = MinifyResult(
         reduction.ops_before, reduction.ops_after, seconds, compiles,
         reduction.stop, str(minified), str(kernel_path) if kernel_path else None, note,
-        graph_ops(reduction.gm), failure_type=query.failure.type_name,
+        graph_ops(reduction.gm), failure_type=query.failure.type_name, judge_deaths=list(judge.deaths),
     )
     if stage is not None:
         result.stage, result.stage_summary = stage.stage, stage.summary
@@ -449,5 +451,5 @@ def _write_kernel(generated: tuple[str, str] | None, directory: Path) -> Path | 
     code, suffix = generated
     path = directory / f"minified_kernel{suffix}"
     with locked(directory):
-        atomic_write(path, code.encode())
+        atomic_write(path, code.encode(), within=directory)
     return path

@@ -16,10 +16,15 @@ import importlib.util
 import inspect
 import io
 import itertools
+import json
 import operator
 import os
 import re
+import shutil
+import socket
+import stat
 import sys
+import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +41,9 @@ from pytest_torchcompile.judging.capture import HostTensor
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import ReproBroken, clone_values, error_signature
-from pytest_torchcompile.run.files import atomic_write, locked
+from pytest_torchcompile.run.files import atomic_write, locked, replace_directory
+from pytest_torchcompile.run.processes import own_start, pid_alive
+from pytest_torchcompile.run.verdict import out_of_memory
 from pytest_torchcompile.torch_internals.compiling import compile_dynamo_graph, compile_graph
 from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_restored
 from pytest_torchcompile.torch_internals.environment import environment
@@ -47,7 +54,7 @@ INLINE_NUMEL = 32
 """Tensors up to this many elements are written into the file; larger ones go to tensors/."""
 
 TENSOR_DIR = "tensors"
-
+REPRO_NAME = "repro.py"
 
 
 def slugify(nodeid: str, limit: int = 80) -> str:
@@ -133,13 +140,20 @@ def _standalone_runtime() -> str:
 _PRELUDE = '''\
 from __future__ import annotations
 
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if __name__ == "__main__":
+    # Python puts a script's directory first on sys.path: a file planted beside this one
+    # (math.py, inspect.py, ...) must not stand in for the standard library or torch.
+    sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != HERE]
+
 import contextlib
 import inspect
 import math
 import operator
-import os
 import re
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from math import inf, nan
@@ -148,8 +162,6 @@ from typing import Any
 import torch
 import torch.fx
 from torch import device
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _inline(values, dtype, shape, stride, device, requires_grad):
@@ -253,15 +265,15 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
     header = [
         "# pytest-torchcompile repro: only torch is needed to run it"
         + (f", and {', '.join(modules)} for the ops it registers." if modules else "."),
-        f"# case:    {case.title}",
-        f"# status:  {case.status_line or case.kind}",
+        f"# case:    {_one_line(case.title)}",
+        f"# status:  {_one_line(case.status_line or case.kind)}",
         f"# ops:     {case.op_count}",
         *([f"# stage:   {case.stage}"] if case.stage else []),
         "# env:     " + ", ".join(f"{k} {v}" for k, v in env.items()),
         "# run:     python repro.py   (exit 1: reproduced, 2: fails differently, 0: fixed,",
         "#                             3: the repro itself cannot run)",
         "#          pytest repro.py   (one test, marked inductor_repro)",
-        *(f"# note:    {note}" for note in case.notes),
+        *(f"# note:    {_one_line(note)}" for note in case.notes),
     ]
     if case.level == standalone.DYNAMO:
         header[3:3] = ["# level:   torch-level graph (Dynamo's, before AOT autograd and Inductor's "
@@ -296,6 +308,15 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
     return source, writer.files
 
 
+_LINE_BREAKING = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    """``text`` for a ``#`` comment line: control characters (a newline would end the comment and
+    make the rest live code) and other line separators written as escapes."""
+    return _LINE_BREAKING.sub(lambda match: repr(match.group())[1:-1], text)
+
+
 def _generated_code_comment(code: str, level: str) -> str:
     lines = "\n".join(f"# {line}".rstrip() for line in code.strip().splitlines())
     what = ("the post-AOT graphs AOT autograd and the decompositions made of this graph"
@@ -306,30 +327,85 @@ def _generated_code_comment(code: str, level: str) -> str:
 # --- writing -------------------------------------------------------------------------------
 
 
-def write_repro(case: ReproCase, path: Path) -> Path:
-    """Write ``case`` to ``path`` (and its tensors beside it), atomically and under a lock."""
+def write_repro(case: ReproCase, path: Path, within: Path | None = None) -> Path:
+    """Write ``case`` to ``path`` (and its tensors beside it), atomically and under a lock; with
+    ``within``, only through real directories below it (see ``files.atomic_write``)."""
     source, tensors = render_repro(case)
     with locked(path.parent):
-        for name, data in tensors.items():
-            target = path.parent / TENSOR_DIR / f"{name}.pt"
-            if not target.exists():
-                atomic_write(target, data)
-        atomic_write(path, source.encode())
+        _write_files(path, source, tensors, within)
     return path
 
 
-def unique_case_dir(root: Path, slug: str) -> Path:
-    """``root/slug``, or ``root/slug-2``, ... when a directory for that slug was already claimed
-    in this run (several checks in one test, several failing graphs)."""
+def _write_files(path: Path, source: str, tensors: dict[str, bytes], within: Path | None) -> None:
+    for name, data in tensors.items():
+        target = path.parent / TENSOR_DIR / f"{name}.pt"
+        if not _holds(target, data):
+            atomic_write(target, data, within)
+    atomic_write(path, source.encode(), within)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is a regular file of exactly ``data``: a tensor file named by its content
+    is reused only then, not because a stale or planted file has its name."""
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode) or path.lstat().st_size != len(data):
+            return False
+        return path.read_bytes() == data
+    except OSError:
+        return False
+
+
+def write_case(case: ReproCase, root: Path, slug: str, owner: str) -> Path:
+    """Write ``case`` as the ``repro.py`` of a case directory in ``root`` claimed for ``slug``
+    (:func:`unique_case_dir`): into a new directory, complete before it takes the place of what
+    was there (the directory an earlier run of the test left, or anything planted, a symbolic
+    link included, which is removed, never followed)."""
+    source, tensors = render_repro(case)
+    directory = unique_case_dir(root, slug, owner)
+    staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{directory.name}.", suffix=".new"))
+    try:
+        os.chmod(staging, 0o755)  # mkdtemp's 0700 would keep the repros from others
+        _write_files(staging / REPRO_NAME, source, tensors, staging)
+        with locked(directory):
+            replace_directory(staging, directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return directory / REPRO_NAME
+
+
+def unique_case_dir(root: Path, slug: str, owner: str) -> Path:
+    """``root/slug``, or ``root/slug-2``, ... : the first name that no live process holds.
+
+    ``<name>.claimed`` holds a name for the process that wrote it, as long as that process lives
+    and, within it, for the run (``owner``) that claimed it: so several checks of one test, tests
+    whose ids make one slug, and concurrent runs in one directory get distinct directories, while
+    a rerun of a test takes its directory back."""
     root.mkdir(parents=True, exist_ok=True)
+    me = {"owner": owner, "pid": os.getpid(), "start": own_start(), "host": socket.gethostname()}
     with filelock.FileLock(str(root / ".claims.lock")):
         for suffix in itertools.count(1):
             name = slug if suffix == 1 else f"{slug}-{suffix}"
             claim = root / f"{name}.claimed"
-            if not claim.exists():
-                claim.touch()
+            if not _claim_held(claim, me):
+                atomic_write(claim, json.dumps(me).encode(), root)
                 return root / name
     raise AssertionError("unreachable")
+
+
+def _claim_held(claim: Path, me: dict[str, Any]) -> bool:
+    """Whether ``claim`` holds its name: for another live process, or for this run of this one.
+    A claim that cannot be read (an older format, a partial write) holds nothing."""
+    try:
+        holder = json.loads(claim.read_text()) if stat.S_ISREG(claim.lstat().st_mode) else None
+    except (OSError, ValueError):
+        return False
+    if not isinstance(holder, dict):
+        return False
+    if holder.get("host") != me["host"]:
+        return True  # another machine's process: its liveness cannot be told from here
+    if holder.get("pid") == me["pid"] and holder.get("start") == me["start"]:
+        return holder.get("owner") == me["owner"]
+    return isinstance(holder.get("pid"), int) and pid_alive(holder["pid"], holder.get("start"))
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -405,17 +481,10 @@ def repro_defect(path: str | os.PathLike[str]) -> str | None:
         with torch.no_grad():
             case.gm(*clone_values(case.inputs))
     except Exception as error:
-        if _out_of_memory(error):
+        if out_of_memory(error):
             return None  # a second copy of a large case does not fit beside the test's: no verdict
         if isinstance(error, ReproBroken):
             return str(error)
         return f"the graph fails when run eagerly on its inputs: {error_signature(error)}"
     return None
 
-
-def _out_of_memory(error: BaseException | None) -> bool:
-    while error is not None:
-        if isinstance(error, torch.OutOfMemoryError):
-            return True
-        error = error.__cause__
-    return False

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -39,7 +38,8 @@ from typing import Any
 
 import filelock
 
-from pytest_torchcompile.run.files import atomic_write
+from pytest_torchcompile.run.files import atomic_write, make_directory
+from pytest_torchcompile.run.processes import own_start, pid_alive
 from pytest_torchcompile.run.results import (
     MinifyResult,
     StopReason,
@@ -54,47 +54,6 @@ PENDING, RUNNING, DONE, FAILED, CRASHED = "pending", "running", "done", "failed"
 TESTING, MINIFYING, FINISHED = "testing", "minifying", "finished"
 
 
-# --- processes -----------------------------------------------------------------------------
-
-
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """(state letter, start time) of a process, from /proc; None when it has no entry."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2:].split()
-    return fields[0], fields[19]
-
-
-def _has_proc() -> bool:
-    return sys.platform.startswith("linux") and Path("/proc/self/stat").exists()
-
-
-def pid_alive(pid: int, start: str | None = None) -> bool:
-    """Whether ``pid`` runs on this host and is the process that started at ``start`` (a zombie,
-    a dead process whose parent has not reaped it yet, counts as dead)."""
-    if _has_proc():
-        stat = _proc_stat(pid)
-        if stat is None or stat[0] in ("Z", "X"):
-            return False
-        return start is None or stat[1] == start
-    if os.name == "nt":  # os.kill(pid, 0) would send CTRL_C_EVENT there: rely on the lease
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _own_start() -> str | None:
-    stat = _proc_stat(os.getpid()) if _has_proc() else None
-    return stat[1] if stat else None
-
-
 @dataclass(frozen=True)
 class Identity:
     """One participating process. Make it in the process it describes."""
@@ -103,7 +62,7 @@ class Identity:
     device: str | None = None
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     pid: int = field(default_factory=os.getpid)
-    pid_start: str | None = field(default_factory=_own_start)
+    pid_start: str | None = field(default_factory=own_start)
     host: str = field(default_factory=socket.gethostname)
 
 
@@ -149,7 +108,10 @@ class Slot:
 class WorkQueue:
     """The jobs, participants and slots of one run, in ``directory``."""
 
-    def __init__(self, directory: Path, lease_s: float | None = None, poll_s: float = 0.2) -> None:
+    def __init__(self, directory: Path, lease_s: float | None = None, poll_s: float = 0.2,
+                 within: Path | None = None) -> None:
+        """``within``: the repro directory; the queue's directories below it must be real ones
+        (a symbolic link there is refused, not followed)."""
         self.directory = Path(directory)
         self.lease_s = float(os.environ.get(LEASE_ENV, DEFAULT_LEASE_S)) if lease_s is None else lease_s
         self.beat_s = max(0.05, min(2.0, self.lease_s / 5))
@@ -158,7 +120,7 @@ class WorkQueue:
         self.workers_dir = self.directory / "workers"
         self.slots_dir = self.directory / "slots"
         for path in (self.jobs_dir, self.workers_dir, self.slots_dir):
-            path.mkdir(parents=True, exist_ok=True)
+            make_directory(path, within)
         self._lock = filelock.FileLock(str(self.directory / "queue.lock"))
 
     @contextlib.contextmanager
@@ -373,6 +335,6 @@ def job_result(job: dict[str, Any]) -> MinifyResult:
     elif job["state"] == FAILED:
         stop, note = StopReason.CRASHED, f"minifying raised {job['error']}; {kept}"
     else:
-        stop, note = StopReason.INTERRUPTED, f"repro: {job['repro_path']}"
+        stop, note = StopReason.INTERRUPTED, f"minify: interrupted; {kept}"
     return MinifyResult(ops_before=ops, ops_after=ops, seconds=seconds, compiles=0, stop=stop, path=None, note=note)
 

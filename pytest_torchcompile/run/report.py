@@ -57,7 +57,8 @@ does not).
     ``reference`` (``"fp64"``, or the weaker reference used without one), ``worst_ratio``
     (number or null: the largest rmse(compiled, fp64) / rmse(eager, fp64) over the outputs),
     ``repro_path``, ``repro_defect`` (null, or why the repro written cannot run: a defect of the
-    plugin), ``compile_seconds``, ``graph`` (strings/number or null), ``graphs_judged`` (int or
+    plugin), ``repro_unwritten`` (null, or why no repro could be written: a full disk, a symbolic
+    link in the way), ``compile_seconds``, ``graph`` (strings/number or null), ``graphs_judged`` (int or
     null: the plain graphs the check stands for as judged; null for a fixture check),
     ``unchecked`` (array of ``"<graph label>: <reason>"``: a graph, or a judged graph's
     intermediates, that could not be judged), ``minify`` (null or an
@@ -68,7 +69,8 @@ does not).
     minimal graph's distinct ops), ``stage`` (where the failure appears: ``inductor.lowering``,
     ``inductor.codegen.cpp``, ``decompositions``, ... or null), ``stage_summary`` (that in
     words), ``failure_type`` (``accuracy`` or an exception type), ``stage_compiles``, ``stage_seconds``
-    (what finding the stage cost)), and ``leaves``: one object per
+    (what finding the stage cost), ``judge_deaths`` (how each judging process that died during
+    the minification died; each was replaced)), and ``leaves``: one object per
     compared output: ``path`` (e.g. ``out[0]``), ``shape`` (array of int), ``dtype``, ``passed``,
     ``rule`` (the comparison used), ``rmse_compiled``, ``rmse_eager``, ``multiplier``,
     ``max_abs_error`` (numbers or null), ``max_error_index`` (array of int or null), ``detail``.
@@ -297,6 +299,8 @@ def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
         facts.append(("reference", check.reference))
     if check.repro_path:
         facts.append(("repro", layout.shown(check.repro_path)))
+    if check.repro_unwritten is not None:
+        facts.append(("repro not written", layout.shown(check.repro_unwritten)))
     if check.minify is not None:
         facts.extend(_minify_facts(check.minify, layout))
         if check.minify.note:

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -88,6 +89,8 @@ class AccuracySession:
     devices_lost_in: str | None = None
     """The test whose compiled code hit a device-side error, after which no kernel can run on
     its device in this process (CUDA keeps the error for the rest of the process's life)."""
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """Names this session in the case directories it claims (``repro.unique_case_dir``)."""
 
     def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
         from pytest_torchcompile.run.settings import marker_settings
@@ -303,6 +306,7 @@ def conclude_run(record: RunRecord, gate: Gate | None, outputs: RunOutputs,
     lines = terminal_lines(results, decisions, layout or TerminalLayout(), recording)
     # A recording run writes what it finds to the baseline: nothing in it fails the run.
     failures = gate.run_failures(decisions or {}, unknown) if gate is not None and not recording else []
+    unwritten: str | None = None
     recorded = 0
     if gate is not None:
         lines.extend(gate.unknown_lines(unknown))
@@ -323,8 +327,11 @@ def conclude_run(record: RunRecord, gate: Gate | None, outputs: RunOutputs,
             recorded, line = recorded_failures(record.failed_reports, decisions or {})
             lines.extend([line] if line else [])
     except (BaselineError, OSError) as error:
-        failures.append(f"cannot write a report: {error}")
-    return RunEnd(lines, failures, recorded)
+        unwritten = f"cannot write a report: {error}"
+        failures.append(unwritten)
+    # A run whose reports could not be written fails for that, whatever the baseline says.
+    heading = "the run fails against the baseline" if gate is not None and unwritten is None else "the run fails"
+    return RunEnd(lines, failures, recorded, heading)
 
 
 def recorded_failures(failed_reports: Sequence[tuple[str, str]],
@@ -364,6 +371,9 @@ class RunEnd:
     recorded_failures: int = 0
     """Failed test reports that are all compile-accuracy failures a recording run
     (``--compile-accuracy-update-baseline``) wrote to the baseline; 0 when there are others."""
+    heading: str = "the run fails against the baseline"
+    """What the failures are shown under: a run without a baseline, or whose reports could not
+    be written, does not fail against a baseline."""
 
     def exit_status(self, status: int, tests_failed: int) -> int:
         """The run's exit status, from pytest's ``status`` and its count of failed test reports:

@@ -16,6 +16,9 @@ class Status(enum.StrEnum):
     FAIL_RUNTIME = "fail_runtime"
     EAGER_FAIL = "eager_fail"
     EAGER_NONDETERMINISTIC = "eager_nondeterministic"
+    OUT_OF_MEMORY = "out_of_memory"
+    """A run of the check (eager, fp64 or compiled) ran out of host or device memory: nothing
+    could be judged, and nothing says the compiler is at fault."""
     NO_FP64_REFERENCE = "no_fp64_reference"
 
     @property
@@ -121,3 +124,21 @@ def leaves_device_unusable(error_text: str) -> bool:
     """Whether an error is one after which the process's CUDA context is unusable (a child that
     saw one is replaced; a test process that did names the culprit on later failures)."""
     return any(marker in error_text for marker in _POISONING_ERRORS)
+
+
+_MEMORY_ERRORS = ("can't allocate memory", "out of memory", "Cannot allocate memory")
+
+
+def out_of_memory(error: BaseException | None) -> bool:
+    """Whether ``error``, or an error it was raised from, is memory exhaustion: Python's
+    ``MemoryError``, torch's ``OutOfMemoryError`` (a GPU's), or a host allocator's failure
+    (``DefaultCPUAllocator: can't allocate memory``)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError":
+            return True
+        if any(marker in str(error) for marker in _MEMORY_ERRORS):
+            return True
+        error = error.__cause__ or error.__context__
+    return False

@@ -115,9 +115,11 @@ def test_baseline_round_trip_green_red_improved_strict(pytester: pytest.Pytester
         "baseline: 1 ok, 1 expected failure",
         "XFAIL test_models.py::test_a - compile accuracy expected failure: still fail_accuracy, as the "
         f"baseline records [[]https://bugs/1[]] (baseline {baseline}:2); "
-        f"repro: {pytester.path}/.compile-accuracy/test_models.py__test_a-2/repro.py",
+        f"repro: {pytester.path}/.compile-accuracy/test_models.py__test_a/repro.py",
     ])
-    assert (pytester.path / ".compile-accuracy" / "test_models.py__test_a-2" / "repro.py").exists()
+    # The rerun replaced the recording run's case directory rather than writing another beside it.
+    assert [p.name for p in (pytester.path / ".compile-accuracy").glob("test_models.py__test_a*/")] == [
+        "test_models.py__test_a"]
 
     (pytester.path / "broken.txt").write_text("a b")
     red = run(pytester)

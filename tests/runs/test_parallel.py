@@ -340,25 +340,26 @@ class _Model(torch.nn.Module):
         return torch.relu(x @ self.scale).sum(-1)
 
 
-def _write_repros(root: str, index: int) -> None:
-    """One of eight writers: a case of its own, two of a test id all writers share, and the one
-    path all of them write."""
+def _write_repros(root: str, index: int, all_written: Any) -> None:
+    """One of eight writers (concurrent runs: each lives until all have written): a case of its
+    own, two of a test id all writers share, and the one path all of them write."""
     case_of = {}
     for nodeid in (f"test_a.py::test_{index}", "test_same.py::test_x", "test_same.py::test_x"):
         gm = torch.fx.symbolic_trace(_Model(index))
         case = repro.ReproCase(gm=gm, inputs=[torch.full((4, 8), float(index))], kind="accuracy",
                                title=f"{nodeid} writer {index}")
-        directory = repro.unique_case_dir(Path(root), repro.slugify(nodeid))
-        repro.write_repro(case, directory / "repro.py")
-        case_of[directory.name] = index
+        path = repro.write_case(case, Path(root), repro.slugify(nodeid), f"writer {index}")
+        case_of[path.parent.name] = index
         repro.write_repro(case, Path(root) / "shared" / "repro.py")
     (Path(root) / f"writer{index}.json").write_text(json.dumps(case_of))
+    all_written.wait(120)
 
 
 def test_eight_processes_write_repros_at_once(tmp_path: Path) -> None:
     root = tmp_path / "repros"
     context = _context()
-    writers = [context.Process(target=_write_repros, args=(str(root), i)) for i in range(8)]
+    all_written = context.Barrier(8)
+    writers = [context.Process(target=_write_repros, args=(str(root), i, all_written)) for i in range(8)]
     for writer in writers:
         writer.start()
     for writer in writers:

@@ -70,6 +70,7 @@ class InProcessJudge:
     cost, but a crashing candidate takes the process down with it."""
 
     restarts = 0
+    deaths: tuple[str, ...] = ()
 
     def __init__(self, config_source: str = "", verdict_function: VerdictFunction = judge_candidate) -> None:
         self._patches = config_patches(config_source)
@@ -218,6 +219,8 @@ class IsolatedJudge:
         self._prepared_by: OrderedDict[int, tuple[_Child, threading.Thread]] = OrderedDict()
         self._sending = threading.Lock()
         self.restarts = 0
+        self.deaths: list[str] = []
+        """How each child that died while judging died (``died of signal SIGKILL``), in order."""
 
     def __enter__(self) -> IsolatedJudge:
         # Start now (unless one was prestarted): the child imports torch and Inductor while the
@@ -358,9 +361,9 @@ class IsolatedJudge:
             _kill(child)
             code = child.process.wait()
         _close(child)
-        if code < 0:
-            return f"died of signal {signal.Signals(-code).name}"
-        return f"exited with status {code}"
+        how = f"died of signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+        self.deaths.append(how)
+        return how
 
     def _stop_child(self) -> None:
         # Killed rather than asked to exit: a child holds nothing worth saving, and Inductor's

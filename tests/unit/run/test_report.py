@@ -226,11 +226,11 @@ def test_json_report_top_level_and_counts() -> None:
     assert report["environment"] == ENVIRONMENT
     assert report["counts"]["checks"] == {
         "pass": 2, "fail_accuracy": 1, "fail_compile": 0, "fail_runtime": 0, "eager_fail": 0,
-        "eager_nondeterministic": 0, "no_fp64_reference": 1,
+        "eager_nondeterministic": 0, "out_of_memory": 0, "no_fp64_reference": 1,
     }
     assert report["counts"]["tests"] == {
         "pass": 1, "fail_accuracy": 1, "fail_compile": 0, "fail_runtime": 0, "eager_fail": 0,
-        "eager_nondeterministic": 0, "no_fp64_reference": 1,
+        "eager_nondeterministic": 0, "out_of_memory": 0, "no_fp64_reference": 1,
     }
     assert report["counts"]["baseline"] == {
         "ok": 1, "expected_failure": 0, "new_failure": 1, "improved": 0, "missing": 1, "flaky": 0,
@@ -267,11 +267,12 @@ def test_json_report_check_has_every_case_result_field() -> None:
         }],
         "repro_path": "repros/a.py",
         "repro_defect": None,
+        "repro_unwritten": None,
         "minify": {
             "ops_before": 12, "ops_after": 3, "seconds": 4.25, "compiles": 17, "stop": "minimal",
             "path": "repros/min_a.py", "kernel_path": "repros/min_a_kernel.py", "note": "",
             "ops": [], "stage": None, "stage_summary": "", "failure_type": "", "stage_compiles": 0,
-            "stage_seconds": 0.0,
+            "stage_seconds": 0.0, "judge_deaths": [],
         },
         "compile_seconds": 2.5,
         "graph": "graph 0 (forward)",
