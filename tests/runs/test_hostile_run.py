@@ -153,6 +153,11 @@ SLOW_MINIFIER = """
 import os, time
 from pathlib import Path
 from pytest_torchcompile.judging.isolation.parent import IsolatedJudge
+from pytest_torchcompile.minifying.phase import MINIFIER_KEY
+
+
+def pytest_configure(config):
+    config.stash[MINIFIER_KEY] = minify
 
 
 def minify(repro_path, *, timeout_s=300.0, progress=None, isolate=True, device=None):
@@ -175,15 +180,13 @@ def test_mlp(compile_accuracy, seed):
 
 
 def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pytest.Pytester) -> None:
-    from pytest_torchcompile.minifying.phase import MINIFIER_ENV
     from pytest_torchcompile.run.processes import pid_alive
 
     pytester.makepyfile(test_model=TWO_FAILING)
-    (pytester.path / "slow_minifier.py").write_text(SLOW_MINIFIER)
+    pytester.makeconftest(SLOW_MINIFIER)
     child_pid_file = pytester.path / "child.pid"
     report = pytester.path / "report.json"
-    env = {**os.environ, MINIFIER_ENV: f"{pytester.path / 'slow_minifier.py'}:minify",
-           "CHILD_PID_FILE": str(child_pid_file)}
+    env = {**os.environ, "CHILD_PID_FILE": str(child_pid_file)}
     run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-accuracy",
                             f"--compile-accuracy-report={report}"],
                            cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

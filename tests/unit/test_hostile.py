@@ -366,7 +366,7 @@ def test_a_plain_graph_out_of_memory_is_not_fail_compile() -> None:
 
 KILLED_ONCE = """
 import os, signal
-from pytest_torchcompile.judging import isolation
+from pytest_torchcompile.judging.isolation import tasks as isolation
 
 judge_graph = isolation.judge_graph
 
