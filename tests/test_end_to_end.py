@@ -71,8 +71,9 @@ def test_passes_without_bug_or_without_flag(pytester: pytest.Pytester, flags: li
 
 def test_options_are_documented(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
-    result.stdout.fnmatch_lines(["*--compile-accuracy *", "*--compile-accuracy-dir*", "*--compile-backend*",
-                                 "*--compile-mode*", "*--no-compile-minify*", "*--compile-minify-timeout*"])
+    result.stdout.fnmatch_lines(["*--compile-accuracy *", "*--compile-accuracy-dir*", "*--compile-accuracy-backend*",
+                                 "*--compile-accuracy-mode*", "*--no-compile-accuracy-minify*",
+                                 "*--compile-accuracy-minify-timeout*"])
     markers = pytester.runpytest("--markers")
     markers.stdout.fnmatch_lines(["@pytest.mark.inductor_repro(*"])
 

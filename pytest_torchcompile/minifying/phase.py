@@ -15,7 +15,7 @@ never seen.
     (with its owner's token) -> ``done`` or ``failed``. A job whose owner died goes back to
     ``pending``; one that took its owner down twice is ``crashed``, its unminified repro kept.
 ``slots/<i>.lock``
-    ``--compile-minify-workers N``: a process holds one of N slot locks while it minifies.
+    ``--compile-accuracy-minify-workers N``: a process holds one of N slot locks while it minifies.
 
 A process whose own tests are done claims jobs, largest first, until none is pending or running
 and no live process is still running tests. An owner is dead when its pid is gone (same host) or
@@ -24,7 +24,7 @@ controller reads the results back from the job files, records them in its Accura
 prints the summary lines once; workers print none of it.
 
 GPUs: with G CUDA devices visible, worker ``gwK`` runs its tests and its minification on device
-``K mod G``. ``--compile-devices 0,2`` (or ``PYTEST_TORCHCOMPILE_DEVICES=0,2``) picks the devices;
+``K mod G``. ``--compile-accuracy-devices 0,2`` (or ``PYTEST_TORCHCOMPILE_DEVICES=0,2``) picks the devices;
 a single process uses the first listed one, or the current device when none is listed.
 """
 
@@ -411,7 +411,7 @@ def parse_devices(text: str) -> list[int]:
     try:
         return [int(part) for part in text.replace(" ", "").split(",") if part]
     except ValueError:
-        raise pytest.UsageError(f"--compile-devices / {DEVICES_ENV}: expected CUDA device indices "
+        raise pytest.UsageError(f"--compile-accuracy-devices / {DEVICES_ENV}: expected CUDA device indices "
                                 f"like '0,1', got {text!r}") from None
 
 
@@ -609,7 +609,7 @@ def _prestart_judge(state: AccuracySession, device: str | None, job: MinifyJob) 
 
 
 def _select_device(config: pytest.Config, worker: str | None) -> str | None:
-    listed = parse_devices(str(_option(config, "compile-devices") or os.environ.get(DEVICES_ENV, "")))
+    listed = parse_devices(str(_option(config, "compile-accuracy-devices") or os.environ.get(DEVICES_ENV, "")))
     if worker is None and not listed:
         return None  # see device_index; asked without torch, which an xdist controller need not import
     import torch
@@ -652,7 +652,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
         coordinator.leave()
         return
     minifiers: list[Minifier] = []
-    cap = int(_option(config, "compile-minify-workers") or 0)
+    cap = int(_option(config, "compile-accuracy-minify-workers") or 0)
 
     def run_job(job: dict[str, Any]) -> MinifyResult:
         assert coordinator.queue is not None and coordinator.me is not None
