@@ -62,7 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_torchcompile.checking.runner import CheckRunner
 
         config.stash[SESSION_KEY].runner = CheckRunner.start(
-            config.stash[SESSION_KEY],
+            config.stash[SESSION_KEY], _layout(config),
             trace_log=bool(settings.option_value(config, settings.option("compile-accuracy-trace-log"))),
             probe_child=not config.option.collectonly and config.stash[SESSION_KEY].base_settings.intermediates,
         )
@@ -161,7 +161,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def _layout(config: pytest.Config) -> TerminalLayout:
     from pytest_torchcompile.run.report import TerminalLayout
 
-    return TerminalLayout(config.get_terminal_writer().fullwidth, config.get_verbosity(), config.rootpath)
+    return TerminalLayout.of(config)
 
 
 @pytest.hookimpl(trylast=True)
@@ -178,7 +178,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if end.failures:
         terminalreporter.write_line("compile accuracy: the run fails against the baseline:", red=True, bold=True)
         for reason in end.failures:
-            terminalreporter.write_line(f"  {reason}", red=True)
+            for line in _layout(config).wrap(reason, "  "):
+                terminalreporter.write_line(line, red=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -32,6 +32,7 @@ from pytest_torchcompile.judging.judge import (
     full_fp32_precision,
 )
 from pytest_torchcompile.repros.repro import repro_defect, slugify, unique_case_dir, write_repro
+from pytest_torchcompile.run.report import TerminalLayout
 from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import AccuracySession, MinifyJob, junit_fields
 from pytest_torchcompile.run.settings import CheckSettings
@@ -48,13 +49,16 @@ FAILURE_KINDS = {
 class CheckRunner:
     """Runs the checks of this process's tests for ``session``, which gathers their results."""
 
-    def __init__(self, session: AccuracySession) -> None:
+    def __init__(self, session: AccuracySession, layout: TerminalLayout) -> None:
         self.session = session
+        self.layout = layout
+        """The terminal's: a failing test's report fits it."""
         self.compiled_cache = CompiledCache()
         """Compiled models of the running test, reused across its checks (hypothesis examples)."""
 
     @classmethod
-    def start(cls, session: AccuracySession, trace_log: bool, probe_child: bool) -> CheckRunner:
+    def start(cls, session: AccuracySession, layout: TerminalLayout, trace_log: bool,
+              probe_child: bool) -> CheckRunner:
         """Ready this process to check, before any test. The compiler is not imported for it: a
         run whose tests compile nothing does not pay its import (seconds), and one that compiles
         pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
@@ -63,7 +67,7 @@ class CheckRunner:
             _torch_compat.quiet_trace_log()
         if probe_child:
             start_probe_child(current_device())
-        return cls(session)
+        return cls(session, layout)
 
     def check(
         self,
@@ -106,7 +110,7 @@ class CheckRunner:
                 record_property(name, value)
         if outcome.passed:
             return outcome.compiled_output
-        pytest.fail(failure_message(result, outcome), pytrace=False)
+        pytest.fail(failure_message(result, outcome, self.layout), pytrace=False)
 
 
     def _write_repro(
@@ -197,7 +201,7 @@ class CheckRunner:
                 if rest is not None:
                     self.session.results.append(rest)
         if failures:
-            pytest.fail(graph_failures_message(failed, failures), pytrace=False)
+            pytest.fail(graph_failures_message(failed, failures, self.layout), pytrace=False)
 
 
 def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[GraphFailure]) -> CaseResult | None:
@@ -223,28 +227,28 @@ def relative(path: str) -> str:
         return path
 
 
-def failure_message(result: CaseResult, outcome: CheckOutcome) -> str:
+def failure_message(result: CaseResult, outcome: CheckOutcome, layout: TerminalLayout) -> str:
     lines = [f"compile accuracy: {result.status}: {result.message}"]
     if outcome.comparison is not None and outcome.comparison.leaves:
         lines.append(f"reference: {outcome.reference}")
-        lines.append(format_table(outcome.comparison.leaves))
+        lines.append(format_table(outcome.comparison.leaves, layout.line_width))
     if result.graph:
         lines.append(f"failing graph: {result.graph}")
     lines += _repro_lines(result)
     if not result.repro_path and result.status.is_compiler_failure:
         lines.append("no repro: no graph reached Inductor" if not outcome.graphs
                      else "no repro: the failing graph could not be identified")
-    return "\n".join(lines)
+    return layout.fit("\n".join(lines))
 
 
-def graph_failures_message(results: list[CaseResult], failures: list[GraphFailure]) -> str:
+def graph_failures_message(results: list[CaseResult], failures: list[GraphFailure], layout: TerminalLayout) -> str:
     lines = [f"compile accuracy: {len(failures)} graph(s) compiled by this test fail"]
     for result, failure in zip(results, failures, strict=True):
         lines.append(f"{result.status}: {failure.message}")
         if failure.leaves:
-            lines.append(format_table(failure.leaves))
+            lines.append(format_table(failure.leaves, layout.line_width))
         lines += _repro_lines(result)
-    return "\n".join(lines)
+    return layout.fit("\n".join(lines))
 
 
 def _repro_lines(result: CaseResult) -> list[str]:

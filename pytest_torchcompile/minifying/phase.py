@@ -54,6 +54,7 @@ import pytest
 
 from pytest_torchcompile.run import budget
 from pytest_torchcompile.run.files import atomic_write
+from pytest_torchcompile.run.report import TerminalLayout
 from pytest_torchcompile.run.results import (
     MinifyProgress,
     MinifyResult,
@@ -687,7 +688,7 @@ def _run_in_process(config: pytest.Config, state: AccuracySession) -> None:
         result = minifier(Path(job.repro_path), timeout_s=job.timeout_s)
         state.record_minified(job.case_id, result)
         if reporter is not None:
-            reporter.write_line(result.summary_line(job.nodeid))
+            reporter.write_line(TerminalLayout.of(config).fit(result.summary_line(job.nodeid)))
 
 
 def report(config: pytest.Config, state: AccuracySession, queue: WorkQueue) -> None:
@@ -703,4 +704,4 @@ def report(config: pytest.Config, state: AccuracySession, queue: WorkQueue) -> N
         result = job_result(job)
         state.record_minified(job["case_id"], result)
         if reporter is not None:
-            reporter.write_line(result.summary_line(job["nodeid"]))
+            reporter.write_line(TerminalLayout.of(config).fit(result.summary_line(job["nodeid"])))
