@@ -56,14 +56,9 @@ class LeafResult:
         return self.rmse_compiled / self.rmse_eager
 
 
-_NARROW_FIRST_LEFT_OUT = ("at", "max|err|", "rmse(eager,fp64)", "rmse(comp,fp64)", "dtype", "shape")
-"""The table's columns a narrow terminal goes without, first to last (the repro file and the JSON
-report keep every one)."""
-
-
 def format_table(leaves: list[LeafResult], width: int | None = None) -> str:
     """The per-output table of a failure message; within ``width`` where it is given, by leaving
-    out columns, which a line then names."""
+    out columns, which a line then names. Self-contained: repro files carry its source."""
     header = ("output", "shape", "dtype", "rule", "rmse(comp,fp64)", "rmse(eager,fp64)", "ratio", "max|err|", "at")
     rows = [header]
     for leaf in leaves:
@@ -82,7 +77,9 @@ def format_table(leaves: list[LeafResult], width: int | None = None) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     shown = list(range(len(header)))
     left_out = []
-    for name in _NARROW_FIRST_LEFT_OUT:
+    # What a narrow terminal goes without, first to last (the repro file and the JSON report
+    # keep every column).
+    for name in ("at", "max|err|", "rmse(eager,fp64)", "rmse(comp,fp64)", "dtype", "shape"):
         if width is None or sum(widths[i] + 2 for i in shown) - 2 <= width:
             break
         shown.remove(header.index(name))
