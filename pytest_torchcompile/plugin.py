@@ -178,8 +178,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if end.failures:
         terminalreporter.write_line("compile accuracy: the run fails against the baseline:", red=True, bold=True)
         for reason in end.failures:
-            for line in _layout(config).wrap(reason, "  "):
-                terminalreporter.write_line(line, red=True)
+            terminalreporter.write_line(f"  {reason}", red=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
