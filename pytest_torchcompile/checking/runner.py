@@ -231,7 +231,7 @@ def failure_message(result: CaseResult, outcome: CheckOutcome, layout: TerminalL
     lines = [f"compile accuracy: {result.status}: {result.message}"]
     if outcome.comparison is not None and outcome.comparison.leaves:
         lines.append(f"reference: {outcome.reference}")
-        lines.append(format_table(outcome.comparison.leaves, layout.line_width))
+        lines.append(format_table(outcome.comparison.leaves, layout.width))
     if result.graph:
         lines.append(f"failing graph: {result.graph}")
     lines += _repro_lines(result)
@@ -246,7 +246,7 @@ def graph_failures_message(results: list[CaseResult], failures: list[GraphFailur
     for result, failure in zip(results, failures, strict=True):
         lines.append(f"{result.status}: {failure.message}")
         if failure.leaves:
-            lines.append(format_table(failure.leaves, layout.line_width))
+            lines.append(format_table(failure.leaves, layout.width))
         lines += _repro_lines(result)
     return layout.fit("\n".join(lines))
 

@@ -243,22 +243,23 @@ class TerminalLayout:
     def shown(self, text: str) -> str:
         return text if self.root is None else text.replace(f"{self.root}{os.sep}", "")
 
-    def wrap(self, text: str, indent: str) -> list[str]:
-        """``text`` wrapped to the width at spaces; a path or test id longer than a line at a
-        ``/`` or ``::``."""
-        return _PathWrapper(max(self.width, 40), width=self.line_width, initial_indent=indent,
+    def wrap(self, text: str, indent: str, width: int | None = None) -> list[str]:
+        """``text`` wrapped to ``width`` (default: the text's width) at spaces; a path or test id
+        longer than the terminal at a ``/`` or ``::``."""
+        return _PathWrapper(max(self.width, 40), width=width or self.line_width, initial_indent=indent,
                             subsequent_indent=f"{indent}  ", break_on_hyphens=False).wrap(text)
 
     def fit(self, text: str) -> str:
-        """Lines of ``text`` that are too wide wrapped as :meth:`wrap` does, each under its own
-        indent."""
+        """Lines of ``text`` wider than the terminal wrapped as :meth:`wrap` does, each under its
+        own indent."""
+        width = max(self.width, 40)
         lines = []
         for line in text.splitlines():
-            if len(line) <= self.line_width:
+            if len(line) <= width:
                 lines.append(line)
             else:
                 body = line.lstrip(" ")
-                lines.extend(self.wrap(body, line[:len(line) - len(body)]))
+                lines.extend(self.wrap(body, line[:len(line) - len(body)], width))
         return "\n".join(lines)
 
 
@@ -332,8 +333,9 @@ def _table(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | No
 
 
 RATIO_LEGEND = ("ratio: worst rmse(compiled, fp64) / rmse(eager, fp64) of the outputs; '-' where "
-                "no output needed the fp64 rule: outputs allclose to eager (within tol), integer or "
-                "empty outputs, or no fp64 reference (a same-precision check)")
+                "no output was judged by the fp64 rule: outputs allclose to eager (within tol), "
+                "integer or empty outputs, no fp64 reference (a same-precision check), or a failure "
+                "before any output was compared")
 
 
 def _worst_ratio(checks: Sequence[CaseResult]) -> float | None:
