@@ -38,6 +38,10 @@ RERUN_PRECEDENCE = (1, 2, 3, 0)
 """``rerun``'s exit status: the first of these that any repro gave."""
 
 
+class UsageError(Exception):
+    """What the command was given cannot be used: said on stderr, exit status 2."""
+
+
 @dataclass(frozen=True)
 class Verb:
     name: str
@@ -66,12 +70,12 @@ def _case_dir(given: Path) -> Path:
     for candidate in (given, DEFAULT_DIR / given, given.parent):
         if (candidate / REPRO).is_file():
             return candidate
-    raise SystemExit(f"{PROG}: no case at {given} (a directory holding {REPRO}; see '{PROG} list')")
+    raise UsageError(f"no case at {given} (a directory holding {REPRO}; see '{PROG} list')")
 
 
 def _repros_of(root: Path) -> list[Path]:
     if not root.is_dir():
-        raise SystemExit(f"{PROG}: no repro directory {root} (run pytest with --compile-accuracy first, "
+        raise UsageError(f"no repro directory {root} (run pytest with --compile-accuracy first, "
                          "or name the directory)")
     return _case_dirs(root)
 
@@ -162,7 +166,7 @@ def minify(args: argparse.Namespace) -> int:
     from pytest_torchcompile.minifying.search import minify_repro
 
     if not args.repro.is_file():
-        raise SystemExit(f"{PROG} minify: no such repro file: {args.repro}")
+        raise UsageError(f"no such repro file: {args.repro}")
     progress = ProgressLine(sys.stderr)
     result = minify_repro(args.repro, timeout_s=args.timeout, progress=progress,
                           isolate=not args.no_isolate, device=args.device)
@@ -255,4 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli.print_help()
         return 2
     run: Callable[[argparse.Namespace], int] = args.run
-    return run(args)
+    try:
+        return run(args)
+    except UsageError as error:
+        cli.exit(2, f"{PROG} {args.verb}: error: {error}\n")

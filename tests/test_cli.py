@@ -81,8 +81,16 @@ def test_report_prints_a_bug_report_of_a_case(repro_dir: Path, capsys: pytest.Ca
     assert "`python repro.py`" in shown
 
 
-def test_a_missing_case_or_directory_is_named(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="no repro directory"):
-        main(["list", str(tmp_path / "none")])
-    with pytest.raises(SystemExit, match="no case at"):
-        main(["report", str(tmp_path)])
+@pytest.mark.parametrize(("argv", "said"), [
+    (["list", "none"], "pytest-torchcompile list: error: no repro directory none"),
+    (["report", "none"], "pytest-torchcompile report: error: no case at none"),
+    (["minify", "none/repro.py"], "pytest-torchcompile minify: error: no such repro file: none/repro.py"),
+])
+def test_what_cannot_be_used_is_a_usage_error(argv: list[str], said: str, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    assert capsys.readouterr().err.startswith(said)
