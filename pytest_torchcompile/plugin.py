@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +16,6 @@ from pytest_torchcompile.run.shard import shard_of
 
 if TYPE_CHECKING:
     from pytest_torchcompile.run.report import TerminalLayout
-
-pytest_plugins = ["pytest_torchcompile.fixture"]
 
 SESSION_KEY = pytest.StashKey[AccuracySession]()
 PYTEST_SESSION_KEY = pytest.StashKey[pytest.Session]()
@@ -40,6 +39,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Registered here rather than named in pytest_plugins: the package imports the fixture module
+    # before pytest reads that list, and pytest would warn that it cannot rewrite its asserts (an
+    # error, and every run's exit 4, under -W error).
+    from pytest_torchcompile import fixture
+
+    if not config.pluginmanager.is_registered(fixture):
+        config.pluginmanager.register(fixture, fixture.__name__)
     config.addinivalue_line("markers", settings.MARKER_HELP)
     config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped when none is visible")
     enabled = bool(settings.option_value(config, settings.option("compile-accuracy")))
@@ -60,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_torchcompile.checking.runner import CheckRunner
 
         config.stash[SESSION_KEY].runner = CheckRunner.start(
-            config.stash[SESSION_KEY],
+            config.stash[SESSION_KEY], _layout(config),
             trace_log=bool(settings.option_value(config, settings.option("compile-accuracy-trace-log"))),
             probe_child=not config.option.collectonly and config.stash[SESSION_KEY].base_settings.intermediates,
         )
@@ -77,6 +83,19 @@ def _environment() -> dict[str, Any]:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[PYTEST_SESSION_KEY] = session
+    if not _is_worker(session.config):
+        _tell_deprecated_names(session.config)
+
+
+def _tell_deprecated_names(config: pytest.Config) -> None:
+    # Printed, not warned: a run under -W error must not fail for an old option name.
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for message in settings.deprecated_uses(config):
+        line = f"PytestTorchcompileDeprecation: {message}"
+        if reporter is not None:
+            reporter.write_line(line, yellow=True)
+        else:
+            sys.stderr.write(f"{line}\n")
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -155,7 +174,7 @@ def _exitstatus(config: pytest.Config) -> int | None:
 def _layout(config: pytest.Config) -> TerminalLayout:
     from pytest_torchcompile.run.report import TerminalLayout
 
-    return TerminalLayout(config.get_terminal_writer().fullwidth, config.get_verbosity(), config.rootpath)
+    return TerminalLayout.of(config)
 
 
 @pytest.hookimpl(trylast=True)

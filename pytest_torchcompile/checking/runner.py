@@ -32,6 +32,7 @@ from pytest_torchcompile.judging.judge import (
     full_fp32_precision,
 )
 from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case
+from pytest_torchcompile.run.report import TerminalLayout
 from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import AccuracySession, MinifyJob, junit_fields
 from pytest_torchcompile.run.settings import CheckSettings
@@ -49,21 +50,24 @@ FAILURE_KINDS = {
 class CheckRunner:
     """Runs the checks of this process's tests for ``session``, which gathers their results."""
 
-    def __init__(self, session: AccuracySession) -> None:
+    def __init__(self, session: AccuracySession, layout: TerminalLayout) -> None:
         self.session = session
+        self.layout = layout
+        """The terminal's: a failing test's report fits it."""
         self.compiled_cache = CompiledCache()
         """Compiled models of the running test, reused across its checks (hypothesis examples)."""
         self.probe_children = ProbeChildren()
 
     @classmethod
-    def start(cls, session: AccuracySession, trace_log: bool, probe_child: bool) -> CheckRunner:
+    def start(cls, session: AccuracySession, layout: TerminalLayout, trace_log: bool,
+              probe_child: bool) -> CheckRunner:
         """Ready this process to check, before any test. The compiler is not imported for it: a
         run whose tests compile nothing does not pay its import (seconds), and one that compiles
         pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
         child started now pays Inductor's first compile while the tests are collected."""
         if not trace_log:
             quiet_trace_log()
-        runner = cls(session)
+        runner = cls(session, layout)
         if probe_child:
             runner.probe_children.start(current_device())
         return runner
@@ -113,7 +117,7 @@ class CheckRunner:
                 record_property(name, value)
         if outcome.passed:
             return outcome.compiled_output
-        pytest.fail(failure_message(result, outcome), pytrace=False)
+        pytest.fail(failure_message(result, outcome, self.layout), pytrace=False)
 
 
     def _write_repro(
@@ -211,7 +215,7 @@ class CheckRunner:
                 if rest is not None:
                     self.session.results.append(rest)
         if failures:
-            pytest.fail(graph_failures_message(failed, failures), pytrace=False)
+            pytest.fail(graph_failures_message(failed, failures, self.layout), pytrace=False)
 
 
 def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[GraphFailure]) -> CaseResult | None:
@@ -237,28 +241,28 @@ def relative(path: str) -> str:
         return path
 
 
-def failure_message(result: CaseResult, outcome: CheckOutcome) -> str:
+def failure_message(result: CaseResult, outcome: CheckOutcome, layout: TerminalLayout) -> str:
     lines = [f"compile accuracy: {result.status}: {result.message}"]
     if outcome.comparison is not None and outcome.comparison.leaves:
         lines.append(f"reference: {outcome.reference}")
-        lines.append(format_table(outcome.comparison.leaves))
+        lines.append(format_table(outcome.comparison.leaves, layout.width))
     if result.graph:
         lines.append(f"failing graph: {result.graph}")
     lines += _repro_lines(result)
     if not result.repro_path and result.repro_unwritten is None and result.status.is_compiler_failure:
         lines.append("no repro: no graph reached Inductor" if not outcome.graphs
                      else "no repro: the failing graph could not be identified")
-    return "\n".join(lines)
+    return layout.fit("\n".join(lines))
 
 
-def graph_failures_message(results: list[CaseResult], failures: list[GraphFailure]) -> str:
+def graph_failures_message(results: list[CaseResult], failures: list[GraphFailure], layout: TerminalLayout) -> str:
     lines = [f"compile accuracy: {len(failures)} graph(s) compiled by this test fail"]
     for result, failure in zip(results, failures, strict=True):
         lines.append(f"{result.status}: {failure.message}")
         if failure.leaves:
-            lines.append(format_table(failure.leaves))
+            lines.append(format_table(failure.leaves, layout.width))
         lines += _repro_lines(result)
-    return "\n".join(lines)
+    return layout.fit("\n".join(lines))
 
 
 def _repro_lines(result: CaseResult) -> list[str]:

@@ -8,7 +8,7 @@ The controller reads the results back from the job files, records them in its Ac
 and prints the summary lines once; workers print none of it.
 
 GPUs: with G CUDA devices visible, worker ``gwK`` runs its tests and its minification on device
-``K mod G``. ``--compile-devices 0,2`` (or ``PYTEST_TORCHCOMPILE_DEVICES=0,2``) picks the devices;
+``K mod G``. ``--compile-accuracy-devices 0,2`` (or ``PYTEST_TORCHCOMPILE_DEVICES=0,2``) picks the devices;
 a single process uses the first listed one, or the current device when none is listed.
 """
 
@@ -31,6 +31,7 @@ from pytest_torchcompile.run import budget, settings
 from pytest_torchcompile.run.devices import DEVICES_ENV, device_index, parse_devices
 from pytest_torchcompile.run.files import UnsafePath, make_directory, unusable_directory
 from pytest_torchcompile.run.queue import MINIFYING, WorkQueue, drain, job_result
+from pytest_torchcompile.run.report import TerminalLayout
 from pytest_torchcompile.run.results import (
     MinifyProgress,
     MinifyResult,
@@ -114,7 +115,7 @@ def _prestart_judge(coordinator: Coordinator, job: MinifyJob) -> None:
 
 
 def _select_device(config: pytest.Config, worker: str | None) -> str | None:
-    listed = parse_devices(str(settings.option_value(config, settings.option("compile-devices")) or os.environ.get(DEVICES_ENV, "")))
+    listed = parse_devices(str(settings.option_value(config, settings.option("compile-accuracy-devices")) or os.environ.get(DEVICES_ENV, "")))
     if worker is None and not listed:
         return None  # see device_index; asked without torch, which an xdist controller need not import
     import torch
@@ -159,7 +160,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> bool:
         coordinator.leave()
         return False
     minifiers: list[Minifier] = []
-    cap = int(settings.option_value(config, settings.option("compile-minify-workers")) or 0)
+    cap = int(settings.option_value(config, settings.option("compile-accuracy-minify-workers")) or 0)
 
     def run_job(job: dict[str, Any]) -> MinifyResult:
         assert coordinator.queue is not None and coordinator.me is not None
@@ -197,7 +198,7 @@ def _run_in_process(config: pytest.Config, state: AccuracySession) -> None:
         result = minifier(Path(job.repro_path), timeout_s=job.timeout_s)
         state.record_minified(job.case_id, result)
         if reporter is not None:
-            reporter.write_line(result.summary_line(job.nodeid))
+            reporter.write_line(TerminalLayout.of(config).fit(result.summary_line(job.nodeid)))
 
 
 def report(config: pytest.Config, state: AccuracySession, queue: WorkQueue) -> None:
@@ -213,4 +214,4 @@ def report(config: pytest.Config, state: AccuracySession, queue: WorkQueue) -> N
         result = job_result(job)
         state.record_minified(job["case_id"], result)
         if reporter is not None:
-            reporter.write_line(result.summary_line(job["nodeid"]))
+            reporter.write_line(TerminalLayout.of(config).fit(result.summary_line(job["nodeid"])))

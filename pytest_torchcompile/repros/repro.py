@@ -460,6 +460,28 @@ def _build(module: ModuleType) -> tuple[torch.fx.GraphModule, list[Any]]:
         raise ReproBroken(reason) from error
 
 
+def header_fields(path: Path) -> dict[str, str]:
+    """The fields of a repro file's header comment (``case``, ``status``, ``ops``, ``stage``,
+    ``env``, ...; ``note`` lines joined), read without running the file."""
+    fields: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        match = re.match(r"# (\w+):\s+(.*)", line)
+        if match:
+            name, value = match.groups()
+            fields[name] = f"{fields[name]} {value}" if name in fields else value
+    return fields
+
+
+def graph_source(path: Path) -> str:
+    """The graph module's code in a repro file (its ``class Repro``)."""
+    source = path.read_text()
+    start = source.find("\nclass Repro(")
+    end = source.find("\ndef make_inputs():", start)
+    return source[start + 1:end].rstrip() if start >= 0 and end >= 0 else ""
+
+
 def config_lines(path: Path) -> str:
     return "\n".join(line for line in path.read_text().splitlines()
                      if line.startswith("torch._inductor.config."))

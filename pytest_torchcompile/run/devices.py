@@ -14,7 +14,7 @@ def parse_devices(text: str) -> list[int]:
     try:
         return [int(part) for part in text.replace(" ", "").split(",") if part]
     except ValueError:
-        raise pytest.UsageError(f"--compile-devices / {DEVICES_ENV}: expected CUDA device indices "
+        raise pytest.UsageError(f"--compile-accuracy-devices / {DEVICES_ENV}: expected CUDA device indices "
                                 f"like '0,1', got {text!r}") from None
 
 

@@ -218,11 +218,8 @@ def relocate_repros(record: RunRecord, into: Path) -> RunRecord:
     return dataclasses.replace(record, results=results)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pytest_torchcompile merge",
-        description="Merge the JSON reports (--compile-accuracy-report) of the shards of a split run and "
-                    "judge their union against the baseline as one run.")
+def merge_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``merge`` verb's arguments (the command line is ``cli.py``'s)."""
     parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT")
     parser.add_argument("--baseline", type=Path, default=None, metavar="FILE",
                         help="the baseline the shards ran with")
@@ -237,17 +234,19 @@ def _parser() -> argparse.ArgumentParser:
                         help="the shards' repro directories (--compile-accuracy-dir), to merge --into one")
     parser.add_argument("--into", type=Path, default=None, metavar="DIR",
                         help="a new (or empty) directory for the merged repros")
-    return parser
 
 
-def merge_main(argv: Sequence[str]) -> int:
-    """The ``merge`` command: print what the union's run found and return its exit status."""
-    parser = _parser()
-    args = parser.parse_args(argv)
+def merge_usage_error(args: argparse.Namespace) -> str | None:
+    """Why the ``merge`` arguments cannot be used together, or None."""
     if args.update_baseline and args.baseline is None:
-        parser.error("--update-baseline needs --baseline FILE")
+        return "--update-baseline needs --baseline FILE"
     if bool(args.repros) != (args.into is not None):
-        parser.error("--repros DIR... and --into DIR go together")
+        return "--repros DIR... and --into DIR go together"
+    return None
+
+
+def merge(args: argparse.Namespace) -> int:
+    """The ``merge`` verb: print what the union's run found and return its exit status."""
     try:
         reports = [load_report(path) for path in args.reports]
         gate = None if args.baseline is None else Gate.load(args.baseline, args.strict, args.update_baseline)

@@ -13,7 +13,7 @@ state change.
     (with its owner's token) -> ``done`` or ``failed``. A job whose owner died goes back to
     ``pending``; one that took its owner down twice is ``crashed``, its unminified repro kept.
 ``slots/<i>.lock``
-    ``--compile-minify-workers N``: a process holds one of N slot locks while it minifies.
+    ``--compile-accuracy-minify-workers N``: a process holds one of N slot locks while it minifies.
 
 A process whose own tests are done claims jobs, largest first, until none is pending or running
 and no live process is still running tests. An owner is dead when its pid is gone (same host) or

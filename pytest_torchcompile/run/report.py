@@ -87,6 +87,7 @@ import importlib.metadata
 import json
 import math
 import os
+import shutil
 import textwrap
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -95,6 +96,8 @@ from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from pytest_torchcompile.run.baseline import Decision, DecisionKind, is_failing, test_status
 from pytest_torchcompile.run.files import atomic_write
@@ -202,6 +205,34 @@ def baseline_summary(decisions: Mapping[str, Decision]) -> str:
 # --- terminal -------------------------------------------------------------------------------
 
 
+class _PathWrapper(textwrap.TextWrapper):
+    """Breaks lines at spaces; a word longer than a line (a path, a test id) stays whole where
+    the terminal has room for it, else breaks after its last ``/`` or ``::`` that fits, and only
+    where none does, at the terminal's width."""
+
+    def __init__(self, terminal_width: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.terminal_width = terminal_width
+
+    def _handle_long_word(self, reversed_chunks: list[str], cur_line: list[str], cur_len: int,
+                          width: int) -> None:
+        chunk = reversed_chunks[-1]
+        room = width + self.terminal_width - self.width  # this line's, at the terminal's width
+        if cur_len + len(chunk) <= room:
+            cur_line.append(reversed_chunks.pop())
+            return
+        if cur_line and len(self.subsequent_indent) + len(chunk) <= self.terminal_width:
+            return  # whole on the next line
+        space_left = max(room - cur_len, 1)
+        ends = [chunk.rfind("/", 0, space_left) + 1, chunk.rfind("::", 0, space_left - 1) + 2]
+        end = max((end for end in ends if end > 1), default=0)
+        if end == 0 and cur_line:
+            return  # the word starts the next line, which has more room
+        end = end or space_left
+        cur_line.append(chunk[:end])
+        reversed_chunks[-1] = chunk[end:]
+
+
 @dataclass(frozen=True)
 class TerminalLayout:
     """How the terminal section is laid out for the terminal at hand."""
@@ -209,18 +240,47 @@ class TerminalLayout:
     width: int = 80
     """The terminal's width (pytest's); text wraps to it, and to no more than ``MAX_WIDTH``."""
     verbosity: int = 0
-    """pytest's: 0, a row per test and the details of failing checks; above 0, the details of
-    every check too; -1 (``-q``), only the rows of failing tests; below -1, only the counts."""
+    """pytest's: 0 (and 1, ``-v``), a row per test and the details of failing checks; above 1,
+    the details of every check too; -1 (``-q``), only the rows of failing tests; below -1, only
+    the counts."""
     root: Path | None = None
     """Paths under this directory (the rootdir) are shown relative to it, as node ids are."""
+
+    @classmethod
+    def of(cls, config: pytest.Config) -> TerminalLayout:
+        """The layout of pytest's terminal for ``config``'s run; before pytest's terminal is set up
+        (at configure), or without one, the width pytest would take (``COLUMNS``, the terminal's)."""
+        if config.pluginmanager.get_plugin("terminalreporter") is not None:
+            width = config.get_terminal_writer().fullwidth
+        else:
+            width = shutil.get_terminal_size(fallback=(80, 24)).columns
+        return cls(width, config.get_verbosity(), config.rootpath)
+
+    @property
+    def line_width(self) -> int:
+        return max(min(self.width, MAX_WIDTH), 40)
 
     def shown(self, text: str) -> str:
         return text if self.root is None else text.replace(f"{self.root}{os.sep}", "")
 
-    def wrap(self, text: str, indent: str) -> list[str]:
-        """``text`` wrapped to the width at spaces only, so that paths stay whole."""
-        return textwrap.wrap(text, width=max(min(self.width, MAX_WIDTH), 40), initial_indent=indent,
-                             subsequent_indent=f"{indent}  ", break_long_words=False, break_on_hyphens=False)
+    def wrap(self, text: str, indent: str, width: int | None = None) -> list[str]:
+        """``text`` wrapped to ``width`` (default: the text's width) at spaces; a path or test id
+        longer than the terminal at a ``/`` or ``::``."""
+        return _PathWrapper(max(self.width, 40), width=width or self.line_width, initial_indent=indent,
+                            subsequent_indent=f"{indent}  ", break_on_hyphens=False).wrap(text)
+
+    def fit(self, text: str) -> str:
+        """Lines of ``text`` wider than the terminal wrapped as :meth:`wrap` does, each under its
+        own indent."""
+        width = max(self.width, 40)
+        lines = []
+        for line in text.splitlines():
+            if len(line) <= width:
+                lines.append(line)
+            else:
+                body = line.lstrip(" ")
+                lines.extend(self.wrap(body, line[:len(line) - len(body)], width))
+        return "\n".join(lines)
 
 
 def terminal_lines(
@@ -271,17 +331,31 @@ def _table(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | No
         return "  ".join([*(row[column].ljust(widths[column]) for column in shown), test])
 
     lines = []
+    blank_ratio = False
     for row, (nodeid, checks) in zip(rows[1:], tests, strict=True):
         if layout.verbosity < 0 and not is_failing(test_status(checks)):
             continue
-        lines.append(line(row, nodeid))
+        blank_ratio = blank_ratio or row[1] == "-"
+        # Whole where the terminal has room (the test id can be pasted into pytest), else wrapped.
+        row_line = line(row, nodeid)
+        lines.extend([row_line] if len(row_line) <= layout.width else layout.wrap(row_line, ""))
         for check in checks:
-            if layout.verbosity > 0 or is_failing(check.status):
+            # A passing check's details (its message, ratio, compile time) only at -vv.
+            if layout.verbosity > 1 or is_failing(check.status):
                 lines.extend(_check_details(check, layout))
         for check in checks:
             for entry in check.unchecked:
                 lines.extend(layout.wrap(f"unchecked {layout.shown(entry)}", "    "))
-    return [line(rows[0], "test"), *lines] if lines else []
+    if not lines:
+        return []
+    legend = layout.wrap(RATIO_LEGEND, "") if blank_ratio else []
+    return [line(rows[0], "test"), *lines, *legend]
+
+
+RATIO_LEGEND = ("ratio: worst rmse(compiled, fp64) / rmse(eager, fp64) of the outputs; '-' where "
+                "no output was judged by the fp64 rule: outputs allclose to eager (within tol), "
+                "integer or empty outputs, no fp64 reference (a same-precision check), or a failure "
+                "before any output was compared")
 
 
 def _worst_ratio(checks: Sequence[CaseResult]) -> float | None:

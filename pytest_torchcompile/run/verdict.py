@@ -59,8 +59,9 @@ class LeafResult:
         return self.rmse_compiled / self.rmse_eager
 
 
-def format_table(leaves: list[LeafResult]) -> str:
-    """The per-output table of a failure message."""
+def format_table(leaves: list[LeafResult], width: int | None = None) -> str:
+    """The per-output table of a failure message; within ``width`` where it is given, by leaving
+    out columns, which a line then names. Self-contained: repro files carry its source."""
     header = ("output", "shape", "dtype", "rule", "rmse(comp,fp64)", "rmse(eager,fp64)", "ratio", "max|err|", "at")
     rows = [header]
     for leaf in leaves:
@@ -77,7 +78,19 @@ def format_table(leaves: list[LeafResult]) -> str:
             "-" if leaf.max_error_index is None else str(list(leaf.max_error_index)),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
+    shown = list(range(len(header)))
+    left_out = []
+    # What a narrow terminal goes without, first to last (the repro file and the JSON report
+    # keep every column).
+    for name in ("at", "max|err|", "rmse(eager,fp64)", "rmse(comp,fp64)", "dtype", "shape"):
+        if width is None or sum(widths[i] + 2 for i in shown) - 2 <= width:
+            break
+        shown.remove(header.index(name))
+        left_out.append(name)
+    lines = ["  ".join(row[i].ljust(widths[i]) for i in shown).rstrip() for row in rows]
+    if left_out:
+        lines.append(f"(left out at this width: {', '.join(reversed(left_out))}; in the repro file and "
+                     "the JSON report)")
     details = [f"  {leaf.path}: {leaf.detail}" for leaf in leaves if leaf.detail and not leaf.passed]
     return "\n".join(lines + details)
 

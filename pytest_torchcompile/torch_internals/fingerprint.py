@@ -4,6 +4,7 @@ fresh one."""
 from __future__ import annotations
 
 import contextlib
+import dis
 import functools
 import hashlib
 import importlib
@@ -105,12 +106,31 @@ def _code_identity(value: Any, depth: int = 0) -> str:
         code = value.__code__
         text = f"{value.__module__}.{value.__qualname__} at {code.co_filename}:{code.co_firstlineno}"
         if depth < 3 and value.__closure__:
-            held = [_held(cell, depth) for cell in value.__closure__]
+            rebound = _rebound_free_variables(code)
+            held = [_held(cell, depth) for name, cell in zip(code.co_freevars, value.__closure__, strict=True)
+                    if name not in rebound]
             text += f" ({', '.join(filter(None, held))})"
         return text
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         return f"builtin {getattr(value, '__module__', None)}.{value.__qualname__}"
     return f"a {type(value).__module__}.{type(value).__qualname__}"
+
+
+# A pure function of immutable code, and thousands of registered wrappers share a few codes:
+# disassembling each anew took the fingerprint seconds.
+@functools.lru_cache(maxsize=4096)
+def _rebound_free_variables(code: types.CodeType) -> frozenset[str]:
+    """The free variables a function assigns itself (``nonlocal``): state it keeps at run time,
+    not code. A memoizing wrapper holds its result in one (torch 2.14's ``prefetchable_cache``
+    around ``codecache.triton_key``): a process that has compiled would differ from one that has
+    not."""
+    if not any(opcode in code.co_code[::2] for opcode in _REBINDING_OPCODES):
+        return frozenset()  # most functions, told without disassembling them
+    return frozenset(instruction.argval for instruction in dis.get_instructions(code)
+                     if instruction.opcode in _REBINDING_OPCODES) & frozenset(code.co_freevars)
+
+
+_REBINDING_OPCODES = (dis.opmap["STORE_DEREF"], dis.opmap["DELETE_DEREF"])
 
 
 def _held(cell: Any, depth: int) -> str:

@@ -53,7 +53,8 @@ def test_graph_break_and_other_backend():
 """
 
 
-def test_plain_compile_calls_are_checked_per_graph(pytester: pytest.Pytester) -> None:
+def test_plain_compile_calls_are_checked_per_graph(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # each failure's message on one line
     pytester.makepyfile(test_models=SUITE)
     result = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
     result.assert_outcomes(passed=1, failed=2)
@@ -118,6 +119,7 @@ def test_plain_compile_checks_reach_every_report_and_the_baseline(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, plugins: list[str],
 ) -> None:
     pytester.makepyfile(test_models=RECORDED_SUITE)
+    monkeypatch.setenv("COLUMNS", "120")  # each row of the summary on one line
     github = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(github))
     result = pytester.runpytest(

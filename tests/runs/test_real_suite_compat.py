@@ -248,7 +248,7 @@ def test_random_ops_are_judged_with_eagers_numbers(pytester: pytest.Pytester) ->
     numbers in fp64, is replayed there, so a miscompiled op after it is still caught."""
     result, checks = _run_with_report(pytester, DROPOUT_SUITE)
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*compile accuracy: fail_accuracy:*fallback_random=True*"])
+    result.stdout.fnmatch_lines(["*compile accuracy: fail_accuracy:*", "*fallback_random=True*"])
     (dropout,) = checks["test_training_with_dropout"]
     assert dropout["status"] == "pass" and dropout["fallback_random"] is True
     assert [check["reference"] for check in checks["test_miscompiled_after_rand"]] == ["fp64"]
@@ -279,7 +279,7 @@ def test_plain_compile_graphs_with_random_ops_are_judged(pytester: pytest.Pytest
     fallback_random, its eager references draw from the generator state its call found."""
     result, checks = _run_with_report(pytester, PLAIN_DROPOUT_SUITE)
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*fail_accuracy: * of graph 0 (*) *fallback_random=True*"])
+    result.stdout.fnmatch_lines(["*fail_accuracy: * of graph 0 (*", "*fallback_random=True*"])
     failing = [check for check in checks["test_miscompiled_after_rand"] if check["status"] != "pass"]
     assert failing and all(check["fallback_random"] for check in failing)
 

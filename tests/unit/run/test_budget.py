@@ -76,6 +76,6 @@ def test_children_limited_restores_the_environment(monkeypatch: pytest.MonkeyPat
 
 def test_a_bad_thread_count_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_nothing():\n    pass\n")
-    result = pytester.runpytest_subprocess("-n", "2", "--compile-accuracy", "--compile-threads", "many")
+    result = pytester.runpytest_subprocess("-n", "2", "--compile-accuracy", "--compile-accuracy-threads", "many")
     assert result.ret != 0
-    result.stderr.fnmatch_lines(["*--compile-threads: expected a number of threads*"])
+    result.stderr.fnmatch_lines(["*--compile-accuracy-threads: expected a number of threads*"])
