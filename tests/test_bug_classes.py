@@ -1,14 +1,24 @@
 """Classes of real Inductor bugs the plugin once handled wrongly (tests/realbugs shows each):
-gradients of a function whose inputs do not require grad, ..."""
+gradients of a function whose inputs do not require grad; an accuracy failure that is wrong only
+in integer outputs, which the minifier must still reproduce."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
+from pytest_torchcompile.judging.judge import ACCURACY
+from pytest_torchcompile.minifying.search import minify_repro
+from pytest_torchcompile.repros.repro import load_case, write_repro
+from pytest_torchcompile.run.results import StopReason
 from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Status
+from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 
@@ -43,3 +53,46 @@ def test_backward_without_grad_inputs_differentiates_the_floating_inputs() -> No
 def test_backward_without_anything_to_differentiate_is_a_usage_error_not_an_eager_failure() -> None:
     with pytest.raises(ValueError, match=r"backward=True needs .*floating inputs"):
         check_model(lambda n: n * 2, (torch.arange(4),), options=CheckOptions(backward=True))
+
+
+# --- a failure only in integer outputs --------------------------------------------------------
+
+
+def integer_relu(x: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """An integer relu (wrong under the injected bug) beside a floating output that stays right."""
+    return torch.relu(n * 3 - 4) + 1, torch.sin(x)
+
+
+def integer_case(non_float_failure: bool) -> ReproCase:
+    inputs = [torch.randn(32, generator=torch.Generator().manual_seed(0)), torch.arange(32)]
+    return ReproCase(make_fx(integer_relu)(*inputs), inputs, ACCURACY, "integer_relu",
+                     config_source="torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'",
+                     non_float_failure=non_float_failure)
+
+
+def test_a_failure_only_in_non_float_outputs_is_recorded_as_such() -> None:
+    def leaf(dtype: str, passed: bool, rule: str) -> LeafResult:
+        return LeafResult("out", (4,), dtype, passed, rule)
+
+    assert Comparison([leaf("int64", False, "exact"), leaf("float32", True, "fp64 rmse")]).fails_only_in_non_float
+    assert not Comparison([leaf("bool", False, "exact"), leaf("float32", False, "fp64 rmse")]).fails_only_in_non_float
+    assert not Comparison([leaf("int64", True, "exact")]).fails_only_in_non_float
+
+
+def test_non_float_outputs_are_judged_while_minifying_only_a_failure_that_is_in_them(tmp_path: Path) -> None:
+    assert JudgeSettings.for_minifying(integer_case(non_float_failure=True)).check_non_float
+    # A floating failure keeps the rule that a bool mask must not steer its reduction.
+    assert not JudgeSettings.for_minifying(integer_case(non_float_failure=False)).check_non_float
+    assert load_case(write_repro(integer_case(non_float_failure=True), tmp_path / "repro.py")).non_float_failure
+
+
+def test_an_integer_only_failure_is_minified(tmp_path: Path) -> None:
+    repro = write_repro(integer_case(non_float_failure=True), tmp_path / "repro.py")
+
+    result = minify_repro(repro, isolate=False, find_stage=False)
+
+    assert result.stop is StopReason.MINIMAL, result.note
+    assert result.ops_before > result.ops_after
+    minified = load_case(tmp_path / "minified.py")
+    assert minified.check_non_float and minified.non_float_failure
+    assert torch.ops.aten.relu.default in {node.target for node in minified.gm.graph.nodes}

@@ -274,6 +274,7 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
         f"KIND = {case.kind!r}",
         f"TOL = {case.tol!r}",
         f"CHECK_NON_FLOAT = {case.check_non_float!r}",
+        f"NON_FLOAT_FAILURE = {case.non_float_failure!r}",
         f"EXPECTED_ERROR = {case.expected_error!r}",
         f"ERROR_PATTERN = {case.error_pattern!r}",
         f"GRAD_ENABLED = {case.grad_enabled!r}",
@@ -363,7 +364,8 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
                   if line.startswith("# case:")), path.parent.name)
     case = ReproCase(
         gm=gm, inputs=inputs, kind=module.KIND, title=title, tol=module.TOL,
-        check_non_float=module.CHECK_NON_FLOAT, expected_error=module.EXPECTED_ERROR,
+        check_non_float=module.CHECK_NON_FLOAT, non_float_failure=getattr(module, "NON_FLOAT_FAILURE", False),
+        expected_error=module.EXPECTED_ERROR,
         error_pattern=module.ERROR_PATTERN, grad_enabled=module.GRAD_ENABLED,
         symbolic_sizes=module.SYMBOLIC_SIZES, config_source=config_lines(path),
         op_origins=[OpOrigin(*entry) for entry in getattr(module, "REQUIRED_OPS", [])],
