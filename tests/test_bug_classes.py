@@ -1,9 +1,12 @@
 """Classes of real Inductor bugs the plugin once handled wrongly (tests/realbugs shows each):
 gradients of a function whose inputs do not require grad; an accuracy failure that is wrong only
-in integer outputs, which the minifier must still reproduce."""
+in integer outputs, which the minifier must still reproduce; a repro that sets Inductor config
+keys another torch lacks."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +99,23 @@ def test_an_integer_only_failure_is_minified(tmp_path: Path) -> None:
     minified = load_case(tmp_path / "minified.py")
     assert minified.check_non_float and minified.non_float_failure
     assert torch.ops.aten.relu.default in {node.target for node in minified.gm.graph.nodes}
+
+
+# --- a repro written on another torch -----------------------------------------------------------
+
+
+def test_a_config_key_this_torch_lacks_is_skipped_with_a_note_not_read_as_reproduced(tmp_path: Path) -> None:
+    inputs = [torch.randn(16, generator=torch.Generator().manual_seed(0))]
+    config = ("torch._inductor.config.a_key_of_another_torch_TESTING_ONLY = 0.5\n"
+              "torch._inductor.config.cpp.threads = 1\n"
+              "torch._inductor.config.cpp.a_key_of_another_torch_TESTING_ONLY = 'x'")
+    case = ReproCase(make_fx(lambda x: (torch.relu(x).sin(),))(*inputs), inputs, ACCURACY, "relu_sin",
+                     config_source=config)
+    repro = write_repro(case, tmp_path / "repro.py")
+
+    run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+
+    assert run.returncode == 0, run.stdout + run.stderr  # fixed: the graph compiles right here
+    assert ("were skipped: a_key_of_another_torch_TESTING_ONLY, cpp.a_key_of_another_torch_TESTING_ONLY"
+            in run.stdout)
+    assert load_case(repro).config_source == config  # the minifier still reads every line
