@@ -119,3 +119,32 @@ def test_a_config_key_this_torch_lacks_is_skipped_with_a_note_not_read_as_reprod
     assert ("were skipped: a_key_of_another_torch_TESTING_ONLY, cpp.a_key_of_another_torch_TESTING_ONLY"
             in run.stdout)
     assert load_case(repro).config_source == config  # the minifier still reads every line
+
+
+# --- what a run leaves behind -----------------------------------------------------------------
+
+pytest_plugins = ["pytester"]
+
+
+def test_a_run_that_runs_no_test_writes_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model="def test_nothing():\n    pass\n")
+
+    result = pytester.runpytest("--collect-only", "--compile-accuracy", "-p", "no:cacheprovider", "-p", "no:xdist")
+
+    assert result.ret == 0, result.stdout.str()
+    assert not (pytester.path / ".compile-accuracy").exists()
+
+
+def test_a_run_removes_its_queue_at_its_end_and_keeps_its_repros(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model="""
+import pytest, torch
+
+@pytest.mark.inductor_repro(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
+def test_relu(compile_accuracy):
+    compile_accuracy(torch.relu, torch.randn(8))
+""")
+    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider", "-p", "no:xdist")
+
+    result.assert_outcomes(failed=1)
+    root = pytester.path / ".compile-accuracy"
+    assert [p.name for p in root.iterdir() if p.is_dir()] == ["test_model.py__test_relu"]

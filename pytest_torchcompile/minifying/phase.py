@@ -145,6 +145,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
     coordinator.flush()
     if coordinator.interrupted:
         coordinator.leave()
+        coordinator.remove_queue()
         return
     minifiers: list[Minifier] = []
     cap = int(settings.option_value(config, settings.option("compile-minify-workers")) or 0)
@@ -169,6 +170,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> None:
         coordinator.leave()
     if coordinator.role is not Role.WORKER:
         report(config, state, coordinator.queue)
+        coordinator.remove_queue()
 
 
 def _run_in_process(config: pytest.Config, state: AccuracySession) -> None:
