@@ -1,12 +1,16 @@
 """Classes of real Inductor bugs the plugin once handled wrongly (tests/realbugs shows each):
 gradients of a function whose inputs do not require grad; an accuracy failure that is wrong only
 in integer outputs, which the minifier must still reproduce; a repro that sets Inductor config
-keys another torch lacks."""
+keys another torch lacks; what a run leaves behind; where a graph compiled under options= comes
+from."""
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.judging.capture import _user_frame
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
 from pytest_torchcompile.judging.judge import ACCURACY
@@ -148,3 +153,19 @@ def test_relu(compile_accuracy):
     result.assert_outcomes(failed=1)
     root = pytester.path / ".compile-accuracy"
     assert [p.name for p in root.iterdir() if p.is_dir()] == ["test_model.py__test_relu"]
+
+
+# --- where a graph comes from -----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def library_context() -> Iterator[None]:
+    yield
+
+
+def test_the_graph_location_skips_python_own_frames_such_as_contextlib() -> None:
+    # As Inductor under options= or mode=: the function it runs is wrapped by a context manager.
+    wrapped = library_context()(_user_frame)
+    line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+    where = wrapped()
+    assert where.endswith(f"test_bug_classes.py:{line} (test_the_graph_location_skips_python_own_frames_such_as_contextlib)")
