@@ -85,7 +85,8 @@ def newest_queue(out: Path) -> Path:
 
 def run_once(workdir: Path, workers: int, label: str, timeout_s: float, extra: list[str]) -> dict[str, Any]:
     out = workdir / f"out-{label}"
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(workdir / f"inductor-cache-{label}")}
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(workdir / f"inductor-cache-{label}"),
+           "PYTEST_TORCHCOMPILE_KEEP_QUEUE": "1"}  # its jobs' attempts and timings are read below
     command = [sys.executable, "-m", "pytest", "-n", str(workers), "--compile-accuracy",
                "--compile-accuracy-dir", str(out), "--compile-accuracy-minify-timeout", str(timeout_s),
                "-p", "no:cacheprovider", "-q", "-W", "ignore", *extra]

@@ -148,12 +148,41 @@ def _execute(
         return {"out": call(*args, **kwargs)}, args
     with torch.enable_grad():
         output = call(*args, **kwargs)
-        targets = _trainable(module) + [(f"args[{i}]", a) for i, a in enumerate(args)
-                                        if isinstance(a, torch.Tensor) and a.requires_grad]
-        if not targets:
-            raise ValueError("backward=True needs parameters or inputs that require grad")
+        targets = _trainable(module) + [(name, a) for name, a in _named_arguments(args, kwargs) if a.requires_grad]
         grads = torch.autograd.grad(_loss(output, options.loss_fn), [t for _, t in targets], allow_unused=True)
     return {"out": output, "grad": {n: g for (n, _), g in zip(targets, grads, strict=True) if g is not None}}, args
+
+
+def _named_arguments(args: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
+    """The tensor arguments of a call, by the names their gradients are reported under."""
+    named = [(f"args[{i}]", a) for i, a in enumerate(args)] + [(f"kwargs[{k!r}]", v) for k, v in kwargs.items()]
+    return [(name, value) for name, value in named if isinstance(value, torch.Tensor)]
+
+
+def _differentiable(fn: Callable[..., Any], arguments: Arguments, options: CheckOptions) -> tuple[Arguments, str]:
+    """The arguments a gradient check differentiates with respect to, and a note saying which.
+
+    ``backward=True`` on a model with no trainable parameter and no input that requires grad
+    means the gradients with respect to its floating inputs (as PyTorch's accuracy runs take
+    them): those inputs are made to require grad, on detached aliases, so the caller's tensors
+    are left as they are."""
+    module = fn if isinstance(fn, torch.nn.Module) else None
+    if not options.backward or options.steps or _trainable(module) \
+            or any(a.requires_grad for _, a in _named_arguments(*arguments)):
+        return arguments, ""
+    chosen = [name for name, a in _named_arguments(*arguments) if a.is_floating_point()]
+    if not chosen:
+        raise ValueError("backward=True needs trainable parameters, inputs that require grad, or floating "
+                         "inputs to differentiate with respect to; this call has none")
+
+    def promoted(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.detach().requires_grad_()
+        return value
+
+    return ((tuple(promoted(a) for a in arguments[0]), {k: promoted(v) for k, v in arguments[1].items()}),
+            f"backward=True with nothing requiring grad: gradients taken with respect to the floating "
+            f"inputs {', '.join(chosen)}")
 
 
 def _mutated_positions(original: Sequence[Any], after: Sequence[Any]) -> list[int]:
@@ -286,13 +315,14 @@ def check_model(
     masked-deviation check compile in a child while the graph compiles here.
     """
     options = options or CheckOptions()
+    arguments, gradient_note = _differentiable(fn, (tuple(args), dict(kwargs or {})), options)
     if options.intermediates and options.backend == "inductor" and probe_children is not None:
         probe_children.start(device_of([*args, *(kwargs or {}).values()]))
     with full_fp32_precision(), generators_kept(), not_intercepted():
-        outcome = _check(fn, (tuple(args), dict(kwargs or {})), options, cache, probe_children)
+        outcome = _check(fn, arguments, options, cache, probe_children)
     outcome.fallback_random = any(graph.has_random_ops for graph in outcome.graphs)
-    if outcome.fallback_random:
-        outcome.message = "; ".join(part for part in (outcome.message, FALLBACK_RANDOM_NOTE) if part)
+    notes = (gradient_note, FALLBACK_RANDOM_NOTE if outcome.fallback_random else "")
+    outcome.message = "; ".join(part for part in (outcome.message, *notes) if part)
     return outcome
 
 

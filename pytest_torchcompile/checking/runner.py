@@ -123,7 +123,7 @@ class CheckRunner:
     def _write_repro(
         self, nodeid: str, graph: CapturedGraph, inputs: list[Any] | None, status: Status, message: str,
         settings: CheckSettings, notes: list[str], gm: torch.fx.GraphModule | None,
-        dynamo: DynamoGraph | None = None,
+        dynamo: DynamoGraph | None = None, non_float_failure: bool = False,
     ) -> tuple[str, str]:
         kind = FAILURE_KINDS[status]
         error = graph.compile_error or graph.runtime_error
@@ -137,7 +137,7 @@ class CheckRunner:
                                                       graph.config_source, graph.symbolic_sizes, POST_AOT)
         case = ReproCase(
             gm=gm, inputs=inputs, kind=kind, title=f"{nodeid} :: {label}", tol=settings.tolerance,
-            check_non_float=not settings.ignore_non_float,
+            check_non_float=not settings.ignore_non_float, non_float_failure=non_float_failure,
             expected_error=error_signature(error) if error is not None and kind != ACCURACY else None,
             error_pattern=settings.check_str, config_source=config_source,
             grad_enabled=graph.kind != "inference" and torch.is_grad_enabled(),
@@ -160,7 +160,8 @@ class CheckRunner:
                                    "now on, so its later checks here cannot run)")
         try:
             result.case_id, result.repro_path = self._write_repro(
-                result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm, dynamo)
+                result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm, dynamo,
+                Comparison(result.leaves).fails_only_in_non_float)
         except OSError as error:
             # The check's verdict stands; only its repro is missing.
             result.repro_unwritten = str(error)

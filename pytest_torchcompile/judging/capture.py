@@ -6,6 +6,7 @@ import copy
 import functools
 import itertools
 import operator
+import sysconfig
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -250,13 +251,26 @@ def input_signature(values: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else v for v in values)
 
 
+_LIBRARY_PARTS = ("/torch/", "/pytest_torchcompile/", "/_pytest/", "/pluggy/")
+
+
+def _is_library(name: str, python_own: tuple[str, ...], installed: tuple[str, ...]) -> bool:
+    """Whether a frame's file (``/``-separated) is torch's, this plugin's, pytest's or Python's own
+    (``contextlib`` wraps the functions Inductor compiles under ``options=`` or ``mode=``), not
+    the user's."""
+    if name.startswith("<frozen ") or any(part in name for part in _LIBRARY_PARTS):
+        return True
+    return name.startswith(python_own) and not name.startswith(installed)
+
+
 def _user_frame() -> str:
-    """The innermost stack frame outside torch and this plugin: where the compiled code lives."""
+    """The innermost stack frame outside the libraries: where the compiled code lives."""
+    paths = {key: value.replace("\\", "/") + "/" for key, value in sysconfig.get_paths().items()}
+    python_own, installed = (paths["stdlib"], paths["platstdlib"]), (paths["purelib"], paths["platlib"])
     for frame in reversed(traceback.extract_stack()):
         name = frame.filename.replace("\\", "/")
-        if "/torch/" in name or "/pytest_torchcompile/" in name or "/_pytest/" in name or "/pluggy/" in name:
-            continue
-        return f"{name}:{frame.lineno} ({frame.name})"
+        if not _is_library(name, python_own, installed):
+            return f"{name}:{frame.lineno} ({frame.name})"
     return "<unknown>"
 
 

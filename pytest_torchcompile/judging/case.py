@@ -25,6 +25,9 @@ class ReproCase:
     title: str
     tol: float = verdict.DEFAULT_TOLERANCE
     check_non_float: bool = True
+    non_float_failure: bool = False
+    """The recorded failure is in non-floating outputs only (an integer or bool output is wrong,
+    no floating one): the minifier then judges them too, as the repro does."""
     expected_error: str | None = None
     error_pattern: str | None = None
     config_source: str = ""

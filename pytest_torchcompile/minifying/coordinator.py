@@ -3,11 +3,12 @@ and the judging children it started for its cases."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,8 @@ from pytest_torchcompile.run.session import AccuracySession
 
 QUEUE_DIR = ".queue"
 STALE_RUN_S = 24 * 3600.0
+KEEP_QUEUE_ENV = "PYTEST_TORCHCOMPILE_KEEP_QUEUE"
+"""Set (not "0"), a run leaves its queue in place at its end: its jobs' attempts and timings to read."""
 
 if TYPE_CHECKING:
     from pytest_torchcompile.judging.isolation.parent import SpareChildren
@@ -40,6 +43,8 @@ class Coordinator:
     interrupted: bool = False
     spares: SpareChildren | None = None
     """Judging children started for this process's cases while its tests run."""
+    created: list[Path] = field(default_factory=list)
+    """The directories above the queue that this run created (at configure), outermost first."""
 
     @property
     def role(self) -> Role:
@@ -86,6 +91,19 @@ class Coordinator:
         if self.heartbeat is not None:
             self.heartbeat.stop()
             self.heartbeat = None
+
+
+    def remove_queue(self) -> None:
+        """Remove the run's queue at its end (the controller or single process, once every
+        process is done with it), and the directories that opening it created: a run leaves
+        only its repros and reports behind, and a run that runs no test leaves nothing."""
+        if self.role is Role.WORKER or os.environ.get(KEEP_QUEUE_ENV, "0") != "0":
+            return
+        if self.queue is not None:
+            shutil.rmtree(self.queue_dir, ignore_errors=True)
+        for directory in reversed(self.created):
+            with contextlib.suppress(OSError):  # not empty: the run wrote something else there
+                directory.rmdir()
 
 
 COORDINATOR_KEY = pytest.StashKey[Coordinator]()

@@ -67,6 +67,8 @@ def configure(config: pytest.Config, state: AccuracySession) -> None:
     """Set up this process's part of the minify phase (from ``pytest_configure``)."""
     if not state.enabled:
         return
+    # Made here to learn early that they can be written; removed at the end when nothing else is.
+    created = [directory for directory in (state.repro_root, state.repro_root / QUEUE_DIR) if not directory.exists()]
     unusable = unusable_directory(state.repro_root)
     if unusable is None:
         try:
@@ -83,7 +85,7 @@ def configure(config: pytest.Config, state: AccuracySession) -> None:
     else:
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         queue_dir, worker = state.repro_root / QUEUE_DIR / run_id, None
-    coordinator = Coordinator(config, state, run_id, queue_dir, worker)
+    coordinator = Coordinator(config, state, run_id, queue_dir, worker, created=created)
     coordinator.device = _select_device(config, worker)
     budget.configure(config, _limit_this_process)
     if coordinator.role is Role.SINGLE:
@@ -158,6 +160,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> bool:
     coordinator.flush()
     if coordinator.interrupted:
         coordinator.leave()
+        coordinator.remove_queue()
         return False
     minifiers: list[Minifier] = []
     cap = int(settings.option_value(config, settings.option("compile-accuracy-minify-workers")) or 0)
@@ -186,6 +189,7 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> bool:
     if coordinator.role is not Role.WORKER:
         assert coordinator.queue is not None  # joined above
         report(config, state, coordinator.queue)
+        coordinator.remove_queue()
     return coordinator.interrupted
 
 

@@ -177,6 +177,24 @@ def _trace(module):
     return torch.fx.GraphModule(module, tracer.trace(module))
 
 
+def apply_inductor_config(source):
+    """Run the config lines one by one, and return the keys this torch lacks, skipped: a repro
+    written on another torch may set a key that this one renamed or dropped, and the
+    AttributeError would end the run with exit 1, the code that means REPRODUCED."""
+    skipped = []
+    for line in source.strip().splitlines():
+        name = line.split("=", 1)[0].strip().removeprefix("torch._inductor.config.")
+        owner = torch._inductor.config
+        for part in name.split("."):
+            if not hasattr(owner, part):
+                skipped.append(name)
+                break
+            owner = getattr(owner, part)
+        else:
+            exec(line, globals())
+    return skipped
+
+
 def _load(name, dtype, shape, stride, device, requires_grad):
     saved = torch.load(os.path.join(HERE, "tensors", name + ".pt"), weights_only=True)
     out = torch.empty_strided(shape, stride, dtype=dtype, device=device)
@@ -213,6 +231,9 @@ def run_check():
     if verdict.failure == EAGER_ERROR:
         return BROKEN_EXIT, f"REPRO BROKEN: the graph fails eagerly on its own inputs: {verdict.error}"
     lines = [f"expected failure: {KIND}" + (f" ({EXPECTED_ERROR})" if EXPECTED_ERROR else "")]
+    if SKIPPED_CONFIG:
+        lines.append(f"note: Inductor config keys this torch ({torch.__version__}) lacks were skipped: "
+                     f"{', '.join(SKIPPED_CONFIG)}")
     if verdict.leaves:
         full = os.environ.get(FULL_TABLE_VARIABLE, "") not in ("", "0")
         shown, left_out = (verdict.leaves, 0) if full else summarized_leaves(verdict.leaves)
@@ -281,11 +302,12 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
                        "through the whole stack and judged against eager of this graph"]
     if any(sizes and any(not s.isdigit() for s in sizes) for sizes in case.symbolic_sizes):
         header.append(f"# symbolic input sizes: {case.symbolic_sizes}")
-    config = case.config_source.strip() or "# (all Inductor config values at their defaults)"
+    config = case.config_source.strip()
     settings = "\n".join([
         f"KIND = {case.kind!r}",
         f"TOL = {case.tol!r}",
         f"CHECK_NON_FLOAT = {case.check_non_float!r}",
+        f"NON_FLOAT_FAILURE = {case.non_float_failure!r}",
         f"EXPECTED_ERROR = {case.expected_error!r}",
         f"ERROR_PATTERN = {case.error_pattern!r}",
         f"GRAD_ENABLED = {case.grad_enabled!r}",
@@ -297,7 +319,10 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
     source = "\n\n".join([
         "\n".join(header),
         _PRELUDE.rstrip(),
-        "import torch._inductor.config\n" + config,
+        "import torch._inductor.config\n\n"
+        + (f'INDUCTOR_CONFIG = r"""\n{config}\n"""\n' if config
+           else 'INDUCTOR_CONFIG = ""  # all Inductor config values at their defaults\n')
+        + "SKIPPED_CONFIG = apply_inductor_config(INDUCTOR_CONFIG)",
         settings,
         "\n\n" + module.rstrip(),
         "\n\ndef make_inputs():\n    return [\n" + inputs + ("," if case.inputs else "") + "\n    ]",
@@ -439,7 +464,8 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
                   if line.startswith("# case:")), path.parent.name)
     case = ReproCase(
         gm=gm, inputs=inputs, kind=module.KIND, title=title, tol=module.TOL,
-        check_non_float=module.CHECK_NON_FLOAT, expected_error=module.EXPECTED_ERROR,
+        check_non_float=module.CHECK_NON_FLOAT, non_float_failure=getattr(module, "NON_FLOAT_FAILURE", False),
+        expected_error=module.EXPECTED_ERROR,
         error_pattern=module.ERROR_PATTERN, grad_enabled=module.GRAD_ENABLED,
         symbolic_sizes=module.SYMBOLIC_SIZES, config_source=config_lines(path),
         op_origins=[OpOrigin(*entry) for entry in getattr(module, "REQUIRED_OPS", [])],

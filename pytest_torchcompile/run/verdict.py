@@ -125,6 +125,12 @@ class Comparison:
         return [leaf for leaf in self.leaves if not leaf.passed]
 
     @property
+    def fails_only_in_non_float(self) -> bool:
+        """Some output fails, and each failing one is non-floating (an integer or bool output,
+        judged by the rule "exact"): no floating output is wrong."""
+        return bool(self.failing) and all(leaf.rule == "exact" for leaf in self.failing)
+
+    @property
     def worst_ratio(self) -> float | None:
         ratios = [leaf.ratio for leaf in self.leaves if leaf.ratio is not None]
         return max(ratios) if ratios else None

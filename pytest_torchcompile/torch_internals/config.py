@@ -66,6 +66,14 @@ def inductor_config_diff() -> dict[str, Any]:
     return diff
 
 
+def inductor_config_has(name: str) -> bool:
+    """Whether this torch's Inductor config has a value of that (dotted) name."""
+    import torch._inductor.config as inductor_config_module
+
+    entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
+    return name in entries
+
+
 def inductor_config_default(name: str) -> Any:
     """The default of an Inductor config value (dotted name)."""
     import torch._inductor.config as inductor_config_module

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import torch
 
+from pytest_torchcompile.minifying.coordinator import KEEP_QUEUE_ENV
 from pytest_torchcompile.repros import repro
 from pytest_torchcompile.run.devices import device_index, parse_devices
 from pytest_torchcompile.run.queue import (
@@ -76,9 +77,11 @@ def test_mlp(compile_accuracy, seed):
 
 @pytest.fixture
 def fake_minifier(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Install the fake minifier for the pytester run; returns its call log."""
+    """Install the fake minifier for the pytester run, which keeps its queue to be read; returns
+    its call log."""
     pytester.makeconftest(FAKE_MINIFIER)
     log = pytester.path / "minify-calls.log"
+    monkeypatch.setenv(KEEP_QUEUE_ENV, "1")
     monkeypatch.setenv("FAKE_MINIFY_LOG", str(log))
     monkeypatch.setenv("FAKE_MINIFY_SLEEP", "1.0")
     return log

@@ -49,21 +49,8 @@ SHORTFALLS: dict[str, list[str]] = {
     # The re-run of the compiled backward gets contiguous clones of a strided saved view and
     # fails Inductor's stride assert: the fixture test errors, with nothing on record.
     "test_pt185509_interpolate_conv_pool_where_backward.py": ["fixture: not caught (not on record)"],
-    # repro.py reproduces standalone; the minifier judges no integer output of an accuracy case,
-    # and these bugs show only in integer outputs.
-    "test_pt187018_uint8_abs_cat_sum.py": [
-        "fixture: not minified (not_reproduced)", "plain: not minified (not_reproduced)",
-    ],
-    "test_pt191499_int8_amin.py": [
-        "fixture: not minified (not_reproduced)", "plain: not minified (not_reproduced)",
-    ],
-    "test_pt198101_dtype_view_consumer_after_mutation.py": [
-        "fixture: not minified (not_reproduced)", "plain: not minified (not_reproduced)",
-    ],
     # Each post-AOT graph agrees with its eager re-run; only forward+backward end to end differs.
     "test_pt197888_adaptive_max_pool3d_channels_last_backward.py": ["plain: not caught (pass)"],
-    # backward=True refuses a function none of whose inputs requires grad.
-    "test_pt198119_avg_pool_ceil_mode_backward.py": ["fixture: not caught (eager_fail)"],
     # The wrong value is in a mutated argument: the plain path and the repro judge outputs only.
     "test_pt198131_copy_then_mutate_source.py": [
         "fixture: repro.py exits 0", "fixture: not minified (not_reproduced)",

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from pytest_torchcompile.torch_internals.config import inductor_config_has
+
 CONFIG_PREFIX = "torch._inductor.config."
 
 SETUP_VARIABLE = "PYTEST_TORCHCOMPILE_SETUP"
@@ -44,7 +46,9 @@ def config_patches(config_source: str) -> dict[str, Any]:
     """``torch._inductor.config.NAME = VALUE`` lines (a repro's config) as ``{NAME: value}``.
 
     Values are evaluated rather than the lines executed, so that they can be applied as a patch
-    that is undone afterwards; modules named by values (custom passes) are imported first.
+    that is undone afterwards; modules named by values (custom passes) are imported first. A name
+    this torch's config lacks (a repro written on another torch) is left out, as the repro file
+    itself skips it.
     """
     patches: dict[str, Any] = {}
     for line in config_source.splitlines():
@@ -54,6 +58,8 @@ def config_patches(config_source: str) -> dict[str, Any]:
         name, separator, expression = line[len(CONFIG_PREFIX):].partition("=")
         if not separator:
             raise ValueError(f"not an Inductor config assignment: {line!r}")
+        if not inductor_config_has(name.strip()):
+            continue
         patches[name.strip()] = eval(expression.strip(), _namespace_for(expression.strip()))
     return patches
 

@@ -44,9 +44,11 @@ class JudgeSettings:
 
     @classmethod
     def for_minifying(cls, case: ReproCase) -> JudgeSettings:
-        # An accuracy candidate must keep a floating deviation: a flipped bool mask that never
-        # reaches a floating output must not steer the reduction.
-        return cls(case.tol, case.check_non_float and case.kind != ACCURACY, case.grad_enabled, case.level)
+        # An accuracy candidate of a floating failure must keep a floating deviation: a flipped
+        # bool mask that never reaches a floating output must not steer the reduction. A failure
+        # that is wrong only in non-floating outputs has nothing else to keep.
+        non_float = case.kind != ACCURACY or case.non_float_failure
+        return cls(case.tol, case.check_non_float and non_float, case.grad_enabled, case.level)
 
 
 VerdictFunction = Callable[[JudgeSettings, torch.fx.GraphModule, list[Any]], GraphVerdict]
