@@ -13,3 +13,15 @@ def sin_relu_cos(x: torch.Tensor) -> torch.Tensor:
     for _ in range(40):
         x = x.cos()
     return x
+
+
+class ReluInBackward(torch.autograd.Function):
+    """Doubles forward; its backward has a relu, so that only a compiled backward shows a relu bug."""
+
+    @staticmethod
+    def forward(ctx, x):  # type: ignore[override]
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        return grad.relu() * 2

@@ -14,6 +14,13 @@ from pathlib import Path
 
 import pytest
 
+
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read paths on one line: a run's output wraps them at the terminal's width."""
+    monkeypatch.setenv("COLUMNS", "400")
+
+
 pytest_plugins = ["pytester"]
 
 SUITE = """
@@ -43,7 +50,7 @@ def test_a_planted_link_at_a_case_directory_is_replaced_and_the_outside_untouche
     root = pytester.path / ".compile-accuracy"
     root.mkdir()
     (root / SLUG).symlink_to(outside)
-    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
+    result = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-minify")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*compile accuracy: fail_accuracy*", f"repro: {root / SLUG / 'repro.py'}"])
     assert str(outside) not in result.stdout.str()
@@ -55,6 +62,8 @@ def test_a_planted_link_at_a_case_directory_is_replaced_and_the_outside_untouche
 NO_SPACE = """
 import errno, os, tempfile
 from pathlib import Path
+
+
 
 make_temporary = tempfile.mkstemp
 FULL = Path(__file__).parent / ".compile-accuracy"
@@ -77,7 +86,7 @@ def test_a_full_disk_keeps_the_verdict_in_every_report(pytester: pytest.Pytester
     pytester.makeconftest(NO_SPACE)
     pytester.makepyfile(test_model=SUITE)
     report = pytester.path / "report.json"
-    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify", f"--compile-accuracy-report={report}")
+    result = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-minify", f"--compile-accuracy-report={report}")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*compile accuracy: fail_accuracy: *",
@@ -94,9 +103,9 @@ def test_a_full_disk_keeps_the_verdict_in_every_report(pytester: pytest.Pytester
 def test_a_rerun_replaces_its_case_directory(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model=SUITE)
     root = pytester.path / ".compile-accuracy"
-    first = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
+    first = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-minify")
     (root / SLUG / "left-by-run-1").write_text("")
-    second = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
+    second = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-minify")
     path = f"repro: {root / SLUG / 'repro.py'}"
     first.stdout.fnmatch_lines([path])
     second.stdout.fnmatch_lines([path])
@@ -286,7 +295,7 @@ def test_a_really_full_disk_keeps_the_verdict(pytester: pytest.Pytester) -> None
     script = (f'mount -t tmpfs -o size=512k tmpfs "{root}" && '
               f'head -c {512 * 1024 - 20 * 1024} /dev/zero > "{root}/filler" && exec "$@"')
     run = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", sys.executable, "-m", "pytest", "-p",
-                          "no:cacheprovider", "--compile-accuracy", "--no-compile-minify",
+                          "no:cacheprovider", "--compile-accuracy", "--no-compile-accuracy-minify",
                           f"--compile-accuracy-report={report}"],
                          capture_output=True, text=True, cwd=pytester.path, timeout=600)
     assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.stdout + run.stderr

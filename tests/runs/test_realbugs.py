@@ -155,7 +155,7 @@ def test_real_bug_end_to_end(pytester: pytest.Pytester, module: str) -> None:
     shutil.copy(CORPUS / module, pytester.path / module)
     start = time.monotonic()
     result = pytester.runpytest("--compile-accuracy", "--compile-accuracy-report", "report.json",
-                                "--compile-minify-timeout", "120", "-p", "no:cacheprovider",
+                                "--compile-accuracy-minify-timeout", "120", "-p", "no:cacheprovider",
                                 "-W", "ignore::DeprecationWarning")
     seconds = time.monotonic() - start
     assert "INTERNALERROR" not in result.stdout.str()

@@ -20,7 +20,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-FAST = ("--no-compile-minify", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")
+FAST = ("--no-compile-accuracy-minify", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")
 WORKFLOW = Path(__file__).parents[2] / "docs" / "ci.md"
 
 SUITE = """

@@ -42,7 +42,7 @@ def test_every_line_the_plugin_prints_fits_80_columns(pytester: pytest.Pytester,
     path = pytester.path / "tests" / "models" / "vision" / "backbones"
     path.mkdir(parents=True)
     (path / "test_miscompiled_backbone_models.py").write_text(SUITE)
-    result = pytester.runpytest_subprocess("-v", "--no-header", "--compile-accuracy", "--no-compile-accuracy-minify",
+    result = pytester.runpytest_subprocess("-v", "--no-header", "--compile-accuracy", "--no-compile-accuracy-minify", "-p", "no:pytest-shard",
                                            "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=2)
     lines = result.stdout.lines

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from models import ReluInBackward
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.model import check_model
@@ -29,16 +30,6 @@ from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
-
-
-class ReluInBackward(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):  # type: ignore[override]
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        return grad.relu() * 2
 
 
 def doubled_sine(x: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from models import sin_relu_cos
+from models import ReluInBackward, sin_relu_cos
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.masked import ProbeChildren
@@ -20,16 +20,6 @@ from pytest_torchcompile.torch_internals.compiling import reset
 from pytest_torchcompile.torch_internals.config import inductor_config
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
-
-
-class ReluInBackward(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):  # type: ignore[override]
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        return grad.relu() * 2
 
 
 class BackwardOnlyRelu(torch.nn.Module):

@@ -55,7 +55,7 @@ def test_the_command_line_overrides_the_environment_and_the_share(
 ) -> None:
     # 2: within a 2-core machine (OpenMP caps a child's threads at the cores), not its share of 1
     monkeypatch.setenv(budget.THREADS_ENV, "5")
-    _run(pytester, 2, "--compile-threads", "2").assert_outcomes(passed=2)
+    _run(pytester, 2, "--compile-accuracy-threads", "2").assert_outcomes(passed=2)
 
 
 def test_shares_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from pytest_torchcompile.torch_internals import compat
+from pytest_torchcompile.torch_internals import fingerprint
 
 
 def memoized(compute: Callable[[], str]) -> Callable[[], str]:
@@ -34,13 +34,13 @@ def two() -> str:
 
 def test_a_memoized_result_is_not_code() -> None:
     wrapper = memoized(one)
-    before = compat._code_identity(wrapper)
+    before = fingerprint._code_identity(wrapper)
     wrapper()
-    assert compat._code_identity(wrapper) == before
+    assert fingerprint._code_identity(wrapper) == before
 
 
 def test_the_function_a_wrapper_holds_is_code() -> None:
-    assert compat._code_identity(memoized(one)) != compat._code_identity(memoized(two))
+    assert fingerprint._code_identity(memoized(one)) != fingerprint._code_identity(memoized(two))
 
 
 def test_computing_torchs_compiler_key_leaves_the_fingerprint_alone() -> None:
@@ -54,7 +54,7 @@ def test_computing_torchs_compiler_key_leaves_the_fingerprint_alone() -> None:
         assert clear is not None, "2.14's triton_key is a prefetchable_cache"
     if clear is not None:
         clear()
-    before = compat.compiler_fingerprint(["torch._inductor.codecache"])["torch._inductor.codecache"]
+    before = fingerprint.compiler_fingerprint(["torch._inductor.codecache"])["torch._inductor.codecache"]
     with contextlib.suppress(ImportError):  # no Triton installed: nothing is computed
         codecache.triton_key()
-    assert compat.compiler_fingerprint()["torch._inductor.codecache"] == before
+    assert fingerprint.compiler_fingerprint()["torch._inductor.codecache"] == before
