@@ -26,6 +26,7 @@ from pytest_torchcompile.judging.isolation import config_patches
 from pytest_torchcompile.judging.judge import (
     ACCURACY,
     DYNAMO,
+    UNWRITTEN_FILLS,
     clone_values,
     compare_graph_outputs,
     full_fp32_precision,
@@ -33,8 +34,15 @@ from pytest_torchcompile.judging.judge import (
     judge_graph,
     reference_outputs,
     rng_states,
+    strided_copy,
+    unwritten_elements,
 )
-from pytest_torchcompile.judging.oracle import compare_outputs, first_disagreement, flatten_outputs
+from pytest_torchcompile.judging.oracle import (
+    compare_outputs,
+    first_disagreement,
+    flatten_outputs,
+    unwritten_leaves,
+)
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
 from pytest_torchcompile.torch_internals import compat as _torch_compat
@@ -87,7 +95,7 @@ def _map_tensors(value: Any, tensor: Callable[[torch.Tensor], Any], other: Calla
 
 
 def _clone_tree(value: Any) -> Any:
-    return _map_tensors(value, lambda t: t.detach().clone().requires_grad_(t.requires_grad), copy.deepcopy)
+    return _map_tensors(value, lambda t: strided_copy(t).requires_grad_(t.requires_grad), copy.deepcopy)
 
 
 def _widened_tensor(value: torch.Tensor) -> torch.Tensor:
@@ -183,11 +191,11 @@ def _judged(parts: dict[str, Any], call_args: Sequence[Any], mutated: list[int])
 
 
 def _compare(compiled: dict[str, Any], eager: dict[str, Any], reference: dict[str, Any] | None,
-             options: CheckOptions) -> Comparison:
+             options: CheckOptions, unwritten: dict[str, torch.Tensor] | None = None) -> Comparison:
     leaves: list[LeafResult] = []
     for root, value in eager.items():
         part = compare_outputs(compiled[root], value, reference[root] if reference is not None else None,
-                               options.tolerance, not options.ignore_non_float, root=root)
+                               options.tolerance, not options.ignore_non_float, root=root, unwritten=unwritten)
         if part.structure_error:
             return part
         leaves += part.leaves
@@ -304,11 +312,23 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
            cache: CompiledCache | None) -> CheckOutcome:
     sets = input_sets(given, options)
 
-    def eager_run(arguments: Arguments) -> tuple[dict[str, Any], list[Any]]:
+    allocated: list[int] = []
+
+    def eager_run(arguments: Arguments, fill: float = UNWRITTEN_FILLS[0]) -> tuple[dict[str, Any], list[Any]]:
         # Seeded before every run (compiled and fp64 ones too): random ops draw alike in each.
         torch.manual_seed(options.seed)
         model = _copy_callable(fn)
-        return _execute(model, model if isinstance(model, torch.nn.Module) else None, arguments, options)
+        with _torch_compat.filling_unwritten(fill, allocated):
+            return _execute(model, model if isinstance(model, torch.nn.Module) else None, arguments, options)
+
+    def unwritten(arguments: Arguments, eager: tuple[dict[str, Any], list[Any]]) -> dict[str, torch.Tensor] | None:
+        """The elements of the eager run's results that depend on memory no op wrote."""
+        if not allocated:
+            return None
+        parts, call_args = eager_run(arguments, UNWRITTEN_FILLS[1])
+        filled, filled_unlike = _judged(*eager, mutated), _judged(parts, call_args, mutated)
+        return {path: mask for root in filled for path, mask in
+                unwritten_leaves(filled[root], filled_unlike[root], root).items()}
 
     torch.manual_seed(options.seed)
     seeded = rng_states()
@@ -367,7 +387,8 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     for arguments, (eager_out, eager_call_args), (compiled_out, compiled_call_args) in results:
         reference, reference_label = _reference(fn, arguments, options, mutated, model_draws_random)
         comparison = _compare(_judged(compiled_out, compiled_call_args, mutated),
-                              _judged(eager_out, eager_call_args, mutated), reference, options)
+                              _judged(eager_out, eager_call_args, mutated), reference, options,
+                              unwritten(arguments, (eager_out, eager_call_args)))
         if not comparison.passed:
             where = f" at {_describe(arguments)}" if len(sets) > 1 else ""
             message = comparison.structure_error or (
@@ -448,7 +469,8 @@ def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) 
     eager, fp64 = reference_outputs(graph.gm, inputs)
     with torch.no_grad():
         outputs = graph.compiled(clone_values(inputs)) if graph.compiled is not None else []
-    leaves = compare_graph_outputs(outputs, eager, fp64, options.tolerance, not options.ignore_non_float)
+    leaves = compare_graph_outputs(outputs, eager, fp64, options.tolerance, not options.ignore_non_float,
+                                   unwritten=unwritten_elements(graph.gm, inputs))
     failing = [leaf for leaf in leaves if not leaf.passed]
     if not failing:
         return None

@@ -118,7 +118,7 @@ def _module_source(gm: torch.fx.GraphModule, class_name: str, writer: _TensorWri
 def _standalone_runtime() -> str:
     """The judging code, taken from the plugin's own modules so both judge alike."""
     parts = [inspect.getsource(obj) for obj in (_torch_compat.compile_graph, _torch_compat.compile_dynamo_graph,
-                                                _torch_compat.float64_everywhere)]
+                                                _torch_compat.float64_everywhere, _torch_compat.filling_unwritten)]
     parts += [inspect.getsource(obj) for obj in oracle.STANDALONE_SOURCES]
     module_source = inspect.getsource(standalone)
     module_body = module_source[module_source.index("ACCURACY = "):]

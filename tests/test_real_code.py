@@ -1,0 +1,93 @@
+"""Patterns of real code that once gave false failures or plugin errors: memory a library
+allocates with ``torch.empty`` and fills slice by slice, compiled code re-run on inputs laid out
+unlike those it was compiled for."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.judging.judge import strided_copy, unwritten_elements
+from pytest_torchcompile.run.settings import CheckOptions
+from pytest_torchcompile.run.verdict import Status
+
+RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
+
+
+def spatial_gradient3d(x: torch.Tensor) -> torch.Tensor:
+    """Central differences along each axis, written into an empty buffer one slice at a time."""
+    b, c, d, h, w = x.shape
+    padded = F.pad(x, [1, 1, 1, 1, 1, 1], "replicate")
+    out = torch.empty(b, c, 3, d, h, w, dtype=x.dtype)
+    out[:, :, 0] = 0.5 * (padded[:, :, 1:-1, 1:-1, 2:] - padded[:, :, 1:-1, 1:-1, :-2])
+    out[:, :, 1] = 0.5 * (padded[:, :, 1:-1, 2:, 1:-1] - padded[:, :, 1:-1, :-2, 1:-1])
+    out[:, :, 2] = 0.5 * (padded[:, :, 2:, 1:-1, 1:-1] - padded[:, :, :-2, 1:-1, 1:-1])
+    return out
+
+
+def half_written(x: torch.Tensor) -> torch.Tensor:
+    out = x.new_empty(x.shape[0], 4)
+    out[:, :2] = x.relu()
+    return out
+
+
+def test_a_buffer_filled_slice_by_slice_passes_with_the_masked_deviation_probe() -> None:
+    torch.manual_seed(0)
+    outcome = check_model(spatial_gradient3d, (torch.randn(2, 3, 4, 5, 6),), options=CheckOptions(intermediates=True))
+    assert outcome.status is Status.PASS, outcome.message
+
+
+def test_an_output_part_written_is_judged_where_written_only() -> None:
+    torch.manual_seed(0)
+    outcome = check_model(half_written, (torch.randn(5, 2),))
+    assert outcome.status is Status.PASS, outcome.message
+    caught = check_model(half_written, (torch.randn(5, 2),), options=CheckOptions(inductor_config=RELU_BUG))
+    assert caught.status is Status.FAIL_ACCURACY, caught.message
+
+
+def test_unwritten_elements_follow_the_memory_no_op_wrote() -> None:
+    def graph(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        buffer = torch.empty(3, 4)
+        buffer[:, 1] = x
+        full = torch.empty_like(buffer)
+        full.copy_(x.unsqueeze(1).expand(3, 4))
+        return buffer, buffer.sum(0), full
+
+    masks = unwritten_elements(graph, [torch.randn(3)])
+    assert masks is not None
+    written_column = torch.ones(3, 4, dtype=torch.bool)
+    written_column[:, 1] = False
+    assert torch.equal(masks[0], written_column)
+    assert torch.equal(masks[1], torch.tensor([True, False, True, True]))
+    assert masks[2] is None
+    assert unwritten_elements(lambda x: (x.sin(),), [torch.randn(3)]) is None
+
+
+def test_strided_copy_keeps_size_stride_and_storage_offset() -> None:
+    for value in (torch.randn(4, 6, 8)[:, 1:5, 2:7], torch.randn(3, 1).expand(3, 4), torch.randn(2, 3).t()):
+        copy = strided_copy(value)
+        assert (copy.shape, copy.stride(), copy.storage_offset()) == (value.shape, value.stride(), value.storage_offset())
+        assert torch.equal(copy, value)
+        assert copy.untyped_storage().data_ptr() != value.untyped_storage().data_ptr()
+
+
+class SlicedUpsample(torch.nn.Module):
+    """A slice of an interpolated activation before a conv: the backward graph receives the saved
+    slice with the strides of the whole activation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 3, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=False)
+        return self.conv(y[:, :, 1:7, 1:8]).relu()
+
+
+def test_a_backward_graph_is_rerun_on_inputs_laid_out_as_compiled() -> None:
+    torch.manual_seed(0)
+    outcome = check_model(SlicedUpsample(), (torch.randn(2, 3, 5, 5),),
+                          options=CheckOptions(backward=True, inductor_config=RELU_BUG))
+    assert outcome.status is Status.FAIL_ACCURACY, outcome.message
+    assert outcome.failing_graphs and outcome.failing_graphs[0].inputs is not None
