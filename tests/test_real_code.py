@@ -91,3 +91,16 @@ def test_a_backward_graph_is_rerun_on_inputs_laid_out_as_compiled() -> None:
                           options=CheckOptions(backward=True, inductor_config=RELU_BUG))
     assert outcome.status is Status.FAIL_ACCURACY, outcome.message
     assert outcome.failing_graphs and outcome.failing_graphs[0].inputs is not None
+
+
+def test_fallback_random_is_applied_only_to_graphs_that_draw_random_numbers() -> None:
+    torch.manual_seed(0)
+    plain = check_model(torch.nn.Linear(8, 8), (torch.randn(4, 8),))
+    assert plain.status is Status.PASS and plain.graphs, plain.message
+    assert all("fallback_random" not in graph.config_source for graph in plain.graphs)
+    dropout = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5)).train()
+    drawn = check_model(dropout, (torch.randn(16, 8),), options=CheckOptions(backward=True))
+    assert drawn.status is Status.PASS and drawn.fallback_random, drawn.message
+    sources = {graph.kind: graph.config_source for graph in drawn.graphs}
+    assert "fallback_random = True" in sources["forward"]
+    assert "fallback_random = True" not in sources["backward"]

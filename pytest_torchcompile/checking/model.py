@@ -274,7 +274,8 @@ def _compile(fn: Callable[..., Any], options: CheckOptions) -> CompiledEntry:
     copy_ = _copy_callable(fn)
     probes = ConcurrentProbes()
     capture = GraphCapture(lowering_observer=probes.prepare if options.intermediates else None)
-    backend = capture.backend(options.mode) if options.backend == "inductor" else options.backend
+    backend = capture.backend(options.mode, random_config=_torch_compat.EAGER_RNG_CONFIG) \
+        if options.backend == "inductor" else options.backend
     compiled = torch.compile(copy_, backend=backend, dynamic=options.dynamic, fullgraph=options.fullgraph)
     module = copy_ if isinstance(copy_, torch.nn.Module) else None
     return CompiledEntry(fn, module, compiled, capture, probes)
@@ -354,7 +355,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     reused = entry is not None
     started = time.perf_counter()
     try:
-        with _torch_compat.inductor_config({**_torch_compat.EAGER_RNG_CONFIG, **options.inductor_config}), \
+        with _torch_compat.inductor_config(options.inductor_config), \
                 _torch_compat.no_compile_caches(), _torch_compat.strict_dynamo():
             if entry is None:
                 entry = _compile(fn, options)

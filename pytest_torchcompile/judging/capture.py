@@ -375,6 +375,8 @@ class GraphCapture:
         for dynamo_graph in self.dynamo_graphs:
             dynamo_graph.calls.clear()
 
-    def backend(self, mode: str | None = None, options: dict[str, Any] | None = None) -> Callable[..., Any]:
-        """A ``torch.compile`` backend: Inductor, with every lowered graph captured here."""
-        return _torch_compat.capturing_backend(self.hook, mode, options, self.dynamo_hook)
+    def backend(self, mode: str | None = None, options: dict[str, Any] | None = None,
+                random_config: dict[str, Any] | None = None) -> Callable[..., Any]:
+        """A ``torch.compile`` backend: Inductor, with every lowered graph captured here; those
+        that draw random numbers compile under the Inductor config patches ``random_config``."""
+        return _torch_compat.capturing_backend(self.hook, mode, options, self.dynamo_hook, random_config)

@@ -129,32 +129,64 @@ def capturing_backend(
     mode: str | None = None,
     options: dict[str, Any] | None = None,
     dynamo_hook: DynamoCompileHook | None = None,
+    random_config: dict[str, Any] | None = None,
 ) -> Callable[..., Any]:
     """A ``torch.compile`` backend equal to Inductor that shows each lowered graph to ``hook``,
-    and each torch-level graph Dynamo hands it to ``dynamo_hook``."""
+    and each torch-level graph Dynamo hands it to ``dynamo_hook``; a lowered graph that draws
+    random numbers compiles under the Inductor config patches ``random_config``
+    (:func:`_where_random`)."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     patches = _mode_patches(mode, options)
 
-    def inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
-        return hook(gm, example_inputs, kwargs, lambda: compile_fx_inner(gm, example_inputs, **kwargs))
-
     def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        outside = _config_values(random_config)
+
+        def inner_compile(lowered: torch.fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
+            with inductor_config(_where_random(lowered, random_config, outside)):
+                return hook(lowered, inputs, kwargs, lambda: compile_fx_inner(lowered, inputs, **kwargs))
+
         def compile_all() -> Any:
-            return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
+            with inductor_config(random_config):
+                return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
 
         return dynamo_hook(gm, example_inputs, compile_all) if dynamo_hook is not None else compile_all()
 
     return backend
 
 
+def _config_values(patches: dict[str, Any] | None) -> dict[str, Any]:
+    """What the Inductor config holds now for the names ``patches`` sets: the values set, or the
+    config module's marker of a name left unset, which patched back leaves it unset again (so
+    that the config reads as the user's, down to the statements a repro's header sets)."""
+    if not patches:
+        return {}
+    import_compiler()
+    import torch._inductor.config as inductor_config_module
+
+    entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
+    return {name: entries[name].user_override.get() for name in patches}
+
+
+def _where_random(lowered: torch.fx.GraphModule, random_config: dict[str, Any] | None,
+                  outside: dict[str, Any]) -> dict[str, Any] | None:
+    """``random_config`` for a lowered graph that draws random numbers; for any other, the values
+    those names had outside the compile (the user's own): the torch-level graph compiles under
+    ``random_config`` so that AOT autograd keeps random ops for Inductor to fall back on, which
+    changes nothing for graphs that draw none, and each lowered graph is compiled as the user's
+    compile would, but for its random ops."""
+    if any(node.op == "call_function" and is_random_op(node.target) for node in lowered.graph.nodes):
+        return random_config
+    return outside
+
+
 @contextlib.contextmanager
 def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | None = None,
-                       config: dict[str, Any] | None = None) -> Iterator[None]:
+                       random_config: dict[str, Any] | None = None) -> Iterator[None]:
     """Route every Inductor compilation started while active (plain ``torch.compile(model)``
     included) through ``hook``, and the torch-level graph it starts from through ``dynamo_hook``;
-    each compiles under the Inductor ``config`` patches, without the caches that would skip
-    ``hook``. Those are applied per compilation, not for the block: a test that compiles nothing
+    each compiles without the caches that would skip ``hook``, a graph that draws random numbers
+    under the Inductor config patches ``random_config`` (:func:`_where_random`). Those are applied per compilation, not for the block: a test that compiles nothing
     pays only the swap of one attribute, and where the compiler is not imported yet, not even its
     import (the swap is made as the block imports it, if it does).
 
@@ -167,19 +199,21 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
     def intercept(compile_fx_module: types.ModuleType) -> None:
         original = compile_fx_module.compile_fx
 
-        def inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
-            # Patched here too: a backward graph is compiled at its first call, after compile_fx returned.
-            with no_compile_caches(), inductor_config(config):
-                return hook(
-                    gm, example_inputs, kwargs,
-                    lambda: compile_fx_module.compile_fx_inner(gm, example_inputs, **kwargs),
-                )
-
         def compile_fx(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get("inner_compile", compile_fx_module.compile_fx_inner) is not compile_fx_module.compile_fx_inner:
                 return original(model, example_inputs, *args, **kwargs)
+            outside = _config_values(random_config)
+
+            def inner_compile(gm: torch.fx.GraphModule, inputs: Sequence[Any], **inner_kwargs: Any) -> Any:
+                # Patched here too: a backward graph is compiled at its first call, after compile_fx returned.
+                with no_compile_caches(), inductor_config(_where_random(gm, random_config, outside)):
+                    return hook(
+                        gm, inputs, inner_kwargs,
+                        lambda: compile_fx_module.compile_fx_inner(gm, inputs, **inner_kwargs),
+                    )
+
             kwargs["inner_compile"] = inner_compile
-            with no_compile_caches(), inductor_config(config):
+            with no_compile_caches(), inductor_config(random_config):
                 if dynamo_hook is None:
                     return original(model, example_inputs, *args, **kwargs)
                 return dynamo_hook(model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs))
