@@ -1,14 +1,24 @@
-"""Patterns of real code that once gave false failures or plugin errors: memory a library
-allocates with ``torch.empty`` and fills slice by slice, compiled code re-run on inputs laid out
-unlike those it was compiled for."""
+"""Patterns of real code that once gave false failures, plugin errors or a silent pass: memory a
+library allocates with ``torch.empty`` and fills slice by slice, compiled code re-run on inputs
+laid out unlike those it was compiled for, the user's Inductor config, models whose results hold
+no tensor."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.judging.judge import strided_copy, unwritten_elements
+from pytest_torchcompile.run import baseline
+from pytest_torchcompile.run.report import (
+    checks_summary,
+    github_summary_markdown,
+    json_report,
+    junit_properties,
+)
+from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Status
 
@@ -104,3 +114,25 @@ def test_fallback_random_is_applied_only_to_graphs_that_draw_random_numbers() ->
     sources = {graph.kind: graph.config_source for graph in drawn.graphs}
     assert "fallback_random = True" in sources["forward"]
     assert "fallback_random = True" not in sources["backward"]
+
+
+@pytest.mark.parametrize("result", [None, "done", object(), "generator"], ids=["none", "str", "object", "generator"])
+def test_a_check_that_judged_no_tensor_is_not_judged_not_passed(result: object) -> None:
+    def fn(x: torch.Tensor) -> object:
+        x.sin()
+        return (value for value in [x]) if result == "generator" else result
+
+    outcome = check_model(fn, (torch.randn(3),))
+    assert outcome.status is Status.NOT_JUDGED, outcome.message
+    assert outcome.passed and "nothing judged" in outcome.message
+
+
+def test_not_judged_checks_are_counted_apart_in_every_report() -> None:
+    results = [CaseResult("t.py::a", Status.PASS, ""), CaseResult("t.py::b", Status.NOT_JUDGED, "nothing judged")]
+    assert "1 pass, 1 not_judged" in checks_summary(results)
+    report = json_report(results, None, {})
+    assert report["counts"]["checks"]["not_judged"] == 1 and report["counts"]["checks"]["pass"] == 1
+    assert report["counts"]["tests"]["not_judged"] == 1
+    assert "1 not_judged" in github_summary_markdown(results, None)
+    assert ("torchcompile_status", "not_judged") in junit_properties(results[1])
+    assert baseline.test_status(results) is Status.NOT_JUDGED and not baseline.is_failing(Status.NOT_JUDGED)

@@ -79,7 +79,7 @@ class CheckOutcome:
 
     @property
     def passed(self) -> bool:
-        return self.status in (Status.PASS, Status.NO_FP64_REFERENCE)
+        return self.status in (Status.PASS, Status.NO_FP64_REFERENCE, Status.NOT_JUDGED)
 
 
 def _map_tensors(value: Any, tensor: Callable[[torch.Tensor], Any], other: Callable[[Any], Any]) -> Any:
@@ -408,6 +408,11 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
                 Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}", comparison, reference_label,
                 graphs, [FailingGraph(graph, divergence.inputs, divergence.gm, divergence.note)],
                 elapsed, output)
+    judged = _judged(eager_parts, eager_args, mutated)
+    if not any(isinstance(leaf, torch.Tensor | float) for root in judged for _, leaf in flatten_outputs(judged[root], root)):
+        kinds = sorted({type(leaf).__name__ for root in judged for _, leaf in flatten_outputs(judged[root], root)})
+        return CheckOutcome(Status.NOT_JUDGED, f"nothing judged: the results hold no tensor (only {', '.join(kinds)})",
+                            comparison, reference_label, graphs, compile_seconds=elapsed, compiled_output=output)
     status = Status.PASS if reference_label == "fp64" else Status.NO_FP64_REFERENCE
     return CheckOutcome(status, "", comparison, reference_label, graphs, compile_seconds=elapsed,
                         compiled_output=output)

@@ -212,7 +212,8 @@ def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[Graph
     if checker.unchecked:
         parts.append(f"{len(checker.unchecked)} unchecked")
     ratios = [ratio for ratio in passed if ratio is not None]
-    return CaseResult(nodeid, Status.PASS, ", ".join(parts), worst_ratio=max(ratios, default=None),
+    return CaseResult(nodeid, Status.PASS if passed else Status.NOT_JUDGED, ", ".join(parts),
+                      worst_ratio=max(ratios, default=None),
                       graphs_judged=len(passed), unchecked=list(checker.unchecked))
 
 
