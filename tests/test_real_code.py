@@ -5,12 +5,17 @@ no tensor."""
 
 from __future__ import annotations
 
+import operator
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from pytest_torchcompile.checking.model import check_model
-from pytest_torchcompile.judging.judge import strided_copy, unwritten_elements
+from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.judge import DYNAMO, clone_values, strided_copy, unwritten_elements
+from pytest_torchcompile.repros.repro import load_repro, repro_defect, write_repro
 from pytest_torchcompile.run import baseline
 from pytest_torchcompile.run.report import (
     checks_summary,
@@ -136,3 +141,47 @@ def test_not_judged_checks_are_counted_apart_in_every_report() -> None:
     assert "1 not_judged" in github_summary_markdown(results, None)
     assert ("torchcompile_status", "not_judged") in junit_properties(results[1])
     assert baseline.test_status(results) is Status.NOT_JUDGED and not baseline.is_failing(Status.NOT_JUDGED)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    return torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), dim=-1)
+
+
+def decoder_step(x: torch.Tensor, k_cache: torch.Tensor, inv_freq: torch.Tensor, pos: int) -> tuple[torch.Tensor, ...]:
+    """What a transformers decoder hands Inductor: rotary embeddings, a KV cache written by
+    setitem, a causal mask built with masked_fill and setitem, in-place ops through views."""
+    t = x.shape[2]
+    freqs = torch.outer(torch.arange(pos, pos + t, dtype=torch.float32), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    q = x * emb.cos() + _rotate_half(x) * emb.sin()
+    k_cache[:, :, pos:pos + t] = q
+    mask = torch.zeros(t, pos + t).masked_fill(torch.ones(t, pos + t, dtype=torch.bool).triu(pos + 1), float("-inf"))
+    mask[:, 0] = 0.0
+    scores = q @ k_cache[:, :, : pos + t].transpose(-1, -2) + mask
+    row = k_cache[0, 0]
+    row += 1.0
+    row *= 0.5
+    out = scores.softmax(-1) @ k_cache[:, :, : pos + t]
+    out[..., -1] -= 1.0
+    return out.add_(x.mean()), k_cache.sum(2)
+
+
+def test_a_torch_level_repro_of_setitem_and_in_place_ops_builds_and_computes_the_graph(tmp_path: Path) -> None:
+    graphs: list[torch.fx.GraphModule] = []
+
+    def capture(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]) -> torch.fx.GraphModule:
+        graphs.append(gm)
+        return gm
+
+    torch.manual_seed(0)
+    given = {"x": torch.randn(2, 2, 3, 8), "k_cache": torch.zeros(2, 2, 6, 8), "inv_freq": torch.rand(4)}
+    torch.compile(decoder_step, backend=capture, fullgraph=True)(*clone_values(list(given.values())), 2)
+    (gm,) = graphs
+    inputs = [given[node.target[2:-1]] for node in gm.graph.nodes if node.op == "placeholder"]  # L_<name>_
+    assert {operator.setitem, operator.iadd, operator.imul} <= {node.target for node in gm.graph.nodes}
+    path = write_repro(ReproCase(gm, inputs, "accuracy", "decoder step", level=DYNAMO), tmp_path / "repro.py")
+
+    assert repro_defect(path) is None
+    case = load_repro(path).case
+    for rebuilt, expected in zip(case.gm(*clone_values(case.inputs)), gm(*clone_values(inputs)), strict=True):
+        assert torch.equal(rebuilt, expected)

@@ -154,10 +154,35 @@ def _inline(values, dtype, shape, stride, device, requires_grad):
     return out.requires_grad_(requires_grad)
 
 
+class _Proxy(torch.fx.Proxy):
+    """A traced value that records item assignment (``x[i] = v``) and in-place operators
+    (``x += v``), as a torch-level graph writes its setitem and iadd nodes, as nodes of the same
+    ops: plain tracing refuses the first and turns the second into an out-of-place op, which
+    loses a write through a view."""
+
+    def __setitem__(self, key, value):
+        self.tracer.create_proxy("call_function", operator.setitem, (self, key, value), {})
+
+
+def _in_place(op):
+    return lambda self, other: self.tracer.create_proxy("call_function", op, (self, other), {})
+
+
+for _name in ("iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
+              "ilshift", "irshift"):
+    setattr(_Proxy, f"__{_name}__", _in_place(getattr(operator, _name)))
+
+
+class _Tracer(torch.fx.Tracer):
+    proxy_buffer_attributes = True
+
+    def proxy(self, node):
+        return _Proxy(node, self)
+
+
 def _trace(module):
     """The module's graph, ops on constants included (plain symbolic_trace folds those away)."""
-    tracer = torch.fx.Tracer()
-    tracer.proxy_buffer_attributes = True
+    tracer = _Tracer()
     return torch.fx.GraphModule(module, tracer.trace(module))
 
 
