@@ -5,7 +5,9 @@ no tensor."""
 
 from __future__ import annotations
 
+import json
 import operator
+import pickle
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import torch.nn.functional as F
 from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import DYNAMO, clone_values, strided_copy, unwritten_elements
+from pytest_torchcompile.minifying.search import minify_graph
 from pytest_torchcompile.repros.repro import load_repro, repro_defect, write_repro
 from pytest_torchcompile.run import baseline
 from pytest_torchcompile.run.report import (
@@ -23,9 +26,11 @@ from pytest_torchcompile.run.report import (
     json_report,
     junit_properties,
 )
-from pytest_torchcompile.run.results import CaseResult
+from pytest_torchcompile.run.results import CaseResult, StopReason
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Status
+
+pytest_plugins = ["pytester"]
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 
@@ -183,5 +188,66 @@ def test_a_torch_level_repro_of_setitem_and_in_place_ops_builds_and_computes_the
 
     assert repro_defect(path) is None
     case = load_repro(path).case
+    pickle.dumps(case.gm)  # as it is sent to a judging process
     for rebuilt, expected in zip(case.gm(*clone_values(case.inputs)), gm(*clone_values(inputs)), strict=True):
         assert torch.equal(rebuilt, expected)
+
+
+def test_a_repro_keeps_the_ops_that_make_a_tensor_from_nothing(tmp_path: Path) -> None:
+    aten = torch.ops.aten
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    empty = graph.call_function(aten.empty.memory_format, ([2, 3],), {"dtype": torch.float32, "device": torch.device("cpu")})
+    zeros = graph.call_function(torch.zeros, (2, 3))
+    graph.output((empty, graph.call_function(aten.add.Tensor, (zeros, x))))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    path = write_repro(ReproCase(gm, [torch.randn(2, 3)], "accuracy", "factories"), tmp_path / "repro.py")
+
+    rebuilt = load_repro(path).case.gm
+    targets = [node.target for node in rebuilt.graph.nodes if node.op == "call_function"]
+    assert targets == [aten.empty.memory_format, torch.zeros, aten.add.Tensor]
+
+
+def test_minifying_a_graph_without_ops_says_why_instead_of_raising() -> None:
+    graph = torch.fx.Graph()
+    graph.output((graph.placeholder("x"),))
+    case = ReproCase(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.randn(3)], "accuracy", "no op")
+
+    reduction = minify_graph(case, lambda gm, inputs: pytest.fail("nothing is to be judged"))
+
+    assert reduction.stop is StopReason.NOT_REPRODUCED and "no op" in reduction.how
+
+
+IN_PROCESS_BUG = """
+import torch
+import torch.nn.functional as F
+from torch._inductor import decomposition
+from torch._inductor.decomposition import decompositions
+
+# A wrong silu decomposition in this process only: a fresh process judging the repro has none.
+_silu = decompositions[torch.ops.aten.silu.default]
+decompositions[torch.ops.aten.silu.default] = lambda x: _silu(x) * 1.01
+decomposition.fast_random_decomps.cache_clear()
+
+
+def test_gated(compile_accuracy):
+    torch.manual_seed(0)
+    out = compile_accuracy(lambda x: F.silu(x) * 2, torch.randn(8, 16))
+    assert out.shape == (8, 16)
+"""
+
+
+def test_a_finding_its_repro_does_not_confirm_fails_no_test_and_is_reported_unconfirmed(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_model=IN_PROCESS_BUG)
+
+    result = pytester.runpytest("--compile-accuracy", "-p", "no:cacheprovider", "--compile-accuracy-report=report.json",
+                                "--junitxml=junit.xml")
+
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["unconfirmed *test_model.py::test_gated", "*unconfirmed: its repro, judged in a "
+                                 "fresh process, passes*", "*1 checks in 1 tests: 1 unconfirmed"])
+    (check,) = json.loads((pytester.path / "report.json").read_text())["tests"][0]["checks"]
+    assert check["status"] == "unconfirmed" and "fresh process" in check["unconfirmed"]
+    assert 'name="torchcompile_unconfirmed"' in (pytester.path / "junit.xml").read_text()

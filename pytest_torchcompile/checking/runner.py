@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 
+from pytest_torchcompile.checking.confirmation import unconfirmed
 from pytest_torchcompile.checking.masked import current_device, start_probe_child
 from pytest_torchcompile.checking.model import (
     CheckOutcome,
@@ -104,7 +105,7 @@ class CheckRunner:
         if record_property is not None:
             for name, value in junit_fields(result):
                 record_property(name, value)
-        if outcome.passed:
+        if outcome.passed or result.status is Status.UNCONFIRMED:
             return outcome.compiled_output
         pytest.fail(failure_message(result, outcome), pytrace=False)
 
@@ -153,6 +154,11 @@ class CheckRunner:
         if self.session.devices_lost_in != result.nodeid:
             # Checked now, so that a repro that cannot run is reported at the test that made it.
             result.repro_defect = repro_defect(result.repro_path)
+            if result.repro_defect is None and settings.backend == "inductor":
+                result.unconfirmed = unconfirmed(result.repro_path)
+                if result.unconfirmed is not None:
+                    result.status = Status.UNCONFIRMED
+                    return
         if settings.minify and settings.backend == "inductor" and result.repro_defect is None:
             job = MinifyJob(result.case_id, result.nodeid, result.repro_path, settings.minify_timeout)
             self.session.queue_minify_job(job)
@@ -196,8 +202,10 @@ class CheckRunner:
                 rest = other_graphs_result(nodeid, checker, failures)
                 if rest is not None:
                     self.session.results.append(rest)
-        if failures:
-            pytest.fail(graph_failures_message(failed, failures), pytrace=False)
+        confirmed = [index for index, result in enumerate(failed) if result.status is not Status.UNCONFIRMED]
+        if confirmed:
+            pytest.fail(graph_failures_message([failed[index] for index in confirmed],
+                                               [failures[index] for index in confirmed]), pytrace=False)
 
 
 def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[GraphFailure]) -> CaseResult | None:

@@ -144,6 +144,7 @@ from typing import Any
 import torch
 import torch.fx
 from torch import device
+from torch.overrides import TorchFunctionMode
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -173,17 +174,50 @@ for _name in ("iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "
     setattr(_Proxy, f"__{_name}__", _in_place(getattr(operator, _name)))
 
 
-class _Tracer(torch.fx.Tracer):
-    proxy_buffer_attributes = True
+class _Factories(TorchFunctionMode):
+    """Records the calls that make a tensor from no traced value (``torch.zeros(4)``,
+    ``aten.empty.memory_format(...)``) as nodes: plain tracing runs them once and keeps their
+    result as a constant, so the compiler would never see the op."""
 
-    def proxy(self, node):
-        return _Proxy(node, self)
+    def __init__(self, tracer):
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if _holds_proxy((args, kwargs)) or not isinstance(result, torch.Tensor):
+            return result
+        return self.tracer.create_proxy("call_function", func, args, kwargs)
+
+
+def _holds_proxy(value):
+    if isinstance(value, (list, tuple)):
+        return any(_holds_proxy(item) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_proxy(item) for item in value.values())
+    return isinstance(value, torch.fx.Proxy)
 
 
 def _trace(module):
-    """The module's graph, ops on constants included (plain symbolic_trace folds those away)."""
-    tracer = _Tracer()
-    return torch.fx.GraphModule(module, tracer.trace(module))
+    """The module's graph, ops on constants and factory ops included (plain symbolic_trace runs
+    those and keeps their results as constants)."""
+
+    class Tracer(torch.fx.Tracer):
+        # Defined here: a graph module keeps the class of a tracer defined at module level, so it
+        # would pickle by reference to this file, which another process does not import.
+        proxy_buffer_attributes = True
+
+        def proxy(self, node):
+            return _Proxy(node, self)
+
+    tracer = Tracer()
+    with _Factories(tracer):
+        graph = tracer.trace(module)
+    for node in graph.nodes:
+        if isinstance(node.type, str):  # an annotation this file's postponed evaluation left a string
+            node.type = None
+    return torch.fx.GraphModule(module, graph)
 
 
 def _load(name, dtype, shape, stride, device, requires_grad):

@@ -256,7 +256,7 @@ def _table(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | No
             continue
         lines.append(line(row, nodeid))
         for check in checks:
-            if layout.verbosity > 0 or is_failing(check.status):
+            if layout.verbosity > 0 or is_failing(check.status) or check.unconfirmed:
                 lines.extend(_check_details(check, layout))
         for check in checks:
             for entry in check.unchecked:
@@ -279,6 +279,8 @@ def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
         facts.append(("reference", check.reference))
     if check.repro_path:
         facts.append(("repro", layout.shown(check.repro_path)))
+    if check.unconfirmed:
+        facts.append(("unconfirmed", layout.shown(check.unconfirmed)))
     if check.minify is not None:
         facts.extend(_minify_facts(check.minify, layout))
         if check.minify.note:
@@ -505,5 +507,6 @@ def junit_properties(result: CaseResult) -> list[tuple[str, str]]:
         ("torchcompile_reference", result.reference),
         ("torchcompile_graphs_judged", None if result.graphs_judged is None else str(result.graphs_judged)),
         ("torchcompile_unchecked", "; ".join(result.unchecked) or None),
+        ("torchcompile_unconfirmed", result.unconfirmed),
     ]
     return [(name, value) for name, value in candidates if value is not None]

@@ -17,6 +17,9 @@ class Status(enum.StrEnum):
     EAGER_FAIL = "eager_fail"
     EAGER_NONDETERMINISTIC = "eager_nondeterministic"
     NO_FP64_REFERENCE = "no_fp64_reference"
+    UNCONFIRMED = "unconfirmed"
+    """The check found a failure that its repro, judged in a fresh process, does not show: not
+    failed, reported with the reason."""
     NOT_JUDGED = "not_judged"
     """The check ran, but its results hold no tensor to judge (the model returned None, a string,
     an opaque object): not a failure of the compiler, and no evidence that it is right."""

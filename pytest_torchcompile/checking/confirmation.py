@@ -1,0 +1,37 @@
+"""A finding fails a test only once confirmed: its repro, judged in a fresh process as
+``python repro.py`` and the minifier judge it, fails as the check recorded. One that does not
+(a deviation in memory no op wrote, a result of this process's state) is reported unconfirmed."""
+
+from __future__ import annotations
+
+from pytest_torchcompile.checking.masked import device_of
+from pytest_torchcompile.judging.isolation import (
+    CRASHED,
+    JUDGE_ERROR,
+    TIMED_OUT,
+    IsolatedJudge,
+    IsolationError,
+    JudgeSettings,
+)
+from pytest_torchcompile.judging.judge import same_failure
+from pytest_torchcompile.repros.repro import load_case
+
+
+def unconfirmed(repro_path: str) -> str | None:
+    """Why the repro at ``repro_path``, judged in a child process, does not fail as it records;
+    None when it does, or when no verdict could be had there (a child that cannot start or
+    crashes says nothing about the finding)."""
+    case = load_case(repro_path)
+    settings = JudgeSettings(case.tol, case.check_non_float, case.grad_enabled, case.level)
+    try:
+        with IsolatedJudge(case.config_source, device=device_of(case.inputs)) as judge:
+            verdict = judge(case.gm, case.inputs, settings)
+    except (IsolationError, OSError):
+        return None
+    if verdict.failure in (CRASHED, TIMED_OUT, JUDGE_ERROR) \
+            or same_failure(verdict, case.kind, case.expected_error, case.error_pattern):
+        return None
+    fresh = "its repro, judged in a fresh process,"
+    if verdict.failure is None:
+        return f"{fresh} passes: the compiled graph matches the reference there"
+    return f"{fresh} fails another way ({verdict.failure}{f': {verdict.error}' if verdict.error else ''})"
