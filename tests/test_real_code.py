@@ -251,3 +251,13 @@ def test_a_finding_its_repro_does_not_confirm_fails_no_test_and_is_reported_unco
     (check,) = json.loads((pytester.path / "report.json").read_text())["tests"][0]["checks"]
     assert check["status"] == "unconfirmed" and "fresh process" in check["unconfirmed"]
     assert 'name="torchcompile_unconfirmed"' in (pytester.path / "junit.xml").read_text()
+
+
+def test_a_repro_gives_its_graph_inputs_laid_out_as_they_were(tmp_path: Path) -> None:
+    inputs = [torch.randn(4, 6, 8)[:, 1:5, 2:7], torch.randn(3, 1).expand(3, 4), torch.randn(40, 50)[3:, 7:].t()]
+    gm = torch.fx.symbolic_trace(lambda a, b, c: (a.sum() + b.sum() + c.sum(),))
+    path = write_repro(ReproCase(gm, inputs, "accuracy", "layouts"), tmp_path / "repro.py")
+
+    for loaded, given in zip(load_repro(path).case.inputs, inputs, strict=True):
+        assert (loaded.shape, loaded.stride(), loaded.storage_offset()) == (given.shape, given.stride(), given.storage_offset())
+        assert torch.equal(loaded, given)

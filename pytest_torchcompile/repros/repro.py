@@ -77,7 +77,7 @@ class _TensorWriter:
 
     def _tensor(self, value: torch.Tensor, device: torch.device, requires_grad: bool) -> str:
         meta = (f"{value.dtype}, {tuple(value.shape)!r}, {tuple(value.stride())!r}, "
-                f"{str(device)!r}, {requires_grad}")
+                f"{str(device)!r}, {requires_grad}" + (f", {value.storage_offset()}" if value.storage_offset() else ""))
         if value.numel() <= INLINE_NUMEL and not value.is_complex():
             return f"_inline({_literal(value.cpu().tolist())}, {meta})"
         buffer = io.BytesIO()
@@ -149,9 +149,18 @@ from torch.overrides import TorchFunctionMode
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _inline(values, dtype, shape, stride, device, requires_grad):
-    out = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-    out.copy_(torch.tensor(values, dtype=dtype).reshape(shape))
+def _laid_out(values, dtype, shape, stride, device, offset):
+    """``values`` (dense) in memory laid out as the input was: its size, stride and storage
+    offset, which compiled code may assume; elements that share memory (stride 0) share it."""
+    extent = 1 + sum((size - 1) * step for size, step in zip(shape, stride)) if all(shape) else 0
+    storage = torch.empty(offset + extent, dtype=dtype, device=device)
+    positions = torch.arange(offset + extent, device=device).as_strided(shape, stride, offset)
+    storage[positions.reshape(-1)] = values.to(device).reshape(-1)
+    return torch.empty(0, dtype=dtype, device=device).set_(storage.untyped_storage(), offset, shape, stride)
+
+
+def _inline(values, dtype, shape, stride, device, requires_grad, offset=0):
+    out = _laid_out(torch.tensor(values, dtype=dtype), dtype, shape, stride, device, offset)
     return out.requires_grad_(requires_grad)
 
 
@@ -220,11 +229,9 @@ def _trace(module):
     return torch.fx.GraphModule(module, graph)
 
 
-def _load(name, dtype, shape, stride, device, requires_grad):
+def _load(name, dtype, shape, stride, device, requires_grad, offset=0):
     saved = torch.load(os.path.join(HERE, "tensors", name + ".pt"), weights_only=True)
-    out = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-    out.copy_(saved.reshape(shape))
-    return out.requires_grad_(requires_grad)
+    return _laid_out(saved, dtype, shape, stride, device, offset).requires_grad_(requires_grad)
 '''
 
 _MAIN = '''\
