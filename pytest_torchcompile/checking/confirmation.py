@@ -1,4 +1,4 @@
-"""A finding fails a test only once confirmed: its repro, judged in a fresh process as
+"""An accuracy finding fails a test only once confirmed: its repro, judged in a fresh process as
 ``python repro.py`` and the minifier judge it, fails as the check recorded. One that does not
 (a deviation in memory no op wrote, a result of this process's state) is reported unconfirmed."""
 

@@ -154,7 +154,9 @@ class CheckRunner:
         if self.session.devices_lost_in != result.nodeid:
             # Checked now, so that a repro that cannot run is reported at the test that made it.
             result.repro_defect = repro_defect(result.repro_path)
-            if result.repro_defect is None and settings.backend == "inductor":
+            # An accuracy finding is a judgement, which a fresh process must share; a compile or
+            # runtime error was raised by the compiler in this test, whatever a repro then shows.
+            if result.repro_defect is None and settings.backend == "inductor" and result.status is Status.FAIL_ACCURACY:
                 result.unconfirmed = unconfirmed(result.repro_path)
                 if result.unconfirmed is not None:
                     result.status = Status.UNCONFIRMED
