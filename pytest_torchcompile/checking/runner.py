@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_torchcompile.checking.confirmation import unconfirmed
+from pytest_torchcompile.checking.confirmation import Confirmer
 from pytest_torchcompile.checking.masked import current_device, start_probe_child
 from pytest_torchcompile.checking.model import (
     CheckOutcome,
@@ -53,6 +53,7 @@ class CheckRunner:
         self.session = session
         self.compiled_cache = CompiledCache()
         """Compiled models of the running test, reused across its checks (hypothesis examples)."""
+        self.confirmer = Confirmer()
 
     @classmethod
     def start(cls, session: AccuracySession, trace_log: bool, probe_child: bool) -> CheckRunner:
@@ -157,7 +158,7 @@ class CheckRunner:
             # An accuracy finding is a judgement, which a fresh process must share; a compile or
             # runtime error was raised by the compiler in this test, whatever a repro then shows.
             if result.repro_defect is None and settings.backend == "inductor" and result.status is Status.FAIL_ACCURACY:
-                result.unconfirmed = unconfirmed(result.repro_path)
+                result.unconfirmed = self.confirmer.unconfirmed(result.repro_path)
                 if result.unconfirmed is not None:
                     result.status = Status.UNCONFIRMED
                     return
