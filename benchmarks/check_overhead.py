@@ -91,17 +91,20 @@ MODEL_RUN = textwrap.dedent("""
     intermediates.judge_graph = judge
     intermediates.PreparedProbe.verdict = timed(intermediates.PreparedProbe.verdict, "waiting for the child's probe")
 
+    children = intermediates.ProbeChildren()  # as a run's CheckRunner holds them
     start = time.perf_counter()
     with torch.no_grad():
         if mode == "plain":
             torch.compile(model)(*args, **kwargs)
         else:
-            outcome = check_model(model, args, kwargs, options=CheckOptions(intermediates=mode != "no-probe"))
+            outcome = check_model(model, args, kwargs, options=CheckOptions(intermediates=mode != "no-probe"),
+                                  probe_children=children)
             assert outcome.status.value == "pass", (outcome.status, outcome.message)
             spent["check's compile and compiled run"] = outcome.compile_seconds
     if device.type == "cuda":
         torch.cuda.synchronize()
     print(json.dumps({"seconds": time.perf_counter() - start, **spent}))
+    children.close()
 """)
 
 TRIVIAL_TESTS = 2000

@@ -85,15 +85,15 @@ def newest_queue(out: Path) -> Path:
 
 def run_once(workdir: Path, workers: int, label: str, timeout_s: float, extra: list[str]) -> dict[str, Any]:
     out = workdir / f"out-{label}"
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(workdir / f"inductor-cache-{label}")}
-    env.pop("PYTEST_TORCHCOMPILE_MINIFIER", None)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(workdir / f"inductor-cache-{label}"),
+           "PYTEST_TORCHCOMPILE_KEEP_QUEUE": "1"}  # its jobs' attempts and timings are read below
     command = [sys.executable, "-m", "pytest", "-n", str(workers), "--compile-accuracy",
-               "--compile-accuracy-dir", str(out), "--compile-minify-timeout", str(timeout_s),
+               "--compile-accuracy-dir", str(out), "--compile-accuracy-minify-timeout", str(timeout_s),
                "-p", "no:cacheprovider", "-q", "-W", "ignore", *extra]
     started = time.perf_counter()
     run = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
-    from pytest_torchcompile.minifying.phase import DONE, WorkQueue, phase_seconds
+    from pytest_torchcompile.run.queue import DONE, WorkQueue, phase_seconds
 
     queue_dir = newest_queue(out)
     jobs = WorkQueue(queue_dir).jobs()
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--device", choices=["cpu", "cuda"], default=None)
     parser.add_argument("--repeat", type=int, default=1, help="pairs of runs; medians are reported")
-    parser.add_argument("--timeout", type=float, default=600.0, help="--compile-minify-timeout per case")
+    parser.add_argument("--timeout", type=float, default=600.0, help="--compile-accuracy-minify-timeout per case")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")

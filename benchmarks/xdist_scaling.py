@@ -13,7 +13,7 @@ benchmark also runs on a CPU-only machine.
     # a 2-core CPU machine: the small suite, -n 0 against -n 2
     python benchmarks/xdist_scaling.py --device cpu --workers 0,2 --out xdist_scaling_cpu.txt
 
-``--unbudgeted`` adds a run at the last N with ``--compile-threads 0`` (every worker takes the
+``--unbudgeted`` adds a run at the last N with ``--compile-accuracy-threads 0`` (every worker takes the
 whole machine, as before the run had one CPU budget), to show what the budget buys.
 ``--suites checked,plain`` also runs the zoo models plainly (an eager call and the
 ``torch.compile`` first call, no plugin option) at each N: how far the host itself lets such a
@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="zoo models with tiny shapes (default on a CPU)")
     parser.add_argument("--dtypes", default="fp32", help="zoo models' dtypes, comma-separated: fp32, bf16")
     parser.add_argument("--unbudgeted", action="store_true",
-                        help="add a run at the last -n with --compile-threads 0 (no shared CPU budget)")
+                        help="add a run at the last -n with --compile-accuracy-threads 0 (no shared CPU budget)")
     parser.add_argument("--suites", default="checked",
                         help="comma-separated: checked (under --compile-accuracy), plain (the zoo models' "
                              "plain torch.compile first call and an eager call, no check: what the host gives "
@@ -188,7 +188,7 @@ def main() -> None:
         checked = ["--compile-accuracy", "test_suite.py"]
         runs = [(f"-n {n}", n, checked) for n in counts] if "checked" in suites else []
         if args.unbudgeted:
-            runs.append((f"-n {counts[-1]} --compile-threads 0", counts[-1], ["--compile-threads", "0", *checked]))
+            runs.append((f"-n {counts[-1]} --compile-accuracy-threads 0", counts[-1], ["--compile-accuracy-threads", "0", *checked]))
         if "plain" in suites and names:
             (workdir / "test_plain.py").write_text(PLAIN_ZOO_SUITE.format(
                 benchmarks=str(BENCHMARKS), device=args.device, tiny=args.tiny or args.device == "cpu",

@@ -53,10 +53,12 @@ try:
 except ImportError:  # run from a checkout without installing: use the repository's copy
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pytest_torchcompile.checking.masked import ProbeChildren
 from pytest_torchcompile.checking.model import CheckOutcome, EagerRunError, check_model
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Status, format_table
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals import environment as torch_environment
+from pytest_torchcompile.torch_internals.compiling import empty_compile_cache, reset
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 MODES = ("inference", "training")
@@ -323,7 +325,7 @@ def _synchronize(device: torch.device) -> None:
 
 
 def _free_memory(device: torch.device) -> None:
-    _torch_compat.reset()
+    reset()
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -334,7 +336,7 @@ def _cold_cache() -> Iterator[None]:
     """A fresh, empty Inductor/Triton cache directory for one measurement. Otherwise whichever of
     the plain run and the check compiles a kernel second finds the first one's FX graph, C++
     library or Triton binary on disk, and the overhead figure measures cache order, not the check."""
-    with _torch_compat.empty_compile_cache():
+    with empty_compile_cache():
         yield
 
 
@@ -342,7 +344,7 @@ def _plain_compile_seconds(model: nn.Module, args: tuple[Any, ...], kwargs: dict
                            loss: LossFn, device: torch.device) -> float:
     """What a user pays without the check: the first call of ``torch.compile(model)`` on a fresh
     dynamo (for training, with its backward)."""
-    _torch_compat.reset()
+    reset()
     fresh = copy.deepcopy(model)
     compiled = torch.compile(fresh)
     started = time.perf_counter()
@@ -351,7 +353,7 @@ def _plain_compile_seconds(model: nn.Module, args: tuple[Any, ...], kwargs: dict
     _synchronize(device)
     elapsed = time.perf_counter() - started
     del compiled, result
-    _torch_compat.reset()
+    reset()
     return elapsed
 
 
@@ -370,13 +372,14 @@ def _fill_from_outcome(row: Row, outcome: CheckOutcome) -> None:
                           for failing in outcome.failing_graphs]
 
 
-def _measure_into(row: Row, spec: ModelSpec, sizes: Sizes, options: CheckOptions, plain: bool) -> None:
+def _measure_into(row: Row, spec: ModelSpec, sizes: Sizes, options: CheckOptions, plain: bool,
+                  probe_children: ProbeChildren | None) -> None:
     torch.manual_seed(0)  # identical random weights for every dtype and mode of a model
     case = spec.build(sizes)
     model, args, kwargs = prepare(case, DTYPES[row.dtype], row.mode, sizes.device)
     started = time.perf_counter()
     with _cold_cache(), _grad_mode(row.mode):
-        outcome = check_model(model, args, kwargs, _mode_options(options, row.mode, case))
+        outcome = check_model(model, args, kwargs, _mode_options(options, row.mode, case), probe_children=probe_children)
     _synchronize(sizes.device)
     row.check_seconds = time.perf_counter() - started
     _fill_from_outcome(row, outcome)
@@ -393,11 +396,11 @@ def _measure_into(row: Row, spec: ModelSpec, sizes: Sizes, options: CheckOptions
 
 
 def measure(spec: ModelSpec, dtype_name: str, mode: str, sizes: Sizes, options: CheckOptions,
-            plain: bool = True) -> Row:
+            plain: bool = True, probe_children: ProbeChildren | None = None) -> Row:
     """One row; never raises (a crash of any kind becomes the row's status)."""
     row = Row(spec.name, spec.library, dtype_name, mode, status=CRASH)
     try:
-        _measure_into(row, spec, sizes, options, plain)
+        _measure_into(row, spec, sizes, options, plain, probe_children)
     except EagerRunError as error:
         row.status, row.message = str(Status.EAGER_FAIL), str(error)
     except Exception as error:
@@ -413,13 +416,13 @@ def measure(spec: ModelSpec, dtype_name: str, mode: str, sizes: Sizes, options: 
 def _warm_up(device: torch.device) -> None:
     """Pay one-time process costs (Inductor and AOTAutograd imports, compile workers, the CUDA
     context) before the first timed model, so that they do not inflate its plain compile time."""
-    _torch_compat.reset()
+    reset()
     with _cold_cache():
         layer = nn.Linear(8, 8).to(device)
         _run_step(torch.compile(layer), layer, (torch.randn(2, 8, device=device),), {}, "training",
                   lambda out: out.square().mean())
     _synchronize(device)
-    _torch_compat.reset()
+    reset()
 
 
 # --- libraries ------------------------------------------------------------------------------
@@ -486,7 +489,7 @@ def report_text(rows: list[Row], missing: dict[str, str]) -> str:
 
 
 def environment(device: torch.device, sizes: Sizes, options: CheckOptions) -> dict[str, Any]:
-    env: dict[str, Any] = dict(_torch_compat.environment())
+    env: dict[str, Any] = dict(torch_environment.environment())
     for library in ("timm", "torchvision", "transformers"):
         try:
             env[library] = importlib.import_module(library).__version__
@@ -636,16 +639,21 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[Row] = []
     _warm_up(device)
-    for spec, dtype_name, mode in itertools.product(specs, args.dtypes, args.modes):
-        if spec.library in missing:
-            row = Row(spec.name, spec.library, dtype_name, mode, NOT_INSTALLED, message=missing[spec.library])
-        else:
-            row = measure(spec, dtype_name, mode, sizes, options, plain=not args.no_plain)
-        row.run = env["date"]
-        rows.append(row)
-        print(progress_line(row), flush=True)
-        # Written after every row: a run cut off by a time limit keeps what it measured.
-        write_outputs(args, merge_rows(previous, rows), runs)
+    probe_children = ProbeChildren()  # one child per device for every row, as in a test run
+    try:
+        for spec, dtype_name, mode in itertools.product(specs, args.dtypes, args.modes):
+            if spec.library in missing:
+                row = Row(spec.name, spec.library, dtype_name, mode, NOT_INSTALLED, message=missing[spec.library])
+            else:
+                row = measure(spec, dtype_name, mode, sizes, options, plain=not args.no_plain,
+                              probe_children=probe_children)
+            row.run = env["date"]
+            rows.append(row)
+            print(progress_line(row), flush=True)
+            # Written after every row: a run cut off by a time limit keeps what it measured.
+            write_outputs(args, merge_rows(previous, rows), runs)
+    finally:
+        probe_children.close()
     print()
     print(report_text(merge_rows(previous, rows), missing))
     return 0

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,17 +12,18 @@ import pytest
 from pytest_torchcompile.run import settings
 from pytest_torchcompile.run.roles import Role, role_of
 from pytest_torchcompile.run.session import AccuracySession, narrowed_files
+from pytest_torchcompile.run.shard import shard_of
 
 if TYPE_CHECKING:
     from pytest_torchcompile.run.report import TerminalLayout
-
-pytest_plugins = ["pytest_torchcompile.fixture"]
 
 SESSION_KEY = pytest.StashKey[AccuracySession]()
 PYTEST_SESSION_KEY = pytest.StashKey[pytest.Session]()
 CURRENT_ITEM_KEY = pytest.StashKey[pytest.Item]()
 COLLECTED_IDS = "torchcompile_collected_ids"
 """``config.workeroutput`` key: an xdist worker's collected test ids, for the controller."""
+SELECTED_IDS = "torchcompile_selected_ids"
+"""``config.workeroutput`` key: the collected test ids an xdist worker did not deselect."""
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -37,6 +39,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Registered here rather than named in pytest_plugins: the package imports the fixture module
+    # before pytest reads that list, and pytest would warn that it cannot rewrite its asserts (an
+    # error, and every run's exit 4, under -W error).
+    from pytest_torchcompile import fixture
+
+    if not config.pluginmanager.is_registered(fixture):
+        config.pluginmanager.register(fixture, fixture.__name__)
     config.addinivalue_line("markers", settings.MARKER_HELP)
     config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped when none is visible")
     enabled = bool(settings.option_value(config, settings.option("compile-accuracy")))
@@ -44,7 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
     root = Path(directory) if directory else Path(config.rootpath) / ".compile-accuracy"
     if not root.is_absolute():
         root = Path(config.rootpath) / root
-    config.stash[SESSION_KEY] = AccuracySession(enabled, root, settings.session_settings(config), _environment)
+    config.stash[SESSION_KEY] = AccuracySession(enabled, root, settings.session_settings(config), _environment,
+                                                shard=shard_of(config))
     config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config),
                                                runs_tests=not _is_xdist_controller(config))
     from pytest_torchcompile.minifying.phase import configure as configure_minify_phase
@@ -56,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_torchcompile.checking.runner import CheckRunner
 
         config.stash[SESSION_KEY].runner = CheckRunner.start(
-            config.stash[SESSION_KEY],
+            config.stash[SESSION_KEY], _layout(config),
             trace_log=bool(settings.option_value(config, settings.option("compile-accuracy-trace-log"))),
             probe_child=not config.option.collectonly and config.stash[SESSION_KEY].base_settings.intermediates,
         )
@@ -66,13 +76,26 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _environment() -> dict[str, Any]:
     # Asked for only where a JSON report is written: other runs do not import torch for it.
-    from pytest_torchcompile.torch_internals.compat import report_environment
+    from pytest_torchcompile.torch_internals.environment import report_environment
 
     return report_environment()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[PYTEST_SESSION_KEY] = session
+    if not _is_worker(session.config):
+        _tell_deprecated_names(session.config)
+
+
+def _tell_deprecated_names(config: pytest.Config) -> None:
+    # Printed, not warned: a run under -W error must not fail for an old option name.
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for message in settings.deprecated_uses(config):
+        line = f"PytestTorchcompileDeprecation: {message}"
+        if reporter is not None:
+            reporter.write_line(line, yellow=True)
+        else:
+            sys.stderr.write(f"{line}\n")
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -80,9 +103,11 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    state = session.config.stash[SESSION_KEY]
+    state.selected_ids.update(item.nodeid for item in session.items)
     if _is_worker(session.config):
-        state = session.config.stash[SESSION_KEY]
         session.config.workeroutput[COLLECTED_IDS] = sorted(state.collected_ids)  # type: ignore[attr-defined]
+        session.config.workeroutput[SELECTED_IDS] = sorted(state.selected_ids)  # type: ignore[attr-defined]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -106,6 +131,7 @@ class ControllerHooks:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}
         self.state.collected_ids.update(output.get(COLLECTED_IDS, ()))
+        self.state.selected_ids.update(output.get(SELECTED_IDS, ()))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -133,16 +159,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     from pytest_torchcompile.minifying.phase import run_minify_phase
 
     config = session.config
-    run_minify_phase(config, config.stash[SESSION_KEY])
+    if run_minify_phase(config, config.stash[SESSION_KEY]):
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not _is_worker(config):
         config.stash[SESSION_KEY].name_minified_in_failures(reporter.stats.get("failed", []), _layout(config))
 
 
+def _exitstatus(config: pytest.Config) -> int | None:
+    session = config.stash.get(PYTEST_SESSION_KEY, None)
+    return None if session is None else int(session.exitstatus)
+
+
 def _layout(config: pytest.Config) -> TerminalLayout:
     from pytest_torchcompile.run.report import TerminalLayout
 
-    return TerminalLayout(config.get_terminal_writer().fullwidth, config.get_verbosity(), config.rootpath)
+    return TerminalLayout.of(config)
 
 
 @pytest.hookimpl(trylast=True)
@@ -151,13 +183,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(SESSION_KEY, None)
     if state is None or _is_worker(config):
         return
-    end = state.end_run(narrowed_files(config), _layout(config))
+    end = state.end_run(narrowed_files(config), _layout(config), _exitstatus(config))
     if end.lines:
         terminalreporter.section("compile accuracy")
         for line in end.lines:
             terminalreporter.write_line(line, red=line.startswith("ERROR"), yellow=line.startswith("WARNING"))
     if end.failures:
-        terminalreporter.write_line("compile accuracy: the run fails against the baseline:", red=True, bold=True)
+        terminalreporter.write_line(f"compile accuracy: {end.heading}:", red=True, bold=True)
         for reason in end.failures:
             terminalreporter.write_line(f"  {reason}", red=True)
 
@@ -167,8 +199,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     # the run is judged and its files written here. pytest returns the exit status set here.
     state = config.stash.get(SESSION_KEY, None)
     session = config.stash.get(PYTEST_SESSION_KEY, None)
+    if state is not None:
+        state.close()
     if state is None or session is None or _is_worker(config):
         return
     if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        end = state.end_run(narrowed_files(config))
+        end = state.end_run(narrowed_files(config), exitstatus=int(session.exitstatus))
         session.exitstatus = end.exit_status(session.exitstatus, session.testsfailed)

@@ -4,16 +4,14 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 
 from pytest_torchcompile.checking.masked import device_of
-from pytest_torchcompile.judging.isolation import (
+from pytest_torchcompile.judging.isolation.parent import IsolatedJudge, IsolationError
+from pytest_torchcompile.judging.isolation.protocol import (
     CRASHED,
     JUDGE_ERROR,
     TIMED_OUT,
-    IsolatedJudge,
-    IsolationError,
     JudgeSettings,
 )
 from pytest_torchcompile.judging.judge import same_failure
@@ -28,7 +26,11 @@ class Confirmer:
     def __init__(self) -> None:
         self._judges: dict[tuple[str, str | None], IsolatedJudge | None] = {}
         self._stack = contextlib.ExitStack()
-        atexit.register(self._stack.close)
+
+    def close(self) -> None:
+        """End the children (from ``pytest_unconfigure``, through the check runner)."""
+        self._stack.close()
+        self._judges.clear()
 
     def _judge(self, config_source: str, device: str | None) -> IsolatedJudge | None:
         key = (config_source, device)

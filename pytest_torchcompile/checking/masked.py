@@ -11,7 +11,6 @@ other.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import itertools
 import os
@@ -23,11 +22,10 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging.capture import CapturedGraph, TensorSpec, input_spec
-from pytest_torchcompile.judging.isolation import (
+from pytest_torchcompile.judging.isolation.parent import IsolatedJudge, IsolationError
+from pytest_torchcompile.judging.isolation.protocol import (
     JUDGE_ERROR,
     GraphToPrepare,
-    IsolatedJudge,
-    IsolationError,
     JudgeSettings,
 )
 from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict, devices_of, judge_graph
@@ -97,38 +95,65 @@ class PreparedProbe:
         return None if verdict.failure == JUDGE_ERROR else verdict
 
 
+class ProbeChildren:
+    """The children that compile probes for one process, one per device it probes graphs on,
+    each started at its first probe (or by :meth:`start`); whoever makes one closes it."""
+
+    def __init__(self) -> None:
+        self._judges: dict[str | None, IsolatedJudge | None] = {}
+        """None where the child could not start."""
+        self._stack = contextlib.ExitStack()
+        self.keys = itertools.count()
+        """Keys of the probes sent, unique across this process's children."""
+
+    def judge(self, device: str | None) -> IsolatedJudge | None:
+        if device not in self._judges:
+            try:
+                judge = self._stack.enter_context(IsolatedJudge(device=device, candidate_timeout_s=PROBE_TIMEOUT_S))
+                judge.warm_up()
+            except (IsolationError, OSError):
+                judge = None
+            self._judges[device] = judge
+        return self._judges[device]
+
+    def start(self, device: str | None) -> None:
+        """Start the child that will compile probes on ``device`` (None: the CPU) now, where this
+        process uses one: it starts, and pays Inductor's one-time costs there, while this process
+        goes on (collects tests, runs a model eagerly and traces it)."""
+        if _children_wanted():
+            self.judge(device)
+
+    def close(self) -> None:
+        self._stack.close()
+        self._judges.clear()
+
+
 @dataclass
 class ConcurrentProbes:
-    """Probes of the graphs one capture sees, compiled in a child from the moment Inductor receives
-    each graph (:meth:`prepare`, a lowering observer of the capture)."""
+    """Probes of the graphs one capture sees, compiled in a child of ``children`` from the moment
+    Inductor receives each graph (:meth:`prepare`, a lowering observer of the capture); without
+    children, every graph is probed in this process."""
 
+    children: ProbeChildren | None = None
     prepared: dict[int, PreparedProbe] = field(default_factory=dict)
     """By the captured graph's index."""
 
     def prepare(self, graph: CapturedGraph) -> None:
-        if not _worth_a_child(graph):
+        if self.children is None or not _worth_a_child(graph):
             return
         try:
-            judge = _probe_judge(_accelerator([spec.device for spec in graph.input_specs]))
+            judge = self.children.judge(_accelerator([spec.device for spec in graph.input_specs]))
             if judge is None:
                 return
             probe, _, observed = GraphSlicer(graph.gm, None).probe()
             if not observed:
                 return
-            key = next(_probe_keys)
+            key = next(self.children.keys)
             judge.prepare(probe, GraphToPrepare(key, graph.config_source, list(graph.input_specs)))
         except Exception:
             return  # probed here, as without a child
         self.prepared[graph.index] = PreparedProbe(judge, key, tuple(node.name for node in observed),
                                                    tuple(graph.input_specs))
-
-
-def start_probe_child(device: str | None) -> None:
-    """Start the child that will compile probes on ``device`` (None: the CPU) now, where this
-    process uses one: it starts, and pays Inductor's one-time costs there, while this process
-    goes on (collects tests, runs a model eagerly and traces it)."""
-    if _children_wanted():
-        _probe_judge(device)
 
 
 def device_of(values: Sequence[Any]) -> str | None:
@@ -158,25 +183,6 @@ def _worth_a_child(graph: CapturedGraph) -> bool:
             or not all(size.isdigit() for sizes in graph.symbolic_sizes for size in sizes or ()):
         return False
     return os.environ.get(CONCURRENT_PROBE_ENV) == "1" or graph.op_count >= CONCURRENT_PROBE_MIN_OPS
-
-
-_probe_keys = itertools.count()
-_probe_judges: dict[str | None, IsolatedJudge | None] = {}
-"""One child per device this process probes graphs on, started at its first probe; None where
-it could not start."""
-_probe_judges_stack = contextlib.ExitStack()
-atexit.register(_probe_judges_stack.close)
-
-
-def _probe_judge(device: str | None) -> IsolatedJudge | None:
-    if device not in _probe_judges:
-        try:
-            judge = _probe_judges_stack.enter_context(IsolatedJudge(device=device, candidate_timeout_s=PROBE_TIMEOUT_S))
-            judge.warm_up()
-        except (IsolationError, OSError):
-            judge = None
-        _probe_judges[device] = judge
-    return _probe_judges[device]
 
 
 PROBE_TIMEOUT_S = 1800.0

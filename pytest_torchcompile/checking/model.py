@@ -17,18 +17,19 @@ import torch.fx
 from pytest_torchcompile.checking.masked import (
     ConcurrentProbes,
     MaskedDivergence,
+    ProbeChildren,
     device_of,
     find_masked_divergence,
-    start_probe_child,
 )
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
-from pytest_torchcompile.judging.isolation import config_patches
+from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import (
     ACCURACY,
     DYNAMO,
     UNWRITTEN_FILLS,
     clone_values,
     compare_graph_outputs,
+    error_signature,
     full_fp32_precision,
     generators_kept,
     judge_graph,
@@ -36,6 +37,7 @@ from pytest_torchcompile.judging.judge import (
     rng_states,
     strided_copy,
     unwritten_elements,
+    widened,
 )
 from pytest_torchcompile.judging.oracle import (
     compare_outputs,
@@ -44,8 +46,18 @@ from pytest_torchcompile.judging.oracle import (
     unwritten_leaves,
 )
 from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status, out_of_memory
+from pytest_torchcompile.torch_internals.compiling import no_compile_caches, reset, strict_dynamo
+from pytest_torchcompile.torch_internals.config import inductor_config
+from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
+from pytest_torchcompile.torch_internals.interception import not_intercepted
+from pytest_torchcompile.torch_internals.rng import (
+    EAGER_RNG_CONFIG,
+    RandomDrawMismatch,
+    recording_random_draws,
+    replaying_random_draws,
+)
+from pytest_torchcompile.torch_internals.values import filling_unwritten, tree_map
 
 
 @dataclass
@@ -82,32 +94,14 @@ class CheckOutcome:
         return self.status in (Status.PASS, Status.NO_FP64_REFERENCE, Status.NOT_JUDGED)
 
 
-def _map_tensors(value: Any, tensor: Callable[[torch.Tensor], Any], other: Callable[[Any], Any]) -> Any:
-    """``value`` with each tensor in its lists, tuples and dicts replaced by ``tensor(t)`` and each
-    other leaf by ``other(leaf)``."""
-    if isinstance(value, torch.Tensor):
-        return tensor(value)
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_map_tensors(v, tensor, other) for v in value)
-    if isinstance(value, dict):
-        return type(value)((k, _map_tensors(v, tensor, other)) for k, v in value.items())
-    return other(value)
-
-
 def _clone_tree(value: Any) -> Any:
-    return _map_tensors(value, lambda t: strided_copy(t).requires_grad_(t.requires_grad), copy.deepcopy)
-
-
-def _widened_tensor(value: torch.Tensor) -> torch.Tensor:
-    if value.is_floating_point():
-        return value.detach().to(torch.float64).requires_grad_(value.requires_grad)
-    if value.is_complex():
-        return value.detach().to(torch.complex128)
-    return value.detach().clone()
+    return tree_map(
+        lambda leaf: strided_copy(leaf).requires_grad_(leaf.requires_grad) if isinstance(leaf, torch.Tensor)
+        else copy.deepcopy(leaf), value)
 
 
 def _to_fp64(value: Any) -> Any:
-    return _map_tensors(value, _widened_tensor, lambda leaf: leaf)
+    return tree_map(widened, value)
 
 
 def _copy_callable(fn: Callable[..., Any], fp64: bool = False) -> Callable[..., Any]:
@@ -116,12 +110,6 @@ def _copy_callable(fn: Callable[..., Any], fp64: bool = False) -> Callable[..., 
         module = copy.deepcopy(fn)
         return module.to(torch.float64) if fp64 else module
     return fn
-
-
-def _short_error(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    first = text[0] if text else ""
-    return f"{type(error).__name__}: {first[:300]}"
 
 
 class EagerRunError(Exception):
@@ -168,12 +156,41 @@ def _execute(
         return {"out": call(*args, **kwargs)}, args
     with torch.enable_grad():
         output = call(*args, **kwargs)
-        targets = _trainable(module) + [(f"args[{i}]", a) for i, a in enumerate(args)
-                                        if isinstance(a, torch.Tensor) and a.requires_grad]
-        if not targets:
-            raise ValueError("backward=True needs parameters or inputs that require grad")
+        targets = _trainable(module) + [(name, a) for name, a in _named_arguments(args, kwargs) if a.requires_grad]
         grads = torch.autograd.grad(_loss(output, options.loss_fn), [t for _, t in targets], allow_unused=True)
     return {"out": output, "grad": {n: g for (n, _), g in zip(targets, grads, strict=True) if g is not None}}, args
+
+
+def _named_arguments(args: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
+    """The tensor arguments of a call, by the names their gradients are reported under."""
+    named = [(f"args[{i}]", a) for i, a in enumerate(args)] + [(f"kwargs[{k!r}]", v) for k, v in kwargs.items()]
+    return [(name, value) for name, value in named if isinstance(value, torch.Tensor)]
+
+
+def _differentiable(fn: Callable[..., Any], arguments: Arguments, options: CheckOptions) -> tuple[Arguments, str]:
+    """The arguments a gradient check differentiates with respect to, and a note saying which.
+
+    ``backward=True`` on a model with no trainable parameter and no input that requires grad
+    means the gradients with respect to its floating inputs (as PyTorch's accuracy runs take
+    them): those inputs are made to require grad, on detached aliases, so the caller's tensors
+    are left as they are."""
+    module = fn if isinstance(fn, torch.nn.Module) else None
+    if not options.backward or options.steps or _trainable(module) \
+            or any(a.requires_grad for _, a in _named_arguments(*arguments)):
+        return arguments, ""
+    chosen = [name for name, a in _named_arguments(*arguments) if a.is_floating_point()]
+    if not chosen:
+        raise ValueError("backward=True needs trainable parameters, inputs that require grad, or floating "
+                         "inputs to differentiate with respect to; this call has none")
+
+    def promoted(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.detach().requires_grad_()
+        return value
+
+    return ((tuple(promoted(a) for a in arguments[0]), {k: promoted(v) for k, v in arguments[1].items()}),
+            f"backward=True with nothing requiring grad: gradients taken with respect to the floating "
+            f"inputs {', '.join(chosen)}")
 
 
 def _mutated_positions(original: Sequence[Any], after: Sequence[Any]) -> list[int]:
@@ -181,8 +198,18 @@ def _mutated_positions(original: Sequence[Any], after: Sequence[Any]) -> list[in
     return [
         index for index, (before, now) in enumerate(zip(original, after, strict=True))
         if isinstance(before, torch.Tensor) and isinstance(now, torch.Tensor)
-        and (before.shape != now.shape or not torch.equal(before.detach(), now.detach()))
+        and (before.shape != now.shape or not _same_values(before.detach(), now.detach()))
     ]
+
+
+def _same_values(before: torch.Tensor, now: torch.Tensor) -> bool:
+    """Equal element for element, a NaN equal to a NaN where it stayed (``torch.equal`` would call
+    an input holding a NaN changed)."""
+    if torch.equal(before, now):
+        return True
+    if not (before.is_floating_point() or before.is_complex()) or before.dtype != now.dtype:
+        return False
+    return bool(((before == now) | (before.isnan() & now.isnan())).all())
 
 
 def _judged(parts: dict[str, Any], call_args: Sequence[Any], mutated: list[int]) -> dict[str, Any]:
@@ -266,15 +293,15 @@ class CompiledCache:
     def clear(self) -> None:
         if self.entries:
             self.entries.clear()
-            _torch_compat.reset()
+            reset()
 
 
-def _compile(fn: Callable[..., Any], options: CheckOptions) -> CompiledEntry:
-    _torch_compat.reset()
+def _compile(fn: Callable[..., Any], options: CheckOptions, probe_children: ProbeChildren | None) -> CompiledEntry:
+    reset()
     copy_ = _copy_callable(fn)
-    probes = ConcurrentProbes()
+    probes = ConcurrentProbes(probe_children)
     capture = GraphCapture(lowering_observer=probes.prepare if options.intermediates else None)
-    backend = capture.backend(options.mode, random_config=_torch_compat.EAGER_RNG_CONFIG) \
+    backend = capture.backend(options.mode, random_config=EAGER_RNG_CONFIG) \
         if options.backend == "inductor" else options.backend
     compiled = torch.compile(copy_, backend=backend, dynamic=options.dynamic, fullgraph=options.fullgraph)
     module = copy_ if isinstance(copy_, torch.nn.Module) else None
@@ -287,21 +314,24 @@ def check_model(
     kwargs: dict[str, Any] | None = None,
     options: CheckOptions | None = None,
     cache: CompiledCache | None = None,
+    probe_children: ProbeChildren | None = None,
 ) -> CheckOutcome:
     """Check ``fn(*args, **kwargs)`` compiled by Inductor against eager and an fp64 reference.
 
     The caller's model and tensors are never mutated: every run works on copies. With ``cache``,
     a model checked again unchanged reuses its compiled code (training checks always recompile,
-    since they change the compiled copy's weights).
+    since they change the compiled copy's weights). With ``probe_children``, the probes of the
+    masked-deviation check compile in a child while the graph compiles here.
     """
     options = options or CheckOptions()
-    if options.intermediates and options.backend == "inductor":
-        start_probe_child(device_of([*args, *(kwargs or {}).values()]))
-    with full_fp32_precision(), generators_kept(), _torch_compat.not_intercepted():
-        outcome = _check(fn, (tuple(args), dict(kwargs or {})), options, cache)
+    arguments, gradient_note = _differentiable(fn, (tuple(args), dict(kwargs or {})), options)
+    if options.intermediates and options.backend == "inductor" and probe_children is not None:
+        probe_children.start(device_of([*args, *(kwargs or {}).values()]))
+    with full_fp32_precision(), generators_kept(), not_intercepted():
+        outcome = _check(fn, arguments, options, cache, probe_children)
     outcome.fallback_random = any(graph.has_random_ops for graph in outcome.graphs)
-    if outcome.fallback_random:
-        outcome.message = "; ".join(part for part in (outcome.message, FALLBACK_RANDOM_NOTE) if part)
+    notes = (gradient_note, FALLBACK_RANDOM_NOTE if outcome.fallback_random else "")
+    outcome.message = "; ".join(part for part in (outcome.message, *notes) if part)
     return outcome
 
 
@@ -310,7 +340,7 @@ FALLBACK_RANDOM_NOTE = ("random ops compiled with Inductor's fallback_random=Tru
 
 
 def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
-           cache: CompiledCache | None) -> CheckOutcome:
+           cache: CompiledCache | None, probe_children: ProbeChildren | None) -> CheckOutcome:
     sets = input_sets(given, options)
 
     allocated: list[int] = []
@@ -319,7 +349,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         # Seeded before every run (compiled and fp64 ones too): random ops draw alike in each.
         torch.manual_seed(options.seed)
         model = _copy_callable(fn)
-        with _torch_compat.filling_unwritten(fill, allocated):
+        with filling_unwritten(fill, allocated):
             return _execute(model, model if isinstance(model, torch.nn.Module) else None, arguments, options)
 
     def unwritten(arguments: Arguments, eager: tuple[dict[str, Any], list[Any]]) -> dict[str, torch.Tensor] | None:
@@ -338,16 +368,22 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         model_draws_random = any(not torch.equal(a, b) for a, b in zip(seeded, rng_states(), strict=False))
         eager_again, _ = eager_run(given)
     except Exception as error:
-        raise EagerRunError(f"the model raised when run eagerly: {_short_error(error)}") from error
+        if out_of_memory(error):
+            return CheckOutcome(Status.OUT_OF_MEMORY, f"the eager run ran out of memory: {error_signature(error, max_chars=300)}",
+                                error=error)
+        raise EagerRunError(f"the model raised when run eagerly: {error_signature(error, max_chars=300)}") from error
     mutated = _mutated_positions(given[0], eager_args)
     unstable = next((where for root in eager_parts
                      if (where := first_disagreement(eager_parts[root], eager_again[root], options.tolerance, root))), None)
     if unstable is not None:
+        causes = ("it draws random numbers (dropout in train mode, ...)" if model_draws_random else
+                  "it draws no random numbers: state it keeps between calls (a global or an attribute it "
+                  "changes), or nondeterministic kernels")
         return CheckOutcome(
             Status.EAGER_NONDETERMINISTIC,
-            f"eager disagrees with itself across two runs at {unstable} (random ops such as dropout in "
-            "train mode, or nondeterministic kernels), so no compiled result can be judged; make the "
-            "model deterministic (e.g. model.eval()) to check it",
+            f"eager disagrees with itself across two runs on the same inputs at {unstable} ({causes}), so no "
+            "compiled result can be judged; make the model deterministic (e.g. model.eval(), no state "
+            "changed by a call) to check it",
         )
 
     training = options.training
@@ -355,10 +391,9 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     reused = entry is not None
     started = time.perf_counter()
     try:
-        with _torch_compat.inductor_config(options.inductor_config), \
-                _torch_compat.no_compile_caches(), _torch_compat.strict_dynamo():
+        with inductor_config(options.inductor_config), no_compile_caches(), strict_dynamo():
             if entry is None:
-                entry = _compile(fn, options)
+                entry = _compile(fn, options, probe_children)
             entry.capture.forget_calls()
             results = []
             for index, arguments in enumerate(sets):
@@ -370,7 +405,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
                 # Dynamo stopped compiling this copy (its recompile limit): start afresh.
                 assert cache is not None
                 cache.entries.remove(entry)
-                return _check(fn, given, options, cache)
+                return _check(fn, given, options, cache, probe_children)
     except Exception as error:
         graphs = entry.capture.graphs if entry is not None else []
         if entry is not None and cache is not None and entry in cache.entries:
@@ -380,13 +415,17 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     if cache is not None and not training and not reused:
         cache.entries.append(entry)
     elif cache is None or training:
-        _torch_compat.reset()
+        reset()
 
     graphs = entry.capture.graphs
     comparison = Comparison([])
     reference_label = "fp64"
     for arguments, (eager_out, eager_call_args), (compiled_out, compiled_call_args) in results:
-        reference, reference_label = _reference(fn, arguments, options, mutated, model_draws_random)
+        try:
+            reference, reference_label = _reference(fn, arguments, options, mutated, model_draws_random)
+        except _ReferenceOutOfMemory as error:
+            return CheckOutcome(Status.OUT_OF_MEMORY, str(error), graphs=graphs, compile_seconds=elapsed,
+                                error=error.__cause__)
         comparison = _compare(_judged(compiled_out, compiled_call_args, mutated),
                               _judged(eager_out, eager_call_args, mutated), reference, options,
                               unwritten(arguments, (eager_out, eager_call_args)))
@@ -400,7 +439,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
                                 compiled_out["out"])
     output = results[0][2][0]["out"]
     if options.intermediates and options.backend == "inductor":
-        with _torch_compat.inductor_config(options.inductor_config):
+        with inductor_config(options.inductor_config):
             masked = _masked_divergence(graphs, entry.probes, options)
         if masked is not None:
             graph, divergence = masked
@@ -431,35 +470,55 @@ def _reference(
     if model_draws_random:
         torch.manual_seed(options.seed)
         model = _copy_callable(fn)
-        with _torch_compat.recording_random_draws(draws):
+        with recording_random_draws(draws):
             _execute(model, model if isinstance(model, torch.nn.Module) else None, arguments, options)
     torch.manual_seed(options.seed)
     try:
-        with _torch_compat.float64_everywhere(), \
-                _torch_compat.replaying_random_draws(draws) if model_draws_random else contextlib.nullcontext():
+        with float64_everywhere(), \
+                replaying_random_draws(draws) if model_draws_random else contextlib.nullcontext():
             model = _copy_callable(fn, fp64=True)
             parts, call_args = _execute(model, model if isinstance(model, torch.nn.Module) else None,
                                         widened, options)
-    except _torch_compat.RandomDrawMismatch as error:
+    except RandomDrawMismatch as error:
         return None, f"same-precision cosine check: the fp64 run draws random numbers unlike eager ({error})"
     except Exception as error:
-        return None, f"same-precision cosine check: the model cannot run in fp64 ({_short_error(error)})"
+        if out_of_memory(error):
+            raise _ReferenceOutOfMemory(
+                f"the fp64 reference ran out of memory: the model's weights and inputs alone take "
+                f"{_fp64_bytes(fn, arguments) / 2**30:.2f} GiB in fp64 ({error_signature(error, max_chars=300)})") from error
+        return None, f"same-precision cosine check: the model cannot run in fp64 ({error_signature(error, max_chars=300)})"
     return _judged(parts, call_args, mutated), "fp64"
 
 
+class _ReferenceOutOfMemory(Exception):
+    """The fp64 run ran out of memory: no verdict, and no weaker check in its place."""
+
+
+def _fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:
+    """What the model's weights and tensor inputs take once widened to fp64."""
+    tensors: list[torch.Tensor] = list(fn.parameters()) + list(fn.buffers()) if isinstance(fn, torch.nn.Module) else []
+    tree_map(lambda leaf: tensors.append(leaf) if isinstance(leaf, torch.Tensor) else None,
+             (arguments[0], arguments[1]))
+    return sum(t.numel() * (16 if t.is_complex() else 8) if t.is_floating_point() or t.is_complex() else t.nbytes
+               for t in tensors)
+
+
 def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], elapsed: float) -> CheckOutcome:
+    if out_of_memory(error) or any(out_of_memory(g.compile_error or g.runtime_error) for g in graphs):
+        return CheckOutcome(Status.OUT_OF_MEMORY, f"compiling or running the compiled model ran out of memory: "
+                            f"{error_signature(error, max_chars=300)}", graphs=graphs, compile_seconds=elapsed, error=error)
     compile_failed = [g for g in graphs if g.compile_error is not None]
     if compile_failed:
         graph = compile_failed[0]
         return CheckOutcome(Status.FAIL_COMPILE, f"Inductor failed to compile {graph.label}: "
-                            f"{_short_error(graph.compile_error or error)}",
+                            f"{error_signature(graph.compile_error or error, max_chars=300)}",
                             graphs=graphs, failing_graphs=[FailingGraph(graph, None)],
                             compile_seconds=elapsed, error=error)
     run_failed = [g for g in graphs if g.runtime_error is not None]
     if run_failed:
         graph = run_failed[0]
         return CheckOutcome(Status.FAIL_RUNTIME, f"compiled code raised in {graph.label}: "
-                            f"{_short_error(graph.runtime_error or error)}",
+                            f"{error_signature(graph.runtime_error or error, max_chars=300)}",
                             graphs=graphs, failing_graphs=[FailingGraph(graph, graph.calls[-1] if graph.calls else None)],
                             compile_seconds=elapsed, error=error)
     where = "".join(traceback.format_exception_only(error)).strip().splitlines()[0]
@@ -518,7 +577,7 @@ def _failing_dynamo_graphs(dynamo_graphs: list[DynamoGraph], options: CheckOptio
         if not graph.calls or not graph.judgeable():
             continue
         inputs = graph.calls[0]
-        with _torch_compat.inductor_config(config_patches(graph.config_source)), \
+        with inductor_config(config_patches(graph.config_source)), \
                 torch.set_grad_enabled(options.training):
             verdict = judge_graph(graph.gm, inputs, options.tolerance, not options.ignore_non_float, level=DYNAMO)
         if verdict.failure == ACCURACY:

@@ -17,7 +17,11 @@ from typing import Any
 import torch
 import torch.fx
 
-from pytest_torchcompile.checking.masked import ConcurrentProbes, find_masked_divergence
+from pytest_torchcompile.checking.masked import (
+    ConcurrentProbes,
+    ProbeChildren,
+    find_masked_divergence,
+)
 from pytest_torchcompile.checking.model import FALLBACK_RANDOM_NOTE, TORCH_LEVEL_NOTE
 from pytest_torchcompile.judging.capture import (
     CapturedGraph,
@@ -34,8 +38,14 @@ from pytest_torchcompile.judging.judge import (
     set_rng_states,
     unwritten_elements,
 )
-from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status, out_of_memory
+from pytest_torchcompile.torch_internals.interception import intercept_inductor
+from pytest_torchcompile.torch_internals.rng import (
+    EAGER_RNG_CONFIG,
+    RandomDrawMismatch,
+    recording_random_draws,
+    replaying_random_draws,
+)
 
 
 @dataclass
@@ -54,11 +64,12 @@ class GraphFailure:
 class GraphChecker:
     """Judges each (graph, input shapes) pair once; collects failures for the running test."""
 
-    def __init__(self, tol: float, check_non_float: bool, intermediates: bool) -> None:
+    def __init__(self, tol: float, check_non_float: bool, intermediates: bool,
+                 probe_children: ProbeChildren | None = None) -> None:
         self.tol = tol
         self.check_non_float = check_non_float
         self.intermediates = intermediates
-        self.probes = ConcurrentProbes()
+        self.probes = ConcurrentProbes(probe_children)
         self.capture = GraphCapture(observer=self._observe, dynamo_observer=self._observe_torch_level,
                                     lowering_observer=self.probes.prepare if intermediates else None)
         self.failures: list[GraphFailure] = []
@@ -78,7 +89,7 @@ class GraphChecker:
         try:
             eager, fp64 = _references_drawing_like(graph, inputs) if graph.has_random_ops else \
                 reference_outputs(graph.gm, inputs)
-        except _torch_compat.RandomDrawMismatch as error:
+        except RandomDrawMismatch as error:
             self.unchecked.append(f"{graph.label}: its eager run draws random numbers unlike the compiled "
                                   f"call ({error})")
             return
@@ -127,7 +138,11 @@ class GraphChecker:
         """Graphs that failed to compile or whose compiled code raised."""
         failures = []
         for graph in self.capture.graphs:
-            if graph.compile_error is not None:
+            if out_of_memory(graph.compile_error or graph.runtime_error):
+                failures.append(GraphFailure(graph, [], Status.OUT_OF_MEMORY,
+                                             f"{graph.label} ran out of memory "
+                                             f"{'compiling' if graph.compile_error else 'running'}"))
+            elif graph.compile_error is not None:
                 failures.append(GraphFailure(graph, graph.synthesized_inputs(), Status.FAIL_COMPILE,
                                              f"Inductor failed to compile {graph.label}"))
             elif graph.runtime_error is not None and graph.runtime_inputs is not None:
@@ -137,7 +152,7 @@ class GraphChecker:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
-        with _torch_compat.intercept_inductor(self.capture.hook, self.capture.dynamo_hook, _torch_compat.EAGER_RNG_CONFIG):
+        with intercept_inductor(self.capture.hook, self.capture.dynamo_hook, EAGER_RNG_CONFIG):
             yield
 
 
@@ -150,9 +165,9 @@ def _references_drawing_like(graph: CapturedGraph, inputs: list[Any]) -> tuple[l
     set_rng_states(graph.rng_before_call)
     try:
         draws: list[tuple[Any, Any]] = []
-        with _torch_compat.recording_random_draws(draws):
+        with recording_random_draws(draws):
             eager = run_graph(graph.gm, inputs)
-        with _torch_compat.replaying_random_draws(draws):
+        with replaying_random_draws(draws):
             fp64 = fp64_outputs(graph.gm, inputs)
     finally:
         set_rng_states(after)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from pytest_torchcompile.checking.confirmation import Confirmer
-from pytest_torchcompile.checking.masked import current_device, start_probe_child
+from pytest_torchcompile.checking.masked import ProbeChildren, current_device
 from pytest_torchcompile.checking.model import (
     CheckOutcome,
     CompiledCache,
@@ -32,12 +32,14 @@ from pytest_torchcompile.judging.judge import (
     error_signature,
     full_fp32_precision,
 )
-from pytest_torchcompile.repros.repro import repro_defect, slugify, unique_case_dir, write_repro
+from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case
+from pytest_torchcompile.run.report import TerminalLayout
 from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import AccuracySession, MinifyJob, junit_fields
 from pytest_torchcompile.run.settings import CheckSettings
 from pytest_torchcompile.run.verdict import Comparison, Status, format_table
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.compiling import quiet_trace_log, reset_if_compiled
+from pytest_torchcompile.torch_internals.config import inductor_config
 
 FAILURE_KINDS = {
     Status.FAIL_ACCURACY: ACCURACY,
@@ -49,23 +51,33 @@ FAILURE_KINDS = {
 class CheckRunner:
     """Runs the checks of this process's tests for ``session``, which gathers their results."""
 
-    def __init__(self, session: AccuracySession) -> None:
+    def __init__(self, session: AccuracySession, layout: TerminalLayout) -> None:
         self.session = session
+        self.layout = layout
+        """The terminal's: a failing test's report fits it."""
         self.compiled_cache = CompiledCache()
         """Compiled models of the running test, reused across its checks (hypothesis examples)."""
+        self.probe_children = ProbeChildren()
         self.confirmer = Confirmer()
 
     @classmethod
-    def start(cls, session: AccuracySession, trace_log: bool, probe_child: bool) -> CheckRunner:
+    def start(cls, session: AccuracySession, layout: TerminalLayout, trace_log: bool,
+              probe_child: bool) -> CheckRunner:
         """Ready this process to check, before any test. The compiler is not imported for it: a
         run whose tests compile nothing does not pay its import (seconds), and one that compiles
         pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
         child started now pays Inductor's first compile while the tests are collected."""
         if not trace_log:
-            _torch_compat.quiet_trace_log()
+            quiet_trace_log()
+        runner = cls(session, layout)
         if probe_child:
-            start_probe_child(current_device())
-        return cls(session)
+            runner.probe_children.start(current_device())
+        return runner
+
+    def close(self) -> None:
+        """End what this process started for its checks (from ``pytest_unconfigure``)."""
+        self.probe_children.close()
+        self.confirmer.close()
 
     def check(
         self,
@@ -85,7 +97,7 @@ class CheckRunner:
         if supersede:
             self.session.drop_unreported_checks(nodeid)
         try:
-            outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache)
+            outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache, self.probe_children)
         except EagerRunError as error:
             self.session.results.append(CaseResult(nodeid, Status.EAGER_FAIL, str(error)))
             raise error.__cause__ or error from None
@@ -108,13 +120,13 @@ class CheckRunner:
                 record_property(name, value)
         if outcome.passed or result.status is Status.UNCONFIRMED:
             return outcome.compiled_output
-        pytest.fail(failure_message(result, outcome), pytrace=False)
+        pytest.fail(failure_message(result, outcome, self.layout), pytrace=False)
 
 
     def _write_repro(
         self, nodeid: str, graph: CapturedGraph, inputs: list[Any] | None, status: Status, message: str,
         settings: CheckSettings, notes: list[str], gm: torch.fx.GraphModule | None,
-        dynamo: DynamoGraph | None = None,
+        dynamo: DynamoGraph | None = None, non_float_failure: bool = False,
     ) -> tuple[str, str]:
         kind = FAILURE_KINDS[status]
         error = graph.compile_error or graph.runtime_error
@@ -128,15 +140,14 @@ class CheckRunner:
                                                       graph.config_source, graph.symbolic_sizes, POST_AOT)
         case = ReproCase(
             gm=gm, inputs=inputs, kind=kind, title=f"{nodeid} :: {label}", tol=settings.tolerance,
-            check_non_float=not settings.ignore_non_float,
+            check_non_float=not settings.ignore_non_float, non_float_failure=non_float_failure,
             expected_error=error_signature(error) if error is not None and kind != ACCURACY else None,
             error_pattern=settings.check_str, config_source=config_source,
             grad_enabled=graph.kind != "inference" and torch.is_grad_enabled(),
             symbolic_sizes=sizes, status_line=f"{status}: {message}", notes=notes, level=level,
         )
-        directory = unique_case_dir(self.session.repro_root, slugify(nodeid))
-        path = write_repro(case, directory / "repro.py")
-        return directory.name, str(path)
+        path = write_case(case, self.session.repro_root, slugify(nodeid), self.session.token)
+        return path.parent.name, str(path)
 
     def _record_failing_graph(
         self, result: CaseResult, graph: CapturedGraph, inputs: list[Any] | None, settings: CheckSettings,
@@ -150,8 +161,14 @@ class CheckRunner:
                 self.session.devices_lost_in = result.nodeid
                 result.message += (" (a device-side error: the device is unusable to this process from "
                                    "now on, so its later checks here cannot run)")
-        result.case_id, result.repro_path = self._write_repro(
-            result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm, dynamo)
+        try:
+            result.case_id, result.repro_path = self._write_repro(
+                result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm, dynamo,
+                Comparison(result.leaves).fails_only_in_non_float)
+        except OSError as error:
+            # The check's verdict stands; only its repro is missing.
+            result.repro_unwritten = str(error)
+            return
         if self.session.devices_lost_in != result.nodeid:
             # Checked now, so that a repro that cannot run is reported at the test that made it.
             result.repro_defect = repro_defect(result.repro_path)
@@ -184,10 +201,11 @@ class CheckRunner:
     def watch_graphs(self, nodeid: str, settings: CheckSettings) -> Iterator[None]:
         """Check every graph Inductor compiles while the block runs (plain ``torch.compile``
         calls of the test); fail the test, with a repro per failing graph, if any deviates."""
-        checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates)
+        checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates,
+                               self.probe_children)
         # Code compiled by an earlier test would be reused without reaching the capture hook.
-        _torch_compat.reset_if_compiled()
-        with _torch_compat.inductor_config(settings.inductor_config), checker.watching():
+        reset_if_compiled()
+        with inductor_config(settings.inductor_config), checker.watching():
             try:
                 yield
             finally:
@@ -198,8 +216,10 @@ class CheckRunner:
                                         worst_ratio=Comparison(failure.leaves).worst_ratio,
                                         leaves=failure.leaves, fallback_random=failure.fallback_random,
                                         graphs_judged=1)
-                    self._record_failing_graph(result, failure.graph, failure.inputs, settings,
-                                               [failure.note] if failure.note else [], failure.gm, failure.dynamo)
+                    if failure.status.is_compiler_failure:
+                        self._record_failing_graph(result, failure.graph, failure.inputs, settings,
+                                                   [failure.note] if failure.note else [], failure.gm,
+                                                   failure.dynamo)
                     failed.append(result)
                 self.session.results.extend(failed)
                 rest = other_graphs_result(nodeid, checker, failures)
@@ -208,7 +228,7 @@ class CheckRunner:
         confirmed = [index for index, result in enumerate(failed) if result.status is not Status.UNCONFIRMED]
         if confirmed:
             pytest.fail(graph_failures_message([failed[index] for index in confirmed],
-                                               [failures[index] for index in confirmed]), pytrace=False)
+                                               [failures[index] for index in confirmed], self.layout), pytrace=False)
 
 
 def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[GraphFailure]) -> CaseResult | None:
@@ -235,31 +255,33 @@ def relative(path: str) -> str:
         return path
 
 
-def failure_message(result: CaseResult, outcome: CheckOutcome) -> str:
+def failure_message(result: CaseResult, outcome: CheckOutcome, layout: TerminalLayout) -> str:
     lines = [f"compile accuracy: {result.status}: {result.message}"]
     if outcome.comparison is not None and outcome.comparison.leaves:
         lines.append(f"reference: {outcome.reference}")
-        lines.append(format_table(outcome.comparison.leaves))
+        lines.append(format_table(outcome.comparison.leaves, layout.width))
     if result.graph:
         lines.append(f"failing graph: {result.graph}")
     lines += _repro_lines(result)
-    if not result.repro_path and result.status.is_compiler_failure:
+    if not result.repro_path and result.repro_unwritten is None and result.status.is_compiler_failure:
         lines.append("no repro: no graph reached Inductor" if not outcome.graphs
                      else "no repro: the failing graph could not be identified")
-    return "\n".join(lines)
+    return layout.fit("\n".join(lines))
 
 
-def graph_failures_message(results: list[CaseResult], failures: list[GraphFailure]) -> str:
+def graph_failures_message(results: list[CaseResult], failures: list[GraphFailure], layout: TerminalLayout) -> str:
     lines = [f"compile accuracy: {len(failures)} graph(s) compiled by this test fail"]
     for result, failure in zip(results, failures, strict=True):
         lines.append(f"{result.status}: {failure.message}")
         if failure.leaves:
-            lines.append(format_table(failure.leaves))
+            lines.append(format_table(failure.leaves, layout.width))
         lines += _repro_lines(result)
-    return "\n".join(lines)
+    return layout.fit("\n".join(lines))
 
 
 def _repro_lines(result: CaseResult) -> list[str]:
+    if result.repro_unwritten is not None:
+        return [f"repro not written: {result.repro_unwritten}"]
     if not result.repro_path:
         return []
     if result.repro_defect is not None:

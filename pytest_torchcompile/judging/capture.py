@@ -6,6 +6,7 @@ import copy
 import functools
 import itertools
 import operator
+import sysconfig
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,9 @@ from pytest_torchcompile.judging.judge import (
     rng_states,
     synchronize,
 )
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.config import inductor_config_source
+from pytest_torchcompile.torch_internals.interception import capturing_backend
+from pytest_torchcompile.torch_internals.values import concrete_int, symbolic_sizes
 
 GraphCallObserver = Callable[["CapturedGraph", list[Any], Any], None]
 """Told of every call of a captured graph: (graph, cloned inputs, outputs)."""
@@ -141,7 +144,7 @@ class DynamoGraph:
     @property
     def config_source(self) -> str:
         """The Inductor config its post-AOT graphs were compiled under (the mode's included)."""
-        return self.lowered[0].config_source if self.lowered else _torch_compat.inductor_config_source()
+        return self.lowered[0].config_source if self.lowered else inductor_config_source()
 
     def judgeable(self) -> bool:
         """Whether its calls can be judged at this level: its post-AOT graphs are known and draw no
@@ -234,12 +237,12 @@ class TensorSpec:
 def input_spec(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return TensorSpec(
-            tuple(_torch_compat.concrete_int(s) for s in value.shape),
-            tuple(_torch_compat.concrete_int(s) for s in value.stride()),
+            tuple(concrete_int(s) for s in value.shape),
+            tuple(concrete_int(s) for s in value.stride()),
             value.dtype, value.device,
         )
     if isinstance(value, torch.SymInt):
-        return _torch_compat.concrete_int(value)
+        return concrete_int(value)
     return value
 
 
@@ -248,13 +251,26 @@ def input_signature(values: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else v for v in values)
 
 
+_LIBRARY_PARTS = ("/torch/", "/pytest_torchcompile/", "/_pytest/", "/pluggy/")
+
+
+def _is_library(name: str, python_own: tuple[str, ...], installed: tuple[str, ...]) -> bool:
+    """Whether a frame's file (``/``-separated) is torch's, this plugin's, pytest's or Python's own
+    (``contextlib`` wraps the functions Inductor compiles under ``options=`` or ``mode=``), not
+    the user's."""
+    if name.startswith("<frozen ") or any(part in name for part in _LIBRARY_PARTS):
+        return True
+    return name.startswith(python_own) and not name.startswith(installed)
+
+
 def _user_frame() -> str:
-    """The innermost stack frame outside torch and this plugin: where the compiled code lives."""
+    """The innermost stack frame outside the libraries: where the compiled code lives."""
+    paths = {key: value.replace("\\", "/") + "/" for key, value in sysconfig.get_paths().items()}
+    python_own, installed = (paths["stdlib"], paths["platstdlib"]), (paths["purelib"], paths["platlib"])
     for frame in reversed(traceback.extract_stack()):
         name = frame.filename.replace("\\", "/")
-        if "/torch/" in name or "/pytest_torchcompile/" in name or "/_pytest/" in name or "/pluggy/" in name:
-            continue
-        return f"{name}:{frame.lineno} ({frame.name})"
+        if not _is_library(name, python_own, installed):
+            return f"{name}:{frame.lineno} ({frame.name})"
     return "<unknown>"
 
 
@@ -291,10 +307,10 @@ class GraphCapture:
             index=next(self._counter),
             gm=private_copy(gm),
             kind=kind,
-            symbolic_sizes=_torch_compat.symbolic_sizes(example_inputs),
+            symbolic_sizes=symbolic_sizes(example_inputs),
             location=_user_frame(),
             input_specs=[input_spec(v) for v in example_inputs],
-            config_source=_torch_compat.inductor_config_source(cpu_threads=not devices_of(example_inputs)),
+            config_source=inductor_config_source(cpu_threads=not devices_of(example_inputs)),
             dynamo=self._compiling,
         )
         if self._compiling is not None:
@@ -379,4 +395,4 @@ class GraphCapture:
                 random_config: dict[str, Any] | None = None) -> Callable[..., Any]:
         """A ``torch.compile`` backend: Inductor, with every lowered graph captured here; those
         that draw random numbers compile under the Inductor config patches ``random_config``."""
-        return _torch_compat.capturing_backend(self.hook, mode, options, self.dynamo_hook, random_config)
+        return capturing_backend(self.hook, mode, options, self.dynamo_hook, random_config)

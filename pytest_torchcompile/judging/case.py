@@ -12,7 +12,7 @@ import torch.fx
 from pytest_torchcompile.judging import judge as standalone
 from pytest_torchcompile.judging.capture import op_count
 from pytest_torchcompile.run import verdict
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.ops import OpOrigin, op_origins
 
 
 @dataclass
@@ -25,6 +25,9 @@ class ReproCase:
     title: str
     tol: float = verdict.DEFAULT_TOLERANCE
     check_non_float: bool = True
+    non_float_failure: bool = False
+    """The recorded failure is in non-floating outputs only (an integer or bool output is wrong,
+    no floating one): the minifier then judges them too, as the repro does."""
     expected_error: str | None = None
     error_pattern: str | None = None
     config_source: str = ""
@@ -40,14 +43,14 @@ class ReproCase:
     Inductor; see ``stages`` too."""
     stage: str = ""
     """Which stage of the stack introduces the failure (a minified case's), in words."""
-    op_origins: list[_torch_compat.OpOrigin] = field(default_factory=list)
+    op_origins: list[OpOrigin] = field(default_factory=list)
     """Where ops of the graph come from, as an earlier repro file recorded them: a process that
     loads the file may not know where a module it imported by path came from."""
 
-    def required_ops(self) -> list[_torch_compat.OpOrigin]:
+    def required_ops(self) -> list[OpOrigin]:
         known = {origin.qualname: origin for origin in self.op_origins}
         return [known.get(origin.qualname, origin) if origin.module is None else origin
-                for origin in _torch_compat.op_origins(self.gm)]
+                for origin in op_origins(self.gm)]
 
     @property
     def op_count(self) -> int:

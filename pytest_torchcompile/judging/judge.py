@@ -23,12 +23,9 @@ import torch
 
 from pytest_torchcompile.judging.oracle import compare_tensor, unwritten_mask, written_only
 from pytest_torchcompile.run.verdict import LeafResult
-from pytest_torchcompile.torch_internals.compat import (
-    compile_dynamo_graph,
-    compile_graph,
-    filling_unwritten,
-    float64_everywhere,
-)
+from pytest_torchcompile.torch_internals.compiling import compile_dynamo_graph, compile_graph
+from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
+from pytest_torchcompile.torch_internals.values import filling_unwritten
 
 ACCURACY = "accuracy"
 COMPILE_ERROR = "compile_error"
@@ -170,10 +167,11 @@ def _matmul_in_fp32() -> Iterator[None]:
             torch.set_float32_matmul_precision(saved)
 
 
-def error_signature(error: BaseException) -> str:
-    """``Type: first line of the message``; the identity of a compile or runtime failure."""
+def error_signature(error: BaseException, max_chars: int | None = None) -> str:
+    """``Type: first line of the message`` (its first ``max_chars``); the identity of a compile
+    or runtime failure."""
     lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+    return f"{type(error).__name__}: {lines[0][:max_chars] if lines else ''}"
 
 
 def _normalized(signature: str) -> str:
@@ -229,10 +227,16 @@ def strided_copy(value: torch.Tensor) -> torch.Tensor:
     return value.new_empty(0).set_(span.clone().untyped_storage(), value.storage_offset(), value.shape, value.stride())
 
 
-def _widen(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and value.is_floating_point():
+def widened(value: Any) -> Any:
+    """``value`` for an fp64 run: a floating tensor in fp64 (keeping ``requires_grad``), a complex
+    one in complex128, any other tensor a detached copy; anything else as it is."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if value.is_floating_point():
         return value.detach().to(torch.float64).requires_grad_(value.requires_grad)
-    return value
+    if value.is_complex():
+        return value.detach().to(torch.complex128)
+    return value.detach().clone()
 
 
 def draws_random(gm: Any) -> bool:
@@ -349,7 +353,7 @@ def fp64_outputs(module: Callable[..., Any], inputs: Sequence[Any], backward: bo
     """The outputs of ``module`` run in fp64, or None where it cannot run in fp64."""
     try:
         with float64_everywhere():
-            return run_graph(module, [_widen(v) for v in inputs], backward)
+            return run_graph(module, [widened(v) for v in inputs], backward)
     except Exception:
         return None
 

@@ -14,7 +14,7 @@ import torch.fx
 
 from pytest_torchcompile.judging.capture import OP_NODES
 from pytest_torchcompile.judging.judge import clone_values, strided_copy
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.ops import is_view_op
 
 Selection = frozenset[str]
 """A candidate: the names of the units (see :class:`GraphSlicer`) it keeps."""
@@ -117,7 +117,7 @@ class GraphSlicer:
         bases: dict[torch.fx.Node, torch.fx.Node] = {}
         for node in self.unit_of:
             base = node.args[0] if node.args else None
-            if not isinstance(base, torch.fx.Node) or not _torch_compat.is_view_op(node.target) \
+            if not isinstance(base, torch.fx.Node) or not is_view_op(node.target) \
                     or node.target is torch.ops.aten.as_strided.default:
                 continue
             value, base_value = self.values.get(node), self.values.get(base)

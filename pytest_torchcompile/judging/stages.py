@@ -33,7 +33,14 @@ from pytest_torchcompile.judging.judge import (
     reference_outputs,
     same_failure,
 )
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.bisector import (
+    bisector_config_changes,
+    can_skip_subsystems,
+    subsystems_skipped,
+)
+from pytest_torchcompile.torch_internals.compiling import compiler_for_backend
+from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_default
+from pytest_torchcompile.torch_internals.ops import is_op_overload
 
 LEVELS = (POST_AOT, DYNAMO)
 
@@ -90,14 +97,14 @@ class _Stages:
         self.references = reference_outputs(gm, inputs)
         self.compiles = 0
         self.trail: list[str] = []
-        self.can_skip = _torch_compat.can_skip_subsystems()
+        self.can_skip = can_skip_subsystems()
 
     def fails(self, step: str, compiler: Compiler = compile_graph, *, skip: Callable[[str, str, str], bool] | None = None,
               config: dict[str, Any] | None = None) -> bool:
         if skip is not None and not self.can_skip:
             self.trail.append(f"{step}: not tried (this torch cannot switch subsystems off)")
             return True
-        with _torch_compat.subsystems_skipped(skip or _skip_nothing), _torch_compat.inductor_config(config):
+        with subsystems_skipped(skip or _skip_nothing), inductor_config(config):
             verdict = judge_graph(private_copy(self.gm), self.inputs, self.tol, self.check_non_float, self.references, compiler)
         self.compiles += 1
         failing = same_failure(verdict, self.failure.kind, self.failure.expected_error, self.failure.error_pattern)
@@ -162,7 +169,7 @@ def attribute_stage(
         found = _before_inductor(stages)
         if found is not None:
             return found
-        compiler = _torch_compat.compiler_for_backend("inductor")
+        compiler = compiler_for_backend("inductor")
         passes: tuple[str, ...] = ("pre_grad_passes", "joint_graph_passes", "post_grad_passes")
     else:
         compiler = compile_graph
@@ -173,7 +180,7 @@ def attribute_stage(
 
 
 def _before_inductor(stages: _Stages) -> StageAttribution | None:
-    compiler = _torch_compat.compiler_for_backend
+    compiler = compiler_for_backend
     if stages.fails("eager", compiler("eager")):
         return stages.result("dynamo", "deviation appears in Dynamo's tracing (backend eager)")
     if stages.fails("aot_eager", compiler("aot_eager")):
@@ -239,10 +246,10 @@ def _within_inductor(stages: _Stages, compiler: Compiler, passes: Sequence[str],
         return _lowered(stages, compiler, everything, config)
     for name, value in _non_codegen_config(config):
         if not stages.fails(f"inductor with {name} at its default", compiler,
-                            config={name: _torch_compat.inductor_config_default(name)}):
+                            config={name: inductor_config_default(name)}):
             return stages.result("inductor.config", f"deviation appears with Inductor config {name}={value!r}",
                                  [f"{name}={value!r}"])
-    for change in _torch_compat.bisector_config_changes("inductor"):
+    for change in bisector_config_changes("inductor"):
         if not stages.fails(f"inductor with {_assignments(change)}", compiler, config=change):
             return stages.result("inductor.config", f"deviation disappears with Inductor config {_assignments(change)}",
                                  [_assignments(change)])
@@ -262,7 +269,7 @@ def _lowered(stages: _Stages, compiler: Compiler, everything: _Skipper, config: 
         if prefix is None:
             continue
         if not stages.fails(f"inductor with {name} at its default", compiler,
-                            config={name: _torch_compat.inductor_config_default(name)}):
+                            config={name: inductor_config_default(name)}):
             language = CODEGEN_PREFIXES[prefix]
             return stages.result(f"inductor.codegen.{prefix.rstrip('.')}",
                                  f"deviation appears in Inductor's {language} codegen of {ops} ({name}={value!r})",
@@ -279,7 +286,7 @@ def _ops_by_node_name(gm: torch.fx.GraphModule) -> dict[str, str]:
 
 def op_name(target: Any) -> str:
     """``aten.relu`` for ``torch.ops.aten.relu.default``; ``torch.relu``, ``operator.add`` ..."""
-    if _torch_compat.is_op_overload(target):
+    if is_op_overload(target):
         return str(target).removesuffix(".default")
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__name__", None) or str(target)

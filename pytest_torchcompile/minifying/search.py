@@ -28,13 +28,16 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation import (
-    CRASHED,
-    JUDGE_ERROR,
-    TIMED_OUT,
+from pytest_torchcompile.judging.isolation.parent import (
     InProcessJudge,
     IsolatedJudge,
     IsolationError,
+    SpareChildren,
+)
+from pytest_torchcompile.judging.isolation.protocol import (
+    CRASHED,
+    JUDGE_ERROR,
+    TIMED_OUT,
     JudgeSettings,
     StageQuery,
 )
@@ -59,7 +62,7 @@ from pytest_torchcompile.judging.stages import FailureKind, StageAttribution, gr
 from pytest_torchcompile.repros.repro import config_lines, load_case, write_repro
 from pytest_torchcompile.run.files import atomic_write, locked
 from pytest_torchcompile.run.results import MinifyProgress, MinifyResult, StopReason
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.torch_internals.compiling import cpp_kernels
 
 Judge = Callable[[torch.fx.GraphModule, list[Any]], GraphVerdict]
 """Compiles and judges one candidate graph on its inputs."""
@@ -323,6 +326,7 @@ def minify_repro(
     isolate: bool = True,
     device: str | None = None,
     find_stage: bool = True,
+    spares: SpareChildren | None = None,
 ) -> MinifyResult:
     """Minify the case of a repro file; write ``minified.py`` and the generated kernel beside it.
 
@@ -330,12 +334,12 @@ def minify_repro(
     a crashing or hanging candidate cannot take this process down. ``repro.py`` is only read,
     and every file written is replaced atomically: nothing is lost if the minifier dies. With
     ``find_stage``, the stage of the stack that introduces the failure is looked for too (see
-    ``stages``), in the same child.
+    ``stages``), in the same child, which may be one prestarted in ``spares``.
     """
     started = time.perf_counter()
     path = Path(repro_path).resolve()
     config_source = config_lines(path)
-    judging = (IsolatedJudge(config_source, device=device, candidate_timeout_s=timeout_s)
+    judging = (IsolatedJudge(config_source, device=device, candidate_timeout_s=timeout_s, spares=spares)
                if isolate else InProcessJudge(config_source))
     with judging as judge:
         try:
@@ -356,10 +360,10 @@ def minify_repro(
                      if reduction.gm is not None and find_stage and case.kind in ATTRIBUTABLE else None)
         except IsolationError as error:
             return MinifyResult(case.op_count, case.op_count, time.perf_counter() - started, 0,
-                                StopReason.CRASHED, note=str(error))
+                                StopReason.CRASHED, note=str(error), judge_deaths=list(judge.deaths))
     if reduction.gm is None:
         return MinifyResult(reduction.ops_before, reduction.ops_after, seconds,
-                            reduction.compiles, reduction.stop, note=reduction.how)
+                            reduction.compiles, reduction.stop, note=reduction.how, judge_deaths=list(judge.deaths))
     compiles = reduction.compiles + 1  # the kernel's
     note = _note(reduction, compiles, seconds)
     # A torch-level graph's comment shows the post-AOT graphs it lowers to, not a kernel file.
@@ -368,12 +372,14 @@ def minify_repro(
     else:
         generated = _generated_code(kernel)
         comment = generated[0] if generated else ""
-    minified = write_repro(_minified_case(case, reduction, note, comment, stage), path.with_name(MINIFIED_NAME))
+    # Only into the case directory itself: a symbolic link there (at tensors/) is not followed.
+    minified = write_repro(_minified_case(case, reduction, note, comment, stage), path.with_name(MINIFIED_NAME),
+                           within=path.parent)
     kernel_path = _write_kernel(generated, path.parent)
     result = MinifyResult(
         reduction.ops_before, reduction.ops_after, seconds, compiles,
         reduction.stop, str(minified), str(kernel_path) if kernel_path else None, note,
-        graph_ops(reduction.gm), failure_type=query.failure.type_name,
+        graph_ops(reduction.gm), failure_type=query.failure.type_name, judge_deaths=list(judge.deaths),
     )
     if stage is not None:
         result.stage, result.stage_summary = stage.stage, stage.summary
@@ -437,7 +443,7 @@ def _generated_code(source: str | None) -> tuple[str, str] | None:
     a CPU; on a GPU the whole module, whose Triton kernels are Python."""
     if source is None:
         return None
-    cpp = _torch_compat.cpp_kernels(source)
+    cpp = cpp_kernels(source)
     return (cpp, ".cpp") if cpp else (source, ".py")
 
 
@@ -447,5 +453,5 @@ def _write_kernel(generated: tuple[str, str] | None, directory: Path) -> Path | 
     code, suffix = generated
     path = directory / f"minified_kernel{suffix}"
     with locked(directory):
-        atomic_write(path, code.encode())
+        atomic_write(path, code.encode(), within=directory)
     return path

@@ -16,10 +16,15 @@ import importlib.util
 import inspect
 import io
 import itertools
+import json
 import operator
 import os
 import re
+import shutil
+import socket
+import stat
 import sys
+import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,16 +39,23 @@ from pytest_torchcompile.judging import judge as standalone
 from pytest_torchcompile.judging import oracle
 from pytest_torchcompile.judging.capture import HostTensor
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation import config_patches
+from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import ReproBroken, clone_values, error_signature
-from pytest_torchcompile.run.files import atomic_write, locked
-from pytest_torchcompile.torch_internals import compat as _torch_compat
+from pytest_torchcompile.run.files import atomic_write, locked, replace_directory
+from pytest_torchcompile.run.processes import own_start, pid_alive
+from pytest_torchcompile.run.verdict import out_of_memory
+from pytest_torchcompile.torch_internals.compiling import compile_dynamo_graph, compile_graph
+from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_restored
+from pytest_torchcompile.torch_internals.environment import environment
+from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
+from pytest_torchcompile.torch_internals.ops import OpOrigin
+from pytest_torchcompile.torch_internals.values import filling_unwritten
 
 INLINE_NUMEL = 32
 """Tensors up to this many elements are written into the file; larger ones go to tensors/."""
 
 TENSOR_DIR = "tensors"
-
+REPRO_NAME = "repro.py"
 
 
 def slugify(nodeid: str, limit: int = 80) -> str:
@@ -117,8 +129,8 @@ def _module_source(gm: torch.fx.GraphModule, class_name: str, writer: _TensorWri
 
 def _standalone_runtime() -> str:
     """The judging code, taken from the plugin's own modules so both judge alike."""
-    parts = [inspect.getsource(obj) for obj in (_torch_compat.compile_graph, _torch_compat.compile_dynamo_graph,
-                                                _torch_compat.float64_everywhere, _torch_compat.filling_unwritten)]
+    parts = [inspect.getsource(obj) for obj in (compile_graph, compile_dynamo_graph,
+                                                float64_everywhere, filling_unwritten)]
     parts += [inspect.getsource(obj) for obj in oracle.STANDALONE_SOURCES]
     module_source = inspect.getsource(standalone)
     module_body = module_source[module_source.index("ACCURACY = "):]
@@ -129,13 +141,20 @@ def _standalone_runtime() -> str:
 _PRELUDE = '''\
 from __future__ import annotations
 
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if __name__ == "__main__":
+    # Python puts a script's directory first on sys.path: a file planted beside this one
+    # (math.py, inspect.py, ...) must not stand in for the standard library or torch.
+    sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != HERE]
+
 import contextlib
 import inspect
 import math
 import operator
-import os
 import re
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from math import inf, nan
@@ -145,8 +164,6 @@ import torch
 import torch.fx
 from torch import device
 from torch.overrides import TorchFunctionMode
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _laid_out(values, dtype, shape, stride, device, offset):
@@ -229,6 +246,24 @@ def _trace(module):
     return torch.fx.GraphModule(module, graph)
 
 
+def apply_inductor_config(source):
+    """Run the config lines one by one, and return the keys this torch lacks, skipped: a repro
+    written on another torch may set a key that this one renamed or dropped, and the
+    AttributeError would end the run with exit 1, the code that means REPRODUCED."""
+    skipped = []
+    for line in source.strip().splitlines():
+        name = line.split("=", 1)[0].strip().removeprefix("torch._inductor.config.")
+        owner = torch._inductor.config
+        for part in name.split("."):
+            if not hasattr(owner, part):
+                skipped.append(name)
+                break
+            owner = getattr(owner, part)
+        else:
+            exec(line, globals())
+    return skipped
+
+
 def _load(name, dtype, shape, stride, device, requires_grad, offset=0):
     saved = torch.load(os.path.join(HERE, "tensors", name + ".pt"), weights_only=True)
     return _laid_out(saved, dtype, shape, stride, device, offset).requires_grad_(requires_grad)
@@ -263,6 +298,9 @@ def run_check():
     if verdict.failure == EAGER_ERROR:
         return BROKEN_EXIT, f"REPRO BROKEN: the graph fails eagerly on its own inputs: {verdict.error}"
     lines = [f"expected failure: {KIND}" + (f" ({EXPECTED_ERROR})" if EXPECTED_ERROR else "")]
+    if SKIPPED_CONFIG:
+        lines.append(f"note: Inductor config keys this torch ({torch.__version__}) lacks were skipped: "
+                     f"{', '.join(SKIPPED_CONFIG)}")
     if verdict.leaves:
         full = os.environ.get(FULL_TABLE_VARIABLE, "") not in ("", "0")
         shown, left_out = (verdict.leaves, 0) if full else summarized_leaves(verdict.leaves)
@@ -308,22 +346,22 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
     writer = _TensorWriter()
     module = _module_source(case.gm, "Repro", writer)
     inputs = ",\n".join(f"        {writer.expression(value)}" for value in case.inputs)
-    env = _torch_compat.environment()
+    env = environment()
     required = case.required_ops()
     modules = sorted({origin.module for origin in required
                       if origin.module is not None and origin.module.split(".")[0] != "torch"})
     header = [
         "# pytest-torchcompile repro: only torch is needed to run it"
         + (f", and {', '.join(modules)} for the ops it registers." if modules else "."),
-        f"# case:    {case.title}",
-        f"# status:  {case.status_line or case.kind}",
+        f"# case:    {_one_line(case.title)}",
+        f"# status:  {_one_line(case.status_line or case.kind)}",
         f"# ops:     {case.op_count}",
         *([f"# stage:   {case.stage}"] if case.stage else []),
         "# env:     " + ", ".join(f"{k} {v}" for k, v in env.items()),
         "# run:     python repro.py   (exit 1: reproduced, 2: fails differently, 0: fixed,",
         "#                             3: the repro itself cannot run)",
         "#          pytest repro.py   (one test, marked inductor_repro)",
-        *(f"# note:    {note}" for note in case.notes),
+        *(f"# note:    {_one_line(note)}" for note in case.notes),
     ]
     if case.level == standalone.DYNAMO:
         header[3:3] = ["# level:   torch-level graph (Dynamo's, before AOT autograd and Inductor's "
@@ -331,11 +369,12 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
                        "through the whole stack and judged against eager of this graph"]
     if any(sizes and any(not s.isdigit() for s in sizes) for sizes in case.symbolic_sizes):
         header.append(f"# symbolic input sizes: {case.symbolic_sizes}")
-    config = case.config_source.strip() or "# (all Inductor config values at their defaults)"
+    config = case.config_source.strip()
     settings = "\n".join([
         f"KIND = {case.kind!r}",
         f"TOL = {case.tol!r}",
         f"CHECK_NON_FLOAT = {case.check_non_float!r}",
+        f"NON_FLOAT_FAILURE = {case.non_float_failure!r}",
         f"EXPECTED_ERROR = {case.expected_error!r}",
         f"ERROR_PATTERN = {case.error_pattern!r}",
         f"GRAD_ENABLED = {case.grad_enabled!r}",
@@ -347,7 +386,10 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
     source = "\n\n".join([
         "\n".join(header),
         _PRELUDE.rstrip(),
-        "import torch._inductor.config\n" + config,
+        "import torch._inductor.config\n\n"
+        + (f'INDUCTOR_CONFIG = r"""\n{config}\n"""\n' if config
+           else 'INDUCTOR_CONFIG = ""  # all Inductor config values at their defaults\n')
+        + "SKIPPED_CONFIG = apply_inductor_config(INDUCTOR_CONFIG)",
         settings,
         "\n\n" + module.rstrip(),
         "\n\ndef make_inputs():\n    return [\n" + inputs + ("," if case.inputs else "") + "\n    ]",
@@ -356,6 +398,15 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
         *([_generated_code_comment(case.generated_code, case.level)] if case.generated_code else []),
     ])
     return source, writer.files
+
+
+_LINE_BREAKING = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    """``text`` for a ``#`` comment line: control characters (a newline would end the comment and
+    make the rest live code) and other line separators written as escapes."""
+    return _LINE_BREAKING.sub(lambda match: repr(match.group())[1:-1], text)
 
 
 def _generated_code_comment(code: str, level: str) -> str:
@@ -368,30 +419,85 @@ def _generated_code_comment(code: str, level: str) -> str:
 # --- writing -------------------------------------------------------------------------------
 
 
-def write_repro(case: ReproCase, path: Path) -> Path:
-    """Write ``case`` to ``path`` (and its tensors beside it), atomically and under a lock."""
+def write_repro(case: ReproCase, path: Path, within: Path | None = None) -> Path:
+    """Write ``case`` to ``path`` (and its tensors beside it), atomically and under a lock; with
+    ``within``, only through real directories below it (see ``files.atomic_write``)."""
     source, tensors = render_repro(case)
     with locked(path.parent):
-        for name, data in tensors.items():
-            target = path.parent / TENSOR_DIR / f"{name}.pt"
-            if not target.exists():
-                atomic_write(target, data)
-        atomic_write(path, source.encode())
+        _write_files(path, source, tensors, within)
     return path
 
 
-def unique_case_dir(root: Path, slug: str) -> Path:
-    """``root/slug``, or ``root/slug-2``, ... when a directory for that slug was already claimed
-    in this run (several checks in one test, several failing graphs)."""
+def _write_files(path: Path, source: str, tensors: dict[str, bytes], within: Path | None) -> None:
+    for name, data in tensors.items():
+        target = path.parent / TENSOR_DIR / f"{name}.pt"
+        if not _holds(target, data):
+            atomic_write(target, data, within)
+    atomic_write(path, source.encode(), within)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is a regular file of exactly ``data``: a tensor file named by its content
+    is reused only then, not because a stale or planted file has its name."""
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode) or path.lstat().st_size != len(data):
+            return False
+        return path.read_bytes() == data
+    except OSError:
+        return False
+
+
+def write_case(case: ReproCase, root: Path, slug: str, owner: str) -> Path:
+    """Write ``case`` as the ``repro.py`` of a case directory in ``root`` claimed for ``slug``
+    (:func:`unique_case_dir`): into a new directory, complete before it takes the place of what
+    was there (the directory an earlier run of the test left, or anything planted, a symbolic
+    link included, which is removed, never followed)."""
+    source, tensors = render_repro(case)
+    directory = unique_case_dir(root, slug, owner)
+    staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{directory.name}.", suffix=".new"))
+    try:
+        os.chmod(staging, 0o755)  # mkdtemp's 0700 would keep the repros from others
+        _write_files(staging / REPRO_NAME, source, tensors, staging)
+        with locked(directory):
+            replace_directory(staging, directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return directory / REPRO_NAME
+
+
+def unique_case_dir(root: Path, slug: str, owner: str) -> Path:
+    """``root/slug``, or ``root/slug-2``, ... : the first name that no live process holds.
+
+    ``<name>.claimed`` holds a name for the process that wrote it, as long as that process lives
+    and, within it, for the run (``owner``) that claimed it: so several checks of one test, tests
+    whose ids make one slug, and concurrent runs in one directory get distinct directories, while
+    a rerun of a test takes its directory back."""
     root.mkdir(parents=True, exist_ok=True)
+    me = {"owner": owner, "pid": os.getpid(), "start": own_start(), "host": socket.gethostname()}
     with filelock.FileLock(str(root / ".claims.lock")):
         for suffix in itertools.count(1):
             name = slug if suffix == 1 else f"{slug}-{suffix}"
             claim = root / f"{name}.claimed"
-            if not claim.exists():
-                claim.touch()
+            if not _claim_held(claim, me):
+                atomic_write(claim, json.dumps(me).encode(), root)
                 return root / name
     raise AssertionError("unreachable")
+
+
+def _claim_held(claim: Path, me: dict[str, Any]) -> bool:
+    """Whether ``claim`` holds its name: for another live process, or for this run of this one.
+    A claim that cannot be read (an older format, a partial write) holds nothing."""
+    try:
+        holder = json.loads(claim.read_text()) if stat.S_ISREG(claim.lstat().st_mode) else None
+    except (OSError, ValueError):
+        return False
+    if not isinstance(holder, dict):
+        return False
+    if holder.get("host") != me["host"]:
+        return True  # another machine's process: its liveness cannot be told from here
+    if holder.get("pid") == me["pid"] and holder.get("start") == me["start"]:
+        return holder.get("owner") == me["owner"]
+    return isinstance(holder.get("pid"), int) and pid_alive(holder["pid"], holder.get("start"))
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -414,7 +520,7 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        with _torch_compat.inductor_config_restored():
+        with inductor_config_restored():
             spec.loader.exec_module(module)
     except Exception as error:
         raise ReproBroken(f"the repro file does not load: {type(error).__name__}: {error}") from error
@@ -425,10 +531,11 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
                   if line.startswith("# case:")), path.parent.name)
     case = ReproCase(
         gm=gm, inputs=inputs, kind=module.KIND, title=title, tol=module.TOL,
-        check_non_float=module.CHECK_NON_FLOAT, expected_error=module.EXPECTED_ERROR,
+        check_non_float=module.CHECK_NON_FLOAT, non_float_failure=getattr(module, "NON_FLOAT_FAILURE", False),
+        expected_error=module.EXPECTED_ERROR,
         error_pattern=module.ERROR_PATTERN, grad_enabled=module.GRAD_ENABLED,
         symbolic_sizes=module.SYMBOLIC_SIZES, config_source=config_lines(path),
-        op_origins=[_torch_compat.OpOrigin(*entry) for entry in getattr(module, "REQUIRED_OPS", [])],
+        op_origins=[OpOrigin(*entry) for entry in getattr(module, "REQUIRED_OPS", [])],
         level=getattr(module, "LEVEL", standalone.POST_AOT),
     )
     return LoadedRepro(path, module, case)
@@ -446,6 +553,28 @@ def _build(module: ModuleType) -> tuple[torch.fx.GraphModule, list[Any]]:
         raise ReproBroken(reason) from error
 
 
+def header_fields(path: Path) -> dict[str, str]:
+    """The fields of a repro file's header comment (``case``, ``status``, ``ops``, ``stage``,
+    ``env``, ...; ``note`` lines joined), read without running the file."""
+    fields: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        match = re.match(r"# (\w+):\s+(.*)", line)
+        if match:
+            name, value = match.groups()
+            fields[name] = f"{fields[name]} {value}" if name in fields else value
+    return fields
+
+
+def graph_source(path: Path) -> str:
+    """The graph module's code in a repro file (its ``class Repro``)."""
+    source = path.read_text()
+    start = source.find("\nclass Repro(")
+    end = source.find("\ndef make_inputs():", start)
+    return source[start + 1:end].rstrip() if start >= 0 and end >= 0 else ""
+
+
 def config_lines(path: Path) -> str:
     return "\n".join(line for line in path.read_text().splitlines()
                      if line.startswith("torch._inductor.config."))
@@ -455,7 +584,7 @@ def load_case(path: str | os.PathLike[str]) -> ReproCase:
     """The case of a repro file, loaded without leaking its Inductor config into this process:
     ``load_repro`` runs the file's config lines, and this patch undoes them afterwards. Raises
     :class:`ReproBroken` when the file cannot run."""
-    with _torch_compat.inductor_config(config_patches(config_lines(Path(path)))):
+    with inductor_config(config_patches(config_lines(Path(path)))):
         return load_repro(path).case
 
 
@@ -467,17 +596,10 @@ def repro_defect(path: str | os.PathLike[str]) -> str | None:
         with torch.no_grad():
             case.gm(*clone_values(case.inputs))
     except Exception as error:
-        if _out_of_memory(error):
+        if out_of_memory(error):
             return None  # a second copy of a large case does not fit beside the test's: no verdict
         if isinstance(error, ReproBroken):
             return str(error)
         return f"the graph fails when run eagerly on its inputs: {error_signature(error)}"
     return None
 
-
-def _out_of_memory(error: BaseException | None) -> bool:
-    while error is not None:
-        if isinstance(error, torch.OutOfMemoryError):
-            return True
-        error = error.__cause__
-    return False

@@ -15,8 +15,8 @@ Each row is ``<test id><TAB><expected status>[<TAB><note>]``:
 
 - *test id*: the pytest node id, exactly as pytest prints it.
 - *expected status*: one of ``pass``, ``fail_accuracy``, ``fail_compile``, ``fail_runtime``,
-  ``eager_fail``, ``eager_nondeterministic``, ``unconfirmed``, ``no_fp64_reference``,
-  ``not_judged`` (see ``verdict.Status``), or
+  ``eager_fail``, ``eager_nondeterministic``, ``out_of_memory``, ``unconfirmed``,
+  ``no_fp64_reference``, ``not_judged`` (see ``verdict.Status``), or
   ``flaky``: a flaky test never fails the run; its result is still shown.
 - *note*: optional free text kept as written, e.g. a link to the upstream bug.
 
@@ -33,9 +33,9 @@ lines other than the header are not preserved: put lasting remarks in a row's no
 
 A test that ran several checks is judged by one status (``test_status``), the first present in
 this order: ``fail_compile``, ``fail_runtime``, ``fail_accuracy``, ``eager_fail``,
-``eager_nondeterministic``, ``unconfirmed``, ``no_fp64_reference``, ``not_judged``, ``pass``.
-*Failing* below means any status other than ``pass``, ``unconfirmed``, ``no_fp64_reference``
-and ``not_judged``.
+``eager_nondeterministic``, ``out_of_memory``, ``unconfirmed``, ``no_fp64_reference``,
+``not_judged``, ``pass``. *Failing* below means any status other than ``pass``,
+``unconfirmed``, ``no_fp64_reference`` and ``not_judged``.
 
 What a test's status means against its row (``decide``):
 
@@ -69,7 +69,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeAlias
 
-from pytest_torchcompile.run.files import atomic_write
+from pytest_torchcompile.run.files import atomic_write, locked
 from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.verdict import Status
 
@@ -97,6 +97,7 @@ STATUS_PRIORITY: tuple[Status, ...] = (
     Status.FAIL_ACCURACY,
     Status.EAGER_FAIL,
     Status.EAGER_NONDETERMINISTIC,
+    Status.OUT_OF_MEMORY,
     Status.UNCONFIRMED,
     Status.NO_FP64_REFERENCE,
     Status.NOT_JUDGED,
@@ -206,7 +207,7 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     """Read a baseline file; raise :class:`BaselineError` naming the file and line on any problem."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # an editor's byte order mark is no row
     except FileNotFoundError:
         raise BaselineError(f"{path}: baseline file not found") from None
     except (OSError, UnicodeDecodeError) as error:
@@ -294,7 +295,9 @@ def write_baseline(
     previous: Baseline | None,
 ) -> None:
     """Record this run's statuses, keeping rows of tests that did not run, every note, and flaky
-    rows flaky. Written atomically: readers see the old file or the new one, never a mix."""
+    rows flaky. Written atomically: readers see the old file or the new one, never a mix. A
+    baseline that is a symbolic link stays one: the file it points to is rewritten."""
+    path = _target(path)
     entries: dict[str, BaselineEntry] = dict(previous.entries) if previous else {}
     for test_id, status in statuses.items():
         # Such ids would read back differently: as a comment, trimmed, or split across fields.
@@ -305,6 +308,11 @@ def write_baseline(
             continue
         entries[test_id] = BaselineEntry(test_id, status, old.note if old else "")
     atomic_write(path, format_baseline(entries.values()).encode())
+
+
+def _target(path: str | os.PathLike[str]) -> Path:
+    """The file a baseline path names, through any symbolic links."""
+    return Path(os.path.realpath(path))
 
 
 def format_baseline(entries: Iterable[BaselineEntry]) -> str:
@@ -425,11 +433,16 @@ class Gate:
         longer exist (``unknown``); a line saying what changed."""
         statuses = {test_id: test_status(checks) for test_id, checks in sorted(_by_test(results).items())}
         gone = {entry.test_id for entry in unknown}
-        kept = {test_id: entry for test_id, entry in self.baseline.entries.items() if test_id not in gone}
-        added = sum(1 for test_id in statuses if test_id not in kept)
-        changed = sum(1 for test_id, status in statuses.items()
-                      if test_id in kept and not kept[test_id].is_flaky and kept[test_id].expected != status)
-        write_baseline(self.path, statuses, Baseline(self.path, kept))
+        target = _target(self.path)
+        with locked(target.with_name(f".{target.name}")):
+            # Read again under the lock: another run (a CI shard) may have written rows since this
+            # one loaded the file, and they are kept.
+            current = load_baseline(target) if target.exists() else Baseline(target, {})
+            kept = {test_id: entry for test_id, entry in current.entries.items() if test_id not in gone}
+            added = sum(1 for test_id in statuses if test_id not in kept)
+            changed = sum(1 for test_id, status in statuses.items()
+                          if test_id in kept and not kept[test_id].is_flaky and kept[test_id].expected != status)
+            write_baseline(target, statuses, Baseline(target, kept))
         rows = len(set(kept) | set(statuses))
         return (f"baseline written to {self.path}: {rows} rows ({added} added, {changed} changed, "
                 f"{len(gone)} removed, {rows - len(statuses)} kept of tests not run)")

@@ -12,7 +12,7 @@ its compile pool starts, so set before the first compile), and ``OMP_NUM_THREADS
 ``TORCHINDUCTOR_COMPILE_THREADS`` for the children it starts. In the minify phase the processes
 still minifying share the CPUs again. A single process keeps torch's defaults.
 
-``--compile-threads N`` (ini ``compile_threads``, env ``PYTEST_TORCHCOMPILE_THREADS``) gives every
+``--compile-accuracy-threads N`` (ini ``compile_accuracy_threads``, env ``PYTEST_TORCHCOMPILE_THREADS``) gives every
 process N threads instead; ``0`` leaves torch's defaults everywhere.
 """
 
@@ -49,13 +49,13 @@ def _count(text: str, where: str) -> int:
 
 
 def override(config: pytest.Config) -> int | None:
-    """The user's threads per process: ``--compile-threads`` (or its ini key), else
+    """The user's threads per process: ``--compile-accuracy-threads`` (or its ini key), else
     ``PYTEST_TORCHCOMPILE_THREADS``; None when neither is given."""
     from pytest_torchcompile.run import settings
 
-    given = settings.option_value(config, settings.option("compile-threads"))
+    given = settings.option_value(config, settings.option("compile-accuracy-threads"))
     if given not in (None, ""):
-        return _count(str(given), "--compile-threads")
+        return _count(str(given), "--compile-accuracy-threads")
     env = os.environ.get(THREADS_ENV, "").strip()
     return _count(env, THREADS_ENV) if env else None
 

@@ -66,5 +66,5 @@ def root_cause_lines(results: Sequence[CaseResult],
         tests = "test" if len(group.tests) == 1 else "tests"
         lines.extend(wrap(f"[{len(group.tests)} {tests}] {group.stage_summary or group.stage}"
                           f" | ops: {', '.join(group.ops)} | {group.failure_type}", "  "))
-        lines.extend(f"      {nodeid}" for nodeid in group.tests)
+        lines.extend(line for nodeid in group.tests for line in wrap(nodeid, "      "))
     return lines

@@ -12,10 +12,26 @@ The file is strict JSON (no ``NaN``/``Infinity``): a non-finite float is written
 does not).
 
 - ``schema_version`` (int): 1. Raised when a field changes meaning or disappears.
+- ``plugin_version`` (string): the version of pytest-torchcompile that wrote the report.
 - ``environment`` (object): as given by the caller, normally ``report_environment()``:
   ``torch``, ``triton`` (``"not installed"`` when absent), ``python``, ``cpu``, ``cuda_device`` and
   ``cuda`` (only when CUDA is available), ``inductor_config`` (object: Inductor config values that
   differ from their defaults; non-JSON values as their ``repr``).
+- ``run`` (object; ``null`` where the writer knew nothing of the run): what the run selected and
+  how it ended, so that the reports of a suite split over machines can be merged
+  (``python -m pytest_torchcompile merge``):
+
+  - ``shard``: ``null`` for a run of the whole suite, else ``splitter`` (``pytest-split`` or
+    ``pytest-shard``), ``index`` (numbered as the splitter does: pytest-split's ``--group`` from
+    1, pytest-shard's ``--shard-id`` from 0) and ``count``.
+  - ``selected``, ``deselected`` (sorted arrays of test ids): the collected tests this run kept,
+    and the ones it dropped (``-k``, ``-m``, the tests of other shards).
+  - ``narrowed_files``: test files whose collection a node id argument narrowed.
+  - ``failed``: one object per failed test report, as pytest counts them (an excused
+    failure, xfail, is not one), sorted: ``nodeid``, ``when`` (``setup``, ``call``, ``teardown``).
+  - ``exitstatus``: pytest's exit status before the baseline's say, or ``null``.
+  - ``baseline_sha256``: the sha256 of the baseline file the run was judged against, or ``null``.
+
 - ``counts`` (object):
 
   - ``checks``: every status name -> number of checks with that status (zeros included).
@@ -41,7 +57,8 @@ does not).
     ``reference`` (``"fp64"``, or the weaker reference used without one), ``worst_ratio``
     (number or null: the largest rmse(compiled, fp64) / rmse(eager, fp64) over the outputs),
     ``repro_path``, ``repro_defect`` (null, or why the repro written cannot run: a defect of the
-    plugin), ``compile_seconds``, ``graph`` (strings/number or null), ``graphs_judged`` (int or
+    plugin), ``repro_unwritten`` (null, or why no repro could be written: a full disk, a symbolic
+    link in the way), ``compile_seconds``, ``graph`` (strings/number or null), ``graphs_judged`` (int or
     null: the plain graphs the check stands for as judged; null for a fixture check),
     ``unchecked`` (array of ``"<graph label>: <reason>"``: a graph, or a judged graph's
     intermediates, that could not be judged), ``minify`` (null or an
@@ -52,7 +69,8 @@ does not).
     minimal graph's distinct ops), ``stage`` (where the failure appears: ``inductor.lowering``,
     ``inductor.codegen.cpp``, ``decompositions``, ... or null), ``stage_summary`` (that in
     words), ``failure_type`` (``accuracy`` or an exception type), ``stage_compiles``, ``stage_seconds``
-    (what finding the stage cost)), and ``leaves``: one object per
+    (what finding the stage cost), ``judge_deaths`` (how each judging process that died during
+    the minification died; each was replaced)), and ``leaves``: one object per
     compared output: ``path`` (e.g. ``out[0]``), ``shape`` (array of int), ``dtype``, ``passed``,
     ``rule`` (the comparison used), ``rmse_compiled``, ``rmse_eager``, ``multiplier``,
     ``max_abs_error`` (numbers or null), ``max_error_index`` (array of int or null), ``detail``.
@@ -65,16 +83,21 @@ does not).
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import math
 import os
+import shutil
 import textwrap
+import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from pytest_torchcompile.run.baseline import Decision, DecisionKind, is_failing, test_status
 from pytest_torchcompile.run.files import atomic_write
@@ -182,6 +205,34 @@ def baseline_summary(decisions: Mapping[str, Decision]) -> str:
 # --- terminal -------------------------------------------------------------------------------
 
 
+class _PathWrapper(textwrap.TextWrapper):
+    """Breaks lines at spaces; a word longer than a line (a path, a test id) stays whole where
+    the terminal has room for it, else breaks after its last ``/`` or ``::`` that fits, and only
+    where none does, at the terminal's width."""
+
+    def __init__(self, terminal_width: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.terminal_width = terminal_width
+
+    def _handle_long_word(self, reversed_chunks: list[str], cur_line: list[str], cur_len: int,
+                          width: int) -> None:
+        chunk = reversed_chunks[-1]
+        room = width + self.terminal_width - self.width  # this line's, at the terminal's width
+        if cur_len + len(chunk) <= room:
+            cur_line.append(reversed_chunks.pop())
+            return
+        if cur_line and len(self.subsequent_indent) + len(chunk) <= self.terminal_width:
+            return  # whole on the next line
+        space_left = max(room - cur_len, 1)
+        ends = [chunk.rfind("/", 0, space_left) + 1, chunk.rfind("::", 0, space_left - 1) + 2]
+        end = max((end for end in ends if end > 1), default=0)
+        if end == 0 and cur_line:
+            return  # the word starts the next line, which has more room
+        end = end or space_left
+        cur_line.append(chunk[:end])
+        reversed_chunks[-1] = chunk[end:]
+
+
 @dataclass(frozen=True)
 class TerminalLayout:
     """How the terminal section is laid out for the terminal at hand."""
@@ -189,18 +240,47 @@ class TerminalLayout:
     width: int = 80
     """The terminal's width (pytest's); text wraps to it, and to no more than ``MAX_WIDTH``."""
     verbosity: int = 0
-    """pytest's: 0, a row per test and the details of failing checks; above 0, the details of
-    every check too; -1 (``-q``), only the rows of failing tests; below -1, only the counts."""
+    """pytest's: 0 (and 1, ``-v``), a row per test and the details of failing checks; above 1,
+    the details of every check too; -1 (``-q``), only the rows of failing tests; below -1, only
+    the counts."""
     root: Path | None = None
     """Paths under this directory (the rootdir) are shown relative to it, as node ids are."""
+
+    @classmethod
+    def of(cls, config: pytest.Config) -> TerminalLayout:
+        """The layout of pytest's terminal for ``config``'s run; before pytest's terminal is set up
+        (at configure), or without one, the width pytest would take (``COLUMNS``, the terminal's)."""
+        if config.pluginmanager.get_plugin("terminalreporter") is not None:
+            width = config.get_terminal_writer().fullwidth
+        else:
+            width = shutil.get_terminal_size(fallback=(80, 24)).columns
+        return cls(width, config.get_verbosity(), config.rootpath)
+
+    @property
+    def line_width(self) -> int:
+        return max(min(self.width, MAX_WIDTH), 40)
 
     def shown(self, text: str) -> str:
         return text if self.root is None else text.replace(f"{self.root}{os.sep}", "")
 
-    def wrap(self, text: str, indent: str) -> list[str]:
-        """``text`` wrapped to the width at spaces only, so that paths stay whole."""
-        return textwrap.wrap(text, width=max(min(self.width, MAX_WIDTH), 40), initial_indent=indent,
-                             subsequent_indent=f"{indent}  ", break_long_words=False, break_on_hyphens=False)
+    def wrap(self, text: str, indent: str, width: int | None = None) -> list[str]:
+        """``text`` wrapped to ``width`` (default: the text's width) at spaces; a path or test id
+        longer than the terminal at a ``/`` or ``::``."""
+        return _PathWrapper(max(self.width, 40), width=width or self.line_width, initial_indent=indent,
+                            subsequent_indent=f"{indent}  ", break_on_hyphens=False).wrap(text)
+
+    def fit(self, text: str) -> str:
+        """Lines of ``text`` wider than the terminal wrapped as :meth:`wrap` does, each under its
+        own indent."""
+        width = max(self.width, 40)
+        lines = []
+        for line in text.splitlines():
+            if len(line) <= width:
+                lines.append(line)
+            else:
+                body = line.lstrip(" ")
+                lines.extend(self.wrap(body, line[:len(line) - len(body)], width))
+        return "\n".join(lines)
 
 
 def terminal_lines(
@@ -251,17 +331,31 @@ def _table(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | No
         return "  ".join([*(row[column].ljust(widths[column]) for column in shown), test])
 
     lines = []
+    blank_ratio = False
     for row, (nodeid, checks) in zip(rows[1:], tests, strict=True):
         if layout.verbosity < 0 and not is_failing(test_status(checks)):
             continue
-        lines.append(line(row, nodeid))
+        blank_ratio = blank_ratio or row[1] == "-"
+        # Whole where the terminal has room (the test id can be pasted into pytest), else wrapped.
+        row_line = line(row, nodeid)
+        lines.extend([row_line] if len(row_line) <= layout.width else layout.wrap(row_line, ""))
         for check in checks:
-            if layout.verbosity > 0 or is_failing(check.status) or check.unconfirmed:
+            # A passing check's details (its message, ratio, compile time) only at -vv.
+            if layout.verbosity > 1 or is_failing(check.status) or check.unconfirmed:
                 lines.extend(_check_details(check, layout))
         for check in checks:
             for entry in check.unchecked:
                 lines.extend(layout.wrap(f"unchecked {layout.shown(entry)}", "    "))
-    return [line(rows[0], "test"), *lines] if lines else []
+    if not lines:
+        return []
+    legend = layout.wrap(RATIO_LEGEND, "") if blank_ratio else []
+    return [line(rows[0], "test"), *lines, *legend]
+
+
+RATIO_LEGEND = ("ratio: worst rmse(compiled, fp64) / rmse(eager, fp64) of the outputs; '-' where "
+                "no output was judged by the fp64 rule: outputs allclose to eager (within tol), "
+                "integer or empty outputs, no fp64 reference (a same-precision check), or a failure "
+                "before any output was compared")
 
 
 def _worst_ratio(checks: Sequence[CaseResult]) -> float | None:
@@ -281,6 +375,8 @@ def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
         facts.append(("repro", layout.shown(check.repro_path)))
     if check.unconfirmed:
         facts.append(("unconfirmed", layout.shown(check.unconfirmed)))
+    if check.repro_unwritten is not None:
+        facts.append(("repro not written", layout.shown(check.repro_unwritten)))
     if check.minify is not None:
         facts.extend(_minify_facts(check.minify, layout))
         if check.minify.note:
@@ -314,6 +410,10 @@ def minified_section(checks: Sequence[CaseResult], layout: TerminalLayout) -> st
 # --- JSON -----------------------------------------------------------------------------------
 
 
+def plugin_version() -> str:
+    return importlib.metadata.version("pytest-torchcompile")
+
+
 def _json_safe(value: Any) -> Any:
     """Strict JSON has no NaN or Infinity; spell them as strings (documented in the schema)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -340,12 +440,15 @@ def json_report(
     results: Sequence[CaseResult],
     decisions: Mapping[str, Decision] | None,
     environment: Mapping[str, Any],
+    run: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report as JSON-ready data; the schema is in the module docstring."""
     tests = _by_test(results)
     report = {
         "schema_version": SCHEMA_VERSION,
+        "plugin_version": plugin_version(),
         "environment": dict(environment),
+        "run": None if run is None else dict(run),
         "counts": {
             "checks": _status_counts([result.status for result in results]),
             "tests": _status_counts([test_status(checks) for _, checks in tests]),
@@ -372,9 +475,10 @@ def write_json_report(
     results: Sequence[CaseResult],
     decisions: Mapping[str, Decision] | None,
     environment: Mapping[str, Any],
+    run: Mapping[str, Any] | None = None,
 ) -> None:
     """Write :func:`json_report` to ``path`` atomically."""
-    report = json_report(results, decisions, environment)
+    report = json_report(results, decisions, environment, run)
     atomic_write(path, (json.dumps(report, indent=2, allow_nan=False) + "\n").encode())
 
 
@@ -510,3 +614,58 @@ def junit_properties(result: CaseResult) -> list[tuple[str, str]]:
         ("torchcompile_unconfirmed", result.unconfirmed),
     ]
     return [(name, value) for name, value in candidates if value is not None]
+
+
+def junit_xml(
+    results: Sequence[CaseResult],
+    decisions: Mapping[str, Decision] | None,
+    failed_reports: Sequence[tuple[str, str]],
+) -> str:
+    """A JUnit XML file of the run's tests, for a run pytest did not write one for (the merge of a
+    split run's shards): a test case per test with a check or a failed report, with the checks'
+    :func:`junit_properties`; a failure where pytest counted one or the test fails the run against
+    the baseline, skipped (xfail) where the baseline expects its failure."""
+    checks = dict(_by_test(results))
+    failed: dict[str, list[str]] = {}
+    for nodeid, when in failed_reports:
+        failed.setdefault(nodeid, []).append(when)
+    suite = ET.Element("testsuite", name="pytest-torchcompile")
+    counts = Counter[str]()
+    for nodeid in sorted(set(checks) | set(failed)):
+        *scope, name = nodeid.split("::")
+        classname = ".".join([scope[0].removesuffix(".py").replace("/", "."), *scope[1:]]) if scope else ""
+        case = ET.SubElement(suite, "testcase", classname=classname, name=name)
+        properties = [pair for check in checks.get(nodeid, []) for pair in junit_properties(check)]
+        if properties:
+            holder = ET.SubElement(case, "properties")
+            for key, value in properties:
+                ET.SubElement(holder, "property", name=key, value=value)
+        decision = decisions.get(nodeid) if decisions else None
+        if nodeid in failed or (decision is not None and decision.fails_run):
+            reasons = [f"failed in {when}" for when in failed.get(nodeid, [])]
+            if decision is not None:
+                reasons.append(f"compile accuracy {decision.kind.label}: {decision.message}")
+            ET.SubElement(case, "failure", message="; ".join(reasons))
+            counts["failures"] += 1
+        elif decision is not None and decision.kind in (DecisionKind.EXPECTED_FAILURE, DecisionKind.FLAKY) \
+                and is_failing(decision.status):
+            ET.SubElement(case, "skipped", type="pytest.xfail",
+                          message=f"compile accuracy {decision.kind.label}: {decision.message}")
+            counts["skipped"] += 1
+    suite.set("tests", str(len(suite)))
+    suite.set("failures", str(counts["failures"]))
+    suite.set("errors", "0")
+    suite.set("skipped", str(counts["skipped"]))
+    root = ET.Element("testsuites")
+    root.append(suite)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_junit(
+    path: str | os.PathLike[str],
+    results: Sequence[CaseResult],
+    decisions: Mapping[str, Decision] | None,
+    failed_reports: Sequence[tuple[str, str]],
+) -> None:
+    """Write :func:`junit_xml` to ``path`` atomically."""
+    atomic_write(path, junit_xml(results, decisions, failed_reports).encode())

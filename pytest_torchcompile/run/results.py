@@ -64,6 +64,8 @@ class MinifyResult:
     stage_compiles: int = 0
     stage_seconds: float = 0.0
     """What finding the stage cost, beyond ``compiles`` and ``seconds`` (the minification's)."""
+    judge_deaths: list[str] = field(default_factory=list)
+    """How each judging child that died during the minification died (it was replaced)."""
 
     @property
     def signature(self) -> str | None:
@@ -77,6 +79,10 @@ class MinifyResult:
         self.stop = StopReason(self.stop)  # a plain string when read back from JSON
 
     def summary_line(self, nodeid: str) -> str:
+        return self._summary(nodeid) + "".join(f"\n  the judging process {how} and was replaced"
+                                                for how in self.judge_deaths)
+
+    def _summary(self, nodeid: str) -> str:
         if self.path is None:
             return f"not minified {nodeid}: {self.stop.label}" + (f": {self.note}" if self.note else "")
         label = "" if self.stop is StopReason.MINIMAL else f" ({self.stop.label})"
@@ -102,6 +108,9 @@ class CaseResult:
     repro_path: str | None = None
     repro_defect: str | None = None
     """Why the repro written for this check cannot run (a defect of the plugin), or None."""
+    repro_unwritten: str | None = None
+    """Why no repro could be written for this failing check (the disk is full, a symbolic link
+    was in the way, ...), or None; the check's verdict stands."""
     minify: MinifyResult | None = None
     compile_seconds: float | None = None
     graph: str | None = None

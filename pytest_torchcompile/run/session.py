@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from pytest_torchcompile.run.baseline import BaselineError, Decision, Gate, is_failing
 from pytest_torchcompile.run.results import CaseResult, MinifyResult
 from pytest_torchcompile.run.settings import CheckSettings, GatingSettings
+from pytest_torchcompile.run.shard import Shard
 from pytest_torchcompile.run.verdict import Status, leaves_device_unusable
 
 if TYPE_CHECKING:
@@ -33,6 +36,8 @@ class Checker(Protocol):
               supersede: bool) -> Any: ...
 
     def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> AbstractContextManager[None]: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -66,6 +71,12 @@ class AccuracySession:
     """The baseline in use; every process loads it (workers judge the tests they run)."""
     collected_ids: set[str] = field(default_factory=set)
     """Every test id collected (deselected ones included); under xdist, sent by the workers."""
+    selected_ids: set[str] = field(default_factory=set)
+    """The collected test ids left to run (not deselected); under xdist, sent by the workers."""
+    shard: Shard | None = None
+    """The part of a suite split over machines this run is; None for the whole suite."""
+    baseline_digest: str | None = None
+    """The baseline file's sha256 as the run started; None without one (or before it is written)."""
     _unreported: int = field(default=0, init=False, repr=False)
     """``results[_unreported:]`` were made in this process and not yet put on a test report."""
     _test_results: dict[str, list[CaseResult]] = field(default_factory=dict, init=False, repr=False)
@@ -78,6 +89,8 @@ class AccuracySession:
     devices_lost_in: str | None = None
     """The test whose compiled code hit a device-side error, after which no kernel can run on
     its device in this process (CUDA keeps the error for the rest of the process's life)."""
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """Names this session in the case directories it claims (``repro.unique_case_dir``)."""
 
     def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
         from pytest_torchcompile.run.settings import marker_settings
@@ -98,6 +111,11 @@ class AccuracySession:
         if self.runner is None:
             return contextlib.nullcontext()
         return self.runner.running_test(nodeid, settings, watch)
+
+    def close(self) -> None:
+        """End what this process started for its checks (from ``pytest_unconfigure``)."""
+        if self.runner is not None:
+            self.runner.close()
 
     def queue_minify_job(self, job: MinifyJob) -> None:
         self.minify_jobs.append(job)
@@ -151,6 +169,7 @@ class AccuracySession:
                 self.gate = Gate.load(gating.baseline, gating.strict, gating.update_baseline)
             except BaselineError as error:
                 raise pytest.UsageError(f"compile accuracy baseline: {error}") from None
+            self.baseline_digest = file_digest(gating.baseline)
 
     def annotate_report(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """Where the test ran, as its report is made: move the checks made since the last report
@@ -198,65 +217,138 @@ class AccuracySession:
         if report.failed and not hasattr(report, "wasxfail"):
             self._failed_reports.append((report.nodeid, report.when))
 
-    def end_run(self, narrowed_files: set[str], layout: TerminalLayout | None = None) -> RunEnd:
+    def end_run(self, narrowed_files: set[str], layout: TerminalLayout | None = None,
+                exitstatus: int | None = None) -> RunEnd:
         """On the controller, once, after the minify phase: judge the run against the baseline,
-        write the JSON report, the GitHub step summary and the baseline update. Returns the lines
-        to show and the reasons the run fails (none when it does not). Later calls return the
+        write the JSON report, the GitHub step summary and the baseline update (see
+        :func:`conclude_run`). ``exitstatus`` is pytest's, for the report. Later calls return the
         first answer."""
         if self._run_end is not None:
             return self._run_end
-        from pytest_torchcompile.run.report import (
-            TerminalLayout,
-            append_github_summary,
-            terminal_lines,
-            write_json_report,
-        )
-
         gating = self.gating or GatingSettings(None, False, False, None)
-        gate = self.gate
-        decisions = gate.decisions(self.results) if gate is not None else None
-        unknown = gate.unknown(self.collected_ids, narrowed_files) if gate is not None else []
-        recording = gate is not None and gate.update
-        lines = terminal_lines(self.results, decisions, layout or TerminalLayout(), recording)
-        # A recording run writes what it finds to the baseline: nothing in it fails the run.
-        failures = gate.run_failures(decisions or {}, unknown) if gate is not None and not recording else []
-        recorded_failures = 0
-        if gate is not None:
-            lines.extend(gate.unknown_lines(unknown))
-            if not self.results:
-                lines.append(f"baseline {gate.path}: no test ran a compile-accuracy check"
-                             + ("" if self.enabled else " (--compile-accuracy is off)"))
-        try:
-            if gating.report is not None:
-                write_json_report(gating.report, self.results, decisions,
-                                  self._environment or self.describe_environment())
-                lines.append(f"JSON report written to {gating.report}")
-            github = os.environ.get("GITHUB_STEP_SUMMARY")
-            if github and (self.results or gate is not None):
-                append_github_summary(github, self.results, decisions)
-            if gate is not None and gate.update:
-                lines.append(gate.update_file(self.results, unknown))
-                recorded_failures, line = self._recorded_failures(decisions or {})
-                lines.extend([line] if line else [])
-        except (BaselineError, OSError) as error:
-            failures.append(f"cannot write a report: {error}")
-        self._run_end = RunEnd(lines, failures, recorded_failures)
+        record = RunRecord(self.results, self.collected_ids, self.selected_ids, narrowed_files,
+                           self._failed_reports, self.shard, exitstatus, self.baseline_digest)
+        outputs = RunOutputs(gating.report, os.environ.get("GITHUB_STEP_SUMMARY") or None)
+        self._run_end = conclude_run(record, self.gate, outputs,
+                                     lambda: self._environment or self.describe_environment(),
+                                     layout, self.enabled)
         return self._run_end
 
-    def _recorded_failures(self, decisions: Mapping[str, Decision]) -> tuple[int, str | None]:
-        """After a recording run wrote the baseline: how many failed test reports are failures it
-        recorded (the call of a test whose status is failing) when they are all such, else 0;
-        and a line saying so (None when no test failed that way)."""
-        failing = {test_id for test_id, decision in decisions.items() if is_failing(decision.status)}
-        recorded = sum(1 for test_id, when in self._failed_reports if when == "call" and test_id in failing)
-        if not recorded:
-            return 0, None
-        others = len(self._failed_reports) - recorded
-        line = (f"recording run: {recorded} test failure(s) from compile accuracy, recorded in the baseline: "
-                "they do not fail this run")
-        if others:
-            return 0, f"{line}; {others} other test failure(s) do"
-        return recorded, f"{line} (exit status 0)"
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What a run found, as it ends: the controller's own, or the union of a split run's shards."""
+
+    results: Sequence[CaseResult]
+    collected_ids: Collection[str]
+    """Every test id collected, deselected ones included."""
+    selected_ids: Collection[str]
+    """The test ids left to run once ``-k``, ``-m`` or a shard's split deselected the others."""
+    narrowed_files: Collection[str]
+    failed_reports: Sequence[tuple[str, str]]
+    """(test id, phase) of every failed test report, as pytest counts them (xfails not)."""
+    shard: Shard | None = None
+    exitstatus: int | None = None
+    """pytest's exit status before the baseline's say; None where not known."""
+    baseline_digest: str | None = None
+    """The sha256 of the baseline file the run was judged against; None without one."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON report's ``run`` object (schema: ``report``)."""
+        selected = set(self.selected_ids)
+        return {
+            "shard": None if self.shard is None else self.shard.to_dict(),
+            "selected": sorted(selected),
+            "deselected": sorted(set(self.collected_ids) - selected),
+            "narrowed_files": sorted(self.narrowed_files),
+            # Sorted, as the tests are: under xdist reports arrive in any order.
+            "failed": [{"nodeid": nodeid, "when": when} for nodeid, when in sorted(self.failed_reports)],
+            "exitstatus": self.exitstatus,
+            "baseline_sha256": self.baseline_digest,
+        }
+
+
+def file_digest(path: Path) -> str | None:
+    """The sha256 of the file's bytes; None where there is no such file."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
+class RunOutputs:
+    """Where the end of a run writes (None: not written)."""
+
+    report: Path | None = None
+    github_summary: str | None = None
+    junit: Path | None = None
+
+
+def conclude_run(record: RunRecord, gate: Gate | None, outputs: RunOutputs,
+                 environment: Callable[[], Mapping[str, Any]], layout: TerminalLayout | None = None,
+                 enabled: bool = True) -> RunEnd:
+    """Judge a run against the baseline and write its files: the JSON report, the GitHub step
+    summary, the JUnit file and the baseline update. Returns the lines to show and the reasons the
+    run fails (none when it does not)."""
+    from pytest_torchcompile.run.report import (
+        TerminalLayout,
+        append_github_summary,
+        terminal_lines,
+        write_json_report,
+        write_junit,
+    )
+
+    results = record.results
+    decisions = gate.decisions(results) if gate is not None else None
+    unknown = gate.unknown(record.collected_ids, record.narrowed_files) if gate is not None else []
+    recording = gate is not None and gate.update
+    lines = terminal_lines(results, decisions, layout or TerminalLayout(), recording)
+    # A recording run writes what it finds to the baseline: nothing in it fails the run.
+    failures = gate.run_failures(decisions or {}, unknown) if gate is not None and not recording else []
+    unwritten: str | None = None
+    recorded = 0
+    if gate is not None:
+        lines.extend(gate.unknown_lines(unknown))
+        if not results:
+            lines.append(f"baseline {gate.path}: no test ran a compile-accuracy check"
+                         + ("" if enabled else " (--compile-accuracy is off)"))
+    try:
+        if outputs.report is not None:
+            write_json_report(outputs.report, results, decisions, environment(), record.to_json())
+            lines.append(f"JSON report written to {outputs.report}")
+        if outputs.github_summary and (results or gate is not None):
+            append_github_summary(outputs.github_summary, results, decisions)
+        if outputs.junit is not None:
+            write_junit(outputs.junit, results, decisions, record.failed_reports)
+            lines.append(f"JUnit file written to {outputs.junit}")
+        if gate is not None and gate.update:
+            lines.append(gate.update_file(results, unknown))
+            recorded, line = recorded_failures(record.failed_reports, decisions or {})
+            lines.extend([line] if line else [])
+    except (BaselineError, OSError) as error:
+        unwritten = f"cannot write a report: {error}"
+        failures.append(unwritten)
+    # A run whose reports could not be written fails for that, whatever the baseline says.
+    heading = "the run fails against the baseline" if gate is not None and unwritten is None else "the run fails"
+    return RunEnd(lines, failures, recorded, heading)
+
+
+def recorded_failures(failed_reports: Sequence[tuple[str, str]],
+                      decisions: Mapping[str, Decision]) -> tuple[int, str | None]:
+    """After a recording run wrote the baseline: how many failed test reports are failures it
+    recorded (the call of a test whose status is failing) when they are all such, else 0;
+    and a line saying so (None when no test failed that way)."""
+    failing = {test_id for test_id, decision in decisions.items() if is_failing(decision.status)}
+    recorded = sum(1 for test_id, when in failed_reports if when == "call" and test_id in failing)
+    if not recorded:
+        return 0, None
+    others = len(failed_reports) - recorded
+    line = (f"recording run: {recorded} test failure(s) from compile accuracy, recorded in the baseline: "
+            "they do not fail this run")
+    if others:
+        return 0, f"{line}; {others} other test failure(s) do"
+    return recorded, f"{line} (exit status 0)"
 
 
 def junit_fields(result: CaseResult) -> list[tuple[str, str]]:
@@ -279,6 +371,9 @@ class RunEnd:
     recorded_failures: int = 0
     """Failed test reports that are all compile-accuracy failures a recording run
     (``--compile-accuracy-update-baseline``) wrote to the baseline; 0 when there are others."""
+    heading: str = "the run fails against the baseline"
+    """What the failures are shown under: a run without a baseline, or whose reports could not
+    be written, does not fail against a baseline."""
 
     def exit_status(self, status: int, tests_failed: int) -> int:
         """The run's exit status, from pytest's ``status`` and its count of failed test reports:

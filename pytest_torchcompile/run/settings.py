@@ -3,6 +3,7 @@ fixture's keyword overrides, with precedence call kwargs > marker > command line
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -109,6 +110,9 @@ class Option:
     negatable: bool = False
     setting: str | None = None
     metavar: str | None = None
+    old_name: str | None = None
+    """The name before every option took the ``compile-accuracy`` prefix: a deprecated alias on
+    the command line and in the ini file, for one release."""
 
     @property
     def dest(self) -> str:
@@ -118,6 +122,10 @@ class Option:
     def cli(self) -> str:
         return f"--{self.name}"
 
+    @property
+    def old_dest(self) -> str | None:
+        return None if self.old_name is None else self.old_name.replace("-", "_")
+
 
 OPTIONS: tuple[Option, ...] = (
     Option("compile-accuracy", "check models compiled with torch.compile (Inductor) against fp64 "
@@ -125,10 +133,12 @@ OPTIONS: tuple[Option, ...] = (
            False, _bool, flag=True),
     Option("compile-accuracy-dir", "where repro and minified files go (default: "
            "<rootdir>/.compile-accuracy)", "", metavar="DIR"),
-    Option("compile-backend", "torch.compile backend; repros and minification need 'inductor'",
-           "inductor", setting="backend", metavar="NAME"),
-    Option("compile-mode", "torch.compile mode: default, reduce-overhead, max-autotune, "
-           "max-autotune-no-cudagraphs", "default", _mode, setting="mode", metavar="MODE"),
+    Option("compile-accuracy-backend", "torch.compile backend; repros and minification need 'inductor'",
+           "inductor", setting="backend", metavar="NAME",
+           old_name="compile-backend"),
+    Option("compile-accuracy-mode", "torch.compile mode: default, reduce-overhead, max-autotune, "
+           "max-autotune-no-cudagraphs", "default", _mode, setting="mode", metavar="MODE",
+           old_name="compile-mode"),
     Option("compile-accuracy-scope", "which tests get their plain torch.compile calls checked graph by "
            "graph: 'all', or 'marked' (only tests marked inductor_repro)", "all", _scope, metavar="SCOPE"),
     Option("compile-accuracy-tol", "tolerance of the allclose shortcut and the fp64 rule's "
@@ -138,23 +148,26 @@ OPTIONS: tuple[Option, ...] = (
            "compiled graph, so a deviation that later ops mask is caught (default on; "
            "--no-compile-accuracy-intermediates turns it off)", True, _bool, flag=True, negatable=True,
            setting="intermediates"),
-    Option("compile-minify", "minify every failing case into minified.py (default on; "
-           "--no-compile-minify turns it off)", True, _bool, flag=True, negatable=True, setting="minify"),
-    Option("compile-minify-expected", "with a baseline: also minify the failures it expects "
-           "(expected failures and flaky rows; default on; --no-compile-minify-expected skips them, "
-           "their repro is still written)", True, _bool, flag=True, negatable=True),
-    Option("compile-minify-timeout", "time budget in seconds for minifying one case; the best "
-           "result so far is kept, labelled not minimal", 300.0, float, setting="minify_timeout",
-           metavar="SECONDS"),
-    Option("compile-minify-workers", "with xdist: at most N processes minify at once (GPU memory); "
-           "0: every worker whose tests are done", 0, int, metavar="N"),
-    Option("compile-threads", "CPU threads for each process of the run (OpenMP, Inductor's compile "
+    Option("compile-accuracy-minify", "minify every failing case into minified.py (default on; "
+           "--no-compile-accuracy-minify turns it off)", True, _bool, flag=True, negatable=True,
+           setting="minify", old_name="compile-minify"),
+    Option("compile-accuracy-minify-expected", "with a baseline: also minify the failures it expects "
+           "(expected failures and flaky rows; default on; --no-compile-accuracy-minify-expected "
+           "skips them, their repro is still written)", True, _bool, flag=True, negatable=True,
+           old_name="compile-minify-expected"),
+    Option("compile-accuracy-minify-timeout", "time budget in seconds for minifying one case; the "
+           "best result so far is kept, labelled not minimal", 300.0, float, setting="minify_timeout",
+           metavar="SECONDS", old_name="compile-minify-timeout"),
+    Option("compile-accuracy-minify-workers", "with xdist: at most N processes minify at once (GPU "
+           "memory); 0: every worker whose tests are done", 0, int, metavar="N",
+           old_name="compile-minify-workers"),
+    Option("compile-accuracy-threads", "CPU threads for each process of the run (OpenMP, Inductor's compile "
            "workers, their child processes); default: the CPUs shared among the xdist workers, "
            "torch's defaults without xdist; 0: torch's defaults (env PYTEST_TORCHCOMPILE_THREADS)",
-           None, metavar="N"),
-    Option("compile-devices", "CUDA devices for xdist workers: worker gwK uses entry K mod len "
+           None, metavar="N", old_name="compile-threads"),
+    Option("compile-accuracy-devices", "CUDA devices for xdist workers: worker gwK uses entry K mod len "
            "(default: all visible; env PYTEST_TORCHCOMPILE_DEVICES); a single process uses the "
-           "first", "", metavar="LIST"),
+           "first", "", metavar="LIST", old_name="compile-devices"),
     Option("compile-accuracy-baseline", "baseline file: the expected status of each test id; a "
            "known failure xfails, a new one fails, a fixed one is reported IMPROVED (relative "
            "paths: to the current directory on the command line, to the rootdir in the ini file)",
@@ -180,24 +193,60 @@ def option(name: str) -> Option:
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("torchcompile", "torch.compile accuracy (pytest-torchcompile)")
     for option in OPTIONS:
-        if option.flag:
-            group.addoption(option.cli, action="store_true", default=None, dest=option.dest, help=option.help)
-            if option.negatable:
-                group.addoption(f"--no-{option.name}", action="store_false", dest=option.dest,
-                                help=f"turn off {option.cli}")
-        else:
-            group.addoption(option.cli, default=None, dest=option.dest, metavar=option.metavar, help=option.help)
-        parser.addini(option.dest, option.help, type="string",
-                      default="" if option.default is None else str(option.default))
+        _add_flags(group, option.name, option.dest, option, option.help)
+        # Unset is "" (the default applies then), so that an old key set in its place is seen.
+        parser.addini(option.dest, option.help, type="string", default="")
+        if option.old_name is not None and option.old_dest is not None:
+            # Hidden from --help; its own dest, so that a use of it can be told apart and named.
+            _add_flags(group, option.old_name, option.old_dest, option, argparse.SUPPRESS)
+            parser.addini(option.old_dest, f"deprecated: use {option.dest}", type="string", default="")
+
+
+def _add_flags(group: pytest.OptionGroup, name: str, dest: str, option: Option, help: str) -> None:
+    if option.flag:
+        group.addoption(f"--{name}", action="store_true", default=None, dest=dest, help=help)
+        if option.negatable:
+            group.addoption(f"--no-{name}", action="store_false", dest=dest,
+                            help=help if help == argparse.SUPPRESS else f"turn off --{name}")
+    else:
+        group.addoption(f"--{name}", default=None, dest=dest, metavar=option.metavar, help=help)
+
+
+def _given(config: pytest.Config, option: Option) -> tuple[Any, str]:
+    """What the command line, else the ini file, gives for ``option`` under its name or its old
+    one: the command line's value (None when not given) and the ini's text ("" when unset)."""
+    value = config.getoption(option.dest)
+    if value is None and option.old_dest is not None:
+        value = config.getoption(option.old_dest)
+    ini = config.getini(option.dest)
+    if ini == "" and option.old_dest is not None:
+        ini = config.getini(option.old_dest)
+    return value, ini
 
 
 def option_value(config: pytest.Config, option: Option) -> Any:
     """Command line over ini over default."""
-    value = config.getoption(option.dest)
+    value, ini = _given(config, option)
     if value is not None:
         return value if option.flag else option.parse(value)
-    ini = config.getini(option.dest)
     return option.parse(ini) if ini != "" else option.default
+
+
+def deprecated_uses(config: pytest.Config) -> list[str]:
+    """A message for each old option name or ini key this run was given."""
+    messages = []
+    for option in OPTIONS:
+        if option.old_name is None or option.old_dest is None:
+            continue
+        value = config.getoption(option.old_dest)
+        if value is not None:
+            negated = "no-" if value is False else ""
+            messages.append(f"--{negated}{option.old_name} is deprecated: use --{negated}{option.name} "
+                            "(the old name goes in the next release)")
+        if config.getini(option.old_dest) != "":
+            messages.append(f"ini key {option.old_dest} is deprecated: use {option.dest} "
+                            "(the old key goes in the next release)")
+    return messages
 
 
 def path_value(config: pytest.Config, option: Option) -> Path | None:
@@ -232,7 +281,7 @@ def gating_settings(config: pytest.Config) -> GatingSettings:
         update_baseline=bool(option_value(config, option("compile-accuracy-update-baseline"))),
         strict=bool(option_value(config, option("compile-accuracy-strict"))),
         report=path_value(config, option("compile-accuracy-report")),
-        minify_expected=bool(option_value(config, option("compile-minify-expected"))),
+        minify_expected=bool(option_value(config, option("compile-accuracy-minify-expected"))),
     )
     if settings.update_baseline and settings.baseline is None:
         raise pytest.UsageError("--compile-accuracy-update-baseline needs --compile-accuracy-baseline PATH")

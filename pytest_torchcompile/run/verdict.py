@@ -16,6 +16,9 @@ class Status(enum.StrEnum):
     FAIL_RUNTIME = "fail_runtime"
     EAGER_FAIL = "eager_fail"
     EAGER_NONDETERMINISTIC = "eager_nondeterministic"
+    OUT_OF_MEMORY = "out_of_memory"
+    """A run of the check (eager, fp64 or compiled) ran out of host or device memory: nothing
+    could be judged, and nothing says the compiler is at fault."""
     NO_FP64_REFERENCE = "no_fp64_reference"
     UNCONFIRMED = "unconfirmed"
     """The check found a failure that its repro, judged in a fresh process, does not show: not
@@ -62,8 +65,9 @@ class LeafResult:
         return self.rmse_compiled / self.rmse_eager
 
 
-def format_table(leaves: list[LeafResult]) -> str:
-    """The per-output table of a failure message."""
+def format_table(leaves: list[LeafResult], width: int | None = None) -> str:
+    """The per-output table of a failure message; within ``width`` where it is given, by leaving
+    out columns, which a line then names. Self-contained: repro files carry its source."""
     header = ("output", "shape", "dtype", "rule", "rmse(comp,fp64)", "rmse(eager,fp64)", "ratio", "max|err|", "at")
     rows = [header]
     for leaf in leaves:
@@ -80,7 +84,19 @@ def format_table(leaves: list[LeafResult]) -> str:
             "-" if leaf.max_error_index is None else str(list(leaf.max_error_index)),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
+    shown = list(range(len(header)))
+    left_out = []
+    # What a narrow terminal goes without, first to last (the repro file and the JSON report
+    # keep every column).
+    for name in ("at", "max|err|", "rmse(eager,fp64)", "rmse(comp,fp64)", "dtype", "shape"):
+        if width is None or sum(widths[i] + 2 for i in shown) - 2 <= width:
+            break
+        shown.remove(header.index(name))
+        left_out.append(name)
+    lines = ["  ".join(row[i].ljust(widths[i]) for i in shown).rstrip() for row in rows]
+    if left_out:
+        lines.append(f"(left out at this width: {', '.join(reversed(left_out))}; in the repro file and "
+                     "the JSON report)")
     details = [f"  {leaf.path}: {leaf.detail}" for leaf in leaves if leaf.detail and not leaf.passed]
     return "\n".join(lines + details)
 
@@ -115,6 +131,12 @@ class Comparison:
         return [leaf for leaf in self.leaves if not leaf.passed]
 
     @property
+    def fails_only_in_non_float(self) -> bool:
+        """Some output fails, and each failing one is non-floating (an integer or bool output,
+        judged by the rule "exact"): no floating output is wrong."""
+        return bool(self.failing) and all(leaf.rule == "exact" for leaf in self.failing)
+
+    @property
     def worst_ratio(self) -> float | None:
         ratios = [leaf.ratio for leaf in self.leaves if leaf.ratio is not None]
         return max(ratios) if ratios else None
@@ -127,3 +149,21 @@ def leaves_device_unusable(error_text: str) -> bool:
     """Whether an error is one after which the process's CUDA context is unusable (a child that
     saw one is replaced; a test process that did names the culprit on later failures)."""
     return any(marker in error_text for marker in _POISONING_ERRORS)
+
+
+_MEMORY_ERRORS = ("can't allocate memory", "out of memory", "Cannot allocate memory")
+
+
+def out_of_memory(error: BaseException | None) -> bool:
+    """Whether ``error``, or an error it was raised from, is memory exhaustion: Python's
+    ``MemoryError``, torch's ``OutOfMemoryError`` (a GPU's), or a host allocator's failure
+    (``DefaultCPUAllocator: can't allocate memory``)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError":
+            return True
+        if any(marker in str(error) for marker in _MEMORY_ERRORS):
+            return True
+        error = error.__cause__ or error.__context__
+    return False

@@ -1,0 +1,8 @@
+"""Every use of torch internals (``torch._inductor``, ``torch._dynamo``, ``torch._functorch``,
+``torch._ops``, dispatch modes, pytree), one module per concern.
+
+These APIs move between releases; keeping them here means one package to fix and to test against
+each supported torch (2.11 and 2.13 at least). ``compiling.compile_graph``,
+``compiling.compile_dynamo_graph`` and ``fp64.float64_everywhere`` are also copied, by their
+source, into every repro file (``repros.repro``): they may use nothing but torch.
+"""

@@ -1,0 +1,278 @@
+"""``python -m pytest_torchcompile VERB`` (or ``pytest-torchcompile VERB``): work with the cases
+of a repro directory (``.compile-accuracy`` by default) outside a test run.
+
+Each verb is one entry of :data:`VERBS`: its arguments and the function that runs it, which
+returns the exit status. Without a verb, the usage and the verbs are printed (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from pytest_torchcompile.run.merge import merge, merge_arguments, merge_usage_error
+from pytest_torchcompile.run.results import MinifyProgress, ProgressThrottle, StopReason
+
+PROG = "pytest-torchcompile"
+DEFAULT_DIR = Path(".compile-accuracy")
+REPRO, MINIFIED = "repro.py", "minified.py"
+
+EXIT_STATUSES = {
+    StopReason.MINIMAL: 0, StopReason.TIME_BUDGET: 0, StopReason.NOT_REPRODUCED: 1,
+    StopReason.REPRO_BROKEN: 3, StopReason.CRASHED: 1, StopReason.INTERRUPTED: 1,
+}
+"""``minify``'s exit status by why it stopped."""
+
+RERUN_OUTCOMES = {0: "fixed", 1: "reproduced", 2: "fails differently", 3: "cannot run"}
+"""A repro file's exit status (``python repro.py``) in words."""
+
+RERUN_PRECEDENCE = (1, 2, 3, 0)
+"""``rerun``'s exit status: the first of these that any repro gave."""
+
+
+class UsageError(Exception):
+    """What the command was given cannot be used: said on stderr, exit status 2."""
+
+
+@dataclass(frozen=True)
+class Verb:
+    name: str
+    summary: str
+    examples: tuple[str, ...]
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    exit_status: str = ""
+
+    def epilog(self) -> str:
+        examples = "\n".join(f"  {PROG} {self.name} {example}".rstrip() for example in self.examples)
+        exit_status = f"\n\n{textwrap.fill(f'exit status: {self.exit_status}', 78)}" if self.exit_status else ""
+        return f"examples:\n{examples}{exit_status}"
+
+
+# --- the repro directory ----------------------------------------------------------------------
+
+
+def _case_dirs(root: Path) -> list[Path]:
+    return sorted(path.parent for path in root.glob(f"*/{REPRO}"))
+
+
+def _case_dir(given: Path) -> Path:
+    """A case directory from a case's directory, its name under the default directory, or one
+    of its files."""
+    for candidate in (given, DEFAULT_DIR / given, given.parent):
+        if (candidate / REPRO).is_file():
+            return candidate
+    raise UsageError(f"no case at {given} (a directory holding {REPRO}; see '{PROG} list')")
+
+
+def _repros_of(root: Path) -> list[Path]:
+    if not root.is_dir():
+        raise UsageError(f"no repro directory {root} (run pytest with --compile-accuracy first, "
+                         "or name the directory)")
+    return _case_dirs(root)
+
+
+# --- verbs -------------------------------------------------------------------------------------
+
+
+def _list_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", nargs="?", type=Path, default=DEFAULT_DIR,
+                        help=f"the repro directory (default: {DEFAULT_DIR})")
+
+
+def list_cases(args: argparse.Namespace) -> int:
+    from pytest_torchcompile.repros.repro import header_fields
+
+    cases = _repros_of(args.directory)
+    for case in cases:
+        fields = header_fields(case / REPRO)
+        status = fields.get("status", "?").split(":")[0]
+        minified = case / MINIFIED
+        shrunk = f", minified to {header_fields(minified).get('ops', '?')} ops" if minified.is_file() else ""
+        print(f"{case.name}  {status}  ({fields.get('ops', '?')} ops{shrunk})")
+        print(f"  {fields.get('case', '')}")
+    print(f"{len(cases)} case(s) in {args.directory}")
+    return 0
+
+
+def _rerun_arguments(parser: argparse.ArgumentParser) -> None:
+    _list_arguments(parser)
+    parser.add_argument("--minified", action="store_true",
+                        help=f"run a case's {MINIFIED} where it has one (faster), else its {REPRO}")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds for one repro (default 600)")
+
+
+def rerun(args: argparse.Namespace) -> int:
+    outcomes: Counter[int] = Counter()
+    for case in _repros_of(args.directory):
+        path = case / MINIFIED if args.minified and (case / MINIFIED).is_file() else case / REPRO
+        try:
+            status = subprocess.run([sys.executable, path.name], cwd=case, capture_output=True,
+                                    timeout=args.timeout).returncode
+        except subprocess.TimeoutExpired:
+            status = 3
+        status = status if status in RERUN_OUTCOMES else 3
+        outcomes[status] += 1
+        print(f"{RERUN_OUTCOMES[status]}: {case / path.name}")
+    print(", ".join(f"{outcomes[status]} {RERUN_OUTCOMES[status]}" for status in RERUN_PRECEDENCE
+                    if outcomes[status]) or "no repros")
+    return next((status for status in RERUN_PRECEDENCE if outcomes[status]), 0)
+
+
+def _minify_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("repro", type=Path)
+    parser.add_argument("--timeout", type=float, default=300.0, help="time budget in seconds")
+    parser.add_argument("--no-isolate", action="store_true",
+                        help="judge candidates in this process (faster start, no crash isolation)")
+    parser.add_argument("--device", default=None, help="CUDA device for the candidates, e.g. cuda:1")
+    parser.add_argument("--result-json", type=Path, default=None,
+                        help="also write the result (ops before and after, time, paths) to this JSON file")
+
+
+class ProgressLine:
+    """Minify progress on ``stream``: one line rewritten in place on a terminal; elsewhere (a
+    log, a pipe) a plain line every ``PROGRESS_EVERY_S``, as carriage returns would run the
+    lines together."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.live = stream.isatty()
+        self.due = ProgressThrottle()
+
+    def __call__(self, progress: MinifyProgress) -> None:
+        if self.live:
+            self.stream.write(f"\r{progress.describe()}")
+        elif self.due():
+            self.stream.write(f"minifying: {progress.describe()}\n")
+        else:
+            return
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.live:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def minify(args: argparse.Namespace) -> int:
+    from pytest_torchcompile.minifying.search import minify_repro
+
+    if not args.repro.is_file():
+        raise UsageError(f"no such repro file: {args.repro}")
+    progress = ProgressLine(sys.stderr)
+    result = minify_repro(args.repro, timeout_s=args.timeout, progress=progress,
+                          isolate=not args.no_isolate, device=args.device)
+    progress.close()
+    if args.result_json is not None:
+        args.result_json.write_text(json.dumps(dataclasses.asdict(result)))
+    print(result.summary_line(str(args.repro)))
+    if result.path is not None:
+        if result.note:
+            print(result.note)
+        print(f"minified: {result.path}")
+    return EXIT_STATUSES[result.stop]
+
+
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("case", type=Path, help=f"a case directory, its name under {DEFAULT_DIR}, or one of its files")
+
+
+def report(args: argparse.Namespace) -> int:
+    from pytest_torchcompile.repros.repro import config_lines, graph_source, header_fields
+
+    case = _case_dir(args.case)
+    shown = case / MINIFIED if (case / MINIFIED).is_file() else case / REPRO
+    fields, original = header_fields(shown), header_fields(case / REPRO)
+    config = config_lines(shown)
+    lines = [
+        f"## torch.compile (Inductor): {original.get('status', 'failure')}",
+        "",
+        f"- case: `{original.get('case', case.name)}`",
+        f"- graph: {fields.get('ops', '?')} ops" + (f" (minified from {original.get('ops', '?')})"
+                                                  if shown.name == MINIFIED else " (not minified)"),
+        *([f"- where: {fields['stage']}"] if "stage" in fields else []),
+        f"- environment: {fields.get('env', '?')}",
+        "",
+        "### Graph",
+        "",
+        "```python",
+        graph_source(shown) or f"# see {shown.name}",
+        "```",
+        *(["", "Inductor config (values that differ from the defaults):", "", "```python", config, "```"]
+          if config else []),
+        "",
+        "### Reproduce",
+        "",
+        f"`python {shown.name}` (only torch needed) exits 1 while the failure reproduces, 2 when it "
+        "fails another way, 0 once fixed; it prints the comparison with the fp64 reference.",
+        f"Attach: `{shown}`" + (f" and `{case / 'tensors'}/`" if (case / "tensors").is_dir() else ""),
+    ]
+    print("\n".join(lines))
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    problem = merge_usage_error(args)
+    if problem is not None:
+        raise UsageError(problem)
+    return merge(args)
+
+
+VERBS: tuple[Verb, ...] = (
+    Verb("list", "list the cases of a repro directory with their status",
+         ("", "build/.compile-accuracy"), _list_arguments, list_cases),
+    Verb("rerun", "run every repro of a directory; say which still reproduce",
+         ("                      # after upgrading torch: which bugs are fixed?", "--minified --timeout 120"),
+         _rerun_arguments, rerun,
+         "1 if any repro still reproduces, else 2 if any fails another way, else 3 if any cannot "
+         "run, else 0 (all fixed)"),
+    Verb("minify", "write minified.py beside a repro.py",
+         (".compile-accuracy/tests_test_model.py__test_mlp/repro.py", "repro.py --timeout 600 --device cuda:1"),
+         _minify_arguments, minify,
+         "0 once minified.py is written, 1 when nothing was, 3 when the repro cannot run"),
+    Verb("report", "print a bug report (Markdown) for a case",
+         ("tests_test_model.py__test_mlp", ".compile-accuracy/tests_test_model.py__test_mlp > issue.md"),
+         _report_arguments, report),
+    Verb("merge", "judge the JSON reports of a split run's shards as one run, and merge their repros",
+         ("shard-*/report.json --baseline compile-accuracy-baseline.txt --junit merged.xml",
+          "shard-*/report.json --repros shard-*/.compile-accuracy --into .compile-accuracy"),
+         merge_arguments, _merge,
+         "as the unsharded run's would be; 4 when the reports cannot be merged (one line says why)"),
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Work with the repro files a --compile-accuracy run wrote.",
+        epilog="examples:\n" + "\n".join(f"  {PROG} {verb.name} --help" for verb in VERBS))
+    verbs = top.add_subparsers(dest="verb", metavar="VERB", title="verbs")
+    for verb in VERBS:
+        sub = verbs.add_parser(verb.name, help=verb.summary, description=verb.summary,
+                               formatter_class=argparse.RawDescriptionHelpFormatter,
+                               epilog=verb.epilog())
+        verb.arguments(sub)
+        sub.set_defaults(run=verb.run)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cli = parser()
+    args = cli.parse_args(argv)
+    if args.verb is None:
+        cli.print_help()
+        return 2
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except UsageError as error:
+        cli.exit(2, f"{PROG} {args.verb}: error: {error}\n")

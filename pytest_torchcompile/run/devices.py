@@ -1,0 +1,31 @@
+"""Which CUDA device each process of a run works on. Torch-free: the count of visible devices is
+given."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+DEVICES_ENV = "PYTEST_TORCHCOMPILE_DEVICES"
+
+
+def parse_devices(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise pytest.UsageError(f"--compile-accuracy-devices / {DEVICES_ENV}: expected CUDA device indices "
+                                f"like '0,1', got {text!r}") from None
+
+
+def device_index(worker_id: str | None, listed: list[int], count: int) -> int | None:
+    """The CUDA device a process works on: ``gwK`` gets entry ``K mod G`` of the listed devices
+    (all visible ones when none are listed); a single process gets the first listed device, or
+    None (the current device) when none are listed. None without CUDA devices."""
+    if count <= 0:
+        return None
+    devices = listed or list(range(count))
+    match = re.fullmatch(r"gw(\d+)", worker_id or "")
+    if match is None:
+        return devices[0] if listed else None
+    return devices[int(match.group(1)) % len(devices)]

@@ -1,0 +1,290 @@
+"""``python -m pytest_torchcompile merge REPORT...``: the JSON reports of a suite split over
+machines (pytest-split, pytest-shard), judged as one run.
+
+The union of the shards' checks goes through the same end of run as a single run
+(``session.conclude_run``): the same baseline outcomes, terminal lines, files and exit status. The
+merge refuses, with one line, reports it cannot add up: of another report schema or another
+plugin version than each other, a test in two reports with different statuses, a report cut short
+(not JSON, fields missing), shards of different splits, or a shard of the split without a report.
+
+Exit status: as the single run's (0 passes, 1 fails, a shard's unusual pytest status such as 2,
+interrupted, is passed on); 4 when the merge refuses its input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_torchcompile.run.baseline import BaselineError, Gate
+from pytest_torchcompile.run.merge_repros import ReproDirError, merge_repro_dirs
+from pytest_torchcompile.run.report import SCHEMA_VERSION, TerminalLayout
+from pytest_torchcompile.run.results import CaseResult
+from pytest_torchcompile.run.session import RunEnd, RunOutputs, RunRecord, conclude_run, file_digest
+from pytest_torchcompile.run.shard import Shard
+
+REFUSED = 4
+"""The merge's exit status when it refuses its input (pytest's for a usage error)."""
+
+# pytest's exit statuses a shard may end with that say nothing beyond its tests' reports.
+_ORDINARY_EXIT = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
+
+
+class MergeError(Exception):
+    """The reports cannot be merged; the message is one line naming the report at fault."""
+
+
+@dataclass(frozen=True)
+class ShardReport:
+    """One shard's JSON report, as read back."""
+
+    path: Path
+    plugin_version: str
+    environment: dict[str, Any]
+    statuses: dict[str, str]
+    """Each test's aggregated status, by test id."""
+    results: list[CaseResult]
+    record: RunRecord
+
+
+def load_report(path: Path) -> ShardReport:
+    """Read one shard's report; :class:`MergeError` when it is not a whole report this merge can use."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MergeError(f"{path}: no such report") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise MergeError(f"{path}: cannot read the report: {error}") from None
+    except json.JSONDecodeError as error:
+        raise MergeError(f"{path}: truncated or not JSON ({error})") from None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise MergeError(f"{path}: not a pytest-torchcompile JSON report (no schema_version)")
+    if data["schema_version"] != SCHEMA_VERSION:
+        raise MergeError(f"{path}: report schema v{data['schema_version']}; this merge reads v{SCHEMA_VERSION}")
+    run = data.get("run")
+    if "plugin_version" not in data or not isinstance(run, dict):
+        raise MergeError(f"{path}: the report does not say what its run selected: written by an older "
+                         "pytest-torchcompile, or not by a test run")
+    try:
+        tests = data["tests"]
+        results = [CaseResult.from_dict(check) for test in tests for check in test["checks"]]
+        statuses = {test["nodeid"]: test["status"] for test in tests}
+        shard = None if run["shard"] is None else Shard.from_dict(run["shard"])
+        record = RunRecord(results, {*run["selected"], *run["deselected"]}, set(run["selected"]),
+                           set(run["narrowed_files"]), [(f["nodeid"], f["when"]) for f in run["failed"]],
+                           shard, run["exitstatus"], run["baseline_sha256"])
+        return ShardReport(path, data["plugin_version"], data["environment"], statuses, results, record)
+    except (KeyError, TypeError, ValueError) as error:
+        raise MergeError(f"{path}: truncated or malformed report ({type(error).__name__}: {error})") from None
+
+
+@dataclass(frozen=True)
+class Merged:
+    record: RunRecord
+    lines: list[str]
+    """What the merge noticed: cases kept once, shards that collected differently."""
+
+
+def merge_reports(reports: Sequence[ShardReport], gate: Gate | None = None) -> Merged:
+    """The union of the shards' runs; :class:`MergeError` when they do not add up to one run.
+    With the run's ``gate``, the failures its baseline expects are excused, as a single run
+    excuses them as each test ends (a shard run without that baseline counted them)."""
+    if not reports:
+        raise MergeError("no report to merge")
+    first = reports[0]
+    for report in reports[1:]:
+        if report.plugin_version != first.plugin_version:
+            raise MergeError(f"{report.path}: written by pytest-torchcompile {report.plugin_version}, "
+                             f"{first.path} by {first.plugin_version}: rerun the shards with one version")
+    _check_split(reports)
+    _check_baseline(reports, gate)
+    lines = []
+    results: list[CaseResult] = []
+    owner: dict[str, ShardReport] = {}
+    for report in reports:
+        for test_id, status in report.statuses.items():
+            earlier = owner.get(test_id)
+            if earlier is None:
+                owner[test_id] = report
+            elif earlier.statuses[test_id] != status:
+                raise MergeError(f"{test_id} is {earlier.statuses[test_id]} in {earlier.path} but {status} "
+                                 f"in {report.path}: the shards disagree")
+            else:
+                lines.append(f"{test_id} ran in {earlier.path} and {report.path}, {status} in both: counted once")
+        results.extend(result for result in report.results if owner[result.nodeid] is report)
+    collected = [report.record.collected_ids for report in reports]
+    if any(ids != collected[0] for ids in collected[1:]):
+        differ = set().union(*collected) - set(collected[0]).intersection(*collected[1:])
+        lines.append(f"WARNING the shards collected different tests ({len(differ)} test ids collected by some "
+                     "only): were they run from one commit with one command?")
+    failed = list(dict.fromkeys(failure for report in reports for failure in report.record.failed_reports))
+    if gate is not None:
+        failed = _not_excused(failed, results, gate)
+    record = RunRecord(results, set().union(*collected),
+                       set().union(*(report.record.selected_ids for report in reports)),
+                       set().union(*(report.record.narrowed_files for report in reports)),
+                       failed, None, _merged_exitstatus(reports, failed),
+                       None if gate is None else file_digest(gate.path))
+    return Merged(record, lines)
+
+
+def _check_split(reports: Sequence[ShardReport]) -> None:
+    """The shards are of one split, and each shard of it has a report."""
+    shards = [(report, report.record.shard) for report in reports if report.record.shard is not None]
+    if not shards:
+        return
+    first_report, first = shards[0]
+    for report, shard in shards[1:]:
+        if (shard.splitter, shard.count) != (first.splitter, first.count):
+            raise MergeError(f"{report.path} is {shard.describe()} but {first_report.path} is {first.describe()}: "
+                             "not shards of one split")
+    present = {shard.index for _, shard in shards}
+    missing = [index for index in range(first.first, first.first + first.count) if index not in present]
+    if missing:
+        absent = Shard(first.splitter, missing[0], first.count)
+        raise MergeError(f"no report of {absent.describe()}" + (f" (nor of {len(missing) - 1} more)" if len(missing) > 1 else "")
+                         + ": every shard's report is needed")
+
+
+def _check_baseline(reports: Sequence[ShardReport], gate: Gate | None) -> None:
+    """The shards were judged against one baseline, the one the merge is given: the failures
+    a shard's baseline excused cannot be told apart from passing tests afterwards."""
+    first = reports[0]
+    digest = first.record.baseline_digest
+    for report in reports[1:]:
+        if report.record.baseline_digest != digest:
+            raise MergeError(f"{report.path} was judged against another baseline than {first.path} "
+                             "(or one and none): rerun the shards with one baseline file")
+    if digest is None:
+        return
+    if gate is None:
+        raise MergeError("the shards were judged against a baseline file: give it with --baseline FILE")
+    if file_digest(gate.path) != digest:
+        raise MergeError(f"{gate.path} is not the baseline file the shards were judged against")
+
+
+def _merged_exitstatus(reports: Sequence[ShardReport], failed: Sequence[tuple[str, str]]) -> int | None:
+    """pytest's exit status of the run the shards make up, before the baseline's say."""
+    statuses = [report.record.exitstatus for report in reports]
+    unusual = [status for status in statuses if status is not None and status not in _ORDINARY_EXIT]
+    if unusual:
+        return unusual[0]
+    if failed:
+        return pytest.ExitCode.TESTS_FAILED
+    if statuses and all(status == pytest.ExitCode.NO_TESTS_COLLECTED for status in statuses):
+        return pytest.ExitCode.NO_TESTS_COLLECTED
+    return pytest.ExitCode.OK
+
+
+def _not_excused(failed: Sequence[tuple[str, str]], results: Sequence[CaseResult],
+                 gate: Gate) -> list[tuple[str, str]]:
+    by_test: dict[str, list[CaseResult]] = {}
+    for result in results:
+        by_test.setdefault(result.nodeid, []).append(result)
+    return [(test_id, when) for test_id, when in failed
+            if when != "call" or gate.xfail_reason(test_id, by_test.get(test_id, [])) is None]
+
+
+def relocate_repros(record: RunRecord, into: Path) -> RunRecord:
+    """The record with the paths of its checks' repro files (repro, minified, kernel) in the
+    merged repro directory ``into`` where their case was merged there, rather than on the shard's
+    machine."""
+
+    def moved(path: str | None, case_id: str) -> str | None:
+        parts = Path(path).parts if path else ()
+        if case_id not in parts:
+            return path
+        index = len(parts) - 1 - parts[::-1].index(case_id)
+        return str(into.joinpath(*parts[index:]))
+
+    results = []
+    for result in record.results:
+        case_id = result.case_id
+        if case_id is None or not (into / case_id).is_dir():
+            results.append(result)
+            continue
+        minify = result.minify and dataclasses.replace(
+            result.minify, path=moved(result.minify.path, case_id), kernel_path=moved(result.minify.kernel_path, case_id))
+        results.append(dataclasses.replace(result, repro_path=moved(result.repro_path, case_id), minify=minify))
+    return dataclasses.replace(record, results=results)
+
+
+def merge_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``merge`` verb's arguments (the command line is ``cli.py``'s)."""
+    parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="FILE",
+                        help="the baseline the shards ran with")
+    parser.add_argument("--update-baseline", action="store_true",
+                        help="write the baseline file from the union's statuses")
+    parser.add_argument("--strict", action="store_true", help="as --compile-accuracy-strict")
+    parser.add_argument("--junit", type=Path, default=None, metavar="OUT", help="write a JUnit XML file")
+    parser.add_argument("--github-summary", default=None, metavar="OUT",
+                        help="append a GitHub step summary to this file (e.g. \"$GITHUB_STEP_SUMMARY\")")
+    parser.add_argument("--report", type=Path, default=None, metavar="OUT", help="write the merged JSON report")
+    parser.add_argument("--repros", nargs="+", type=Path, default=[], metavar="DIR",
+                        help="the shards' repro directories (--compile-accuracy-dir), to merge --into one")
+    parser.add_argument("--into", type=Path, default=None, metavar="DIR",
+                        help="a new (or empty) directory for the merged repros")
+
+
+def merge_usage_error(args: argparse.Namespace) -> str | None:
+    """Why the ``merge`` arguments cannot be used together, or None."""
+    if args.update_baseline and args.baseline is None:
+        return "--update-baseline needs --baseline FILE"
+    if bool(args.repros) != (args.into is not None):
+        return "--repros DIR... and --into DIR go together"
+    return None
+
+
+def merge(args: argparse.Namespace) -> int:
+    """The ``merge`` verb: print what the union's run found and return its exit status."""
+    try:
+        reports = [load_report(path) for path in args.reports]
+        gate = None if args.baseline is None else Gate.load(args.baseline, args.strict, args.update_baseline)
+        merged = merge_reports(reports, gate)
+        lines = [*_shard_lines(reports), *merged.lines]
+        if args.repros:
+            lines.extend(merge_repro_dirs(args.repros, args.into))
+    except (MergeError, BaselineError, ReproDirError, OSError) as error:
+        print(f"merge refused: {error}", file=sys.stderr)
+        return REFUSED
+    record = merged.record if args.into is None else relocate_repros(merged.record, args.into)
+    outputs = RunOutputs(args.report, args.github_summary, args.junit)
+    layout = TerminalLayout(shutil.get_terminal_size().columns, root=Path.cwd())
+    end = conclude_run(record, gate, outputs, lambda: reports[0].environment, layout)
+    _print(lines + end.lines, end)
+    status = pytest.ExitCode.OK if record.exitstatus is None else record.exitstatus
+    return int(end.exit_status(status, len(record.failed_reports)))
+
+
+def _shard_lines(reports: Sequence[ShardReport]) -> list[str]:
+    lines = [f"merged {len(reports)} reports: {', '.join(_describe(report) for report in reports)}"]
+    lines.extend(f"WARNING {report.path}: its run ended with exit status {report.record.exitstatus}"
+                 for report in reports if report.record.exitstatus not in (None, *_ORDINARY_EXIT))
+    if any(report.environment != reports[0].environment for report in reports[1:]):
+        lines.append("WARNING the shards ran in different environments (versions, devices or Inductor "
+                     "config): their checks may not compare")
+    return lines
+
+
+def _describe(report: ShardReport) -> str:
+    shard = report.record.shard
+    return f"{report.path} ({shard.describe() if shard else 'whole suite'}, {len(report.statuses)} tests checked)"
+
+
+def _print(lines: Sequence[str], end: RunEnd) -> None:
+    for line in lines:
+        print(line)
+    if end.failures:
+        print("compile accuracy: the run fails against the baseline:")
+        for reason in end.failures:
+            print(f"  {reason}")

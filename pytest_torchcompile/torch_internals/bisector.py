@@ -1,0 +1,64 @@
+"""Inductor's compiler bisector: skipping its subsystems, the config changes it tries."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from pytest_torchcompile.torch_internals.compiling import no_compile_caches
+from pytest_torchcompile.torch_internals.config import inductor_config
+
+SubsystemDecision = Callable[[str, str, str], bool]
+"""Called as (backend, subsystem, what) wherever Inductor asks its CompilerBisector whether to
+skip a subsystem (a pass, a decomposition, one op's lowering); ``what`` names the pass, op or
+node ("" where torch gives nothing). True skips it."""
+
+
+@contextlib.contextmanager
+def subsystems_skipped(decide: SubsystemDecision) -> Iterator[bool]:
+    """Answer the compiler bisector's questions with ``decide`` while active, without its files
+    and environment variables; yields False where the installed torch has no such hook."""
+    if not can_skip_subsystems():
+        yield False
+        return
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    original = CompilerBisector.__dict__["disable_subsystem"]
+
+    def disable_subsystem(cls: Any, backend: str, subsystem: str, debug_info: Any = None) -> bool:
+        what = ""
+        if debug_info is not None:
+            with contextlib.suppress(Exception):
+                what = str(debug_info())
+        return decide(backend, subsystem, what)
+
+    setattr(CompilerBisector, "disable_subsystem", classmethod(disable_subsystem))  # noqa: B010
+    try:
+        # A cached compile would skip the passes and lowerings being asked about. (Not
+        # force_disable_caches: that one warns, and a run under -W error would fail on it.)
+        with no_compile_caches(), inductor_config({"fx_graph_cache": False}):
+            yield True
+    finally:
+        setattr(CompilerBisector, "disable_subsystem", original)  # noqa: B010
+
+
+def can_skip_subsystems() -> bool:
+    """Whether :func:`subsystems_skipped` can skip anything with the installed torch."""
+    try:
+        from torch._inductor.compiler_bisector import CompilerBisector
+    except ImportError:
+        return False
+    return "disable_subsystem" in CompilerBisector.__dict__
+
+
+def bisector_config_changes(backend: str) -> list[dict[str, Any]]:
+    """The config changes the compiler bisector tries for ``backend`` (e.g. Inductor's
+    ``emulate_precision_casts=True``), as config patches; none where torch has no such list."""
+    try:
+        from torch._inductor import compiler_bisector
+    except ImportError:
+        return []
+    changes = getattr(compiler_bisector, "BACKENDS", {}).get(backend, [])
+    return [{change.config_field: change.config_value} for change in changes
+            if type(change).__name__ == "ConfigChange" and getattr(change, "config_name", None) == "inductor"]

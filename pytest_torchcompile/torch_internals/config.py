@@ -1,0 +1,108 @@
+"""Inductor's config: patches, its source as a repro states it, what differs from the defaults."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.fx
+
+from pytest_torchcompile.torch_internals.compiling import import_compiler
+from pytest_torchcompile.torch_internals.ops import is_random_op
+
+
+@contextlib.contextmanager
+def inductor_config(patches: dict[str, Any] | None) -> Iterator[None]:
+    """Apply Inductor config values (dotted names such as ``cpp.inject_relu_bug_TESTING_ONLY``);
+    the compiler is imported for them as by :func:`import_compiler`."""
+    if not patches:
+        yield
+        return
+    import_compiler()
+    import torch._inductor.config as inductor_config_module
+
+    with inductor_config_module.patch(patches):
+        yield
+
+
+@contextlib.contextmanager
+def inductor_config_restored() -> Iterator[None]:
+    """Undo, on exit, whatever Inductor config assignments the block made (a repro file sets its
+    config at import time)."""
+    import torch._inductor.config as inductor_config_module
+
+    saved = inductor_config_module.get_config_copy()
+    try:
+        yield
+    finally:
+        inductor_config_module.load_config(saved)
+
+
+def inductor_config_source(cpu_threads: bool = False) -> str:
+    """Python statements that set every Inductor config value differing from its default; with
+    ``cpu_threads``, also the thread count C++ kernels are generated for (``cpp.threads``) where
+    it is left to follow ``torch.get_num_threads()``: generated C++ is shaped by it, and a process
+    that compiles the graph again (a repro, a judging child) may run with another."""
+    import torch._inductor.config as inductor_config_module
+
+    lines = str(inductor_config_module.codegen_config()).rstrip("\n")
+    if cpu_threads and inductor_config_module.cpp.threads < 1:
+        lines = "\n".join(filter(None, [lines, f"torch._inductor.config.cpp.threads = {torch.get_num_threads()}"]))
+    return lines
+
+
+def inductor_config_diff() -> dict[str, Any]:
+    """Inductor config values that differ from their defaults, JSON-friendly (repr for others)."""
+    import torch._inductor.config as inductor_config_module
+
+    # Private on the config module and absent from its type stubs.
+    is_default: Callable[[str], bool] = getattr(inductor_config_module, "_is_default")  # noqa: B009
+    diff: dict[str, Any] = {}
+    for name, value in inductor_config_module.get_config_copy().items():
+        if is_default(name):
+            continue
+        diff[name] = value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
+    return diff
+
+
+def inductor_config_has(name: str) -> bool:
+    """Whether this torch's Inductor config has a value of that (dotted) name."""
+    import torch._inductor.config as inductor_config_module
+
+    entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
+    return name in entries
+
+
+def inductor_config_default(name: str) -> Any:
+    """The default of an Inductor config value (dotted name)."""
+    import torch._inductor.config as inductor_config_module
+
+    entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
+    return entries[name].default
+
+
+def config_values(patches: dict[str, Any] | None) -> dict[str, Any]:
+    """What the Inductor config holds now for the names ``patches`` sets: the values set, or the
+    config module's marker of a name left unset, which patched back leaves it unset again (so
+    that the config reads as the user's, down to the statements a repro's header sets)."""
+    if not patches:
+        return {}
+    import_compiler()
+    import torch._inductor.config as inductor_config_module
+
+    entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
+    return {name: entries[name].user_override.get() for name in patches}
+
+
+def where_random(lowered: torch.fx.GraphModule, random_config: dict[str, Any] | None,
+                 outside: dict[str, Any]) -> dict[str, Any] | None:
+    """``random_config`` for a lowered graph that draws random numbers; for any other, the values
+    those names had outside the compile (the user's own): the torch-level graph compiles under
+    ``random_config`` so that AOT autograd keeps random ops for Inductor to fall back on, which
+    changes nothing for graphs that draw none, and each lowered graph is compiled as the user's
+    compile would, but for its random ops."""
+    if any(node.op == "call_function" and is_random_op(node.target) for node in lowered.graph.nodes):
+        return random_config
+    return outside

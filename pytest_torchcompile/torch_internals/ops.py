@@ -1,0 +1,136 @@
+"""What an FX node's target is (an op overload, a view, a random op) and where an op outside
+``aten`` comes from."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import re
+import sys
+from typing import Any
+
+import torch
+import torch.fx
+
+
+def is_op_overload(target: Any) -> bool:
+    """Whether an FX node target is one overload of an aten (or other registered) op."""
+    return isinstance(target, torch._ops.OpOverload)
+
+
+def is_view_op(target: Any) -> bool:
+    """Whether an FX node target returns a view of an input (its storage, no values of its own)."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    return any(result.alias_info is not None and not result.alias_info.is_write for result in target._schema.returns)
+
+
+def is_random_op(target: Any) -> bool:
+    """Whether an FX node target draws random numbers (Inductor's RNG differs from eager's)."""
+    tags = getattr(target, "tags", ())
+    return torch.Tag.nondeterministic_seeded in tags
+
+
+@dataclasses.dataclass(frozen=True)
+class OpOrigin:
+    """An op a graph calls that ``import torch`` alone may not define, and where it comes from."""
+
+    qualname: str
+    """``namespace::name``, as ``torch.ops.namespace.name``."""
+    module: str | None
+    """The Python module whose import registers it; None when it could not be found."""
+    search_path: str | None
+    """The ``sys.path`` entry that module imports from (a test module's directory, say)."""
+
+
+def op_origins(gm: torch.fx.GraphModule) -> list[OpOrigin]:
+    """Every op outside ``aten`` that ``gm`` (and the graphs it holds) calls, with the module
+    that registers it: Inductor's own prims, ops a model's package or test module registers
+    through ``torch.library``, ops of packages such as torchvision, higher-order ops."""
+    origins: dict[str, OpOrigin] = {}
+    for module in gm.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.op != "call_function":
+                continue
+            qualname = _op_qualname(node.target)
+            if qualname is None or qualname.startswith("aten::") or qualname in origins:
+                continue
+            origins[qualname] = _origin(node.target, qualname)
+    return list(origins.values())
+
+
+_KNOWN_ORIGINS: dict[str, OpOrigin] = {}
+
+
+def _origin(target: Any, qualname: str) -> OpOrigin:
+    """Looked up once per process (the lookup reads every loaded module's path): the module that
+    registered an op stays the same, and the minifier asks again for every candidate."""
+    known = _KNOWN_ORIGINS.get(qualname)
+    if known is None:
+        name = _op_module(target, qualname)
+        known = _KNOWN_ORIGINS[qualname] = OpOrigin(qualname, name, _search_path(name))
+    return known
+
+
+def _op_qualname(target: Any) -> str | None:
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order::{target.name()}"
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target._schema.name)
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return str(target._qualified_op_name)
+    return None
+
+
+_LIBRARY_FILES = re.compile(r"torch/(_library/[^/]+|library|_prims/__init__)\.py$")
+"""Files that register ops on behalf of the module that asked: where an op was registered says
+nothing about who defined it when it is one of these."""
+
+
+def _op_module(target: Any, qualname: str) -> str | None:
+    namespace, name = qualname.split("::", 1)
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return type(target).__module__
+    if namespace == "prims":
+        # Inductor's prims (the low-memory max pool MaxPool2d lowers to, say) exist only once
+        # this module is imported; compiling imports it, tracing a repro's graph does not.
+        from torch._inductor import inductor_prims
+
+        if name in vars(inductor_prims):
+            return inductor_prims.__name__
+    opdef = getattr(getattr(torch._library, "custom_ops", None), "OPDEFS", {}).get(qualname)
+    defined_by = getattr(getattr(opdef, "_init_fn", None), "__module__", None)
+    if isinstance(defined_by, str) and defined_by != "__main__" and not defined_by.startswith("torch."):
+        return defined_by
+    try:
+        dump = torch._C._dispatch_dump(qualname)
+    except RuntimeError:
+        dump = ""
+    registered = re.search(r"^debug: registered at (.+\.py):\d+$", dump, re.MULTILINE)
+    if registered and not _LIBRARY_FILES.search(registered.group(1).replace("\\", "/")):
+        module = _module_of_file(registered.group(1))
+        if module is not None:
+            return module
+    top_level = sys.modules.get(namespace)
+    return namespace if top_level is not None and getattr(top_level, "__file__", None) else None
+
+
+def _module_of_file(path: str) -> str | None:
+    wanted = os.path.normcase(os.path.realpath(path))
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if name != "__main__" and file and os.path.normcase(os.path.realpath(file)) == wanted:
+            return name
+    return None
+
+
+def _search_path(name: str | None) -> str | None:
+    module = sys.modules.get(name) if name else None
+    file = getattr(module, "__file__", None)
+    if name is None or name.startswith("torch.") or not file:
+        return None
+    depth = name.count(".") + (1 if os.path.basename(file).startswith("__init__.") else 0)
+    return str(pathlib.Path(file).resolve().parents[depth])
