@@ -26,6 +26,7 @@ from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import (
     ACCURACY,
     DYNAMO,
+    UNWRITTEN_FILLS,
     clone_values,
     compare_graph_outputs,
     error_signature,
@@ -34,9 +35,16 @@ from pytest_torchcompile.judging.judge import (
     judge_graph,
     reference_outputs,
     rng_states,
+    strided_copy,
+    unwritten_elements,
     widened,
 )
-from pytest_torchcompile.judging.oracle import compare_outputs, first_disagreement, flatten_outputs
+from pytest_torchcompile.judging.oracle import (
+    compare_outputs,
+    first_disagreement,
+    flatten_outputs,
+    unwritten_leaves,
+)
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status, out_of_memory
 from pytest_torchcompile.torch_internals.compiling import no_compile_caches, reset, strict_dynamo
@@ -49,7 +57,7 @@ from pytest_torchcompile.torch_internals.rng import (
     recording_random_draws,
     replaying_random_draws,
 )
-from pytest_torchcompile.torch_internals.values import tree_map
+from pytest_torchcompile.torch_internals.values import filling_unwritten, tree_map
 
 
 @dataclass
@@ -83,12 +91,12 @@ class CheckOutcome:
 
     @property
     def passed(self) -> bool:
-        return self.status in (Status.PASS, Status.NO_FP64_REFERENCE)
+        return self.status in (Status.PASS, Status.NO_FP64_REFERENCE, Status.NOT_JUDGED)
 
 
 def _clone_tree(value: Any) -> Any:
     return tree_map(
-        lambda leaf: leaf.detach().clone().requires_grad_(leaf.requires_grad) if isinstance(leaf, torch.Tensor)
+        lambda leaf: strided_copy(leaf).requires_grad_(leaf.requires_grad) if isinstance(leaf, torch.Tensor)
         else copy.deepcopy(leaf), value)
 
 
@@ -210,11 +218,11 @@ def _judged(parts: dict[str, Any], call_args: Sequence[Any], mutated: list[int])
 
 
 def _compare(compiled: dict[str, Any], eager: dict[str, Any], reference: dict[str, Any] | None,
-             options: CheckOptions) -> Comparison:
+             options: CheckOptions, unwritten: dict[str, torch.Tensor] | None = None) -> Comparison:
     leaves: list[LeafResult] = []
     for root, value in eager.items():
         part = compare_outputs(compiled[root], value, reference[root] if reference is not None else None,
-                               options.tolerance, not options.ignore_non_float, root=root)
+                               options.tolerance, not options.ignore_non_float, root=root, unwritten=unwritten)
         if part.structure_error:
             return part
         leaves += part.leaves
@@ -293,7 +301,8 @@ def _compile(fn: Callable[..., Any], options: CheckOptions, probe_children: Prob
     copy_ = _copy_callable(fn)
     probes = ConcurrentProbes(probe_children)
     capture = GraphCapture(lowering_observer=probes.prepare if options.intermediates else None)
-    backend = capture.backend(options.mode) if options.backend == "inductor" else options.backend
+    backend = capture.backend(options.mode, random_config=EAGER_RNG_CONFIG) \
+        if options.backend == "inductor" else options.backend
     compiled = torch.compile(copy_, backend=backend, dynamic=options.dynamic, fullgraph=options.fullgraph)
     module = copy_ if isinstance(copy_, torch.nn.Module) else None
     return CompiledEntry(fn, module, compiled, capture, probes)
@@ -334,11 +343,23 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
            cache: CompiledCache | None, probe_children: ProbeChildren | None) -> CheckOutcome:
     sets = input_sets(given, options)
 
-    def eager_run(arguments: Arguments) -> tuple[dict[str, Any], list[Any]]:
+    allocated: list[int] = []
+
+    def eager_run(arguments: Arguments, fill: float = UNWRITTEN_FILLS[0]) -> tuple[dict[str, Any], list[Any]]:
         # Seeded before every run (compiled and fp64 ones too): random ops draw alike in each.
         torch.manual_seed(options.seed)
         model = _copy_callable(fn)
-        return _execute(model, model if isinstance(model, torch.nn.Module) else None, arguments, options)
+        with filling_unwritten(fill, allocated):
+            return _execute(model, model if isinstance(model, torch.nn.Module) else None, arguments, options)
+
+    def unwritten(arguments: Arguments, eager: tuple[dict[str, Any], list[Any]]) -> dict[str, torch.Tensor] | None:
+        """The elements of the eager run's results that depend on memory no op wrote."""
+        if not allocated:
+            return None
+        parts, call_args = eager_run(arguments, UNWRITTEN_FILLS[1])
+        filled, filled_unlike = _judged(*eager, mutated), _judged(parts, call_args, mutated)
+        return {path: mask for root in filled for path, mask in
+                unwritten_leaves(filled[root], filled_unlike[root], root).items()}
 
     torch.manual_seed(options.seed)
     seeded = rng_states()
@@ -370,8 +391,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     reused = entry is not None
     started = time.perf_counter()
     try:
-        with inductor_config({**EAGER_RNG_CONFIG, **options.inductor_config}), \
-                no_compile_caches(), strict_dynamo():
+        with inductor_config(options.inductor_config), no_compile_caches(), strict_dynamo():
             if entry is None:
                 entry = _compile(fn, options, probe_children)
             entry.capture.forget_calls()
@@ -407,7 +427,8 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
             return CheckOutcome(Status.OUT_OF_MEMORY, str(error), graphs=graphs, compile_seconds=elapsed,
                                 error=error.__cause__)
         comparison = _compare(_judged(compiled_out, compiled_call_args, mutated),
-                              _judged(eager_out, eager_call_args, mutated), reference, options)
+                              _judged(eager_out, eager_call_args, mutated), reference, options,
+                              unwritten(arguments, (eager_out, eager_call_args)))
         if not comparison.passed:
             where = f" at {_describe(arguments)}" if len(sets) > 1 else ""
             message = comparison.structure_error or (
@@ -426,6 +447,11 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
                 Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}", comparison, reference_label,
                 graphs, [FailingGraph(graph, divergence.inputs, divergence.gm, divergence.note)],
                 elapsed, output)
+    judged = _judged(eager_parts, eager_args, mutated)
+    if not any(isinstance(leaf, torch.Tensor | float) for root in judged for _, leaf in flatten_outputs(judged[root], root)):
+        kinds = sorted({type(leaf).__name__ for root in judged for _, leaf in flatten_outputs(judged[root], root)})
+        return CheckOutcome(Status.NOT_JUDGED, f"nothing judged: the results hold no tensor (only {', '.join(kinds)})",
+                            comparison, reference_label, graphs, compile_seconds=elapsed, compiled_output=output)
     status = Status.PASS if reference_label == "fp64" else Status.NO_FP64_REFERENCE
     return CheckOutcome(status, "", comparison, reference_label, graphs, compile_seconds=elapsed,
                         compiled_output=output)
@@ -508,7 +534,8 @@ def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) 
     eager, fp64 = reference_outputs(graph.gm, inputs)
     with torch.no_grad():
         outputs = graph.compiled(clone_values(inputs)) if graph.compiled is not None else []
-    leaves = compare_graph_outputs(outputs, eager, fp64, options.tolerance, not options.ignore_non_float)
+    leaves = compare_graph_outputs(outputs, eager, fp64, options.tolerance, not options.ignore_non_float,
+                                   unwritten=unwritten_elements(graph.gm, inputs))
     failing = [leaf for leaf in leaves if not leaf.passed]
     if not failing:
         return None

@@ -36,6 +36,7 @@ from pytest_torchcompile.judging.judge import (
     rng_states,
     run_graph,
     set_rng_states,
+    unwritten_elements,
 )
 from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status, out_of_memory
 from pytest_torchcompile.torch_internals.interception import intercept_inductor
@@ -92,7 +93,8 @@ class GraphChecker:
             self.unchecked.append(f"{graph.label}: its eager run draws random numbers unlike the compiled "
                                   f"call ({error})")
             return
-        leaves = compare_graph_outputs(outputs, eager, fp64, self.tol, self.check_non_float, f"{graph.kind}_out")
+        leaves = compare_graph_outputs(outputs, eager, fp64, self.tol, self.check_non_float, f"{graph.kind}_out",
+                                       unwritten_elements(graph.gm, inputs))
         ratios = [ratio for ratio in (self.judged.get(graph.index), Comparison(leaves).worst_ratio) if ratio is not None]
         self.judged[graph.index] = max(ratios, default=None)
         failing = [leaf for leaf in leaves if not leaf.passed]
@@ -122,7 +124,8 @@ class GraphChecker:
         if any(id(failure.graph) in lowered for failure in self.failures) or not graph.judgeable():
             return
         eager, fp64 = reference_outputs(graph.gm, inputs)
-        leaves = compare_graph_outputs(list(outputs), eager, fp64, self.tol, self.check_non_float, "out")
+        leaves = compare_graph_outputs(list(outputs), eager, fp64, self.tol, self.check_non_float, "out",
+                                       unwritten_elements(graph.gm, inputs))
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
             self.failures.append(GraphFailure(

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 
+from pytest_torchcompile.checking.confirmation import Confirmer
 from pytest_torchcompile.checking.masked import ProbeChildren, current_device
 from pytest_torchcompile.checking.model import (
     CheckOutcome,
@@ -57,6 +58,7 @@ class CheckRunner:
         self.compiled_cache = CompiledCache()
         """Compiled models of the running test, reused across its checks (hypothesis examples)."""
         self.probe_children = ProbeChildren()
+        self.confirmer = Confirmer()
 
     @classmethod
     def start(cls, session: AccuracySession, layout: TerminalLayout, trace_log: bool,
@@ -75,6 +77,7 @@ class CheckRunner:
     def close(self) -> None:
         """End what this process started for its checks (from ``pytest_unconfigure``)."""
         self.probe_children.close()
+        self.confirmer.close()
 
     def check(
         self,
@@ -115,7 +118,7 @@ class CheckRunner:
         if record_property is not None:
             for name, value in junit_fields(result):
                 record_property(name, value)
-        if outcome.passed:
+        if outcome.passed or result.status is Status.UNCONFIRMED:
             return outcome.compiled_output
         pytest.fail(failure_message(result, outcome, self.layout), pytrace=False)
 
@@ -169,6 +172,13 @@ class CheckRunner:
         if self.session.devices_lost_in != result.nodeid:
             # Checked now, so that a repro that cannot run is reported at the test that made it.
             result.repro_defect = repro_defect(result.repro_path)
+            # An accuracy finding is a judgement, which a fresh process must share; a compile or
+            # runtime error was raised by the compiler in this test, whatever a repro then shows.
+            if result.repro_defect is None and settings.backend == "inductor" and result.status is Status.FAIL_ACCURACY:
+                result.unconfirmed = self.confirmer.unconfirmed(result.repro_path)
+                if result.unconfirmed is not None:
+                    result.status = Status.UNCONFIRMED
+                    return
         if settings.minify and settings.backend == "inductor" and result.repro_defect is None:
             job = MinifyJob(result.case_id, result.nodeid, result.repro_path, settings.minify_timeout)
             self.session.queue_minify_job(job)
@@ -215,8 +225,10 @@ class CheckRunner:
                 rest = other_graphs_result(nodeid, checker, failures)
                 if rest is not None:
                     self.session.results.append(rest)
-        if failures:
-            pytest.fail(graph_failures_message(failed, failures, self.layout), pytrace=False)
+        confirmed = [index for index, result in enumerate(failed) if result.status is not Status.UNCONFIRMED]
+        if confirmed:
+            pytest.fail(graph_failures_message([failed[index] for index in confirmed],
+                                               [failures[index] for index in confirmed], self.layout), pytrace=False)
 
 
 def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[GraphFailure]) -> CaseResult | None:
@@ -231,7 +243,8 @@ def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[Graph
     if checker.unchecked:
         parts.append(f"{len(checker.unchecked)} unchecked")
     ratios = [ratio for ratio in passed if ratio is not None]
-    return CaseResult(nodeid, Status.PASS, ", ".join(parts), worst_ratio=max(ratios, default=None),
+    return CaseResult(nodeid, Status.PASS if passed else Status.NOT_JUDGED, ", ".join(parts),
+                      worst_ratio=max(ratios, default=None),
                       graphs_judged=len(passed), unchecked=list(checker.unchecked))
 
 

@@ -22,8 +22,8 @@ from pytest_torchcompile.judging.judge import (
     rng_states,
     synchronize,
 )
-from pytest_torchcompile.torch_internals.compiling import capturing_backend
 from pytest_torchcompile.torch_internals.config import inductor_config_source
+from pytest_torchcompile.torch_internals.interception import capturing_backend
 from pytest_torchcompile.torch_internals.values import concrete_int, symbolic_sizes
 
 GraphCallObserver = Callable[["CapturedGraph", list[Any], Any], None]
@@ -391,6 +391,8 @@ class GraphCapture:
         for dynamo_graph in self.dynamo_graphs:
             dynamo_graph.calls.clear()
 
-    def backend(self, mode: str | None = None, options: dict[str, Any] | None = None) -> Callable[..., Any]:
-        """A ``torch.compile`` backend: Inductor, with every lowered graph captured here."""
-        return capturing_backend(self.hook, mode, options, self.dynamo_hook)
+    def backend(self, mode: str | None = None, options: dict[str, Any] | None = None,
+                random_config: dict[str, Any] | None = None) -> Callable[..., Any]:
+        """A ``torch.compile`` backend: Inductor, with every lowered graph captured here; those
+        that draw random numbers compile under the Inductor config patches ``random_config``."""
+        return capturing_backend(self.hook, mode, options, self.dynamo_hook, random_config)

@@ -21,10 +21,11 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile.judging.oracle import compare_tensor
+from pytest_torchcompile.judging.oracle import compare_tensor, unwritten_mask, written_only
 from pytest_torchcompile.run.verdict import LeafResult
 from pytest_torchcompile.torch_internals.compiling import compile_dynamo_graph, compile_graph
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
+from pytest_torchcompile.torch_internals.values import filling_unwritten
 
 ACCURACY = "accuracy"
 COMPILE_ERROR = "compile_error"
@@ -206,9 +207,24 @@ def synchronize(devices: set[torch.device]) -> None:
 
 
 def clone_values(values: Sequence[Any], keep_grad: bool = False) -> list[Any]:
-    """Detached copies of the tensors; ``keep_grad`` makes those that required grad leaves that do."""
-    return [(v.detach().clone().requires_grad_(keep_grad and v.requires_grad) if isinstance(v, torch.Tensor) else v)
+    """Detached copies of the tensors (:func:`strided_copy`); ``keep_grad`` makes those that
+    required grad leaves that do."""
+    return [(strided_copy(v).requires_grad_(keep_grad and v.requires_grad) if isinstance(v, torch.Tensor) else v)
             for v in values]
+
+
+def strided_copy(value: torch.Tensor) -> torch.Tensor:
+    """A detached copy of ``value`` with its size, stride and storage offset, sharing no memory
+    with it: compiled code assumes the layout it was compiled for (Inductor pads strides, a
+    backward graph receives slices of saved activations), which ``clone`` makes contiguous where
+    the tensor is not dense."""
+    value = value.detach()
+    if value.layout != torch.strided or type(value) is not torch.Tensor or value.is_quantized:
+        return value.clone()
+    extent = 1 + sum((size - 1) * stride for size, stride in zip(value.shape, value.stride(), strict=True)) \
+        if value.numel() else 0
+    span = value.new_empty(0).set_(value.untyped_storage(), 0, (value.storage_offset() + extent,), (1,))
+    return value.new_empty(0).set_(span.clone().untyped_storage(), value.storage_offset(), value.shape, value.stride())
 
 
 def widened(value: Any) -> Any:
@@ -308,6 +324,31 @@ def reference_outputs(
         return eager, fp64_outputs(module, inputs, backward)
 
 
+UNWRITTEN_FILLS = (float("nan"), 7.0)
+"""What memory no op wrote holds in the two runs that find the results depending on it: unlike
+values (NaN spreads through nearly every op), in integer tensors 0 and 7."""
+
+
+def unwritten_elements(
+    module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False,
+) -> list[torch.Tensor | None] | None:
+    """Per output of ``module`` (as :func:`run_graph` returns them), the elements that depend on
+    memory no op wrote (``empty``, ``empty_like``, ``empty_strided``, ``new_empty`` and views of
+    them, until written): they hold whatever the allocator gave, in eager and compiled code alike,
+    and are no values to judge. None when ``module`` allocates no such memory, or cannot run."""
+    runs = []
+    for fill in UNWRITTEN_FILLS:
+        allocated: list[int] = []
+        try:
+            with seeded_alike(module), filling_unwritten(fill, allocated):
+                runs.append(run_graph(module, inputs, backward))
+        except Exception:
+            return None
+        if not allocated:
+            return None
+    return [unwritten_mask(first, second) for first, second in zip(*runs, strict=True)]
+
+
 def fp64_outputs(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False) -> list[Any] | None:
     """The outputs of ``module`` run in fp64, or None where it cannot run in fp64."""
     try:
@@ -324,12 +365,15 @@ def compare_graph_outputs(
     tol: float,
     check_non_float: bool,
     name: str = "graph_out",
+    unwritten: Sequence[torch.Tensor | None] | None = None,
 ) -> list[LeafResult]:
-    """Judge each tensor a compiled graph returned against the graph's own eager and fp64 results."""
+    """Judge each tensor a compiled graph returned against the graph's own eager and fp64 results,
+    but for the elements ``unwritten`` marks (:func:`unwritten_elements`)."""
+    masks = list(unwritten) if unwritten is not None else [None] * len(eager)
     return [
-        compare_tensor(f"{name}[{index}]", result, expected, fp64[index] if fp64 is not None else None,
-                       tol, check_non_float)
-        for index, (result, expected) in enumerate(zip(outputs, eager, strict=True))
+        compare_tensor(f"{name}[{index}]", written_only(result, mask), written_only(expected, mask),
+                       written_only(fp64[index], mask) if fp64 is not None else None, tol, check_non_float)
+        for index, (result, expected, mask) in enumerate(zip(outputs, eager, masks, strict=True))
         if isinstance(expected, torch.Tensor) and isinstance(result, torch.Tensor)
     ]
 
@@ -381,6 +425,7 @@ def _judge(
         synchronize(devices_of([*inputs, *outputs]))
     except Exception as error:
         return GraphVerdict(RUNTIME_ERROR, error=error_signature(error))
-    leaves = compare_graph_outputs(outputs, eager, fp64, tol, check_non_float)
+    leaves = compare_graph_outputs(outputs, eager, fp64, tol, check_non_float,
+                                   unwritten=unwritten_elements(gm, inputs, backward))
     failed = any(not leaf.passed for leaf in leaves)
     return GraphVerdict(ACCURACY if failed else None, leaves, reference="fp64" if fp64 is not None else "cosine")

@@ -144,9 +144,27 @@ def compare_tensor(
     )
 
 
+def unwritten_mask(first: Any, second: Any) -> torch.Tensor | None:
+    """Where two runs that filled memory no op wrote unlike (``judge.unwritten_elements``) differ:
+    the elements that depend on that memory; None where none does."""
+    if not isinstance(first, torch.Tensor) or not isinstance(second, torch.Tensor) or first.shape != second.shape:
+        return None
+    differs = first != second
+    if first.is_floating_point() or first.is_complex():
+        differs &= ~(torch.isnan(first) & torch.isnan(second))
+    return differs if bool(differs.any()) else None
+
+
+def written_only(value: Any, unwritten: torch.Tensor | None) -> Any:
+    """``value`` with the elements ``unwritten`` marks set to zero, so that they judge alike."""
+    if unwritten is None or not isinstance(value, torch.Tensor) or value.shape != unwritten.shape:
+        return value
+    return value.detach().masked_fill(unwritten.to(value.device), 0)
+
+
 STANDALONE_SOURCES = (
     LeafResult, rmse, rmse_multiplier, _worst_element, _nonfinite_pattern, compare_tensor, format_table,
-    summarized_leaves,
+    summarized_leaves, unwritten_mask, written_only,
 )
 
 
@@ -195,8 +213,10 @@ def compare_outputs(
     tol: float = DEFAULT_TOLERANCE,
     check_non_float: bool = True,
     root: str = "out",
+    unwritten: dict[str, torch.Tensor] | None = None,
 ) -> Comparison:
-    """Compare nested outputs leaf by leaf; ``reference`` None selects the weaker check."""
+    """Compare nested outputs leaf by leaf; ``reference`` None selects the weaker check. The
+    elements ``unwritten`` marks, by leaf path (:func:`unwritten_leaves`), are not judged."""
     compiled_leaves = list(flatten_outputs(compiled, root))
     eager_leaves = list(flatten_outputs(eager, root))
     reference_leaves = list(flatten_outputs(reference, root)) if reference is not None else None
@@ -213,7 +233,9 @@ def compare_outputs(
                 leaves.append(LeafResult(path, tuple(eag.shape), str(eag.dtype), False, "metadata",
                                          detail=f"compiled gave {type(comp).__name__}"))
                 continue
-            leaves.append(compare_tensor(path, comp, eag, ref if isinstance(ref, torch.Tensor) else None,
+            mask = (unwritten or {}).get(path)
+            leaves.append(compare_tensor(path, written_only(comp, mask), written_only(eag, mask),
+                                         written_only(ref, mask) if isinstance(ref, torch.Tensor) else None,
                                          tol, check_non_float))
         elif isinstance(eag, float) and isinstance(comp, float):
             leaves.append(compare_tensor(path, torch.tensor(comp), torch.tensor(eag),
@@ -226,6 +248,13 @@ def compare_outputs(
             leaves.append(LeafResult(path, (), type(eag).__name__, bool(same) or not check_non_float,
                                      "exact", detail="" if same else f"compiled {comp!r} != eager {eag!r}"))
     return Comparison(leaves)
+
+
+def unwritten_leaves(first: Any, second: Any, root: str = "out") -> dict[str, torch.Tensor]:
+    """By leaf path, where two runs that filled memory no op wrote unlike differ."""
+    masks = {path: unwritten_mask(a, b) for (path, a), (_, b)
+             in zip(flatten_outputs(first, root), flatten_outputs(second, root), strict=False)}
+    return {path: mask for path, mask in masks.items() if mask is not None}
 
 
 def first_disagreement(first: Any, second: Any, tol: float, root: str = "out") -> str | None:

@@ -13,7 +13,7 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging.capture import OP_NODES
-from pytest_torchcompile.judging.judge import clone_values
+from pytest_torchcompile.judging.judge import clone_values, strided_copy
 from pytest_torchcompile.torch_internals.ops import is_view_op
 
 Selection = frozenset[str]
@@ -176,7 +176,7 @@ class GraphSlicer:
                 env[node] = graph.placeholder(node.name)
                 # A copy, so that the candidate carries neither the aliasing nor the storage
                 # of a view it was cut from.
-                inputs.append(value if node.op == "placeholder" else value.detach().clone())
+                inputs.append(value if node.op == "placeholder" else strided_copy(value))
             else:
                 env[node] = value
         for node in boundary:

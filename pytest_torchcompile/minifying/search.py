@@ -182,6 +182,8 @@ def minify_graph(
         return Reduction(None, [], case.op_count, case.op_count, 0, 0.0, StopReason.REPRO_BROKEN,
                          f"the graph fails when run eagerly on its inputs ({error_signature(error)})")
     search = _Search(case, slicer, judge, budget_s, progress)
+    if not search.everything:
+        return search.reduction(None, StopReason.NOT_REPRODUCED, "the graph holds no op for the compiler to get wrong")
     try:
         failing, how = _failing_core(search)
         if failing is None:

@@ -49,6 +49,7 @@ from pytest_torchcompile.torch_internals.config import inductor_config, inductor
 from pytest_torchcompile.torch_internals.environment import environment
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
 from pytest_torchcompile.torch_internals.ops import OpOrigin
+from pytest_torchcompile.torch_internals.values import filling_unwritten
 
 INLINE_NUMEL = 32
 """Tensors up to this many elements are written into the file; larger ones go to tensors/."""
@@ -88,7 +89,7 @@ class _TensorWriter:
 
     def _tensor(self, value: torch.Tensor, device: torch.device, requires_grad: bool) -> str:
         meta = (f"{value.dtype}, {tuple(value.shape)!r}, {tuple(value.stride())!r}, "
-                f"{str(device)!r}, {requires_grad}")
+                f"{str(device)!r}, {requires_grad}" + (f", {value.storage_offset()}" if value.storage_offset() else ""))
         if value.numel() <= INLINE_NUMEL and not value.is_complex():
             return f"_inline({_literal(value.cpu().tolist())}, {meta})"
         buffer = io.BytesIO()
@@ -129,7 +130,7 @@ def _module_source(gm: torch.fx.GraphModule, class_name: str, writer: _TensorWri
 def _standalone_runtime() -> str:
     """The judging code, taken from the plugin's own modules so both judge alike."""
     parts = [inspect.getsource(obj) for obj in (compile_graph, compile_dynamo_graph,
-                                                float64_everywhere)]
+                                                float64_everywhere, filling_unwritten)]
     parts += [inspect.getsource(obj) for obj in oracle.STANDALONE_SOURCES]
     module_source = inspect.getsource(standalone)
     module_body = module_source[module_source.index("ACCURACY = "):]
@@ -162,19 +163,87 @@ from typing import Any
 import torch
 import torch.fx
 from torch import device
+from torch.overrides import TorchFunctionMode
 
 
-def _inline(values, dtype, shape, stride, device, requires_grad):
-    out = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-    out.copy_(torch.tensor(values, dtype=dtype).reshape(shape))
+def _laid_out(values, dtype, shape, stride, device, offset):
+    """``values`` (dense) in memory laid out as the input was: its size, stride and storage
+    offset, which compiled code may assume; elements that share memory (stride 0) share it."""
+    extent = 1 + sum((size - 1) * step for size, step in zip(shape, stride)) if all(shape) else 0
+    storage = torch.empty(offset + extent, dtype=dtype, device=device)
+    positions = torch.arange(offset + extent, device=device).as_strided(shape, stride, offset)
+    storage[positions.reshape(-1)] = values.to(device).reshape(-1)
+    return torch.empty(0, dtype=dtype, device=device).set_(storage.untyped_storage(), offset, shape, stride)
+
+
+def _inline(values, dtype, shape, stride, device, requires_grad, offset=0):
+    out = _laid_out(torch.tensor(values, dtype=dtype), dtype, shape, stride, device, offset)
     return out.requires_grad_(requires_grad)
 
 
+class _Proxy(torch.fx.Proxy):
+    """A traced value that records item assignment (``x[i] = v``) and in-place operators
+    (``x += v``), as a torch-level graph writes its setitem and iadd nodes, as nodes of the same
+    ops: plain tracing refuses the first and turns the second into an out-of-place op, which
+    loses a write through a view."""
+
+    def __setitem__(self, key, value):
+        self.tracer.create_proxy("call_function", operator.setitem, (self, key, value), {})
+
+
+def _in_place(op):
+    return lambda self, other: self.tracer.create_proxy("call_function", op, (self, other), {})
+
+
+for _name in ("iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
+              "ilshift", "irshift"):
+    setattr(_Proxy, f"__{_name}__", _in_place(getattr(operator, _name)))
+
+
+class _Factories(TorchFunctionMode):
+    """Records the calls that make a tensor from no traced value (``torch.zeros(4)``,
+    ``aten.empty.memory_format(...)``) as nodes: plain tracing runs them once and keeps their
+    result as a constant, so the compiler would never see the op."""
+
+    def __init__(self, tracer):
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if _holds_proxy((args, kwargs)) or not isinstance(result, torch.Tensor):
+            return result
+        return self.tracer.create_proxy("call_function", func, args, kwargs)
+
+
+def _holds_proxy(value):
+    if isinstance(value, (list, tuple)):
+        return any(_holds_proxy(item) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_proxy(item) for item in value.values())
+    return isinstance(value, torch.fx.Proxy)
+
+
 def _trace(module):
-    """The module's graph, ops on constants included (plain symbolic_trace folds those away)."""
-    tracer = torch.fx.Tracer()
-    tracer.proxy_buffer_attributes = True
-    return torch.fx.GraphModule(module, tracer.trace(module))
+    """The module's graph, ops on constants and factory ops included (plain symbolic_trace runs
+    those and keeps their results as constants)."""
+
+    class Tracer(torch.fx.Tracer):
+        # Defined here: a graph module keeps the class of a tracer defined at module level, so it
+        # would pickle by reference to this file, which another process does not import.
+        proxy_buffer_attributes = True
+
+        def proxy(self, node):
+            return _Proxy(node, self)
+
+    tracer = Tracer()
+    with _Factories(tracer):
+        graph = tracer.trace(module)
+    for node in graph.nodes:
+        if isinstance(node.type, str):  # an annotation this file's postponed evaluation left a string
+            node.type = None
+    return torch.fx.GraphModule(module, graph)
 
 
 def apply_inductor_config(source):
@@ -195,11 +264,9 @@ def apply_inductor_config(source):
     return skipped
 
 
-def _load(name, dtype, shape, stride, device, requires_grad):
+def _load(name, dtype, shape, stride, device, requires_grad, offset=0):
     saved = torch.load(os.path.join(HERE, "tensors", name + ".pt"), weights_only=True)
-    out = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-    out.copy_(saved.reshape(shape))
-    return out.requires_grad_(requires_grad)
+    return _laid_out(saved, dtype, shape, stride, device, offset).requires_grad_(requires_grad)
 '''
 
 _MAIN = '''\

@@ -341,7 +341,7 @@ def _table(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | No
         lines.extend([row_line] if len(row_line) <= layout.width else layout.wrap(row_line, ""))
         for check in checks:
             # A passing check's details (its message, ratio, compile time) only at -vv.
-            if layout.verbosity > 1 or is_failing(check.status):
+            if layout.verbosity > 1 or is_failing(check.status) or check.unconfirmed:
                 lines.extend(_check_details(check, layout))
         for check in checks:
             for entry in check.unchecked:
@@ -373,6 +373,8 @@ def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
         facts.append(("reference", check.reference))
     if check.repro_path:
         facts.append(("repro", layout.shown(check.repro_path)))
+    if check.unconfirmed:
+        facts.append(("unconfirmed", layout.shown(check.unconfirmed)))
     if check.repro_unwritten is not None:
         facts.append(("repro not written", layout.shown(check.repro_unwritten)))
     if check.minify is not None:
@@ -609,6 +611,7 @@ def junit_properties(result: CaseResult) -> list[tuple[str, str]]:
         ("torchcompile_reference", result.reference),
         ("torchcompile_graphs_judged", None if result.graphs_judged is None else str(result.graphs_judged)),
         ("torchcompile_unchecked", "; ".join(result.unchecked) or None),
+        ("torchcompile_unconfirmed", result.unconfirmed),
     ]
     return [(name, value) for name, value in candidates if value is not None]
 

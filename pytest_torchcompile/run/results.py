@@ -120,6 +120,9 @@ class CaseResult:
     graphs_judged: int | None = None
     """How many of the test's plain ``torch.compile`` graphs this check stands for as judged (a
     failing graph's check: 1); None for a check of the fixture or of a repro test."""
+    unconfirmed: str | None = None
+    """Why the failure this check found is not confirmed (status ``unconfirmed``): its repro,
+    judged in a fresh process, does not fail as recorded."""
     unchecked: list[str] = field(default_factory=list)
     """What of the test's plain graphs could not be judged (a graph, or a judged graph's
     intermediates), each ``"<graph label>: <reason>"``."""

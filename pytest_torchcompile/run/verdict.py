@@ -20,6 +20,12 @@ class Status(enum.StrEnum):
     """A run of the check (eager, fp64 or compiled) ran out of host or device memory: nothing
     could be judged, and nothing says the compiler is at fault."""
     NO_FP64_REFERENCE = "no_fp64_reference"
+    UNCONFIRMED = "unconfirmed"
+    """The check found a failure that its repro, judged in a fresh process, does not show: not
+    failed, reported with the reason."""
+    NOT_JUDGED = "not_judged"
+    """The check ran, but its results hold no tensor to judge (the model returned None, a string,
+    an opaque object): not a failure of the compiler, and no evidence that it is right."""
 
     @property
     def is_compiler_failure(self) -> bool:

@@ -85,6 +85,9 @@ def generated_source(compiled: Callable[..., Any]) -> str | None:
 def post_aot_graphs(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[tuple[str, str]]:
     """Compile a torch-level graph through the whole stack and return, for each graph Inductor
     lowered, its kind and code: what AOT autograd and the decompositions made of ``gm``."""
+    # Here: the interception module builds on this one.
+    from pytest_torchcompile.torch_internals.interception import capturing_backend
+
     graphs: list[tuple[str, str]] = []
 
     def hook(lowered: torch.fx.GraphModule, example_inputs: Sequence[Any], kwargs: dict[str, Any],
@@ -104,7 +107,7 @@ def post_aot_graphs(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[tup
     return graphs
 
 
-def _mode_patches(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
+def mode_patches(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
     from torch._inductor import list_mode_options
 
     patches: dict[str, Any] = {}
@@ -112,30 +115,6 @@ def _mode_patches(mode: str | None, options: dict[str, Any] | None) -> dict[str,
         patches.update(list_mode_options(mode))
     patches.update(options or {})
     return patches
-
-
-def capturing_backend(
-    hook: InnerCompileHook,
-    mode: str | None = None,
-    options: dict[str, Any] | None = None,
-    dynamo_hook: DynamoCompileHook | None = None,
-) -> Callable[..., Any]:
-    """A ``torch.compile`` backend equal to Inductor that shows each lowered graph to ``hook``,
-    and each torch-level graph Dynamo hands it to ``dynamo_hook``."""
-    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
-
-    patches = _mode_patches(mode, options)
-
-    def inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
-        return hook(gm, example_inputs, kwargs, lambda: compile_fx_inner(gm, example_inputs, **kwargs))
-
-    def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-        def compile_all() -> Any:
-            return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
-
-        return dynamo_hook(gm, example_inputs, compile_all) if dynamo_hook is not None else compile_all()
-
-    return backend
 
 
 @contextlib.contextmanager

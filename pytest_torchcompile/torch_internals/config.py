@@ -10,6 +10,7 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.torch_internals.compiling import import_compiler
+from pytest_torchcompile.torch_internals.ops import is_random_op
 
 
 @contextlib.contextmanager
@@ -80,3 +81,28 @@ def inductor_config_default(name: str) -> Any:
 
     entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
     return entries[name].default
+
+
+def config_values(patches: dict[str, Any] | None) -> dict[str, Any]:
+    """What the Inductor config holds now for the names ``patches`` sets: the values set, or the
+    config module's marker of a name left unset, which patched back leaves it unset again (so
+    that the config reads as the user's, down to the statements a repro's header sets)."""
+    if not patches:
+        return {}
+    import_compiler()
+    import torch._inductor.config as inductor_config_module
+
+    entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
+    return {name: entries[name].user_override.get() for name in patches}
+
+
+def where_random(lowered: torch.fx.GraphModule, random_config: dict[str, Any] | None,
+                 outside: dict[str, Any]) -> dict[str, Any] | None:
+    """``random_config`` for a lowered graph that draws random numbers; for any other, the values
+    those names had outside the compile (the user's own): the torch-level graph compiles under
+    ``random_config`` so that AOT autograd keeps random ops for Inductor to fall back on, which
+    changes nothing for graphs that draw none, and each lowered graph is compiled as the user's
+    compile would, but for its random ops."""
+    if any(node.op == "call_function" and is_random_op(node.target) for node in lowered.graph.nodes):
+        return random_config
+    return outside

@@ -20,20 +20,53 @@ from pytest_torchcompile.torch_internals.compiling import (
     DynamoCompileHook,
     InnerCompileHook,
     import_compiler,
+    mode_patches,
     no_compile_caches,
 )
-from pytest_torchcompile.torch_internals.config import inductor_config
+from pytest_torchcompile.torch_internals.config import config_values, inductor_config, where_random
+
+
+def capturing_backend(
+    hook: InnerCompileHook,
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+    dynamo_hook: DynamoCompileHook | None = None,
+    random_config: dict[str, Any] | None = None,
+) -> Callable[..., Any]:
+    """A ``torch.compile`` backend equal to Inductor that shows each lowered graph to ``hook``,
+    and each torch-level graph Dynamo hands it to ``dynamo_hook``; a lowered graph that draws
+    random numbers compiles under the Inductor config patches ``random_config``
+    (:func:`config.where_random`)."""
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    patches = mode_patches(mode, options)
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        outside = config_values(random_config)
+
+        def inner_compile(lowered: torch.fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
+            with inductor_config(where_random(lowered, random_config, outside)):
+                return hook(lowered, inputs, kwargs, lambda: compile_fx_inner(lowered, inputs, **kwargs))
+
+        def compile_all() -> Any:
+            with inductor_config(random_config):
+                return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
+
+        return dynamo_hook(gm, example_inputs, compile_all) if dynamo_hook is not None else compile_all()
+
+    return backend
 
 
 @contextlib.contextmanager
 def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | None = None,
-                       config: dict[str, Any] | None = None) -> Iterator[None]:
+                       random_config: dict[str, Any] | None = None) -> Iterator[None]:
     """Route every Inductor compilation started while active (plain ``torch.compile(model)``
     included) through ``hook``, and the torch-level graph it starts from through ``dynamo_hook``;
-    each compiles under the Inductor ``config`` patches, without the caches that would skip
-    ``hook``. Those are applied per compilation, not for the block: a test that compiles nothing
-    pays only the swap of one attribute, and where the compiler is not imported yet, not even its
-    import (the swap is made as the block imports it, if it does).
+    each compiles without the caches that would skip ``hook``, a graph that draws random numbers
+    under the Inductor config patches ``random_config`` (:func:`config.where_random`). Those are
+    applied per compilation, not for the block: a test that compiles nothing pays only the swap of
+    one attribute, and where the compiler is not imported yet, not even its import (the swap is
+    made as the block imports it, if it does).
 
     ``torch.compile``'s default backend and the registered "inductor" backend both look
     ``compile_fx`` up on its module at call time, so replacing that attribute catches them while
@@ -44,24 +77,26 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
     def intercept(compile_fx_module: types.ModuleType) -> None:
         original = compile_fx_module.compile_fx
 
-        def inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
-            # Patched here too: a backward graph is compiled at its first call, after compile_fx returned.
-            with no_compile_caches(), inductor_config(config):
-                return hook(
-                    gm, example_inputs, kwargs,
-                    lambda: compile_fx_module.compile_fx_inner(gm, example_inputs, **kwargs),
-                )
-
         def compile_fx(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get("inner_compile", compile_fx_module.compile_fx_inner) is not compile_fx_module.compile_fx_inner:
                 return original(model, example_inputs, *args, **kwargs)
+            outside = config_values(random_config)
+
+            def inner_compile(gm: torch.fx.GraphModule, inputs: Sequence[Any], **inner_kwargs: Any) -> Any:
+                # Patched here too: a backward graph is compiled at its first call, after compile_fx returned.
+                with no_compile_caches(), inductor_config(where_random(gm, random_config, outside)):
+                    return hook(
+                        gm, inputs, inner_kwargs,
+                        lambda: compile_fx_module.compile_fx_inner(gm, inputs, **inner_kwargs),
+                    )
+
             kwargs["inner_compile"] = inner_compile
-            with no_compile_caches(), inductor_config(config):
+            with no_compile_caches(), inductor_config(random_config):
                 if dynamo_hook is None:
                     return original(model, example_inputs, *args, **kwargs)
                 return dynamo_hook(model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs))
 
-        # The interception itself says what it replaced: the compile_fx installed before any.
+    # The interception itself says what it replaced: the compile_fx installed before any.
         setattr(compile_fx, _INSTALLED, getattr(original, _INSTALLED, original))
         compile_fx_module.compile_fx = compile_fx  # type: ignore[attr-defined]
         intercepted.append((compile_fx_module, original))
