@@ -93,7 +93,9 @@ def config_values(patches: dict[str, Any] | None) -> dict[str, Any]:
     import torch._inductor.config as inductor_config_module
 
     entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
-    return {name: entries[name].user_override.get() for name in patches}
+    # 2.13 keeps the override in a holder read with get(); 2.11 keeps the value (or the marker) itself.
+    overrides = {name: entries[name].user_override for name in patches}
+    return {name: override.get() if hasattr(override, "get") else override for name, override in overrides.items()}
 
 
 def where_random(lowered: torch.fx.GraphModule, random_config: dict[str, Any] | None,

@@ -56,7 +56,8 @@ def filling_unwritten(fill: float, allocated: list[int]) -> Iterator[None]:
     class FillingMode(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             result = func(*args, **(kwargs or {}))
-            if func.overloadpacket in allocating and torch.Tag.out not in func.tags \
+            # An out= overload writes into memory the caller gave (torch.Tag.out is newer than 2.11).
+            if func.overloadpacket in allocating and not any(argument.is_out for argument in func._schema.arguments) \
                     and isinstance(result, torch.Tensor) and result.numel():
                 exact = result.is_floating_point() or result.is_complex()
                 result.fill_(fill if exact else bool(whole) if result.dtype == torch.bool else whole)
