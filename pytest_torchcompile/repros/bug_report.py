@@ -5,6 +5,7 @@ pytest_torchcompile report``."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pytest_torchcompile.repros.repro import (
@@ -33,7 +34,8 @@ def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) 
     source = shown.read_text()
     compact = not source.startswith("# pytest-torchcompile repro:")
     env = fields.get("env", "")
-    device = "CUDA" if "cuda" in env.lower() and "cuda not" not in env.lower() else "CPU"
+    # Where the graph's inputs live (a GPU host's environment names its GPU for CPU cases too).
+    device = "CUDA" if re.search(r"'cuda(:\d+)?'", source) else "CPU"
     culprit = ", ".join(ops) if ops else f"a {fields.get('ops', '?')}-op graph"
     title = (f"[inductor] wrong result from {culprit} on {device}" if kind == _ACCURACY
              else f"[inductor] {culprit} on {device}: {kind.replace('_', ' ')}")
