@@ -29,8 +29,7 @@ def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) 
     minified = case_dir / MINIFIED_NAME
     shown = minified if minified.is_file() else case_dir / REPRO_NAME
     fields, original = header_fields(shown), header_fields(case_dir / REPRO_NAME)
-    status = original.get("status", "failure")
-    kind = status.split()[0] if status else "failure"
+    kind = _kind(original.get("status", ""))
     source = shown.read_text()
     compact = not source.startswith("# pytest-torchcompile repro:")
     env = fields.get("env", "")
@@ -45,8 +44,9 @@ def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) 
         "### Describe the bug",
         "",
         f"`torch.compile` (Inductor) {_what(kind)} for {culprit} on {device}, found by "
-        f"pytest-torchcompile in `{original.get('case', case_dir.name)}` and minified from "
-        f"{original.get('ops', '?')} ops to {fields.get('ops', '?')}.",
+        f"pytest-torchcompile in `{original.get('case', case_dir.name)}`"
+        + (f" and minified from {original.get('ops', '?')} ops to {fields.get('ops', '?')}." if shown == minified
+           else " (not minified)."),
         *([f"Where: {fields['stage']}."] if "stage" in fields else []),
         "",
         "### Expected vs got",
@@ -70,6 +70,13 @@ def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) 
                     if config else [])]
     lines += ["", "### Versions", "", env or "unknown", ""]
     return "\n".join(lines)
+
+
+def _kind(status: str) -> str:
+    """The kind of failure a header's status names: a check's status (``fail_accuracy: ...``) or
+    a case's kind (``accuracy (minified 9 -> 1 ops)``)."""
+    token = status.split(":")[0].split()[0] if status.strip() else "failure"
+    return {"fail_accuracy": _ACCURACY, "fail_compile": "compile_error", "fail_runtime": "runtime_error"}.get(token, token)
 
 
 def _what(kind: str) -> str:
