@@ -156,6 +156,8 @@ def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
     precision = ("torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # fp32 as fp32\n"
                  if "cuda" in devices else "")
     settings = (f"KIND, TOL, CHECK_NON_FLOAT = {case.kind!r}, {case.tol!r}, {case.check_non_float!r}"
+                + ("\nNON_FLOAT_FAILURE = True  # the failure is in integer or bool outputs" if case.non_float_failure
+                   else "")
                 if case.kind == ACCURACY else
                 f"KIND, EXPECTED_ERROR, ERROR_PATTERN = {case.kind!r}, {case.expected_error!r}, {case.error_pattern!r}")
     inputs = ", ".join(input_expressions)
