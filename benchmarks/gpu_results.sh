@@ -12,7 +12,7 @@ mkdir -p "$out"
 status=0
 failed() { [ "$status" -ne 0 ] || status=$1; }
 
-python -m pytest tests/test_cuda.py -n 5 -q -rA -p no:cacheprovider >"$out/test_cuda.log" 2>&1 || failed $?
+python -m pytest tests/gpu -n 5 -q -rA -p no:cacheprovider >"$out/test_cuda.log" 2>&1 || failed $?
 grep -E '^(PASSED|FAILED|ERROR|SKIPPED) |^[0-9]+ (passed|failed)|^=+ .*(passed|failed)' "$out/test_cuda.log" \
     | tee "$out/test_cuda.txt"
 rm -f "$out/test_cuda.log"

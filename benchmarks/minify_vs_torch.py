@@ -57,6 +57,8 @@ class Run:
     compiles: int | None
     ops_after: int | None
     detail: str = ""
+    repro_lines: int | None = None
+    """Lines of the minified repro file it wrote (ours: minified.py; torch's: repro.py)."""
 
 
 def anchor_model(anchor: Path, layers: int, bug_at: int, device: str) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -150,7 +152,8 @@ def run_ours(bench: Bench, repro: Path, isolate: bool) -> Run:
     )
     seconds, output = bench.timed([sys.executable, "-c", script, str(copy / "repro.py")], copy, copy.name)
     result = json.loads(next(line for line in output.splitlines() if line.startswith("RESULT "))[len("RESULT "):])
-    return Run(name, seconds, result["compiles"], result["ops_after"], result["note"])
+    lines = len(Path(result["path"]).read_text().splitlines()) if result.get("path") else None
+    return Run(name, seconds, result["compiles"], result["ops_after"], result["note"], lines)
 
 
 def torch_launcher(bench: Bench, anchor: Path, layers: int, bug_at: int, tag: str = "") -> tuple[Path, float]:
@@ -179,21 +182,25 @@ def run_torch(bench: Bench, launcher: Path, isolate: bool, tag: str = "") -> Run
     seconds, output = bench.timed(command, scratch, scratch.name)
     queries = re.findall(r"Made (\d+) queries", output)
     checkpoints = re.findall(r"Writing checkpoint with (\d+) nodes", output)
-    # Torch counts placeholders and the output node; its one-relu result is 3 nodes.
+    # Torch counts placeholders and the output node; its one-relu result is 3 nodes. It copies its
+    # minimal repro to repro.py in the directory it runs in.
+    minimal = scratch / "repro.py"
     return Run(name, seconds, int(queries[-1]) if queries else None, None,
-               f"final graph: {checkpoints[-1]} nodes" if checkpoints else "")
+               f"final graph: {checkpoints[-1]} nodes" if checkpoints else "",
+               len(minimal.read_text().splitlines()) if minimal.is_file() else None)
 
 
 def report(runs: list[Run], ops_before: int, detect_s: float) -> None:
     ours = next(run for run in runs if run.name == "pytest-torchcompile")
     print(f"\nanchor graph: {ops_before} ops; torch's detection run: {detect_s:.1f} s\n")
-    print(f"{'contender':40} {'wall s':>8} {'compiles':>9} {'ops after':>9}  ours vs it")
+    print(f"{'contender':40} {'wall s':>8} {'compiles':>9} {'ops after':>9} {'repro lines':>11}  ours vs it")
     for run in runs:
         ratio = "" if run is ours else f"{run.seconds / ours.seconds:.1f}x slower" if run.seconds >= ours.seconds \
             else f"{ours.seconds / run.seconds:.1f}x faster"
         compiles = "-" if run.compiles is None else str(run.compiles)
         ops = "-" if run.ops_after is None else str(run.ops_after)
-        print(f"{run.name:40} {run.seconds:8.1f} {compiles:>9} {ops:>9}  {ratio}")
+        lines = "-" if run.repro_lines is None else str(run.repro_lines)
+        print(f"{run.name:40} {run.seconds:8.1f} {compiles:>9} {ops:>9} {lines:>11}  {ratio}")
     for run in runs:
         if run.detail:
             print(f"  {run.name}: {run.detail}")

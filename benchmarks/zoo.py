@@ -140,6 +140,19 @@ def _mobilenet_v3_large(sizes: Sizes) -> Case:
     return Case(model, (_images(sizes),), {}, _classification_loss(sizes, 1000))
 
 
+def _torchvision(name: str) -> Callable[[Sizes], Case]:
+    """A torchvision classifier by name (random weights); RegNet's padded strides and Swin's
+    window shifts through in-place ops are what Inductor's re-runs and torch-level repros must
+    keep."""
+    def build(sizes: Sizes) -> Case:
+        import torchvision
+
+        model = torchvision.models.get_model(name, weights=None)
+        return Case(model, (_images(sizes),), {}, _classification_loss(sizes, 1000))
+
+    return build
+
+
 def _tokens(sizes: Sizes, vocab_size: int, seed: int = 0) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(0, vocab_size, (sizes.batch, sizes.seq_len), generator=generator).to(sizes.device)
@@ -224,6 +237,8 @@ MODELS: list[ModelSpec] = [
     ModelSpec("vit_base_patch16_224", "timm", _timm("vit_base_patch16_224")),
     ModelSpec("efficientnet_b0", "timm", _timm("efficientnet_b0")),
     ModelSpec("mobilenet_v3_large", "torchvision", _mobilenet_v3_large),
+    ModelSpec("regnet_y_400mf", "torchvision", _torchvision("regnet_y_400mf")),
+    ModelSpec("swin_t", "torchvision", _torchvision("swin_t")),
     ModelSpec("BertModel", "transformers", _bert),
     ModelSpec("GPT2LMHeadModel", "transformers", _gpt2),
     ModelSpec("T5ForConditionalGeneration", "transformers", _t5),

@@ -187,36 +187,11 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def report(args: argparse.Namespace) -> int:
-    from pytest_torchcompile.repros.repro import config_lines, graph_source, header_fields
+    from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME, bug_report
 
     case = _case_dir(args.case)
-    shown = case / MINIFIED if (case / MINIFIED).is_file() else case / REPRO
-    fields, original = header_fields(shown), header_fields(case / REPRO)
-    config = config_lines(shown)
-    lines = [
-        f"## torch.compile (Inductor): {original.get('status', 'failure')}",
-        "",
-        f"- case: `{original.get('case', case.name)}`",
-        f"- graph: {fields.get('ops', '?')} ops" + (f" (minified from {original.get('ops', '?')})"
-                                                  if shown.name == MINIFIED else " (not minified)"),
-        *([f"- where: {fields['stage']}"] if "stage" in fields else []),
-        f"- environment: {fields.get('env', '?')}",
-        "",
-        "### Graph",
-        "",
-        "```python",
-        graph_source(shown) or f"# see {shown.name}",
-        "```",
-        *(["", "Inductor config (values that differ from the defaults):", "", "```python", config, "```"]
-          if config else []),
-        "",
-        "### Reproduce",
-        "",
-        f"`python {shown.name}` (only torch needed) exits 1 while the failure reproduces, 2 when it "
-        "fails another way, 0 once fixed; it prints the comparison with the fp64 reference.",
-        f"Attach: `{shown}`" + (f" and `{case / 'tensors'}/`" if (case / "tensors").is_dir() else ""),
-    ]
-    print("\n".join(lines))
+    written = case / BUG_REPORT_NAME
+    print(written.read_text() if written.is_file() else bug_report(case))
     return 0
 
 

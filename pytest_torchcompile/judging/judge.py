@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from pytest_torchcompile.judging.oracle import compare_tensor, unwritten_mask, written_only
+from pytest_torchcompile.judging.rule import error_signature, normalized_error
 from pytest_torchcompile.run.verdict import LeafResult
 from pytest_torchcompile.torch_internals.compiling import compile_dynamo_graph, compile_graph
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
@@ -167,20 +168,6 @@ def _matmul_in_fp32() -> Iterator[None]:
             torch.set_float32_matmul_precision(saved)
 
 
-def error_signature(error: BaseException, max_chars: int | None = None) -> str:
-    """``Type: first line of the message`` (its first ``max_chars``); the identity of a compile
-    or runtime failure."""
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0][:max_chars] if lines else ''}"
-
-
-def _normalized(signature: str) -> str:
-    """A signature without what changes between two compiles of one failure: file paths (Inductor
-    names generated modules by content hash), addresses and numbers."""
-    without_paths = re.sub(r"(?:[A-Za-z]:)?(?:[/\\][^\s/\\'\"]+)+", "PATH", signature)
-    return re.sub(r"0x[0-9a-fA-F]+|\d+", "N", without_paths)
-
-
 def same_failure(verdict: GraphVerdict, kind: str, expected_error: str | None, pattern: str | None) -> bool:
     """Whether ``verdict`` fails the way the original case did (the minifier's interestingness)."""
     if verdict.failure != kind:
@@ -191,7 +178,7 @@ def same_failure(verdict: GraphVerdict, kind: str, expected_error: str | None, p
         return verdict.error is not None and re.search(pattern, verdict.error) is not None
     if expected_error is None or verdict.error is None:
         return True
-    return _normalized(verdict.error) == _normalized(expected_error)
+    return normalized_error(verdict.error) == normalized_error(expected_error)
 
 
 def devices_of(values: Sequence[Any]) -> set[torch.device]:

@@ -5,8 +5,10 @@ original dtype, as PyTorch's ``torch._dynamo.utils.same`` does: compiled may be 
 eager is, times a dtype-dependent multiplier. A fixed allclose would cry wolf on low precision and
 miss real deviations on large values.
 
-The functions listed in ``STANDALONE_SOURCES`` depend on torch, ``math`` and ``dataclasses`` only:
-generated repro files embed their source, so a repro judges exactly as the plugin does.
+The rule itself is :mod:`rule`'s; this module adds what a reader of a verdict needs (the worst
+element, a table) and walks nested outputs. The functions listed in ``STANDALONE_SOURCES`` depend
+on torch, ``math``, ``dataclasses`` and :mod:`rule` only: a full repro file embeds their source,
+so it judges exactly as the plugin does.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import torch
 
+from pytest_torchcompile.judging.rule import leaf_verdict
 from pytest_torchcompile.run.verdict import (
     DEFAULT_TOLERANCE,
     Comparison,
@@ -25,22 +28,6 @@ from pytest_torchcompile.run.verdict import (
     format_table,
     summarized_leaves,
 )
-
-
-def rmse(reference: torch.Tensor, result: torch.Tensor) -> float:
-    return float(torch.sqrt(torch.mean(torch.square(reference.double() - result.double()))))
-
-
-def rmse_multiplier(dtype: torch.dtype, numel: int, shape: tuple[int, ...], tol: float) -> float:
-    """PyTorch's allowance for compiled error over eager error (``same()``'s multiplier).
-
-    Low precision and small tensors get more room: rounding noise dominates their RMSE.
-    """
-    if dtype in (torch.float16, torch.bfloat16):
-        return 3.0
-    if numel < 1000 or (len(shape) == 4 and shape[-1] == shape[-2] == 1) or tol >= 2e-2:
-        return 3.0
-    return 2.0
 
 
 def _worst_element(
@@ -55,10 +42,6 @@ def _worst_element(
     return float(error.reshape(-1)[flat_index]), index
 
 
-def _nonfinite_pattern(tensor: torch.Tensor) -> torch.Tensor:
-    return torch.stack([torch.isnan(tensor), tensor == math.inf, tensor == -math.inf])
-
-
 def compare_tensor(
     path: str,
     compiled: torch.Tensor,
@@ -67,8 +50,9 @@ def compare_tensor(
     tol: float,
     check_non_float: bool = True,
 ) -> LeafResult:
-    """Judge one compiled tensor. ``reference`` is the fp64 run's value, or None for the weaker
-    same-precision (cosine) check used when the model cannot run in fp64."""
+    """Judge one compiled tensor by :func:`rule.leaf_verdict`, with what a reader of the verdict
+    needs beside it. ``reference`` is the fp64 run's value, or None for the weaker same-precision
+    (cosine) check used when the model cannot run in fp64."""
     shape = tuple(eager.shape)
     dtype = str(eager.dtype).replace("torch.", "")
     # Judged where the compiled tensor is: a probe returns hundreds of activations, and copying
@@ -86,59 +70,29 @@ def compare_tensor(
     if compiled.is_complex():
         compiled, eager = torch.view_as_real(compiled), torch.view_as_real(eager)
         reference = torch.view_as_real(reference) if reference is not None else None
-    if not compiled.is_floating_point():
-        if not check_non_float:
-            return LeafResult(path, shape, dtype, True, "not checked (non-floating)")
+    passed, how, figures = leaf_verdict(compiled, eager, reference, tol, check_non_float)
+    if how in ("not checked (non-floating)", "empty", "allclose"):
+        return LeafResult(path, shape, dtype, passed, how)
+    if how == "exact":
         mismatched = int((compiled != eager).sum())
         worst, where = _worst_element(compiled, eager)
-        return LeafResult(
-            path, shape, dtype, mismatched == 0, "exact",
-            max_abs_error=worst, max_error_index=where,
-            detail=f"{mismatched} of {eager.numel()} elements differ" if mismatched else "",
-        )
-    if compiled.numel() == 0:
-        return LeafResult(path, shape, dtype, True, "empty")
-
-    compiled_finite = torch.isfinite(compiled)
-    eager_finite = torch.isfinite(eager)
-    pattern_differs = not torch.equal(_nonfinite_pattern(compiled), _nonfinite_pattern(eager))
-    if pattern_differs:
-        compiled_better = (
-            reference is not None
-            and bool(compiled_finite.all())
-            and bool(torch.isfinite(reference).all())
-            and bool(torch.allclose(reference.to(compiled.dtype), compiled, atol=4e-2, rtol=4e-2))
-        )
-        if not compiled_better:
-            worst, where = _worst_element(compiled, eager)
-            return LeafResult(
-                path, shape, dtype, False, "non-finite pattern",
-                max_abs_error=worst, max_error_index=where,
-                detail=f"compiled has {int((~compiled_finite).sum())} non-finite values, eager {int((~eager_finite).sum())}",
-            )
-    if bool(torch.allclose(compiled, eager, atol=tol, rtol=tol, equal_nan=True)):
-        return LeafResult(path, shape, dtype, True, "allclose")
-
-    finite = compiled_finite & eager_finite
-    if reference is None:
-        cosine = float(
-            torch.nn.functional.cosine_similarity(
-                compiled[finite].double().flatten(), eager[finite].double().flatten(), dim=0, eps=1e-6
-            )
-        )
+        return LeafResult(path, shape, dtype, passed, how, max_abs_error=worst, max_error_index=where,
+                          detail=f"{mismatched} of {eager.numel()} elements differ" if mismatched else "")
+    if how == "non-finite pattern":
         worst, where = _worst_element(compiled, eager)
         return LeafResult(
-            path, shape, dtype, cosine >= 0.99, "cosine vs eager (no fp64 reference)",
-            max_abs_error=worst, max_error_index=where, detail=f"cosine similarity {cosine:.5f}",
+            path, shape, dtype, passed, how, max_abs_error=worst, max_error_index=where,
+            detail=(f"compiled has {int((~torch.isfinite(compiled)).sum())} non-finite values, "
+                    f"eager {int((~torch.isfinite(eager)).sum())}"),
         )
-    finite = finite & torch.isfinite(reference)
-    compiled_error = rmse(reference[finite], compiled[finite])
-    eager_error = rmse(reference[finite], eager[finite])
-    multiplier = rmse_multiplier(eager.dtype, eager.numel(), shape, tol)
-    passed = compiled_error <= multiplier * eager_error + tol / 10.0
+    if reference is None:
+        worst, where = _worst_element(compiled, eager)
+        return LeafResult(path, shape, dtype, passed, how, max_abs_error=worst, max_error_index=where,
+                          detail=f"cosine similarity {figures[0]:.5f}")
+    compiled_error, eager_error, multiplier = figures
     worst, where = _worst_element(compiled, reference.to(torch.float64))
     return LeafResult(
-        path, shape, dtype, passed, "fp64 rmse",
+        path, shape, dtype, passed, how,
         rmse_compiled=compiled_error, rmse_eager=eager_error, multiplier=multiplier,
         max_abs_error=worst, max_error_index=where,
     )
@@ -163,7 +117,7 @@ def written_only(value: Any, unwritten: torch.Tensor | None) -> Any:
 
 
 STANDALONE_SOURCES = (
-    LeafResult, rmse, rmse_multiplier, _worst_element, _nonfinite_pattern, compare_tensor, format_table,
+    LeafResult, _worst_element, compare_tensor, format_table,
     summarized_leaves, unwritten_mask, written_only,
 )
 

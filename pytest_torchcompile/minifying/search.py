@@ -59,15 +59,15 @@ from pytest_torchcompile.judging.slicing import (
     output_index,
 )
 from pytest_torchcompile.judging.stages import FailureKind, StageAttribution, graph_ops
-from pytest_torchcompile.repros.repro import config_lines, load_case, write_repro
+from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME, bug_report
+from pytest_torchcompile.repros.repro import MINIFIED_NAME, config_lines, load_case, write_minified
 from pytest_torchcompile.run.files import atomic_write, locked
 from pytest_torchcompile.run.results import MinifyProgress, MinifyResult, StopReason
+from pytest_torchcompile.run.verdict import format_table, summarized_leaves
 from pytest_torchcompile.torch_internals.compiling import cpp_kernels
 
 Judge = Callable[[torch.fx.GraphModule, list[Any]], GraphVerdict]
 """Compiles and judges one candidate graph on its inputs."""
-
-MINIFIED_NAME = "minified.py"
 
 LOCATE_BYTES_LIMIT = 1 << 30
 """Beyond this much floating intermediate data, the locate run (which returns all of it, three
@@ -94,6 +94,8 @@ class Reduction:
     seconds: float
     stop: StopReason
     how: str
+    verdict: GraphVerdict | None = None
+    """How the graph left fails (what a bug report shows of it)."""
 
 
 
@@ -160,7 +162,7 @@ class _Search:
         ops_before = self.case.op_count
         return Reduction(
             gm, inputs, ops_before, self.slicer.op_count(selection) if selection is not None else ops_before,
-            self.compiles, self.elapsed(), stop, how,
+            self.compiles, self.elapsed(), stop, how, self.verdicts.get(selection) if selection is not None else None,
         )
 
 
@@ -373,13 +375,18 @@ def minify_repro(
         generated = _generated_code(kernel)
         comment = generated[0] if generated else ""
     # Only into the case directory itself: a symbolic link there (at tensors/) is not followed.
-    minified = write_repro(_minified_case(case, reduction, note, comment, stage), path.with_name(MINIFIED_NAME),
-                           within=path.parent)
+    minified = write_minified(_minified_case(case, reduction, note, comment, stage), path.with_name(MINIFIED_NAME),
+                              within=path.parent)
     kernel_path = _write_kernel(generated, path.parent)
+    ops = graph_ops(reduction.gm)
+    report_path = path.with_name(BUG_REPORT_NAME)
+    with locked(path.parent):
+        atomic_write(report_path, bug_report(path.parent, _outcome(reduction.verdict), ops).encode(), within=path.parent)
     result = MinifyResult(
         reduction.ops_before, reduction.ops_after, seconds, compiles,
         reduction.stop, str(minified), str(kernel_path) if kernel_path else None, note,
-        graph_ops(reduction.gm), failure_type=query.failure.type_name, judge_deaths=list(judge.deaths),
+        ops, failure_type=query.failure.type_name, judge_deaths=list(judge.deaths),
+        bug_report_path=str(report_path),
     )
     if stage is not None:
         result.stage, result.stage_summary = stage.stage, stage.summary
@@ -423,6 +430,15 @@ def _note(reduction: Reduction, compiles: int, seconds: float) -> str:
         return f"NOT MINIMAL: {reduction.how}; the smallest failing graph found so far ({summary})"
     return (f"minified by pytest-torchcompile ({summary}): {reduction.how}; "
             "1-minimal: without any one of its ops it no longer fails")
+
+
+def _outcome(verdict: GraphVerdict | None) -> str:
+    """What the minimal graph gave, for its bug report: the per-output table, or the error."""
+    if verdict is None:
+        return ""
+    if verdict.leaves:
+        return format_table(summarized_leaves(verdict.leaves)[0])
+    return verdict.error or ""
 
 
 def _minified_case(case: ReproCase, reduction: Reduction, note: str, generated_code: str,

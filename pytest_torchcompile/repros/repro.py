@@ -11,6 +11,8 @@ package registers) are registered by importing the modules that define them, nam
 
 from __future__ import annotations
 
+import ast
+import copy
 import hashlib
 import importlib.util
 import inspect
@@ -26,7 +28,7 @@ import stat
 import sys
 import tempfile
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -36,14 +38,19 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging import judge as standalone
-from pytest_torchcompile.judging import oracle
+from pytest_torchcompile.judging import oracle, rule
 from pytest_torchcompile.judging.capture import HostTensor
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import ReproBroken, clone_values, error_signature
+from pytest_torchcompile.repros.compact import (
+    compact_disagreement,
+    compact_obstacle,
+    render_compact,
+)
 from pytest_torchcompile.run.files import atomic_write, locked, replace_directory
 from pytest_torchcompile.run.processes import own_start, pid_alive
-from pytest_torchcompile.run.verdict import out_of_memory
+from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, out_of_memory
 from pytest_torchcompile.torch_internals.compiling import compile_dynamo_graph, compile_graph
 from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_restored
 from pytest_torchcompile.torch_internals.environment import environment
@@ -56,6 +63,7 @@ INLINE_NUMEL = 32
 
 TENSOR_DIR = "tensors"
 REPRO_NAME = "repro.py"
+MINIFIED_NAME = "minified.py"
 
 
 def slugify(nodeid: str, limit: int = 80) -> str:
@@ -71,10 +79,13 @@ def slugify(nodeid: str, limit: int = 80) -> str:
 
 
 class _TensorWriter:
-    """Turns tensors into source expressions; large ones are saved once, named by content."""
+    """Turns tensors into source expressions; large ones are saved once, named by content. A
+    compact repro's expressions name less: its tensors are dense, need no grad, start their
+    storage (see ``compact``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, compact: bool = False) -> None:
         self.files: dict[str, bytes] = {}
+        self.compact = compact
 
     def expression(self, value: Any) -> str:
         if isinstance(value, torch.Tensor):
@@ -88,10 +99,11 @@ class _TensorWriter:
         return repr(value)
 
     def _tensor(self, value: torch.Tensor, device: torch.device, requires_grad: bool) -> str:
-        meta = (f"{value.dtype}, {tuple(value.shape)!r}, {tuple(value.stride())!r}, "
-                f"{str(device)!r}, {requires_grad}" + (f", {value.storage_offset()}" if value.storage_offset() else ""))
+        meta = f"{value.dtype}, {tuple(value.shape)!r}, {tuple(value.stride())!r}, {str(device)!r}"
+        if not self.compact:
+            meta += f", {requires_grad}" + (f", {value.storage_offset()}" if value.storage_offset() else "")
         if value.numel() <= INLINE_NUMEL and not value.is_complex():
-            return f"_inline({_literal(value.cpu().tolist())}, {meta})"
+            return f"{'_load' if self.compact else '_inline'}({_literal(value.cpu().tolist())}, {meta})"
         buffer = io.BytesIO()
         torch.save(value.cpu().contiguous().clone(), buffer)
         data = buffer.getvalue()
@@ -127,15 +139,32 @@ def _module_source(gm: torch.fx.GraphModule, class_name: str, writer: _TensorWri
     return "\n\n".join([*nested, f"class {class_name}(torch.nn.Module):\n    def __init__(self):\n{init}\n\n{body}\n"])
 
 
+def embedded_module(module: ModuleType) -> str:
+    """A self-contained module's code as a repro embeds it, whole but for what a reader of the
+    repro does without: its docstrings, its ``from __future__`` import (the repro's head has it)
+    and the second of two blank lines."""
+    source = inspect.getsource(module)
+    left_out: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            left_out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+        body = getattr(node, "body", None)
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef) and body and ast.get_docstring(node) is not None:
+            left_out.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+    kept = [line for number, line in enumerate(source.splitlines(), 1) if number not in left_out]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+
+
 def _standalone_runtime() -> str:
-    """The judging code, taken from the plugin's own modules so both judge alike."""
+    """The judging code, taken from the plugin's own modules so both judge alike: the rule
+    module whole, then what judges a graph with it."""
     parts = [inspect.getsource(obj) for obj in (compile_graph, compile_dynamo_graph,
                                                 float64_everywhere, filling_unwritten)]
     parts += [inspect.getsource(obj) for obj in oracle.STANDALONE_SOURCES]
     module_source = inspect.getsource(standalone)
     module_body = module_source[module_source.index("ACCURACY = "):]
     parts.append(module_body)
-    return "\n\n".join(textwrap.dedent(part).strip() for part in parts)
+    return "\n\n".join([embedded_module(rule), *(textwrap.dedent(part).strip() for part in parts)])
 
 
 _PRELUDE = '''\
@@ -341,10 +370,14 @@ if __name__ == "__main__":
 '''
 
 
-def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
-    """The repro file's source and the tensor files it needs (name -> bytes)."""
-    writer = _TensorWriter()
-    module = _module_source(case.gm, "Repro", writer)
+def render_repro(case: ReproCase, compact: bool = False) -> tuple[str, dict[str, bytes]]:
+    """The repro file's source and the tensor files it needs (name -> bytes); with ``compact``,
+    the compact form (``compact``'s rules, which the case must meet: ``compact_obstacle``)."""
+    writer = _TensorWriter(compact)
+    module = _module_source(_without_annotations(case.gm) if compact else case.gm, "Repro", writer)
+    if compact:
+        header = _case_fields(case, environment())
+        return render_compact(case, header, module, [writer.expression(value) for value in case.inputs]), writer.files
     inputs = ",\n".join(f"        {writer.expression(value)}" for value in case.inputs)
     env = environment()
     required = case.required_ops()
@@ -353,15 +386,11 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
     header = [
         "# pytest-torchcompile repro: only torch is needed to run it"
         + (f", and {', '.join(modules)} for the ops it registers." if modules else "."),
-        f"# case:    {_one_line(case.title)}",
-        f"# status:  {_one_line(case.status_line or case.kind)}",
-        f"# ops:     {case.op_count}",
-        *([f"# stage:   {case.stage}"] if case.stage else []),
-        "# env:     " + ", ".join(f"{k} {v}" for k, v in env.items()),
+        *_case_fields(case, env),
         "# run:     python repro.py   (exit 1: reproduced, 2: fails differently, 0: fixed,",
         "#                             3: the repro itself cannot run)",
         "#          pytest repro.py   (one test, marked inductor_repro)",
-        *(f"# note:    {_one_line(note)}" for note in case.notes),
+        *_note_fields(case),
     ]
     if case.level == standalone.DYNAMO:
         header[3:3] = ["# level:   torch-level graph (Dynamo's, before AOT autograd and Inductor's "
@@ -400,6 +429,31 @@ def render_repro(case: ReproCase) -> tuple[str, dict[str, bytes]]:
     return source, writer.files
 
 
+def _without_annotations(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of ``gm`` whose code carries no type annotations: those a traced function's own
+    hints leave on its nodes name types a file without postponed evaluation cannot resolve."""
+    copied = copy.deepcopy(gm)
+    for node in copied.graph.nodes:
+        node.type = None
+    copied.recompile()
+    return copied
+
+
+def _case_fields(case: ReproCase, env: dict[str, str]) -> list[str]:
+    """The header lines that ``header_fields`` reads back: case, status, ops, stage, env."""
+    return [
+        f"# case:    {_one_line(case.title)}",
+        f"# status:  {_one_line(case.status_line or case.kind)}",
+        f"# ops:     {case.op_count}",
+        *([f"# stage:   {case.stage}"] if case.stage else []),
+        "# env:     " + ", ".join(f"{k} {v}" for k, v in env.items()),
+    ]
+
+
+def _note_fields(case: ReproCase) -> list[str]:
+    return [f"# note:    {_one_line(note)}" for note in case.notes]
+
+
 _LINE_BREAKING = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
@@ -419,13 +473,31 @@ def _generated_code_comment(code: str, level: str) -> str:
 # --- writing -------------------------------------------------------------------------------
 
 
-def write_repro(case: ReproCase, path: Path, within: Path | None = None) -> Path:
+def write_repro(case: ReproCase, path: Path, within: Path | None = None, compact: bool = False) -> Path:
     """Write ``case`` to ``path`` (and its tensors beside it), atomically and under a lock; with
-    ``within``, only through real directories below it (see ``files.atomic_write``)."""
-    source, tensors = render_repro(case)
+    ``within``, only through real directories below it (see ``files.atomic_write``); with
+    ``compact``, in the compact form (see ``render_repro``)."""
+    source, tensors = render_repro(case, compact)
     with locked(path.parent):
         _write_files(path, source, tensors, within)
     return path
+
+
+def write_minified(case: ReproCase, path: Path, within: Path | None = None) -> Path:
+    """Write a minified ``case`` in the compact form where it can be (see ``compact``), else in
+    the full form with a note saying why. A compact file is loaded back first: it is kept only
+    when its graph and its eager and fp64 runs are the plugin's."""
+    reason = compact_obstacle(case)
+    if reason is None:
+        write_repro(case, path, within, compact=True)
+        try:
+            reason = compact_disagreement(load_repro(path).module, case)
+        except Exception as error:
+            reason = f"it does not load: {error_signature(error)}"
+        if reason is None:
+            return path
+    return write_repro(replace(case, notes=[*case.notes, f"the full form, not the compact one: {reason}"]),
+                       path, within)
 
 
 def _write_files(path: Path, source: str, tensors: dict[str, bytes], within: Path | None) -> None:
@@ -529,12 +601,14 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
     gm, inputs = _build(module)
     title = next((line.split(":", 1)[1].strip() for line in path.read_text().splitlines()
                   if line.startswith("# case:")), path.parent.name)
+    # A compact file (``compact``) names only what its kind of failure needs.
     case = ReproCase(
-        gm=gm, inputs=inputs, kind=module.KIND, title=title, tol=module.TOL,
-        check_non_float=module.CHECK_NON_FLOAT, non_float_failure=getattr(module, "NON_FLOAT_FAILURE", False),
-        expected_error=module.EXPECTED_ERROR,
-        error_pattern=module.ERROR_PATTERN, grad_enabled=module.GRAD_ENABLED,
-        symbolic_sizes=module.SYMBOLIC_SIZES, config_source=config_lines(path),
+        gm=gm, inputs=inputs, kind=module.KIND, title=title, tol=getattr(module, "TOL", DEFAULT_TOLERANCE),
+        check_non_float=getattr(module, "CHECK_NON_FLOAT", True),
+        non_float_failure=getattr(module, "NON_FLOAT_FAILURE", False),
+        expected_error=getattr(module, "EXPECTED_ERROR", None), error_pattern=getattr(module, "ERROR_PATTERN", None),
+        grad_enabled=getattr(module, "GRAD_ENABLED", False),
+        symbolic_sizes=getattr(module, "SYMBOLIC_SIZES", []), config_source=config_lines(path),
         op_origins=[OpOrigin(*entry) for entry in getattr(module, "REQUIRED_OPS", [])],
         level=getattr(module, "LEVEL", standalone.POST_AOT),
     )
@@ -542,12 +616,13 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
 
 
 def _build(module: ModuleType) -> tuple[torch.fx.GraphModule, list[Any]]:
-    """The graph and inputs of a loaded repro file (one written before repros had ``build``
-    included)."""
+    """The graph and inputs of a loaded repro file (a compact one, or one written before repros
+    had ``build``)."""
     try:
         if hasattr(module, "build"):
             return module.build()
-        return module._trace(module.Repro()), module.make_inputs()
+        trace = getattr(module, "_trace", torch.fx.symbolic_trace)
+        return trace(module.Repro()), module.make_inputs()
     except Exception as error:
         reason = str(error) if type(error).__name__ == "ReproBroken" else f"{type(error).__name__}: {error}"
         raise ReproBroken(reason) from error

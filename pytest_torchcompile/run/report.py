@@ -64,7 +64,7 @@ does not).
     intermediates, that could not be judged), ``minify`` (null or an
     object: ``ops_before``, ``ops_after``, ``seconds``, ``compiles``, ``stop`` (why minification
     stopped: ``minimal``, ``time_budget`` (not minimal), ``not_reproduced``, ``repro_broken``,
-    ``crashed``, ``interrupted``), ``path`` (null when nothing was written), ``kernel_path``,
+    ``crashed``, ``interrupted``), ``path`` (null when nothing was written), ``kernel_path``, ``bug_report_path``,
     ``note`` (how it was minified, or why not), ``ops`` (array of the
     minimal graph's distinct ops), ``stage`` (where the failure appears: ``inductor.lowering``,
     ``inductor.codegen.cpp``, ``decompositions``, ... or null), ``stage_summary`` (that in
@@ -393,6 +393,8 @@ def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
 
 def _minify_facts(minify: MinifyResult, layout: TerminalLayout) -> list[tuple[str, str]]:
     facts = [("minified", layout.shown(minify.path))] if minify.path else []
+    if minify.bug_report_path:
+        facts.append(("bug report", layout.shown(minify.bug_report_path)))
     facts.append(("minify", format_minify(minify)))
     if minify.stage_summary:
         facts.append(("stage", minify.stage_summary))

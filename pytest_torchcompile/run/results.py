@@ -66,6 +66,8 @@ class MinifyResult:
     """What finding the stage cost, beyond ``compiles`` and ``seconds`` (the minification's)."""
     judge_deaths: list[str] = field(default_factory=list)
     """How each judging child that died during the minification died (it was replaced)."""
+    bug_report_path: str | None = None
+    """``bug_report.md`` beside the minified repro: the text of a PyTorch issue for it."""
 
     @property
     def signature(self) -> str | None:

@@ -40,17 +40,45 @@ def inductor_config_restored() -> Iterator[None]:
         inductor_config_module.load_config(saved)
 
 
+CACHE_SWITCHES = frozenset({
+    "fx_graph_cache", "fx_graph_remote_cache", "bundle_triton_into_fx_graph_cache", "autotune_local_cache",
+    "autotune_remote_cache", "bundled_autotune_remote_cache", "remote_gemm_autotune_cache",
+})
+"""Inductor config values that switch a cache on or off (and change nothing that is compiled)."""
+
+
 def inductor_config_source(cpu_threads: bool = False) -> str:
     """Python statements that set every Inductor config value differing from its default; with
     ``cpu_threads``, also the thread count C++ kernels are generated for (``cpp.threads``) where
     it is left to follow ``torch.get_num_threads()``: generated C++ is shaped by it, and a process
-    that compiles the graph again (a repro, a judging child) may run with another."""
+    that compiles the graph again (a repro, a judging child) may run with another.
+
+    A value set to what it is by default is left out: Inductor's own code sets some so (a first
+    compile in a process does), and a repro's reader would take each line for a difference. So
+    are the switches of caches, which change what is looked up, not what is compiled (the
+    checks turn some off while they capture graphs)."""
     import torch._inductor.config as inductor_config_module
 
-    lines = str(inductor_config_module.codegen_config()).rstrip("\n")
+    values = inductor_config_module.get_config_copy()
+    entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
+    prefix = "torch._inductor.config."
+    lines = []
+    for line in str(inductor_config_module.codegen_config()).splitlines():
+        name = line.split("=", 1)[0].strip().removeprefix(prefix)
+        if line.startswith(prefix) and name in entries and (
+                _equal(values.get(name), entries[name].default) or name in CACHE_SWITCHES):
+            continue
+        lines.append(line)
     if cpu_threads and inductor_config_module.cpp.threads < 1:
-        lines = "\n".join(filter(None, [lines, f"torch._inductor.config.cpp.threads = {torch.get_num_threads()}"]))
-    return lines
+        lines.append(f"torch._inductor.config.cpp.threads = {torch.get_num_threads()}")
+    return "\n".join(line for line in lines if line.strip())
+
+
+def _equal(value: Any, default: Any) -> bool:
+    try:
+        return type(value) is type(default) and bool(value == default)
+    except Exception:
+        return False
 
 
 def inductor_config_diff() -> dict[str, Any]:

@@ -74,8 +74,9 @@ def test_rerun_runs_every_repro_and_sums_up_in_its_exit_status(repro_dir: Path,
 def test_report_prints_a_bug_report_of_a_case(repro_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(repro_dir / "tests_m.py__test_bug")]) == 0
     shown = capsys.readouterr().out
-    assert shown.startswith("## torch.compile (Inductor): fail_accuracy: 1 of 1 outputs deviate\n")
-    assert "- case: `tests/m.py::test_bug :: graph 0 (inference)`" in shown
+    assert shown.startswith("# [inductor] wrong result from a 2-op graph on CPU\n")
+    assert "`torch.compile` (Inductor) computes a wrong result" in shown
+    assert "found by pytest-torchcompile in `tests/m.py::test_bug :: graph 0 (inference)`" in shown
     assert "torch.ops.aten.relu.default" in shown
     assert "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'" in shown
     assert "`python repro.py`" in shown

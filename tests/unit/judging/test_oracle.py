@@ -6,6 +6,7 @@ import collections
 import dataclasses
 import math
 
+import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,8 +16,8 @@ from pytest_torchcompile.judging.oracle import (
     compare_tensor,
     first_disagreement,
     flatten_outputs,
-    rmse_multiplier,
 )
+from pytest_torchcompile.judging.rule import leaf_verdict
 from pytest_torchcompile.run.verdict import LeafResult, format_table, summarized_leaves
 
 
@@ -46,12 +47,15 @@ def test_compiled_error_beyond_multiplier_fails_and_reports_worst_element() -> N
     assert leaf.ratio is not None and leaf.ratio > 100
 
 
-def test_multiplier_follows_dtype_and_size() -> None:
-    assert rmse_multiplier(torch.float32, 4096, (64, 64), 1e-4) == 2.0
-    assert rmse_multiplier(torch.float16, 4096, (64, 64), 1e-4) == 3.0
-    assert rmse_multiplier(torch.bfloat16, 4096, (64, 64), 1e-4) == 3.0
-    assert rmse_multiplier(torch.float32, 999, (999,), 1e-4) == 3.0
-    assert rmse_multiplier(torch.float32, 4096, (4096, 1, 1, 1), 1e-4) == 3.0
+@pytest.mark.parametrize(("dtype", "shape", "multiplier"), [
+    (torch.float32, (64, 64), 2.0), (torch.float16, (64, 64), 3.0), (torch.bfloat16, (64, 64), 3.0),
+    (torch.float32, (999,), 3.0), (torch.float32, (4096, 1, 1, 1), 3.0),
+])
+def test_multiplier_follows_dtype_and_size(dtype: torch.dtype, shape: tuple[int, ...], multiplier: float) -> None:
+    reference = torch.linspace(1, 2, math.prod(shape), dtype=torch.float64).reshape(shape)
+    eager = reference.to(dtype)
+    passed, rule, figures = leaf_verdict(eager + 1, eager, reference, 1e-4)
+    assert (passed, rule, figures[2]) == (False, "fp64 rmse", multiplier)
 
 
 def test_error_within_multiplier_of_eager_passes() -> None:

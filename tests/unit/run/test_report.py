@@ -277,7 +277,7 @@ def test_json_report_check_has_every_case_result_field() -> None:
             "ops_before": 12, "ops_after": 3, "seconds": 4.25, "compiles": 17, "stop": "minimal",
             "path": "repros/min_a.py", "kernel_path": "repros/min_a_kernel.py", "note": "",
             "ops": [], "stage": None, "stage_summary": "", "failure_type": "", "stage_compiles": 0,
-            "stage_seconds": 0.0, "judge_deaths": [],
+            "stage_seconds": 0.0, "judge_deaths": [], "bug_report_path": None,
         },
         "compile_seconds": 2.5,
         "graph": "graph 0 (forward)",

@@ -1,0 +1,98 @@
+"""The text of a ready-to-file PyTorch issue for a case directory: a title, the versions, the
+minified code, what was expected and what came instead, and the stage of the stack at fault.
+Written beside ``minified.py`` as ``bug_report.md`` and printed by ``python -m
+pytest_torchcompile report``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pytest_torchcompile.repros.repro import (
+    MINIFIED_NAME,
+    REPRO_NAME,
+    config_lines,
+    graph_source,
+    header_fields,
+)
+
+BUG_REPORT_NAME = "bug_report.md"
+
+_ACCURACY = "accuracy"
+
+
+def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) -> str:
+    """The report of the case in ``case_dir``: of its ``minified.py`` where there is one.
+
+    ``outcome`` is what the compiled graph gave against the reference (the per-output table, or
+    the error), as the minifier last judged it; ``ops`` the distinct ops of the graph."""
+    minified = case_dir / MINIFIED_NAME
+    shown = minified if minified.is_file() else case_dir / REPRO_NAME
+    fields, original = header_fields(shown), header_fields(case_dir / REPRO_NAME)
+    kind = _kind(original.get("status", ""))
+    source = shown.read_text()
+    compact = not source.startswith("# pytest-torchcompile repro:")
+    env = fields.get("env", "")
+    # Where the graph's inputs live (a GPU host's environment names its GPU for CPU cases too).
+    device = "CUDA" if re.search(r"'cuda(:\d+)?'", source) else "CPU"
+    culprit = ", ".join(ops) if ops else f"a {fields.get('ops', '?')}-op graph"
+    title = (f"[inductor] wrong result from {culprit} on {device}" if kind == _ACCURACY
+             else f"[inductor] {culprit} on {device}: {kind.replace('_', ' ')}")
+    lines = [
+        f"# {title}",
+        "",
+        "### Describe the bug",
+        "",
+        f"`torch.compile` (Inductor) {_what(kind)} for {culprit} on {device}, found by "
+        f"pytest-torchcompile in `{original.get('case', case_dir.name)}`"
+        + (f" and minified from {original.get('ops', '?')} ops to {fields.get('ops', '?')}." if shown == minified
+           else " (not minified)."),
+        *([f"Where: {fields['stage']}."] if "stage" in fields else []),
+        "",
+        "### Expected vs got",
+        "",
+        _expected(kind),
+        *(["", "```", outcome.strip(), "```"] if outcome.strip() else []),
+        "",
+        "### Repro",
+        "",
+    ]
+    if compact:
+        lines += [f"`python {shown.name}` exits 1 while the bug reproduces, 0 once fixed (only torch "
+                  "needed" + ("; its larger inputs are in `tensors/` beside it" if (case_dir / "tensors").is_dir()
+                              and "_load('" in source else "") + "):", "", "```python", source.strip(), "```"]
+    else:
+        config = config_lines(shown)
+        lines += ["The graph (the whole repro is attached: "
+                  f"`python {shown.name}` exits 1 while the bug reproduces, 0 once fixed):", "",
+                  "```python", graph_source(shown) or f"# see {shown.name}", "```",
+                  *(["", "Inductor config that differs from the defaults:", "", "```python", config, "```"]
+                    if config else [])]
+    lines += ["", "### Versions", "", env or "unknown", ""]
+    return "\n".join(lines)
+
+
+def _kind(status: str) -> str:
+    """The kind of failure a header's status names: a check's status (``fail_accuracy: ...``) or
+    a case's kind (``accuracy (minified 9 -> 1 ops)``)."""
+    token = status.split(":")[0].split()[0] if status.strip() else "failure"
+    return {"fail_accuracy": _ACCURACY, "fail_compile": "compile_error", "fail_runtime": "runtime_error"}.get(token, token)
+
+
+def _what(kind: str) -> str:
+    if kind == _ACCURACY:
+        return "computes a wrong result"
+    if kind == "compile_error":
+        return "fails to compile a graph that runs eagerly"
+    if kind == "runtime_error":
+        return "compiles code that raises at run time, where eager runs"
+    return f"fails ({kind})"
+
+
+def _expected(kind: str) -> str:
+    if kind == _ACCURACY:
+        return ("Expected: the compiled graph is as close to an fp64 run of the same graph as eager is "
+                "(PyTorch's `same()` rule: rmse(compiled, fp64) <= multiplier x rmse(eager, fp64)). "
+                "Got, per output (rmse columns; ratio = rmse(compiled, fp64) / rmse(eager, fp64)):")
+    return "Expected: the compiled graph runs as eager does. Got:"
+
