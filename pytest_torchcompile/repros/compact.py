@@ -46,7 +46,7 @@ def compact_obstacle(case: ReproCase) -> str | None:
         return "a torch-level graph, compiled through the whole stack"
     if case.kind not in RULE_FUNCTIONS:
         return f"a failure of kind {case.kind}"
-    if any(origin.module is not None for origin in case.required_ops()):
+    if any(origin.module is not None and not _in_torch(origin.module) for origin in case.required_ops()):
         return "ops that a module outside torch registers"
     if draws_random(case.gm):
         return "random ops, which the full form seeds alike"
@@ -68,6 +68,10 @@ def compact_obstacle(case: ReproCase) -> str | None:
     if allocates_unwritten:
         return "memory no op writes, which the full form leaves unjudged"
     return None
+
+
+def _in_torch(module: str) -> bool:
+    return module.split(".")[0] == "torch"
 
 
 def function_source(function: Callable[..., Any]) -> str:
@@ -167,6 +171,7 @@ def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
         *header,
         "import copy, math, os, re, sys",
         "import torch._inductor.compile_fx  # and with it torch._inductor.config",
+        *(f"import {module}  # registers {', '.join(ops)}" for module, ops in _registering_modules(case).items()),
         "sys.excepthook = lambda *error: (sys.__excepthook__(*error), os._exit(3))  # exit 3: the repro cannot run",
         *(["from torch import device"] if "device(" in graph_code else []),
         "",
@@ -181,6 +186,15 @@ def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
         "\n".join(functions),
         _RUNTIME + (_ACCURACY_MAIN if case.kind == ACCURACY else _ERROR_MAIN) + _END,
     ])
+
+
+def _registering_modules(case: ReproCase) -> dict[str, list[str]]:
+    """The modules of torch that register ops of the graph which ``import torch`` does not."""
+    modules: dict[str, list[str]] = {}
+    for origin in case.required_ops():
+        if origin.module is not None and _in_torch(origin.module):
+            modules.setdefault(origin.module, []).append(origin.qualname)
+    return modules
 
 
 def _strip_init(module_source: str) -> str:

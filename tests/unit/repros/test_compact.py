@@ -142,3 +142,17 @@ def test_a_compact_file_that_cannot_run_never_exits_as_reproduced(tmp_path: Path
                                              "torch._inductor.config.no_such_knob_in_any_torch = 1"))
 
     assert run(path).returncode == 3
+
+
+def test_ops_that_torch_itself_registers_on_import_of_a_module_stay_compact(tmp_path: Path) -> None:
+    import torch._inductor.inductor_prims  # noqa: F401  (registers prims.fma)
+
+    def fused(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor]:
+        return (torch.relu(torch.ops.prims.fma.default(x, y, x)),)
+
+    path = minified(tmp_path, fused, [torch.randn(8), torch.randn(8)])
+
+    source = path.read_text()
+    assert FULL_FORM not in source
+    assert "import torch._inductor.inductor_prims  # registers prims::fma" in source
+    assert run(path).returncode == 1
