@@ -145,7 +145,7 @@ def test_a_compact_file_that_cannot_run_never_exits_as_reproduced(tmp_path: Path
 
 
 def test_ops_that_torch_itself_registers_on_import_of_a_module_stay_compact(tmp_path: Path) -> None:
-    import torch._inductor.inductor_prims  # noqa: F401  (registers prims.fma)
+    import torch._inductor.inductor_prims
 
     def fused(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor]:
         return (torch.relu(torch.ops.prims.fma.default(x, y, x)),)
