@@ -190,8 +190,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(line, red=line.startswith("ERROR"), yellow=line.startswith("WARNING"))
     if end.failures:
         terminalreporter.write_line(f"compile accuracy: {end.heading}:", red=True, bold=True)
-        for reason in end.failures:
-            terminalreporter.write_line(f"  {reason}", red=True)
+        for line in end.failure_lines:
+            terminalreporter.write_line(line, red=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
