@@ -39,6 +39,8 @@ class Checker(Protocol):
 
     def close(self) -> None: ...
 
+    def features_off(self) -> list[str]: ...
+
 
 @dataclass
 class MinifyJob:
@@ -89,6 +91,9 @@ class AccuracySession:
     devices_lost_in: str | None = None
     """The test whose compiled code hit a device-side error, after which no kernel can run on
     its device in this process (CUDA keeps the error for the rest of the process's life)."""
+    features_off: list[str] = field(default_factory=list)
+    """A line per feature the installed torch leaves off, naming the torch internal it lacks;
+    under xdist, sent by the workers."""
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     """Names this session in the case directories it claims (``repro.unique_case_dir``)."""
 
@@ -116,6 +121,13 @@ class AccuracySession:
         """End what this process started for its checks (from ``pytest_unconfigure``)."""
         if self.runner is not None:
             self.runner.close()
+
+    def note_features_off(self, lines: Sequence[str] = ()) -> None:
+        """Add ``lines`` (a worker's) to :attr:`features_off`, or without any, this process's
+        checker's; each line once."""
+        for line in lines or (self.runner.features_off() if self.runner is not None else []):
+            if line not in self.features_off:
+                self.features_off.append(line)
 
     def queue_minify_job(self, job: MinifyJob) -> None:
         self.minify_jobs.append(job)
@@ -231,7 +243,7 @@ class AccuracySession:
         outputs = RunOutputs(gating.report, os.environ.get("GITHUB_STEP_SUMMARY") or None)
         self._run_end = conclude_run(record, self.gate, outputs,
                                      lambda: self._environment or self.describe_environment(),
-                                     layout, self.enabled)
+                                     layout, self.enabled, self.features_off)
         return self._run_end
 
 
@@ -287,10 +299,10 @@ class RunOutputs:
 
 def conclude_run(record: RunRecord, gate: Gate | None, outputs: RunOutputs,
                  environment: Callable[[], Mapping[str, Any]], layout: TerminalLayout | None = None,
-                 enabled: bool = True) -> RunEnd:
+                 enabled: bool = True, features_off: Sequence[str] = ()) -> RunEnd:
     """Judge a run against the baseline and write its files: the JSON report, the GitHub step
-    summary, the JUnit file and the baseline update. Returns the lines to show and the reasons the
-    run fails (none when it does not)."""
+    summary, the JUnit file and the baseline update. Returns the lines to show, the features the
+    installed torch leaves off first, and the reasons the run fails (none when it does not)."""
     from pytest_torchcompile.run.report import (
         TerminalLayout,
         append_github_summary,
@@ -304,7 +316,8 @@ def conclude_run(record: RunRecord, gate: Gate | None, outputs: RunOutputs,
     decisions = gate.decisions(results) if gate is not None else None
     unknown = gate.unknown(record.collected_ids, record.narrowed_files) if gate is not None else []
     recording = gate is not None and gate.update
-    lines = terminal_lines(results, decisions, layout, recording)
+    lines = [wrapped for line in features_off for wrapped in layout.wrap(f"WARNING {line}", "")]
+    lines.extend(terminal_lines(results, decisions, layout, recording))
     said: list[str] = []  # lines below the table, wrapped to the terminal at the end
     # A recording run writes what it finds to the baseline: nothing in it fails the run.
     failures = gate.run_failures(decisions or {}, unknown) if gate is not None and not recording else []
