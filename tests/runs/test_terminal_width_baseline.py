@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from test_terminal_width import plugin_lines
 
 SUITE = """
 import pytest
@@ -56,7 +57,7 @@ PYTEST_OWN_LINE = re.compile(r" (PASSED|FAILED|XFAIL)\b.*\[ *\d+%\]$|^(FAILED|XF
 
 
 def long_lines(result: pytest.RunResult) -> list[str]:
-    return [line for line in result.stdout.lines if len(line) > 80 and not PYTEST_OWN_LINE.search(line)]
+    return [line for line in plugin_lines(result.stdout.lines) if len(line) > 80 and not PYTEST_OWN_LINE.search(line)]
 
 
 def test_every_line_of_a_gated_run_fits_80_columns(pytester: pytest.Pytester,
