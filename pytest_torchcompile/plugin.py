@@ -24,6 +24,8 @@ COLLECTED_IDS = "torchcompile_collected_ids"
 """``config.workeroutput`` key: an xdist worker's collected test ids, for the controller."""
 SELECTED_IDS = "torchcompile_selected_ids"
 """``config.workeroutput`` key: the collected test ids an xdist worker did not deselect."""
+FEATURES_OFF = "torchcompile_features_off"
+"""``config.workeroutput`` key: the features the installed torch leaves off, as an xdist worker found."""
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -132,6 +134,7 @@ class ControllerHooks:
         output = getattr(node, "workeroutput", None) or {}
         self.state.collected_ids.update(output.get(COLLECTED_IDS, ()))
         self.state.selected_ids.update(output.get(SELECTED_IDS, ()))
+        self.state.note_features_off(output.get(FEATURES_OFF, ()))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -159,6 +162,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     from pytest_torchcompile.minifying.phase import run_minify_phase
 
     config = session.config
+    config.stash[SESSION_KEY].note_features_off()
+    if _is_worker(config):
+        config.workeroutput[FEATURES_OFF] = config.stash[SESSION_KEY].features_off  # type: ignore[attr-defined]
     if run_minify_phase(config, config.stash[SESSION_KEY]):
         session.exitstatus = pytest.ExitCode.INTERRUPTED
     reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -190,8 +196,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(line, red=line.startswith("ERROR"), yellow=line.startswith("WARNING"))
     if end.failures:
         terminalreporter.write_line(f"compile accuracy: {end.heading}:", red=True, bold=True)
-        for reason in end.failures:
-            terminalreporter.write_line(f"  {reason}", red=True)
+        for line in end.failure_lines:
+            terminalreporter.write_line(line, red=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -5,6 +5,7 @@ as a repro and queued for the minify phase. The only part of a session that need
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -38,7 +39,12 @@ from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import AccuracySession, MinifyJob, junit_fields
 from pytest_torchcompile.run.settings import CheckSettings
 from pytest_torchcompile.run.verdict import Comparison, Status, format_table
-from pytest_torchcompile.torch_internals.compiling import quiet_trace_log, reset_if_compiled
+from pytest_torchcompile.torch_internals.availability import core_missing, features_off
+from pytest_torchcompile.torch_internals.compiling import (
+    compiler_imported,
+    quiet_trace_log,
+    reset_if_compiled,
+)
 from pytest_torchcompile.torch_internals.config import inductor_config
 
 FAILURE_KINDS = {
@@ -79,6 +85,22 @@ class CheckRunner:
         self.probe_children.close()
         self.confirmer.close()
 
+    @functools.cached_property
+    def torch_unusable(self) -> str | None:
+        """Why the installed torch cannot be checked with (an internal checking needs is gone), as
+        a check's message; None where it can. Asked at the first check, which imports the compiler."""
+        missing = core_missing()
+        if missing is None:
+            return None
+        return f"torch {torch.__version__} has no {missing}, which checking needs; the model ran eagerly"
+
+    def features_off(self) -> list[str]:
+        """A line per feature the installed torch leaves off; none where this process compiled
+        nothing (it used none of them, and the compiler is not imported to tell)."""
+        if not compiler_imported():
+            return []
+        return [feature.line for feature in features_off()]
+
     def check(
         self,
         nodeid: str,
@@ -96,6 +118,9 @@ class CheckRunner:
         run keeps the example hypothesis reports last (the shrunk one) and minifies only that."""
         if supersede:
             self.session.drop_unreported_checks(nodeid)
+        if self.torch_unusable is not None:
+            self.session.results.append(CaseResult(nodeid, Status.NOT_JUDGED, self.torch_unusable))
+            return fn(*args, **kwargs)
         try:
             outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache, self.probe_children)
         except EagerRunError as error:

@@ -39,7 +39,11 @@ from pytest_torchcompile.torch_internals.bisector import (
     subsystems_skipped,
 )
 from pytest_torchcompile.torch_internals.compiling import compiler_for_backend
-from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_default
+from pytest_torchcompile.torch_internals.config import (
+    defaults_missing,
+    inductor_config,
+    inductor_config_default,
+)
 from pytest_torchcompile.torch_internals.ops import is_op_overload
 
 LEVELS = (POST_AOT, DYNAMO)
@@ -110,6 +114,13 @@ class _Stages:
         failing = same_failure(verdict, self.failure.kind, self.failure.expected_error, self.failure.error_pattern)
         self.trail.append(f"{step}: {'fails' if failing else _outcome(verdict)}")
         return failing
+
+    def fails_at_default(self, name: str, compiler: Compiler) -> bool:
+        step = f"inductor with {name} at its default"
+        if defaults_missing() is not None:
+            self.trail.append(f"{step}: not tried (this torch keeps no config defaults)")
+            return True
+        return self.fails(step, compiler, config={name: inductor_config_default(name)})
 
     def result(self, stage: str, summary: str, culprits: Iterable[str] = ()) -> StageAttribution:
         if self.failure.kind != ACCURACY:
@@ -245,8 +256,7 @@ def _within_inductor(stages: _Stages, compiler: Compiler, passes: Sequence[str],
     if not stages.fails("inductor with every op falling back to aten", compiler, skip=everything):
         return _lowered(stages, compiler, everything, config)
     for name, value in _non_codegen_config(config):
-        if not stages.fails(f"inductor with {name} at its default", compiler,
-                            config={name: inductor_config_default(name)}):
+        if not stages.fails_at_default(name, compiler):
             return stages.result("inductor.config", f"deviation appears with Inductor config {name}={value!r}",
                                  [f"{name}={value!r}"])
     for change in bisector_config_changes("inductor"):
@@ -268,8 +278,7 @@ def _lowered(stages: _Stages, compiler: Compiler, everything: _Skipper, config: 
         prefix = _codegen_prefix(name)
         if prefix is None:
             continue
-        if not stages.fails(f"inductor with {name} at its default", compiler,
-                            config={name: inductor_config_default(name)}):
+        if not stages.fails_at_default(name, compiler):
             language = CODEGEN_PREFIXES[prefix]
             return stages.result(f"inductor.codegen.{prefix.rstrip('.')}",
                                  f"deviation appears in Inductor's {language} codegen of {ops} ({name}={value!r})",

@@ -286,5 +286,5 @@ def _print(lines: Sequence[str], end: RunEnd) -> None:
         print(line)
     if end.failures:
         print("compile accuracy: the run fails against the baseline:")
-        for reason in end.failures:
-            print(f"  {reason}")
+        for line in end.failure_lines:
+            print(line)

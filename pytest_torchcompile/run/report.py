@@ -16,7 +16,10 @@ does not).
 - ``environment`` (object): as given by the caller, normally ``report_environment()``:
   ``torch``, ``triton`` (``"not installed"`` when absent), ``python``, ``cpu``, ``cuda_device`` and
   ``cuda`` (only when CUDA is available), ``inductor_config`` (object: Inductor config values that
-  differ from their defaults; non-JSON values as their ``repr``).
+  differ from their defaults; non-JSON values as their ``repr``), ``features_off`` (array: one
+  object per feature of the plugin the installed torch leaves off, ``feature``, ``internal`` (the
+  torch internal it needs and this torch lacks) and ``instead`` (what the plugin does without it);
+  empty on a supported torch).
 - ``run`` (object; ``null`` where the writer knew nothing of the run): what the run selected and
   how it ended, so that the reports of a suite split over machines can be merged
   (``python -m pytest_torchcompile merge``):
@@ -303,7 +306,7 @@ def terminal_lines(
         lines.append(f"plain torch.compile graphs: {_graphs_text(counts)}")
     lines.extend(root_cause_lines(results, layout.wrap))
     if decisions is not None:
-        lines.append(f"baseline: {baseline_summary(decisions)}")
+        lines.extend(layout.wrap(f"baseline: {baseline_summary(decisions)}", ""))
         for kind in _NOTABLE_KINDS:
             if recording and kind is DecisionKind.MISSING:
                 continue

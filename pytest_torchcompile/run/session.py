@@ -39,6 +39,8 @@ class Checker(Protocol):
 
     def close(self) -> None: ...
 
+    def features_off(self) -> list[str]: ...
+
 
 @dataclass
 class MinifyJob:
@@ -89,6 +91,9 @@ class AccuracySession:
     devices_lost_in: str | None = None
     """The test whose compiled code hit a device-side error, after which no kernel can run on
     its device in this process (CUDA keeps the error for the rest of the process's life)."""
+    features_off: list[str] = field(default_factory=list)
+    """A line per feature the installed torch leaves off, naming the torch internal it lacks;
+    under xdist, sent by the workers."""
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     """Names this session in the case directories it claims (``repro.unique_case_dir``)."""
 
@@ -116,6 +121,13 @@ class AccuracySession:
         """End what this process started for its checks (from ``pytest_unconfigure``)."""
         if self.runner is not None:
             self.runner.close()
+
+    def note_features_off(self, lines: Sequence[str] = ()) -> None:
+        """Add ``lines`` (a worker's) to :attr:`features_off`, or without any, this process's
+        checker's; each line once."""
+        for line in lines or (self.runner.features_off() if self.runner is not None else []):
+            if line not in self.features_off:
+                self.features_off.append(line)
 
     def queue_minify_job(self, job: MinifyJob) -> None:
         self.minify_jobs.append(job)
@@ -198,13 +210,13 @@ class AccuracySession:
                     if self.gating is not None and not self.gating.minify_expected:
                         self._drop_minify_jobs({result.case_id for result in mine})
                 elif note is not None:
-                    report.sections.append(("compile accuracy baseline", note))
+                    report.sections.append(("compile accuracy baseline", _fitted(item.config, note)))
         elif report.when == "teardown":
             self._test_results.pop(item.nodeid, None)
         if report.failed and self.devices_lost_in not in (None, item.nodeid) and _device_unusable(report):
-            report.sections.append(("compile accuracy", f"the device-side error in {self.devices_lost_in} left "
-                                    "the device unusable to this process, which this failure follows from; "
-                                    "run this test on its own"))
+            report.sections.append(("compile accuracy", _fitted(
+                item.config, f"the device-side error in {self.devices_lost_in} left the device unusable to this "
+                "process, which this failure follows from; run this test on its own")))
         if pending:
             setattr(report, RESULTS_ATTRIBUTE, json.dumps([result.to_dict() for result in pending]))
 
@@ -231,7 +243,7 @@ class AccuracySession:
         outputs = RunOutputs(gating.report, os.environ.get("GITHUB_STEP_SUMMARY") or None)
         self._run_end = conclude_run(record, self.gate, outputs,
                                      lambda: self._environment or self.describe_environment(),
-                                     layout, self.enabled)
+                                     layout, self.enabled, self.features_off)
         return self._run_end
 
 
@@ -287,10 +299,10 @@ class RunOutputs:
 
 def conclude_run(record: RunRecord, gate: Gate | None, outputs: RunOutputs,
                  environment: Callable[[], Mapping[str, Any]], layout: TerminalLayout | None = None,
-                 enabled: bool = True) -> RunEnd:
+                 enabled: bool = True, features_off: Sequence[str] = ()) -> RunEnd:
     """Judge a run against the baseline and write its files: the JSON report, the GitHub step
-    summary, the JUnit file and the baseline update. Returns the lines to show and the reasons the
-    run fails (none when it does not)."""
+    summary, the JUnit file and the baseline update. Returns the lines to show, the features the
+    installed torch leaves off first, and the reasons the run fails (none when it does not)."""
     from pytest_torchcompile.run.report import (
         TerminalLayout,
         append_github_summary,
@@ -299,39 +311,44 @@ def conclude_run(record: RunRecord, gate: Gate | None, outputs: RunOutputs,
         write_junit,
     )
 
+    layout = layout or TerminalLayout()
     results = record.results
     decisions = gate.decisions(results) if gate is not None else None
     unknown = gate.unknown(record.collected_ids, record.narrowed_files) if gate is not None else []
     recording = gate is not None and gate.update
-    lines = terminal_lines(results, decisions, layout or TerminalLayout(), recording)
+    lines = [wrapped for line in features_off for wrapped in layout.wrap(f"WARNING {line}", "")]
+    lines.extend(terminal_lines(results, decisions, layout, recording))
+    said: list[str] = []  # lines below the table, wrapped to the terminal at the end
     # A recording run writes what it finds to the baseline: nothing in it fails the run.
     failures = gate.run_failures(decisions or {}, unknown) if gate is not None and not recording else []
     unwritten: str | None = None
     recorded = 0
     if gate is not None:
-        lines.extend(gate.unknown_lines(unknown))
+        said.extend(gate.unknown_lines(unknown))
         if not results:
-            lines.append(f"baseline {gate.path}: no test ran a compile-accuracy check"
-                         + ("" if enabled else " (--compile-accuracy is off)"))
+            said.append(f"baseline {gate.path}: no test ran a compile-accuracy check"
+                        + ("" if enabled else " (--compile-accuracy is off)"))
     try:
         if outputs.report is not None:
             write_json_report(outputs.report, results, decisions, environment(), record.to_json())
-            lines.append(f"JSON report written to {outputs.report}")
+            said.append(f"JSON report written to {outputs.report}")
         if outputs.github_summary and (results or gate is not None):
             append_github_summary(outputs.github_summary, results, decisions)
         if outputs.junit is not None:
             write_junit(outputs.junit, results, decisions, record.failed_reports)
-            lines.append(f"JUnit file written to {outputs.junit}")
+            said.append(f"JUnit file written to {outputs.junit}")
         if gate is not None and gate.update:
-            lines.append(gate.update_file(results, unknown))
+            said.append(gate.update_file(results, unknown))
             recorded, line = recorded_failures(record.failed_reports, decisions or {})
-            lines.extend([line] if line else [])
+            said.extend([line] if line else [])
     except (BaselineError, OSError) as error:
         unwritten = f"cannot write a report: {error}"
         failures.append(unwritten)
+    lines.extend(wrapped for line in said for wrapped in layout.wrap(layout.shown(line), ""))
     # A run whose reports could not be written fails for that, whatever the baseline says.
     heading = "the run fails against the baseline" if gate is not None and unwritten is None else "the run fails"
-    return RunEnd(lines, failures, recorded, heading)
+    shown = [wrapped for reason in failures for wrapped in layout.wrap(layout.shown(reason), "  ")]
+    return RunEnd(lines, failures, recorded, heading, shown)
 
 
 def recorded_failures(failed_reports: Sequence[tuple[str, str]],
@@ -374,6 +391,8 @@ class RunEnd:
     heading: str = "the run fails against the baseline"
     """What the failures are shown under: a run without a baseline, or whose reports could not
     be written, does not fail against a baseline."""
+    failure_lines: list[str] = field(default_factory=list)
+    """The failures as shown under the heading: each wrapped to the terminal, indented."""
 
     def exit_status(self, status: int, tests_failed: int) -> int:
         """The run's exit status, from pytest's ``status`` and its count of failed test reports:
@@ -384,6 +403,14 @@ class RunEnd:
         if self.recorded_failures and status == pytest.ExitCode.TESTS_FAILED and tests_failed == self.recorded_failures:
             return pytest.ExitCode.OK
         return status
+
+
+def _fitted(config: pytest.Config, text: str) -> str:
+    """``text`` for a test's report: paths under the rootdir relative to it, wrapped to the terminal."""
+    from pytest_torchcompile.run.report import TerminalLayout
+
+    layout = TerminalLayout.of(config)
+    return layout.fit(layout.shown(text))
 
 
 def _device_unusable(report: pytest.TestReport) -> bool:

@@ -52,6 +52,21 @@ def can_skip_subsystems() -> bool:
     return "disable_subsystem" in CompilerBisector.__dict__
 
 
+def subsystem_switch_missing() -> str | None:
+    """The internal :func:`subsystems_skipped` needs that this torch lacks; None where it has it."""
+    return None if can_skip_subsystems() else "torch._inductor.compiler_bisector.CompilerBisector.disable_subsystem"
+
+
+def config_changes_missing() -> str | None:
+    """The internal :func:`bisector_config_changes` reads that this torch lacks; None where it has it."""
+    try:
+        from torch._inductor import compiler_bisector
+    except ImportError:
+        return "torch._inductor.compiler_bisector"
+    return None if isinstance(getattr(compiler_bisector, "BACKENDS", None), dict) else \
+        "torch._inductor.compiler_bisector.BACKENDS"
+
+
 def bisector_config_changes(backend: str) -> list[dict[str, Any]]:
     """The config changes the compiler bisector tries for ``backend`` (e.g. Inductor's
     ``emulate_precision_casts=True``), as config patches; none where torch has no such list."""
@@ -59,6 +74,8 @@ def bisector_config_changes(backend: str) -> list[dict[str, Any]]:
         from torch._inductor import compiler_bisector
     except ImportError:
         return []
-    changes = getattr(compiler_bisector, "BACKENDS", {}).get(backend, [])
+    if config_changes_missing() is not None:
+        return []
+    changes: list[Any] = compiler_bisector.BACKENDS.get(backend, [])
     return [{change.config_field: change.config_value} for change in changes
             if type(change).__name__ == "ConfigChange" and getattr(change, "config_name", None) == "inductor"]

@@ -166,11 +166,16 @@ _COMPILER_MODULES = ("torch._dynamo", "torch._functorch.config", "torch._inducto
                      "torch._inductor.compile_fx")
 
 
+def compiler_imported() -> bool:
+    """Whether Dynamo and Inductor are imported in this process (a compile imports them)."""
+    return all(name in sys.modules for name in _COMPILER_MODULES)
+
+
 def import_compiler() -> None:
     """Import Dynamo and Inductor for the plugin's own use (a check, a test's config patches),
     with their import-time warnings silenced (torch.jit's deprecation notices among them): an
     import the plugin makes must not fail a test under ``-W error``."""
-    if all(name in sys.modules for name in _COMPILER_MODULES):
+    if compiler_imported():
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -220,10 +225,10 @@ def probe_cpu_vector_isas() -> None:
     """Run Inductor's probes of the CPU's vector ISAs side by side: a g++ test build and a load
     check each, seconds apiece in a fresh cache directory, which the first CPU compile would
     otherwise run one after another. Results are cached, so the compile then finds them."""
+    if platform.machine() not in ("x86_64", "AMD64") or vector_isa_probe_missing() is not None:
+        return
     from torch._inductor import cpu_vec_isa
 
-    if platform.machine() not in ("x86_64", "AMD64"):
-        return
     supported = cpu_vec_isa.x86_isa_checker()
     probes = [threading.Thread(target=bool, args=(isa,)) for isa in cpu_vec_isa.supported_vec_isa_list
               if all(flag in supported for flag in str(isa).split())]
@@ -231,6 +236,18 @@ def probe_cpu_vector_isas() -> None:
         probe.start()
     for probe in probes:
         probe.join()
+
+
+def vector_isa_probe_missing() -> str | None:
+    """What :func:`probe_cpu_vector_isas` uses that this torch lacks; None where it has it all."""
+    try:
+        from torch._inductor import cpu_vec_isa
+    except ImportError:
+        return "torch._inductor.cpu_vec_isa"
+    for name in ("x86_isa_checker", "supported_vec_isa_list"):
+        if not hasattr(cpu_vec_isa, name):
+            return f"torch._inductor.cpu_vec_isa.{name}"
+    return None
 
 
 def compiler_for_backend(backend: str) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]:

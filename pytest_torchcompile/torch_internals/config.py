@@ -82,9 +82,12 @@ def _equal(value: Any, default: Any) -> bool:
 
 
 def inductor_config_diff() -> dict[str, Any]:
-    """Inductor config values that differ from their defaults, JSON-friendly (repr for others)."""
+    """Inductor config values that differ from their defaults, JSON-friendly (repr for others);
+    none where this torch cannot tell (:func:`default_test_missing`)."""
     import torch._inductor.config as inductor_config_module
 
+    if default_test_missing() is not None:
+        return {}
     # Private on the config module and absent from its type stubs.
     is_default: Callable[[str], bool] = getattr(inductor_config_module, "_is_default")  # noqa: B009
     diff: dict[str, Any] = {}
@@ -95,32 +98,66 @@ def inductor_config_diff() -> dict[str, Any]:
     return diff
 
 
+def default_test_missing() -> str | None:
+    """The internal :func:`inductor_config_diff` needs that this torch lacks; None where it has it."""
+    import torch._inductor.config as inductor_config_module
+
+    return None if callable(getattr(inductor_config_module, "_is_default", None)) else "torch._inductor.config._is_default"
+
+
+def _entries() -> dict[str, Any] | None:
+    """The Inductor config's entries by name (private: each holds a default and the user's
+    override); None where this torch keeps them otherwise."""
+    import torch._inductor.config as inductor_config_module
+
+    entries = getattr(inductor_config_module, "_config", None)
+    return entries if isinstance(entries, dict) and entries else None
+
+
+def _entry_field_missing(field: str) -> str | None:
+    entries = _entries()
+    if entries is None:
+        return "torch._inductor.config._config"
+    return None if hasattr(next(iter(entries.values())), field) else f"torch._inductor.config._config[name].{field}"
+
+
+def defaults_missing() -> str | None:
+    """The internal :func:`inductor_config_default` reads that this torch lacks; None where it has it."""
+    return _entry_field_missing("default")
+
+
+def overrides_missing() -> str | None:
+    """The internal :func:`config_values` reads that this torch lacks; None where it has it."""
+    return _entry_field_missing("user_override")
+
+
 def inductor_config_has(name: str) -> bool:
     """Whether this torch's Inductor config has a value of that (dotted) name."""
     import torch._inductor.config as inductor_config_module
 
-    entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
-    return name in entries
+    entries = _entries()
+    return name in (entries if entries is not None else inductor_config_module.get_config_copy())
 
 
 def inductor_config_default(name: str) -> Any:
-    """The default of an Inductor config value (dotted name)."""
-    import torch._inductor.config as inductor_config_module
-
-    entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
+    """The default of an Inductor config value (dotted name); only where :func:`defaults_missing`
+    is None."""
+    entries = _entries()
+    assert entries is not None
     return entries[name].default
 
 
 def config_values(patches: dict[str, Any] | None) -> dict[str, Any]:
     """What the Inductor config holds now for the names ``patches`` sets: the values set, or the
     config module's marker of a name left unset, which patched back leaves it unset again (so
-    that the config reads as the user's, down to the statements a repro's header sets)."""
+    that the config reads as the user's, down to the statements a repro's header sets). Nothing
+    where this torch keeps no readable override (:func:`overrides_missing`): the patches stay."""
     if not patches:
         return {}
     import_compiler()
-    import torch._inductor.config as inductor_config_module
-
-    entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
+    entries = _entries()
+    if entries is None or overrides_missing() is not None:
+        return {}
     # 2.13 keeps the override in a holder read with get(); 2.11 keeps the value (or the marker) itself.
     overrides = {name: entries[name].user_override for name in patches}
     return {name: override.get() if hasattr(override, "get") else override for name, override in overrides.items()}

@@ -1,4 +1,5 @@
-"""Versions, devices and the Inductor config, for repro headers and reports."""
+"""Versions, devices, the Inductor config and the features this torch leaves off, for repro
+headers and reports."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.torch_internals.availability import features_off
 from pytest_torchcompile.torch_internals.config import inductor_config_diff
 
 
@@ -31,5 +33,7 @@ def environment() -> dict[str, str]:
 
 
 def report_environment() -> dict[str, Any]:
-    """Versions, devices and the non-default Inductor config: the ``environment`` of a report."""
-    return {**environment(), "inductor_config": inductor_config_diff()}
+    """Versions, devices, the non-default Inductor config and the features this torch leaves
+    off: the ``environment`` of a report."""
+    return {**environment(), "inductor_config": inductor_config_diff(),
+            "features_off": [feature.to_dict() for feature in features_off()]}

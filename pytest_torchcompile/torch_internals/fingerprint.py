@@ -29,6 +29,21 @@ _LOWERING_TABLES = (("torch._inductor.lowering", "lowerings"), ("torch._inductor
 lazily (an implicit fallback per op without a lowering): compared entry by entry."""
 
 
+def lowering_tables_missing() -> str | None:
+    """The table :func:`compiler_fingerprint` compares entry by entry that this torch lacks
+    (the modules are imported for the answer); None where it has them all."""
+    for module_name, table in _LOWERING_TABLES:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                return module_name
+        if not isinstance(getattr(module, table, None), dict):
+            return f"{module_name}.{table}"
+    return None
+
+
 def compiler_fingerprint(modules: Sequence[str] = ()) -> dict[str, str]:
     """What the compiler code of this process is: a digest of each loaded compiler module's
     functions and class methods (Inductor, the decompositions and references it applies, AOT

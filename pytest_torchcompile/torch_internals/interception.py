@@ -8,6 +8,7 @@ import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
+import inspect
 import sys
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -75,6 +76,8 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
     intercepted: list[tuple[types.ModuleType, Any]] = []
 
     def intercept(compile_fx_module: types.ModuleType) -> None:
+        if _interception_missing_in(compile_fx_module) is not None:
+            return  # this torch compiles otherwise: its compiles go unjudged, as features_off says
         original = compile_fx_module.compile_fx
 
         def compile_fx(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
@@ -110,6 +113,27 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
 
 
 _COMPILE_FX_MODULE = "torch._inductor.compile_fx"
+
+
+def interception_missing() -> str | None:
+    """The internal :func:`intercept_inductor` needs that this torch lacks; None where it has all
+    (the compiler is imported for the answer)."""
+    import_compiler()
+    return _interception_missing_in(sys.modules[_COMPILE_FX_MODULE])
+
+
+def _interception_missing_in(compile_fx_module: types.ModuleType) -> str | None:
+    for name in ("compile_fx", "compile_fx_inner"):
+        if not callable(getattr(compile_fx_module, name, None)):
+            return f"{_COMPILE_FX_MODULE}.{name}"
+    compile_fx = compile_fx_module.compile_fx
+    try:
+        parameters = inspect.signature(getattr(compile_fx, _INSTALLED, compile_fx)).parameters
+    except (TypeError, ValueError):  # no signature to read: taken as it is documented
+        return None
+    if "inner_compile" in parameters:
+        return None
+    return f"{_COMPILE_FX_MODULE}.compile_fx's inner_compile argument"
 
 
 _INSTALLED = "_pytest_torchcompile_installed"

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import pathlib
 import re
 import sys
+import types
 from typing import Any
 
 import torch
@@ -97,16 +99,16 @@ def _op_module(target: Any, qualname: str) -> str | None:
     if namespace == "prims":
         # Inductor's prims (the low-memory max pool MaxPool2d lowers to, say) exist only once
         # this module is imported; compiling imports it, tracing a repro's graph does not.
-        from torch._inductor import inductor_prims
-
-        if name in vars(inductor_prims):
+        inductor_prims = sys.modules.get(_INDUCTOR_PRIMS) or _imported(_INDUCTOR_PRIMS)
+        if inductor_prims is not None and name in vars(inductor_prims):
             return inductor_prims.__name__
     opdef = getattr(getattr(torch._library, "custom_ops", None), "OPDEFS", {}).get(qualname)
     defined_by = getattr(getattr(opdef, "_init_fn", None), "__module__", None)
     if isinstance(defined_by, str) and defined_by != "__main__" and not defined_by.startswith("torch."):
         return defined_by
+    dispatch_dump = getattr(torch._C, "_dispatch_dump", None)
     try:
-        dump = torch._C._dispatch_dump(qualname)
+        dump = dispatch_dump(qualname) if dispatch_dump is not None else ""
     except RuntimeError:
         dump = ""
     registered = re.search(r"^debug: registered at (.+\.py):\d+$", dump, re.MULTILINE)
@@ -116,6 +118,24 @@ def _op_module(target: Any, qualname: str) -> str | None:
             return module
     top_level = sys.modules.get(namespace)
     return namespace if top_level is not None and getattr(top_level, "__file__", None) else None
+
+
+_INDUCTOR_PRIMS = "torch._inductor.inductor_prims"
+
+
+def _imported(name: str) -> types.ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def op_registry_missing() -> str | None:
+    """What :func:`op_origins` reads to tell where an op was registered that this torch lacks;
+    None where it has it all."""
+    if not callable(getattr(torch._C, "_dispatch_dump", None)):
+        return "torch._C._dispatch_dump"
+    return None if _imported(_INDUCTOR_PRIMS) is not None else _INDUCTOR_PRIMS
 
 
 def _module_of_file(path: str) -> str | None:

@@ -93,12 +93,12 @@ def test_baseline_round_trip_green_red_improved_strict(pytester: pytest.Pytester
     # Recording does not fail the run; the failure still shows.
     assert record.ret == 0
     record.assert_outcomes(failed=1, passed=1)
-    record.stdout.fnmatch_lines([
-        f"baseline written to {baseline}: 2 rows (2 added, 0 changed, 0 removed, *",
-        "recording run: 1 test failure(s) from compile accuracy, recorded in the baseline: they do not fail "
-        "this run (exit status 0)",
-        "FAILED test_models.py::test_a - *",
-    ])
+    # Paths under the rootdir are shown relative to it, as test ids are.
+    assert_said(record, "baseline written to baseline.txt: 2 rows (2 added, 0 changed, 0 removed, 0 kept of tests "
+                "not run)")
+    assert_said(record, "recording run: 1 test failure(s) from compile accuracy, recorded in the baseline: they do "
+                "not fail this run (exit status 0)")
+    record.stdout.fnmatch_lines(["FAILED test_models.py::test_a - *"])
     record.stdout.no_fnmatch_line("*the run fails against the baseline*")
     assert baseline.read_text() == (
         f"{HEADER}\ntest_models.py::test_a\tfail_accuracy\ntest_models.py::test_b\tpass\n"
@@ -127,7 +127,7 @@ def test_baseline_round_trip_green_red_improved_strict(pytester: pytest.Pytester
     red.assert_outcomes(failed=1, xfailed=1)
     red.stdout.fnmatch_lines([
         "*- compile accuracy baseline -*",
-        f"NEW FAILURE: fail_accuracy, the baseline expects pass (baseline {baseline}:3)",
+        "NEW FAILURE: fail_accuracy, the baseline expects pass (baseline baseline.txt:3)",
         "*= compile accuracy =*",
         "baseline: 1 expected failure, 1 NEW FAILURE",
         "  NEW FAILURE test_models.py::test_b: fail_accuracy, the baseline expects pass",
@@ -146,10 +146,11 @@ def test_baseline_round_trip_green_red_improved_strict(pytester: pytest.Pytester
     strict = run(pytester, "--compile-accuracy-strict")
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
     strict.assert_outcomes(passed=2)
+    # Each reason wrapped to the terminal, under its indent.
     strict.stdout.fnmatch_lines([
         "compile accuracy: the run fails against the baseline:",
-        "  IMPROVED test_models.py::test_a: pass, the baseline expects fail_accuracy (strict: record it in the "
-        "baseline) [[]https://bugs/1[]]",
+        "  IMPROVED test_models.py::test_a: pass, the baseline expects fail_accuracy",
+        "    (strict: record it in the baseline) [[]https://bugs/1[]]",
     ])
     assert baseline.read_text().count("\n") == 3, "only --compile-accuracy-update-baseline writes the file"
 
@@ -282,8 +283,8 @@ def test_reports_field_by_field_and_identical_under_xdist(
         result.stdout.fnmatch_lines([
             "baseline: 1 ok, 1 expected failure, 1 missing, 1 flaky",
             "  missing test_models.py::test_d: pass; the test is not in the baseline",
-            f"WARNING {pytester.path / 'baseline.txt'}:4: unknown test id test_models.py::test_gone: *",
-            f"JSON report written to {pytester.path / f'report-{workers}.json'}",
+            "WARNING baseline.txt:4: unknown test id test_models.py::test_gone: *",
+            f"JSON report written to report-{workers}.json",
         ])
         assert_said(result, "  flaky test_models.py::test_c: fail_accuracy (flaky in the baseline) [thread count]")
         report = json.loads((pytester.path / f"report-{workers}.json").read_text())
@@ -361,19 +362,18 @@ def test_rows_of_unknown_tests_warn_and_fail_under_strict(pytester: pytest.Pytes
     args = ("-p", "no:cacheprovider", "-k", "test_a")
     lenient = pytester.runpytest(*args)
     assert lenient.ret == 0
-    lenient.stdout.fnmatch_lines([
-        f"WARNING {baseline}:2: unknown test id test_models.py::test_renamed: its file was collected but the test "
-        "was not (renamed or removed?); delete the row or rerun with --compile-accuracy-update-baseline",
-        f"baseline {baseline}: no test ran a compile-accuracy check (--compile-accuracy is off)",
-    ])
+    assert_said(lenient, "WARNING baseline.txt:2: unknown test id test_models.py::test_renamed: its file was "
+                "collected but the test was not (renamed or removed?); delete the row or rerun with "
+                "--compile-accuracy-update-baseline")
+    assert_said(lenient, "baseline baseline.txt: no test ran a compile-accuracy check (--compile-accuracy is off)")
     lenient.stdout.no_fnmatch_line("*other.py::test_x*")
 
     strict = pytester.runpytest(*args, "--compile-accuracy-strict")
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
     strict.stdout.fnmatch_lines([
-        f"ERROR {baseline}:2: unknown test id test_models.py::test_renamed: *",
+        "ERROR baseline.txt:2: unknown test id test_models.py::test_renamed: *",
         "compile accuracy: the run fails against the baseline:",
-        f"  unknown test id test_models.py::test_renamed ({baseline}:2; strict)",
+        "  unknown test id test_models.py::test_renamed (baseline.txt:2; strict)",
     ])
 
     # Selecting tests by node id narrows collection itself: the other rows of the file are not judged.
@@ -402,16 +402,15 @@ def test_recording_passes_unless_a_test_fails_for_another_reason(
     other = run(pytester, *record)
     assert other.ret == pytest.ExitCode.TESTS_FAILED
     other.assert_outcomes(failed=2, passed=1)
-    other.stdout.fnmatch_lines([
-        "recording run: 1 test failure(s) from compile accuracy, recorded in the baseline: they do not fail "
-        "this run; 1 other test failure(s) do",
-    ])
+    assert_said(other, "recording run: 1 test failure(s) from compile accuracy, recorded in the baseline: they do "
+                "not fail this run; 1 other test failure(s) do")
 
     (pytester.path / "baseline.txt").unlink()  # else test_a xfails: the run is judged by the file it had
     only_recorded = run(pytester, *record, "-k", "not plain_failure")
     assert only_recorded.ret == 0
     only_recorded.assert_outcomes(failed=1, passed=1)
-    only_recorded.stdout.fnmatch_lines(["recording run: 1 test failure(s) * (exit status 0)"])
+    assert_said(only_recorded, "recording run: 1 test failure(s) from compile accuracy, recorded in the baseline: "
+                "they do not fail this run (exit status 0)")
     assert (pytester.path / "baseline.txt").read_text().splitlines()[1:] == [
         "test_models.py::test_a\tfail_accuracy", "test_models.py::test_b\tpass"]
 

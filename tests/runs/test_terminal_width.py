@@ -36,6 +36,22 @@ PYTEST_OWN_LINE = re.compile(r" (PASSED|FAILED) +\[ *\d+%\]$|^FAILED ")
 """pytest's own lines for a test at -v and in its short summary, which hold the whole test id."""
 
 
+SECTION_HEADER = re.compile(r"^[-_=]+( .* [-_=]+)?$")
+
+
+def plugin_lines(lines: list[str]) -> list[str]:
+    """A run's lines without what its tests printed or logged themselves (pytest's "Captured ..."
+    sections of a failure: torch's own log lines, say)."""
+    kept = []
+    captured = False
+    for line in lines:
+        if SECTION_HEADER.match(line):
+            captured = line.lstrip("-").startswith(" Captured ")
+        if not captured:
+            kept.append(line)
+    return kept
+
+
 def test_every_line_the_plugin_prints_fits_80_columns(pytester: pytest.Pytester,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
@@ -47,7 +63,7 @@ def test_every_line_the_plugin_prints_fits_80_columns(pytester: pytest.Pytester,
     result = pytester.runpytest_subprocess("-v", "--no-header", "--compile-accuracy", "--no-compile-accuracy-minify",
                                            "-p", "no:pytest-shard", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=2)
-    lines = result.stdout.lines
+    lines = plugin_lines(result.stdout.lines)
     assert [line for line in lines if len(line) > 80 and not PYTEST_OWN_LINE.search(line)] == []
     # The failure table names the columns it leaves out, and the repro paths are wrapped, not cut.
     assert sum("(left out at this width: rmse(eager,fp64), max|err|, at;" in line for line in lines) == 2

@@ -102,7 +102,7 @@ def single_run(gate: Gate | None, outputs: RunOutputs) -> tuple[int, list[str]]:
     whole = record(ALL, gate)
     end = conclude_run(whole, gate, outputs, lambda: ENVIRONMENT, TerminalLayout(WIDTH, root=Path.cwd()))
     lines = end.lines + (["compile accuracy: the run fails against the baseline:"] if end.failures else [])
-    return end.exit_status(whole.exitstatus or 0, len(whole.failed_reports)), lines + [f"  {r}" for r in end.failures]
+    return end.exit_status(whole.exitstatus or 0, len(whole.failed_reports)), lines + end.failure_lines
 
 
 def without_files(lines: list[str]) -> list[str]:
@@ -131,7 +131,7 @@ def test_the_union_of_the_shards_is_judged_as_the_whole_run(
     assert status == expected_status == 1
     assert without_files(lines) == without_files(expected_lines)
     assert comparable(tmp_path / "merged.json") == comparable(tmp_path / "single.json")
-    said = "\n".join(lines)
+    said = " ".join(" ".join(lines).split())  # lines wrapped at spaces, read whole
     assert f"NEW FAILURE {tid('b')}: fail_accuracy, the baseline expects pass" in said
     assert f"IMPROVED {tid('d')}: pass, the baseline expects fail_accuracy" in said
     assert f"unknown test id {tid('gone')}" in said and "test_other" not in said
@@ -166,7 +166,8 @@ def test_update_baseline_writes_the_union_as_the_whole_run_would(
     whole.mkdir()
     (whole / "baseline.txt").write_text(BASELINE)
     expected_status, expected_lines = single_run(Gate.load(whole / "baseline.txt", update=True), RunOutputs())
-    merged = tmp_path / "baseline.txt"
+    merged = tmp_path / "union" / "baseline.txt"  # as long a path as the whole run's: lines wrap alike
+    merged.parent.mkdir()
     merged.write_text(BASELINE)
     shards = write_shards(tmp_path, Gate.load(merged))
 
