@@ -60,18 +60,22 @@ def inductor_config_source(cpu_threads: bool = False) -> str:
     import torch._inductor.config as inductor_config_module
 
     values = inductor_config_module.get_config_copy()
-    entries: dict[str, Any] = getattr(inductor_config_module, "_config")  # noqa: B009
+    # A torch without the default records (``defaults_missing``) keeps every line.
+    entries: dict[str, Any] = getattr(inductor_config_module, "_config", {})
     prefix = "torch._inductor.config."
     lines = []
     for line in str(inductor_config_module.codegen_config()).splitlines():
         name = line.split("=", 1)[0].strip().removeprefix(prefix)
-        if line.startswith(prefix) and name in entries and (
-                _equal(values.get(name), entries[name].default) or name in CACHE_SWITCHES):
+        default = getattr(entries.get(name), "default", _NO_DEFAULT)
+        if line.startswith(prefix) and (_equal(values.get(name), default) or name in CACHE_SWITCHES):
             continue
         lines.append(line)
     if cpu_threads and inductor_config_module.cpp.threads < 1:
         lines.append(f"torch._inductor.config.cpp.threads = {torch.get_num_threads()}")
     return "\n".join(line for line in lines if line.strip())
+
+
+_NO_DEFAULT = object()
 
 
 def _equal(value: Any, default: Any) -> bool:
