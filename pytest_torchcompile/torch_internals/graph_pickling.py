@@ -13,7 +13,10 @@ pickle_module=graph_pickling)``.
 
 from __future__ import annotations
 
+import importlib
 import pickle
+import sys
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +63,10 @@ def _higher_order_op(name: str) -> Any:
     return getattr(torch.ops.higher_order, name)
 
 
+def _module_attribute(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(module), name)
+
+
 def _reduced_graph_module(gm: torch.fx.GraphModule) -> tuple[Any, ...]:
     nodes = [
         (node.op, node.name, node.target,
@@ -83,8 +90,9 @@ def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
 
 
 class _GraphPickler(pickle.Pickler):
-    """A pickler that writes graph modules as their nodes and ops by their names (an op
-    overload holds objects no pickler can write)."""
+    """A pickler that writes graph modules as their nodes, and what their nodes name by the name
+    their code would use: ops (an op overload holds objects no pickler can write), torch's dtypes,
+    layouts and memory formats, functions published under another name than their own."""
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, torch.fx.GraphModule):
@@ -96,7 +104,20 @@ class _GraphPickler(pickle.Pickler):
             return _op_packet, (namespace, name)
         if isinstance(obj, torch._ops.HigherOrderOperator):
             return _higher_order_op, (obj.name(),)
+        if isinstance(obj, torch.dtype | torch.layout | torch.memory_format):
+            # Pickled by default as a dotted name looked up in whichever loaded module holds it first.
+            return _module_attribute, ("torch", str(obj).removeprefix("torch."))
+        if isinstance(obj, types.FunctionType) and _published_apart(obj):
+            return _module_attribute, (obj.__module__, obj.__name__)
         return NotImplemented
+
+
+def _published_apart(function: types.FunctionType) -> bool:
+    """Whether a function made by a factory is published under its name in its module (torch.nn.
+    functional's boolean_dispatch functions, adaptive_max_pool3d among them), as a graph's code
+    names it: pickled by its qualified name, it could not be found."""
+    module = sys.modules.get(function.__module__)
+    return "<locals>" in function.__qualname__ and getattr(module, function.__name__, None) is function
 
 
 Pickler = _GraphPickler

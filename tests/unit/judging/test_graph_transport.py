@@ -42,6 +42,19 @@ def with_nested_graph() -> torch.fx.GraphModule:
     return torch.fx.GraphModule({"branch": torch.fx.GraphModule({}, body)}, graph)
 
 
+def torch_level_pooling() -> torch.fx.GraphModule:
+    """A torch-level graph calling a function torch.nn.functional makes with a factory
+    (``boolean_dispatch``), with torch's enums among its arguments."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    pooled = graph.call_function(torch.nn.functional.adaptive_max_pool3d, (x, 2))
+    laid_out = graph.call_function(aten.clone.default, (pooled,), {"memory_format": torch.channels_last_3d})
+    empty = graph.call_function(aten.empty.memory_format, ([2],), {
+        "dtype": torch.float16, "layout": torch.strided, "device": torch.device("cpu")})
+    graph.output((laid_out, empty))
+    return torch.fx.GraphModule({}, graph)
+
+
 def arrived(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """``gm`` as a judging child loads it."""
     _, payload = encode_candidate(gm, [])
@@ -64,6 +77,14 @@ def test_nested_graphs_and_op_packets_arrive_as_they_were() -> None:
     assert loaded.code == gm.code
     assert loaded.branch.code == gm.branch.code
     assert [node.target for node in loaded.graph.nodes] == [node.target for node in gm.graph.nodes]
+
+
+def test_functions_made_by_a_factory_and_torch_enums_arrive_as_they_were() -> None:
+    gm = torch_level_pooling()
+    loaded = arrived(gm)
+    assert loaded.code == gm.code
+    assert [(node.target, node.kwargs) for node in loaded.graph.nodes] == \
+        [(node.target, node.kwargs) for node in gm.graph.nodes]
 
 
 def test_a_child_judges_the_ops_of_a_graph_of_constants() -> None:
