@@ -5,17 +5,24 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 
 from pytest_torchcompile.checking.masked import device_of
-from pytest_torchcompile.judging.isolation.parent import IsolatedJudge, IsolationError
+from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.isolation.parent import (
+    InProcessJudge,
+    IsolatedJudge,
+    IsolationError,
+)
 from pytest_torchcompile.judging.isolation.protocol import (
     CRASHED,
     JUDGE_ERROR,
     TIMED_OUT,
     JudgeSettings,
 )
-from pytest_torchcompile.judging.judge import same_failure
+from pytest_torchcompile.judging.judge import generators_kept, same_failure
 from pytest_torchcompile.repros.repro import load_case
+from pytest_torchcompile.torch_internals.interception import not_intercepted
 
 
 class Confirmer:
@@ -49,9 +56,9 @@ class Confirmer:
         judge = self._judge(case.config_source, device_of(case.inputs))
         if judge is None:
             return None
+        settings = JudgeSettings(case.tol, case.check_non_float, case.grad_enabled, case.level)
         try:
-            verdict = judge(case.gm, case.inputs, JudgeSettings(case.tol, case.check_non_float, case.grad_enabled,
-                                                                case.level))
+            verdict = judge(case.gm, case.inputs, settings)
         except (IsolationError, OSError):
             return None
         if verdict.failure in (CRASHED, TIMED_OUT, JUDGE_ERROR) \
@@ -59,5 +66,41 @@ class Confirmer:
             return None
         fresh = "its repro, judged in a fresh process,"
         if verdict.failure is None:
-            return f"{fresh} passes: the compiled graph matches the reference there"
-        return f"{fresh} fails another way ({verdict.failure}{f': {verdict.error}' if verdict.error else ''})"
+            outcome = f"{fresh} passes: the compiled graph matches the reference there"
+        else:
+            outcome = f"{fresh} fails another way ({verdict.failure}{f': {verdict.error}' if verdict.error else ''})"
+        return f"{outcome}; {_what_differed(case, settings, judge)}"
+
+
+def _what_differed(case: ReproCase, settings: JudgeSettings, there: IsolatedJudge) -> str:
+    """Why a repro judged in a fresh process does not fail as this process recorded: the same
+    graph judged here again and, where it fails here, the code Inductor generates for it here and
+    there. A disagreement is a fault of the judging or of this process, to be named."""
+    try:
+        # Not a compile of the test's: no check watching this test may judge it.
+        with generators_kept(), not_intercepted(), InProcessJudge(case.config_source) as here:
+            verdict = here(case.gm, case.inputs, settings)
+            if not same_failure(verdict, case.kind, case.expected_error, case.error_pattern):
+                return ("judged again in this process, the repro's graph passes too: the failure was in the "
+                        "code the test ran, which the graph the repro holds does not compile to")
+            here_code = here.kernel_source(case.gm, case.inputs, settings)
+        there_code = there.kernel_source(case.gm, case.inputs, settings)
+    except (IsolationError, OSError) as error:
+        return f"what differed is unknown ({type(error).__name__}: {error})"
+    if here_code is None or there_code is None:
+        return "the repro's graph fails again in this process; the code it compiles to could not be compared"
+    if here_code == there_code:
+        return ("the repro's graph fails again in this process, and compiles to the same code in both: what "
+                "differs is this process's state as the code runs")
+    line, here_line, there_line = _first_difference(here_code.splitlines(), there_code.splitlines())
+    return (f"the repro's graph fails again in this process, where Inductor generates other code for it than "
+            f"in the fresh process (line {line}: here {here_line!r}, there {there_line!r}): this process "
+            "compiles with something a fresh one lacks (a patched lowering, decomposition or pass)")
+
+
+def _first_difference(here: list[str], there: list[str], width: int = 100) -> tuple[int, str, str]:
+    """The first line (1-based) where two texts differ, and that line of each (shortened)."""
+    for number, (mine, theirs) in enumerate(itertools.zip_longest(here, there, fillvalue=""), start=1):
+        if mine != theirs:
+            return number, mine.strip()[:width], theirs.strip()[:width]
+    return len(here) + 1, "", ""

@@ -212,7 +212,8 @@ def find_masked_divergence(gm: torch.fx.GraphModule, inputs: Sequence[Any], tol:
         verdict = judge_graph(probe, probe_inputs, tol, check_non_float=False)
     if verdict.failure != ACCURACY:
         return None
-    diverged = {observed[output_index(leaf.path)]: leaf for leaf in verdict.leaves if not leaf.passed}
+    diverged = {observed[index]: leaf for leaf in verdict.leaves
+                if not leaf.passed and (index := output_index(leaf.path)) is not None}
     for root in slicer.divergence_roots(set(diverged), set())[:ROOTS_TRIED_ALONE]:
         node = next(n for n in slicer.units[root] if n in diverged)
         judged: set[frozenset[str]] = set()

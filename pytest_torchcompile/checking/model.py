@@ -27,12 +27,14 @@ from pytest_torchcompile.judging.judge import (
     ACCURACY,
     DYNAMO,
     UNWRITTEN_FILLS,
+    changed,
     clone_values,
     compare_graph_outputs,
     error_signature,
     full_fp32_precision,
     generators_kept,
     judge_graph,
+    mutated_inputs,
     reference_outputs,
     rng_states,
     strided_copy,
@@ -197,19 +199,8 @@ def _mutated_positions(original: Sequence[Any], after: Sequence[Any]) -> list[in
     """Positions of the tensor arguments that the eager call changed in place."""
     return [
         index for index, (before, now) in enumerate(zip(original, after, strict=True))
-        if isinstance(before, torch.Tensor) and isinstance(now, torch.Tensor)
-        and (before.shape != now.shape or not _same_values(before.detach(), now.detach()))
+        if isinstance(before, torch.Tensor) and isinstance(now, torch.Tensor) and changed(before, now)
     ]
-
-
-def _same_values(before: torch.Tensor, now: torch.Tensor) -> bool:
-    """Equal element for element, a NaN equal to a NaN where it stayed (``torch.equal`` would call
-    an input holding a NaN changed)."""
-    if torch.equal(before, now):
-        return True
-    if not (before.is_floating_point() or before.is_complex()) or before.dtype != now.dtype:
-        return False
-    return bool(((before == now) | (before.isnan() & now.isnan())).all())
 
 
 def _judged(parts: dict[str, Any], call_args: Sequence[Any], mutated: list[int]) -> dict[str, Any]:
@@ -530,12 +521,16 @@ def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], e
 
 
 def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) -> float | None:
-    """The worst error ratio of one recorded call of a compiled graph, None when it passes."""
-    eager, fp64 = reference_outputs(graph.gm, inputs)
+    """The worst error ratio of one recorded call of a compiled graph (its outputs and the inputs it
+    writes into), None when it passes."""
+    mutated = mutated_inputs(graph.gm, inputs)
+    eager, fp64 = reference_outputs(graph.gm, inputs, mutated=mutated)
+    args = clone_values(inputs)
     with torch.no_grad():
-        outputs = graph.compiled(clone_values(inputs)) if graph.compiled is not None else []
+        outputs = [*graph.compiled(list(args)), *(args[index] for index in mutated)] \
+            if graph.compiled is not None else []
     leaves = compare_graph_outputs(outputs, eager, fp64, options.tolerance, not options.ignore_non_float,
-                                   unwritten=unwritten_elements(graph.gm, inputs))
+                                   unwritten=unwritten_elements(graph.gm, inputs, mutated=mutated), mutated=mutated)
     failing = [leaf for leaf in leaves if not leaf.passed]
     if not failing:
         return None

@@ -32,6 +32,7 @@ from pytest_torchcompile.judging.capture import (
 from pytest_torchcompile.judging.judge import (
     compare_graph_outputs,
     fp64_outputs,
+    mutated_inputs,
     reference_outputs,
     rng_states,
     run_graph,
@@ -81,20 +82,22 @@ class GraphChecker:
         (None while all its outputs are within allclose)."""
         self._judged: set[tuple[int, tuple[Any, ...]]] = set()
 
-    def _observe(self, graph: CapturedGraph, inputs: list[Any], outputs: Any) -> None:
+    def _observe(self, graph: CapturedGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
         key = (graph.index, input_signature(inputs))
         if key in self._judged:
             return
         self._judged.add(key)
         try:
-            eager, fp64 = _references_drawing_like(graph, inputs) if graph.has_random_ops else \
-                reference_outputs(graph.gm, inputs)
+            mutated = mutated_inputs(graph.gm, inputs)
+            eager, fp64 = _references_drawing_like(graph, inputs, mutated) if graph.has_random_ops else \
+                reference_outputs(graph.gm, inputs, mutated=mutated)
         except RandomDrawMismatch as error:
             self.unchecked.append(f"{graph.label}: its eager run draws random numbers unlike the compiled "
                                   f"call ({error})")
             return
-        leaves = compare_graph_outputs(outputs, eager, fp64, self.tol, self.check_non_float, f"{graph.kind}_out",
-                                       unwritten_elements(graph.gm, inputs))
+        leaves = compare_graph_outputs([*outputs, *(given[index] for index in mutated)], eager, fp64, self.tol,
+                                       self.check_non_float, f"{graph.kind}_out",
+                                       unwritten_elements(graph.gm, inputs, mutated=mutated), mutated)
         ratios = [ratio for ratio in (self.judged.get(graph.index), Comparison(leaves).worst_ratio) if ratio is not None]
         self.judged[graph.index] = max(ratios, default=None)
         failing = [leaf for leaf in leaves if not leaf.passed]
@@ -118,14 +121,16 @@ class GraphChecker:
                     divergence.note,
                 ))
 
-    def _observe_torch_level(self, graph: DynamoGraph, inputs: list[Any], outputs: Any) -> None:
+    def _observe_torch_level(self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
         """Judge a torch-level graph's call when its post-AOT graphs did not fail on their own."""
         lowered = set(map(id, graph.lowered))
         if any(id(failure.graph) in lowered for failure in self.failures) or not graph.judgeable():
             return
-        eager, fp64 = reference_outputs(graph.gm, inputs)
-        leaves = compare_graph_outputs(list(outputs), eager, fp64, self.tol, self.check_non_float, "out",
-                                       unwritten_elements(graph.gm, inputs))
+        mutated = mutated_inputs(graph.gm, inputs)
+        eager, fp64 = reference_outputs(graph.gm, inputs, mutated=mutated)
+        leaves = compare_graph_outputs([*outputs, *(given[index] for index in mutated)], eager, fp64, self.tol,
+                                       self.check_non_float, "out", unwritten_elements(graph.gm, inputs, mutated=mutated),
+                                       mutated)
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
             self.failures.append(GraphFailure(
@@ -156,7 +161,8 @@ class GraphChecker:
             yield
 
 
-def _references_drawing_like(graph: CapturedGraph, inputs: list[Any]) -> tuple[list[Any], list[Any] | None]:
+def _references_drawing_like(graph: CapturedGraph, inputs: list[Any],
+                             mutated: list[int]) -> tuple[list[Any], list[Any] | None]:
     """The graph run eagerly and in fp64, drawing the numbers its compiled call drew: compiled with
     ``fallback_random``, the call drew from eager's generators, whose states before it were kept;
     the fp64 run replays the eager run's draws. The generators are left as the call left them."""
@@ -166,9 +172,9 @@ def _references_drawing_like(graph: CapturedGraph, inputs: list[Any]) -> tuple[l
     try:
         draws: list[tuple[Any, Any]] = []
         with recording_random_draws(draws):
-            eager = run_graph(graph.gm, inputs)
+            eager = run_graph(graph.gm, inputs, mutated=mutated)
         with replaying_random_draws(draws):
-            fp64 = fp64_outputs(graph.gm, inputs)
+            fp64 = fp64_outputs(graph.gm, inputs, mutated=mutated)
     finally:
         set_rng_states(after)
     return eager, fp64

@@ -26,11 +26,13 @@ from pytest_torchcompile.torch_internals.config import inductor_config_source
 from pytest_torchcompile.torch_internals.interception import capturing_backend
 from pytest_torchcompile.torch_internals.values import concrete_int, symbolic_sizes
 
-GraphCallObserver = Callable[["CapturedGraph", list[Any], Any], None]
-"""Told of every call of a captured graph: (graph, cloned inputs, outputs)."""
+GraphCallObserver = Callable[["CapturedGraph", list[Any], Any, list[Any]], None]
+"""Told of every call of a captured graph: (graph, cloned inputs, outputs, the inputs themselves as
+the call left them: what it wrote into them)."""
 
-DynamoCallObserver = Callable[["DynamoGraph", list[Any], Any], None]
-"""Told of every new-shape call of a torch-level graph: (graph, cloned inputs, outputs)."""
+DynamoCallObserver = Callable[["DynamoGraph", list[Any], Any, list[Any]], None]
+"""Told of every new-shape call of a torch-level graph: (graph, cloned inputs, outputs, the inputs
+themselves as the call left them)."""
 
 LoweringObserver = Callable[["CapturedGraph"], None]
 """Told of every graph Inductor receives, before it compiles it."""
@@ -336,6 +338,8 @@ class GraphCapture:
                 record.host_copy = copy_to_host(record.gm, inputs)
                 if record.has_random_ops:
                     record.rng_before_call = rng_states()
+            # Held here: the boxed call empties the list it is given.
+            given = list(args)
             try:
                 outputs = compiled(args)
                 synchronize(devices)
@@ -343,7 +347,7 @@ class GraphCapture:
                 record.runtime_error = error
                 raise
             if fresh and capture._observer is not None:
-                capture._observer(record, inputs, outputs)
+                capture._observer(record, inputs, outputs, given)
             return outputs
 
         run._boxed_call = True  # type: ignore[attr-defined]
@@ -377,7 +381,7 @@ class GraphCapture:
             fresh, inputs = capture._note_call(record.calls, args, keep_grad=True)
             outputs = compiled(*args)
             if fresh and capture._dynamo_observer is not None:
-                capture._dynamo_observer(record, inputs, outputs)
+                capture._dynamo_observer(record, inputs, outputs, list(args))
             return outputs
 
         return run

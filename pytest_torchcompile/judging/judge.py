@@ -282,33 +282,90 @@ def differentiating(inputs: Sequence[Any]) -> bool:
     return torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in inputs)
 
 
-def run_graph(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False) -> list[Any]:
+IN_PLACE_OPERATORS = frozenset({"setitem", "delitem", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imatmul",
+                                "imod", "imul", "ior", "ipow", "irshift", "isub", "itruediv", "ixor"})
+"""The functions of ``operator`` that write into their first argument."""
+
+
+def may_write_inputs(gm: Any) -> bool:
+    """Whether a graph calls anything that may write into an argument: an op whose schema writes
+    one, an in-place operator, a method or submodule, or a function with no schema to tell (a
+    torch-level graph's)."""
+    for node in gm.graph.nodes:
+        if node.op in ("call_method", "call_module"):
+            return True
+        if node.op != "call_function":
+            continue
+        if getattr(node.target, "__module__", None) == "_operator":
+            if node.target.__name__ in IN_PLACE_OPERATORS:
+                return True
+            continue
+        schema = getattr(node.target, "_schema", None)
+        if schema is None or any(argument.alias_info is not None and argument.alias_info.is_write
+                                 for argument in schema.arguments):
+            return True
+    return False
+
+
+def mutated_inputs(module: Any, inputs: Sequence[Any]) -> list[int]:
+    """The positions of the tensor inputs that an eager run of ``module`` (a graph) writes into: what
+    a graph writes into its inputs is a result, judged as its outputs are. An eager run finds them
+    only where the graph may write into an argument (:func:`may_write_inputs`)."""
+    if not may_write_inputs(module):
+        return []
+    args = clone_values(inputs)
+    with torch.no_grad(), seeded_alike(module):
+        module(*args)
+    return [index for index, (before, after) in enumerate(zip(inputs, args, strict=True))
+            if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and changed(before, after)]
+
+
+def changed(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """Whether a call changed a tensor in place: its shape, or any element (a NaN that stayed a NaN
+    is no change, which ``torch.equal`` would call one)."""
+    before, after = before.detach(), after.detach()
+    if before.shape != after.shape or before.dtype != after.dtype:
+        return True
+    if torch.equal(before, after):
+        return False
+    if not (before.is_floating_point() or before.is_complex()):
+        return True
+    return not bool(((before == after) | (before.isnan() & after.isnan())).all())
+
+
+def run_graph(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False,
+              mutated: Sequence[int] = ()) -> list[Any]:
     """The outputs of ``module`` on copies of ``inputs``; with ``backward``, followed by the
-    gradients of the summed floating outputs with respect to every input that requires grad."""
+    gradients of the summed floating outputs with respect to every input that requires grad; then
+    the copies of the inputs at the positions ``mutated`` (:func:`mutated_inputs`) as the call left
+    them."""
     if not backward:
+        args = clone_values(inputs)
         with torch.no_grad():
-            return list(module(*clone_values(inputs)))
+            return [*module(*args), *(args[index] for index in mutated)]
     args = clone_values(inputs, keep_grad=True)
+    written = [args[index] for index in mutated]
     with torch.enable_grad():
         outputs = list(module(*args))
         wrt = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
         floating = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]
         if not floating:
-            return [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]
+            return [o.detach() if isinstance(o, torch.Tensor) else o for o in [*outputs, *written]]
         loss = torch.stack([o.float().sum() for o in floating]).sum()
         grads = torch.autograd.grad(loss, wrt, allow_unused=True)
     return [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs] + [
-        g if g is not None else torch.zeros_like(a) for a, g in zip(wrt, grads, strict=True)]
+        g if g is not None else torch.zeros_like(a) for a, g in zip(wrt, grads, strict=True)] + [
+        value.detach() for value in written]
 
 
 def reference_outputs(
-    module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False,
+    module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False, mutated: Sequence[int] = (),
 ) -> tuple[list[Any], list[Any] | None]:
     """Eager outputs in the original dtype, and in fp64 (None where the graph cannot run in fp64)."""
     with seeded_alike(module):
-        eager = run_graph(module, inputs, backward)
+        eager = run_graph(module, inputs, backward, mutated)
     with seeded_alike(module):
-        return eager, fp64_outputs(module, inputs, backward)
+        return eager, fp64_outputs(module, inputs, backward, mutated)
 
 
 UNWRITTEN_FILLS = (float("nan"), 7.0)
@@ -317,7 +374,7 @@ values (NaN spreads through nearly every op), in integer tensors 0 and 7."""
 
 
 def unwritten_elements(
-    module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False,
+    module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False, mutated: Sequence[int] = (),
 ) -> list[torch.Tensor | None] | None:
     """Per output of ``module`` (as :func:`run_graph` returns them), the elements that depend on
     memory no op wrote (``empty``, ``empty_like``, ``empty_strided``, ``new_empty`` and views of
@@ -328,7 +385,7 @@ def unwritten_elements(
         allocated: list[int] = []
         try:
             with seeded_alike(module), filling_unwritten(fill, allocated):
-                runs.append(run_graph(module, inputs, backward))
+                runs.append(run_graph(module, inputs, backward, mutated))
         except Exception:
             return None
         if not allocated:
@@ -336,11 +393,12 @@ def unwritten_elements(
     return [unwritten_mask(first, second) for first, second in zip(*runs, strict=True)]
 
 
-def fp64_outputs(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False) -> list[Any] | None:
+def fp64_outputs(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False,
+                 mutated: Sequence[int] = ()) -> list[Any] | None:
     """The outputs of ``module`` run in fp64, or None where it cannot run in fp64."""
     try:
         with float64_everywhere():
-            return run_graph(module, [widened(v) for v in inputs], backward)
+            return run_graph(module, [widened(v) for v in inputs], backward, mutated)
     except Exception:
         return None
 
@@ -353,16 +411,25 @@ def compare_graph_outputs(
     check_non_float: bool,
     name: str = "graph_out",
     unwritten: Sequence[torch.Tensor | None] | None = None,
+    mutated: Sequence[int] = (),
 ) -> list[LeafResult]:
     """Judge each tensor a compiled graph returned against the graph's own eager and fp64 results,
-    but for the elements ``unwritten`` marks (:func:`unwritten_elements`)."""
+    but for the elements ``unwritten`` marks (:func:`unwritten_elements`); the last ones are the
+    inputs at the positions ``mutated``, as :func:`run_graph` returns them."""
     masks = list(unwritten) if unwritten is not None else [None] * len(eager)
+    returned = len(eager) - len(mutated)
+    paths = [f"{name}[{index}]" for index in range(returned)] + [mutated_input_path(index) for index in mutated]
     return [
-        compare_tensor(f"{name}[{index}]", written_only(result, mask), written_only(expected, mask),
+        compare_tensor(path, written_only(result, mask), written_only(expected, mask),
                        written_only(fp64[index], mask) if fp64 is not None else None, tol, check_non_float)
-        for index, (result, expected, mask) in enumerate(zip(outputs, eager, masks, strict=True))
+        for index, (path, result, expected, mask) in enumerate(zip(paths, outputs, eager, masks, strict=True))
         if isinstance(expected, torch.Tensor) and isinstance(result, torch.Tensor)
     ]
+
+
+def mutated_input_path(position: int) -> str:
+    """How a graph's input that it writes into is named among the judged results."""
+    return f"graph_in[{position}] (mutated in place)"
 
 
 def judge_graph(
@@ -376,7 +443,9 @@ def judge_graph(
 ) -> GraphVerdict:
     """Compile ``gm`` with Inductor (a torch-level graph: through the whole stack; or with
     ``compiler``), run it on ``inputs`` and judge every output (a torch-level graph in a training
-    call: every gradient too).
+    call: every gradient too) and every input it writes into. ``references``: the eager and fp64
+    results as :func:`reference_outputs` gives them, the inputs :func:`mutated_inputs` finds
+    included.
 
     Non-floating outputs count only with ``check_non_float``: a minified candidate must keep a
     floating deviation, so a flipped bool mask cannot steer the reduction.
@@ -396,7 +465,8 @@ def _judge(
 ) -> GraphVerdict:
     backward = level == DYNAMO and differentiating(inputs)
     try:
-        eager, fp64 = references if references is not None else reference_outputs(gm, inputs, backward)
+        mutated = mutated_inputs(gm, inputs)
+        eager, fp64 = references if references is not None else reference_outputs(gm, inputs, backward, mutated)
     except Exception as error:
         return GraphVerdict(EAGER_ERROR, error=error_signature(error))
     try:
@@ -408,11 +478,11 @@ def _judge(
     try:
         # A torch-level graph compiles on its first call: errors there are the compiler's too.
         with seeded_alike(gm):
-            outputs = run_graph(compiled, inputs, backward)
+            outputs = run_graph(compiled, inputs, backward, mutated)
         synchronize(devices_of([*inputs, *outputs]))
     except Exception as error:
         return GraphVerdict(RUNTIME_ERROR, error=error_signature(error))
     leaves = compare_graph_outputs(outputs, eager, fp64, tol, check_non_float,
-                                   unwritten=unwritten_elements(gm, inputs, backward))
+                                   unwritten=unwritten_elements(gm, inputs, backward, mutated), mutated=mutated)
     failed = any(not leaf.passed for leaf in leaves)
     return GraphVerdict(ACCURACY if failed else None, leaves, reference="fp64" if fp64 is not None else "cosine")

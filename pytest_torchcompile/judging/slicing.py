@@ -197,9 +197,8 @@ def _is_floating(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 0
 
 
-def output_index(path: str) -> int:
-    """The output position in a leaf path of ``judge_graph`` (``graph_out[3]``)."""
+def output_index(path: str) -> int | None:
+    """The output position in a leaf path of ``judge_graph`` (``graph_out[3]``); None for the other
+    results it judges, the inputs the graph writes into (``judge.mutated_input_path``)."""
     match = re.fullmatch(r"graph_out\[(\d+)\]", path)
-    if match is None:
-        raise ValueError(f"unexpected output path {path!r}")
-    return int(match.group(1))
+    return int(match.group(1)) if match is not None else None

@@ -30,6 +30,7 @@ from pytest_torchcompile.judging.judge import (
     compile_graph,
     devices_of,
     judge_graph,
+    mutated_inputs,
     reference_outputs,
     same_failure,
 )
@@ -98,7 +99,7 @@ class _Stages:
         self.failure = failure
         self.check_non_float = check_non_float
         self.level = level
-        self.references = reference_outputs(gm, inputs)
+        self.references = reference_outputs(gm, inputs, mutated=mutated_inputs(gm, inputs))
         self.compiles = 0
         self.trail: list[str] = []
         self.can_skip = can_skip_subsystems()

@@ -240,9 +240,10 @@ def _locate_divergence(search: _Search) -> list[str]:
     if not observed or sum(slicer.values[node].nbytes for node in observed) > LOCATE_BYTES_LIMIT:
         return []
     verdict = search.judge_graph(probe, probe_inputs)
-    # A torch-level graph in a training call also returns its gradients: those follow the outputs.
+    # A torch-level graph in a training call also returns its gradients: those follow the outputs,
+    # and the inputs the graph writes into follow them.
     diverged = {observed[index] for leaf in verdict.leaves
-                if not leaf.passed and (index := output_index(leaf.path)) < len(observed)}
+                if not leaf.passed and (index := output_index(leaf.path)) is not None and index < len(observed)}
     failing_outputs = diverged & slicer.outputs
     if verdict.failure == ACCURACY and failing_outputs:
         search.record(search.everything, verdict)

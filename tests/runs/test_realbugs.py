@@ -10,7 +10,7 @@ gone (then delete its line). Each module's row (caught by fixture / plain, exit 
 ops and lines, stage, seconds) is printed in the markdown of ``docs/realbugs.md``.
 
 Marked ``realbugs`` and run apart (``pytest -m realbugs``): every bug is compiled, judged,
-minified and rerun; the corpus of twelve bugs took about 25 minutes of wall time on a shared
+minified and rerun; the corpus of twelve bugs took about 31 minutes of wall time on a shared
 2-core machine.
 """
 
@@ -36,26 +36,8 @@ PATHS = ("fixture", "plain")
 # module -> shortfalls against the goal, as `shortfalls()` words them; docs/realbugs.md has the
 # diagnosis of each.
 SHORTFALLS: dict[str, list[str]] = {
-    # The repro compiles the post-AOT graph with compile_fx, which generates a right kernel; the
-    # in-test route generates the 32-bit arange (and the minifier crashes on a graph without inputs).
-    "test_pt175966_arange_int64_mul.py": [
-        "fixture: repro.py exits 0", "fixture: not minified (crashed)",
-        "plain: repro.py exits 0", "plain: not minified (crashed)",
-    ],
-    "test_pt183901_arange_int64_scalar_mul.py": [
-        "fixture: repro.py exits 0", "fixture: not minified (not_reproduced)",
-        "plain: repro.py exits 0", "plain: not minified (not_reproduced)",
-    ],
-    # The re-run of the compiled backward gets contiguous clones of a strided saved view and
-    # fails Inductor's stride assert: the fixture test errors, with nothing on record.
-    "test_pt185509_interpolate_conv_pool_where_backward.py": ["fixture: not caught (not on record)"],
     # Each post-AOT graph agrees with its eager re-run; only forward+backward end to end differs.
     "test_pt197888_adaptive_max_pool3d_channels_last_backward.py": ["plain: not caught (pass)"],
-    # The wrong value is in a mutated argument: the plain path and the repro judge outputs only.
-    "test_pt198131_copy_then_mutate_source.py": [
-        "fixture: repro.py exits 0", "fixture: not minified (not_reproduced)",
-        "plain: not caught (pass)",
-    ],
 }
 
 

@@ -21,6 +21,7 @@ from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import ACCURACY, POST_AOT, GraphVerdict
 from pytest_torchcompile.judging.stages import FailureKind, StageAttribution
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE
+from pytest_torchcompile.torch_internals import graph_pickling
 from pytest_torchcompile.torch_internals.ops import op_origins
 
 CRASHED = "crashed"
@@ -85,9 +86,10 @@ def encode_candidate(gm: torch.fx.GraphModule, inputs: list[Any]) -> Candidate:
 
 
 def saved(value: Any) -> bytes:
-    """``value`` as ``torch.save`` writes it, for the child to load."""
+    """``value`` as ``torch.save`` writes it, for the child to load; graph modules in it as their
+    graphs are, not traced again from their code (:mod:`graph_pickling`)."""
     buffer = io.BytesIO()
-    torch.save(value, buffer)
+    torch.save(value, buffer, pickle_module=graph_pickling)
     return buffer.getvalue()
 
 

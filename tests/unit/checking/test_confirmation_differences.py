@@ -1,0 +1,47 @@
+"""A finding its repro does not confirm in a fresh process says what differed: the repro's graph
+judged again here (passing: the repro does not hold what the test ran) and, where it fails here,
+the code Inductor generates for it here and there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from pytest_torchcompile.checking.confirmation import Confirmer
+from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.judge import ACCURACY
+from pytest_torchcompile.repros.repro import write_repro
+
+aten = torch.ops.aten
+
+
+def relu_repro(tmp_path: Path) -> str:
+    x = torch.linspace(-2, 2, 16)
+    case = ReproCase(make_fx(lambda value: (torch.relu(value),))(x), [x], ACCURACY, "relu")
+    return str(write_repro(case, tmp_path / "repro.py"))
+
+
+def test_code_generated_otherwise_here_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch._inductor import lowering
+
+    # relu lowered as abs in this process only: its repro fails here, and passes in a fresh process.
+    monkeypatch.setitem(lowering.lowerings, aten.relu.default, lowering.lowerings[aten.abs.default])
+    confirmer = Confirmer()
+    try:
+        reason = confirmer.unconfirmed(relu_repro(tmp_path))
+    finally:
+        confirmer.close()
+    assert reason is not None and "judged in a fresh process, passes" in reason
+    assert "generates other code for it than in the fresh process (line " in reason
+
+
+def test_a_repro_that_passes_here_too_is_said_not_to_hold_what_the_test_ran(tmp_path: Path) -> None:
+    confirmer = Confirmer()
+    try:
+        reason = confirmer.unconfirmed(relu_repro(tmp_path))
+    finally:
+        confirmer.close()
+    assert reason is not None and "judged again in this process, the repro's graph passes too" in reason
