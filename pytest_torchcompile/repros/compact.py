@@ -30,6 +30,7 @@ from pytest_torchcompile.judging.judge import (
     RUNTIME_ERROR,
     clone_values,
     draws_random,
+    mutated_inputs,
     reference_outputs,
     unwritten_elements,
 )
@@ -63,10 +64,13 @@ def compact_obstacle(case: ReproCase) -> str | None:
             return "an input laid out with gaps, overlaps or an offset in its storage"
     try:
         allocates_unwritten = unwritten_elements(case.gm, case.inputs) is not None
+        writes_inputs = bool(mutated_inputs(case.gm, case.inputs))
     except Exception:
-        allocates_unwritten = False
+        allocates_unwritten = writes_inputs = False
     if allocates_unwritten:
         return "memory no op writes, which the full form leaves unjudged"
+    if writes_inputs:
+        return "a graph that writes into its inputs, which the full form judges as outputs"
     return None
 
 

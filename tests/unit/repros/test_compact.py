@@ -87,6 +87,11 @@ def with_random(x: torch.Tensor) -> tuple[torch.Tensor]:
     return (torch.relu(x) + torch.rand_like(x),)
 
 
+def writes_its_input(x: torch.Tensor) -> tuple[torch.Tensor]:
+    x.add_(1.0)  # a change whatever x holds (tracing runs it on the inputs too)
+    return (torch.relu(x),)
+
+
 def with_unwritten(x: torch.Tensor) -> tuple[torch.Tensor]:
     out = torch.empty(8, 4)
     out[:, :2] = torch.relu(x)
@@ -98,7 +103,8 @@ def with_unwritten(x: torch.Tensor) -> tuple[torch.Tensor]:
     (with_unwritten, [torch.randn(8, 2)], "memory no op writes"),
     (one_relu, [torch.randn(4, 1).expand(4, 4)], "an input laid out with gaps, overlaps or an offset"),
     (one_relu, [torch.randn(8, requires_grad=True)], "inputs that require grad"),
-], ids=["random", "unwritten", "overlapping", "requires_grad"])
+    (writes_its_input, [torch.randn(8)], "a graph that writes into its inputs"),
+], ids=["random", "unwritten", "overlapping", "requires_grad", "mutating"])
 def test_a_case_the_compact_form_cannot_express_keeps_the_full_form_and_says_why(
     tmp_path: Path, fn: Callable[..., Any], inputs: list[Any], reason: str,
 ) -> None:
