@@ -229,8 +229,9 @@ def widened(value: Any) -> Any:
 def draws_random(gm: Any) -> bool:
     """Whether a graph draws random numbers (dropout, ``torch.rand``...)."""
     graph = getattr(gm, "graph", None)
-    return graph is not None and any(node.op == "call_function" and torch.Tag.nondeterministic_seeded
-                                     in getattr(node.target, "tags", ()) for node in graph.nodes)
+    tag = getattr(torch.Tag, "nondeterministic_seeded", None)  # a torch without it: none does
+    return graph is not None and tag is not None and any(
+        node.op == "call_function" and tag in getattr(node.target, "tags", ()) for node in graph.nodes)
 
 
 @contextlib.contextmanager

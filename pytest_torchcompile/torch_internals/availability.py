@@ -25,7 +25,8 @@ from pytest_torchcompile.torch_internals.config import (
 )
 from pytest_torchcompile.torch_internals.fingerprint import lowering_tables_missing
 from pytest_torchcompile.torch_internals.interception import interception_missing
-from pytest_torchcompile.torch_internals.ops import op_registry_missing
+from pytest_torchcompile.torch_internals.ops import op_registry_missing, random_tag_missing
+from pytest_torchcompile.torch_internals.values import out_arguments_missing, symbolic_hint_missing
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,11 @@ _FEATURES = (
     _Feature("probing the CPU's vector ISAs ahead of a judging child's first compile",
              "that compile probes them, later", vector_isa_probe_missing),
     _Feature("the non-default Inductor config in the JSON report", "it is left out", default_test_missing),
+    _Feature("telling graphs that draw random numbers", "none is taken for one: no random op is seeded alike "
+             "for eager and compiled runs, nor compiled under fallback_random", random_tag_missing),
+    _Feature("the sizes symbolic inputs had when traced", "1 is taken for each", symbolic_hint_missing),
+    _Feature("telling an out= overload of an allocating op by its schema",
+             "it is told by its overload's name", out_arguments_missing),
 )
 
 

@@ -29,9 +29,15 @@ def is_view_op(target: Any) -> bool:
 
 
 def is_random_op(target: Any) -> bool:
-    """Whether an FX node target draws random numbers (Inductor's RNG differs from eager's)."""
-    tags = getattr(target, "tags", ())
-    return torch.Tag.nondeterministic_seeded in tags
+    """Whether an FX node target draws random numbers (Inductor's RNG differs from eager's); no
+    op does on a torch without the tag (``random_tag_missing``)."""
+    tag = getattr(torch.Tag, "nondeterministic_seeded", None)
+    return tag is not None and tag in getattr(target, "tags", ())
+
+
+def random_tag_missing() -> str | None:
+    """The op tag that marks random ops, where this torch lacks it."""
+    return None if hasattr(torch.Tag, "nondeterministic_seeded") else "torch.Tag.nondeterministic_seeded"
 
 
 @dataclasses.dataclass(frozen=True)

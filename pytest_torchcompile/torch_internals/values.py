@@ -33,7 +33,7 @@ def symbolic_sizes(example_inputs: Sequence[Any]) -> list[list[str] | None]:
 def concrete_int(value: Any) -> int:
     """An int, or a symbolic int's hint (the size it had when traced)."""
     if isinstance(value, torch.SymInt):
-        hint = value.node.hint
+        hint = getattr(getattr(value, "node", None), "hint", None)  # None too where torch keeps no hint
         return int(hint) if hint is not None else 1
     return int(value)
 
@@ -53,11 +53,18 @@ def filling_unwritten(fill: float, allocated: list[int]) -> Iterator[None]:
                   aten.empty_permuted}
     whole = 0 if math.isnan(fill) else int(fill)
 
+    def writes_out(func: Any) -> bool:
+        # An out= overload writes into memory the caller gave: told by its schema (torch.Tag.out is
+        # newer than 2.11), or by its name where the schema does not tell (out_arguments_missing).
+        arguments = getattr(getattr(func, "_schema", None), "arguments", None)
+        if arguments is None or not all(hasattr(argument, "is_out") for argument in arguments):
+            return "out" in getattr(func, "_overloadname", "out")
+        return any(argument.is_out for argument in arguments)
+
     class FillingMode(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             result = func(*args, **(kwargs or {}))
-            # An out= overload writes into memory the caller gave (torch.Tag.out is newer than 2.11).
-            if func.overloadpacket in allocating and not any(argument.is_out for argument in func._schema.arguments) \
+            if func.overloadpacket in allocating and not writes_out(func) \
                     and isinstance(result, torch.Tensor) and result.numel():
                 exact = result.is_floating_point() or result.is_complex()
                 result.fill_(fill if exact else bool(whole) if result.dtype == torch.bool else whole)
@@ -66,3 +73,18 @@ def filling_unwritten(fill: float, allocated: list[int]) -> Iterator[None]:
 
     with FillingMode():
         yield
+
+
+def symbolic_hint_missing() -> str | None:
+    """What tells the size a symbolic int had when traced, where this torch lacks it."""
+    from torch.fx.experimental.sym_node import SymNode
+
+    return None if hasattr(SymNode, "hint") else "torch.fx.experimental.sym_node.SymNode.hint"
+
+
+def out_arguments_missing() -> str | None:
+    """What tells an out= overload by its schema, where this torch lacks it."""
+    schema = getattr(torch.ops.aten.empty.out, "_schema", None)
+    if schema is None or not all(hasattr(argument, "is_out") for argument in schema.arguments):
+        return "an op schema's Argument.is_out"
+    return None

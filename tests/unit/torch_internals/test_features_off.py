@@ -148,3 +148,48 @@ def test_a_supported_torch_has_what_checking_needs() -> None:
 def test_without_compile_fx_inner_checking_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(compile_fx_module, "compile_fx_inner")
     assert core_missing() == "torch._inductor.compile_fx.compile_fx_inner"
+
+
+def test_without_the_random_tag_no_graph_is_taken_for_random(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_torchcompile.judging.judge import draws_random
+    from pytest_torchcompile.torch_internals.ops import is_random_op
+
+    gm = make_fx(lambda x: (torch.rand_like(x) + x,))(torch.randn(4))
+    assert draws_random(gm)
+    monkeypatch.delattr(torch.Tag, "nondeterministic_seeded")
+
+    assert the_feature_off("telling graphs that draw random numbers").internal == "torch.Tag.nondeterministic_seeded"
+    assert not draws_random(gm)
+    assert not any(is_random_op(node.target) for node in gm.graph.nodes)
+
+
+def test_without_a_symbolic_ints_hint_one_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch.fx.experimental.sym_node import SymNode
+
+    from pytest_torchcompile.torch_internals.values import concrete_int
+
+    monkeypatch.delattr(SymNode, "hint")
+
+    assert the_feature_off("the sizes symbolic inputs had").internal == "torch.fx.experimental.sym_node.SymNode.hint"
+    assert concrete_int(7) == 7
+
+
+def test_without_out_arguments_in_schemas_allocations_are_told_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_torchcompile.torch_internals.values import filling_unwritten
+
+    real_hasattr = hasattr
+
+    def without_is_out(obj: Any, name: str) -> bool:
+        return False if name == "is_out" else real_hasattr(obj, name)
+
+    monkeypatch.setattr("builtins.hasattr", without_is_out)
+    assert the_feature_off("telling an out= overload").internal == "an op schema's Argument.is_out"
+    monkeypatch.undo()
+    monkeypatch.setattr("pytest_torchcompile.torch_internals.values.hasattr", without_is_out, raising=False)
+
+    allocated: list[int] = []
+    destination = torch.full((3,), 5.0)
+    with filling_unwritten(7.0, allocated):
+        fresh = torch.empty(4)
+        torch.ops.aten.empty.out([3], out=destination)
+    assert fresh.tolist() == [7.0] * 4 and allocated == [4]
