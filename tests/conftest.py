@@ -78,6 +78,9 @@ def _process_state(config: pytest.Config) -> dict[str, object]:
         module = sys.modules.get(name)
         if module is not None:
             state[name] = module.get_config_copy()
+            # Deleted entries (pytest's monkeypatch undo deletes what it set through a config proxy).
+            state[f"{name}, hidden"] = sorted(key for key, entry in getattr(module, "_config", {}).items()
+                                              if getattr(entry, "hide", False))
     return state
 
 
