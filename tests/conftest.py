@@ -43,6 +43,12 @@ def _inline_runs_keep_imported_libraries(tmp_path_factory: pytest.TempPathFactor
     class KeepLibraries(_pytest.pytester.SysModulesSnapshot):
         def __init__(self, preserve: Any = None) -> None:
             super().__init__(preserve=lambda name: not written_by_a_run(name))
+            # A run's test module named as one of this suite's (test_model.py) is the run's to
+            # import: this suite's module of that name steps aside until the snapshot is restored.
+            for path in Path.cwd().glob("*.py"):
+                module = sys.modules.get(path.stem)
+                if module is not None and getattr(module, "__file__", None) != str(path):
+                    del sys.modules[path.stem]
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_pytest.pytester, "SysModulesSnapshot", KeepLibraries)

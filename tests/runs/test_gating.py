@@ -275,8 +275,11 @@ def test_reports_field_by_field_and_identical_under_xdist(
         github = pytester.path / f"summary-{workers}.md"
         github.write_text("## earlier step\n")
         monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(github))
-        result = run(pytester, "-n", workers, "--compile-accuracy-report", f"report-{workers}.json",
-                     f"--junitxml=junit-{workers}.xml")
+        # Processes of their own: the report records the Inductor config of the process it runs in,
+        # which earlier tests of a shared one leave marked as set (see inductor_config_restored).
+        result = pytester.runpytest_subprocess(
+            *FAST, "--compile-accuracy-baseline", "baseline.txt", "-n", workers,
+            "--compile-accuracy-report", f"report-{workers}.json", f"--junitxml=junit-{workers}.xml")
         assert result.ret == 0
         result.assert_outcomes(passed=2, xfailed=2)
         # Printed once, by the controller: one table row per check, the stale row named by line.
