@@ -33,6 +33,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+KEEP_QUEUE_CONFTEST = """
+from pytest_torchcompile.minifying.coordinator import KEEP_QUEUE_KEY
+
+
+def pytest_configure(config):
+    config.stash[KEEP_QUEUE_KEY] = True  # its jobs' attempts and timings are read after the run
+"""
+
 SUITE = '''
 import pytest
 import torch
@@ -85,8 +93,7 @@ def newest_queue(out: Path) -> Path:
 
 def run_once(workdir: Path, workers: int, label: str, timeout_s: float, extra: list[str]) -> dict[str, Any]:
     out = workdir / f"out-{label}"
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(workdir / f"inductor-cache-{label}"),
-           "PYTEST_TORCHCOMPILE_KEEP_QUEUE": "1"}  # its jobs' attempts and timings are read below
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(workdir / f"inductor-cache-{label}")}
     command = [sys.executable, "-m", "pytest", "-n", str(workers), "--compile-accuracy",
                "--compile-accuracy-dir", str(out), "--compile-accuracy-minify-timeout", str(timeout_s),
                "-p", "no:cacheprovider", "-q", "-W", "ignore", *extra]
@@ -131,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     layers = bug_layers(args.cases, args.layers)
     workdir = Path(tempfile.mkdtemp(prefix="parallel-minify-"))
     (workdir / "pytest.ini").write_text("[pytest]\n")
+    (workdir / "conftest.py").write_text(KEEP_QUEUE_CONFTEST)
     (workdir / "test_anchor.py").write_text(textwrap.dedent(SUITE.format(
         device=args.device, layers=args.layers, bug_layers=layers)))
     print(f"{args.cases} cases (relu bug at layers {layers} of {args.layers}), device {args.device}, "

@@ -65,6 +65,8 @@ class CheckRunner:
         """Compiled models of the running test, reused across its checks (hypothesis examples)."""
         self.probe_children = ProbeChildren()
         self.confirmer = Confirmer()
+        self.restore_trace_log: Callable[[], None] | None = None
+        """Gives torch's trace logger its level back, where the run quieted it."""
 
     @classmethod
     def start(cls, session: AccuracySession, layout: TerminalLayout, trace_log: bool,
@@ -73,9 +75,9 @@ class CheckRunner:
         run whose tests compile nothing does not pay its import (seconds), and one that compiles
         pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
         child started now pays Inductor's first compile while the tests are collected."""
-        if not trace_log:
-            quiet_trace_log()
         runner = cls(session, layout)
+        if not trace_log:
+            runner.restore_trace_log = quiet_trace_log()
         if probe_child:
             runner.probe_children.start(current_device())
         return runner
@@ -84,6 +86,8 @@ class CheckRunner:
         """End what this process started for its checks (from ``pytest_unconfigure``)."""
         self.probe_children.close()
         self.confirmer.close()
+        if self.restore_trace_log is not None:
+            self.restore_trace_log()
 
     @functools.cached_property
     def torch_unusable(self) -> str | None:

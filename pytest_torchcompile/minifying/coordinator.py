@@ -20,8 +20,9 @@ from pytest_torchcompile.run.session import AccuracySession
 
 QUEUE_DIR = ".queue"
 STALE_RUN_S = 24 * 3600.0
-KEEP_QUEUE_ENV = "PYTEST_TORCHCOMPILE_KEEP_QUEUE"
-"""Set (not "0"), a run leaves its queue in place at its end: its jobs' attempts and timings to read."""
+KEEP_QUEUE_KEY = pytest.StashKey[bool]()
+"""Set True here (by a conftest's ``pytest_configure``), a run leaves its queue in place at its
+end, its jobs' attempts and timings to read: a seam for tests and benchmarks."""
 
 if TYPE_CHECKING:
     from pytest_torchcompile.judging.isolation.parent import SpareChildren
@@ -97,7 +98,7 @@ class Coordinator:
         """Remove the run's queue at its end (the controller or single process, once every
         process is done with it), and the directories that opening it created: a run leaves
         only its repros and reports behind, and a run that runs no test leaves nothing."""
-        if self.role is Role.WORKER or os.environ.get(KEEP_QUEUE_ENV, "0") != "0":
+        if self.role is Role.WORKER or self.config.stash.get(KEEP_QUEUE_KEY, False):
             return
         if self.queue is not None:
             shutil.rmtree(self.queue_dir, ignore_errors=True)

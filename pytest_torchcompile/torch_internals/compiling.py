@@ -152,14 +152,17 @@ def reset_if_compiled() -> None:
         reset()
 
 
-def quiet_trace_log() -> None:
+def quiet_trace_log() -> Callable[[], None]:
     """Keep torch's structured-trace logger out of captured logs. It logs at DEBUG with empty
     messages (its payload goes to TORCH_TRACE files), and pytest attaches its capture handlers to
     it, so every compile adds hundreds of empty lines to a failing test's report. Left alone when
-    TORCH_TRACE asks for the trace."""
+    TORCH_TRACE asks for the trace. Returns what gives the logger its level back."""
+    logger = logging.getLogger("torch.__trace")
+    level = logger.level
     if not os.environ.get("TORCH_TRACE"):
         # torch's trace logger decides by its own level alone.
-        logging.getLogger("torch.__trace").setLevel(logging.INFO)
+        logger.setLevel(logging.INFO)
+    return lambda: logger.setLevel(level)
 
 
 _COMPILER_MODULES = ("torch._dynamo", "torch._functorch.config", "torch._inductor.config",

@@ -93,7 +93,7 @@ def test_parallel_minify_shares_one_gpu(pytester: pytest.Pytester) -> None:
         for i in range(4)
     )
     pytester.makepyfile(test_gpu=SUITE.format(bug="accuracy") + "\n\n" + tests)
-    result = pytester.runpytest("--compile-accuracy", "-n", "4")
+    result = pytester.runpytest_subprocess("--compile-accuracy", "-n", "4")  # xdist: processes of its own
     result.assert_outcomes(failed=5)
     minified = sorted((pytester.path / ".compile-accuracy").glob("*/minified.py"))
     assert len(minified) == 5

@@ -180,7 +180,8 @@ def test_wrong_silu_decomposition_end_to_end(pytester: pytest.Pytester, monkeypa
     monkeypatch.setenv("PYTHONPATH", with_mutant)
     pytester.makepyfile(test_model=GATED_MLP)
 
-    result = pytester.runpytest("--compile-accuracy", "-p", "no:cacheprovider")
+    # A process of its own: the mutant is a sitecustomize, read as an interpreter starts.
+    result = pytester.runpytest_subprocess("--compile-accuracy", "-p", "no:cacheprovider")
 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*minified *: 5 -> 1 ops in *"])

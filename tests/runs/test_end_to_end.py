@@ -18,10 +18,10 @@ BUG = {bug!r}
 
 
 @pytest.fixture(autouse=True)
-def _inject_bug(monkeypatch):
+def _inject_bug():
     import torch._inductor.config as config
-    if BUG:
-        monkeypatch.setattr(config.cpp, "inject_relu_bug_TESTING_ONLY", BUG)
+    with config.patch({{"cpp.inject_relu_bug_TESTING_ONLY": BUG}} if BUG else {{}}):
+        yield
 
 
 def test_mlp(compile_accuracy):
@@ -57,7 +57,8 @@ def test_repro_collects_as_marked_test(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model=SUITE.format(bug="accuracy"))
     pytester.runpytest("--compile-accuracy", "--no-compile-minify")
     (repro,) = repro_files(pytester, "repro.py")
-    result = pytester.runpytest(str(repro), "--strict-markers", "-p", "no:cacheprovider")
+    # A process of its own: a repro sets the Inductor config of the process that imports it.
+    result = pytester.runpytest_subprocess(str(repro), "--strict-markers", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*REPRODUCED*"])
 
@@ -159,6 +160,7 @@ def test_minify_command_rejects_a_missing_file() -> None:
     assert cli.returncode == 2 and "no such repro file" in cli.stderr
 
 
+@pytest.mark.slow  # shrinks over many shapes, a compile each; test_hypothesis_examples.py is its twin
 def test_hypothesis_failure_is_shrunk_and_written_once(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model="""
         import pytest, torch
@@ -335,7 +337,8 @@ def test_a_repro_that_cannot_run_is_reported_at_its_test_and_not_minified(pytest
         repro.render_repro = render_with_a_defect
     """)
     pytester.makepyfile(test_model=SUITE.format(bug="accuracy"))
-    result = pytester.runpytest("--compile-accuracy")
+    # A process of its own: the conftest replaces the renderer of the process it runs in.
+    result = pytester.runpytest_subprocess("--compile-accuracy")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*compile accuracy: fail_accuracy*", "repro: *",

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import torch
+from inline import runpytest
 
 from pytest_torchcompile.run.baseline import (
     HEADER,
@@ -75,7 +76,7 @@ def assert_said(result: pytest.RunResult, line: str) -> None:
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest(*FAST, "--compile-accuracy-baseline", "baseline.txt", *args)
+    return runpytest(pytester, *FAST, "--compile-accuracy-baseline", "baseline.txt", *args)
 
 
 def repro_of(pytester: pytest.Pytester, name: str) -> Path:
@@ -85,6 +86,7 @@ def repro_of(pytester: pytest.Pytester, name: str) -> Path:
 # --- the round trip of a model repo adopting the plugin -----------------------------------------
 
 
+@pytest.mark.slow  # five runs; test_baseline_verdicts.py is its one-run twin
 def test_baseline_round_trip_green_red_improved_strict(pytester: pytest.Pytester) -> None:
     write_suite(pytester, "ab", broken="a")
     baseline = pytester.path / "baseline.txt"
@@ -274,8 +276,11 @@ def test_reports_field_by_field_and_identical_under_xdist(
         github = pytester.path / f"summary-{workers}.md"
         github.write_text("## earlier step\n")
         monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(github))
-        result = run(pytester, "-n", workers, "--compile-accuracy-report", f"report-{workers}.json",
-                     f"--junitxml=junit-{workers}.xml")
+        # Processes of their own: the report records the Inductor config of the process it runs in,
+        # which earlier tests of a shared one leave marked as set (see inductor_config_restored).
+        result = pytester.runpytest_subprocess(
+            *FAST, "--compile-accuracy-baseline", "baseline.txt", "-n", workers,
+            "--compile-accuracy-report", f"report-{workers}.json", f"--junitxml=junit-{workers}.xml")
         assert result.ret == 0
         result.assert_outcomes(passed=2, xfailed=2)
         # Printed once, by the controller: one table row per check, the stale row named by line.
@@ -311,7 +316,8 @@ def test_repro_of_a_known_bug_xfails_until_torch_fixes_it(pytester: pytest.Pytes
     (pytester.path / "baseline.txt").write_text(f"{repro_id}\tfail_accuracy\tupstream #1\n")
     args = ("-p", "no:cacheprovider", "-rx", "--compile-accuracy-baseline", "baseline.txt")
 
-    known = pytester.runpytest(str(repro.relative_to(pytester.path)), *args)
+    # Processes of their own: a repro sets the Inductor config of the process that imports it.
+    known = pytester.runpytest_subprocess(str(repro.relative_to(pytester.path)), *args)
     assert known.ret == 0
     known.assert_outcomes(xfailed=1)
     known.stdout.fnmatch_lines([
@@ -324,7 +330,7 @@ def test_repro_of_a_known_bug_xfails_until_torch_fixes_it(pytester: pytest.Pytes
     fixed_source = re.sub(r"(inject_relu_bug_TESTING_ONLY) = .*", r"\1 = None", source)
     assert fixed_source != source
     repro.write_text(fixed_source)
-    fixed = pytester.runpytest(str(repro.relative_to(pytester.path)), *args)
+    fixed = pytester.runpytest_subprocess(str(repro.relative_to(pytester.path)), *args)
     assert fixed.ret == 0
     fixed.assert_outcomes(passed=1)
     assert_said(fixed, f"  IMPROVED {repro_id}: pass, the baseline expects fail_accuracy [upstream #1]")
@@ -391,7 +397,10 @@ def test_new_options_are_documented(pytester: pytest.Pytester) -> None:
     ])
 
 
-@pytest.mark.parametrize("plugins", [["-p", "no:xdist"], ["-n", "2"]], ids=["no-xdist", "xdist"])
+@pytest.mark.parametrize("plugins", [
+    ["-p", "no:xdist"],
+    pytest.param(["-n", "2"], marks=pytest.mark.slow),  # xdist's reports: test_reports_field_by_field_...
+], ids=["no-xdist", "xdist"])
 def test_recording_passes_unless_a_test_fails_for_another_reason(
     pytester: pytest.Pytester, plugins: list[str],
 ) -> None:

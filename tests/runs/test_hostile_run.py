@@ -29,9 +29,10 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _inject_bug(monkeypatch):
+def _inject_bug():
     import torch._inductor.config as config
-    monkeypatch.setattr(config.cpp, "inject_relu_bug_TESTING_ONLY", "accuracy")
+    with config.patch({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
+        yield
 
 
 def test_mlp(compile_accuracy):
@@ -86,7 +87,9 @@ def test_a_full_disk_keeps_the_verdict_in_every_report(pytester: pytest.Pytester
     pytester.makeconftest(NO_SPACE)
     pytester.makepyfile(test_model=SUITE)
     report = pytester.path / "report.json"
-    result = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-minify", f"--compile-accuracy-report={report}")
+    # A process of its own: the conftest replaces tempfile.mkstemp in the process it runs in.
+    result = pytester.runpytest_subprocess("--compile-accuracy", "--no-compile-accuracy-minify",
+                                           f"--compile-accuracy-report={report}")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*compile accuracy: fail_accuracy: *",

@@ -1,7 +1,8 @@
 """The parallel minify phase: the work queue across processes, and whole runs under xdist.
 
 Where real minification is not the point, a conftest sets the phase's minifier (``MINIFIER_KEY``)
-to a fake that copies the repro to ``minified.py``, logs the call and sleeps.
+to a fake that copies the repro to ``minified.py``, logs the call and sleeps, and keeps the run's
+queue to be read (``KEEP_QUEUE_KEY``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import Any
 
 import pytest
 import torch
+from inline import runpytest
+from processes import run_together
 
-from pytest_torchcompile.minifying.coordinator import KEEP_QUEUE_ENV
 from pytest_torchcompile.repros import repro
 from pytest_torchcompile.run.devices import device_index, parse_devices
 from pytest_torchcompile.run.queue import (
@@ -42,6 +44,7 @@ pytest_plugins = ["pytester"]
 FAKE_MINIFIER = """
 import os, time
 from pathlib import Path
+from pytest_torchcompile.minifying.coordinator import KEEP_QUEUE_KEY
 from pytest_torchcompile.minifying.phase import MINIFIER_KEY
 from pytest_torchcompile.run.files import atomic_write
 from pytest_torchcompile.run.results import MinifyResult, StopReason
@@ -49,6 +52,7 @@ from pytest_torchcompile.run.results import MinifyResult, StopReason
 
 def pytest_configure(config):
     config.stash[MINIFIER_KEY] = minify
+    config.stash[KEEP_QUEUE_KEY] = True
 
 
 def minify(repro_path, *, timeout_s=300.0, progress=None, isolate=True, device=None):
@@ -81,7 +85,6 @@ def fake_minifier(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
     its call log."""
     pytester.makeconftest(FAKE_MINIFIER)
     log = pytester.path / "minify-calls.log"
-    monkeypatch.setenv(KEEP_QUEUE_ENV, "1")
     monkeypatch.setenv("FAKE_MINIFY_LOG", str(log))
     monkeypatch.setenv("FAKE_MINIFY_SLEEP", "1.0")
     return log
@@ -121,8 +124,8 @@ def test_xdist_minifies_every_case_once_and_the_controller_reports_once(
     pytester: pytest.Pytester, fake_minifier: Path,
 ) -> None:
     pytester.makepyfile(test_model=SUITE.format(cases=3))
-    result = pytester.runpytest("-n", "2", "--compile-accuracy", "--compile-minify-workers", "2",
-                                "-p", "no:cacheprovider")
+    result = runpytest(pytester, "-n", "2", "--compile-accuracy", "--compile-minify-workers", "2",
+                       "-p", "no:cacheprovider")
     result.assert_outcomes(failed=3)
     lines = minified_lines(result.stdout.str())
     nodeids = [f"test_model.py::test_mlp[{seed}]" for seed in range(3)]
@@ -179,8 +182,8 @@ def test_failures_the_baseline_expects_can_go_unminified(
 ) -> None:
     pytester.makepyfile(test_model=SUITE.format(cases=2))
     (pytester.path / "baseline.txt").write_text("test_model.py::test_mlp[0]\tfail_accuracy\tupstream bug\n")
-    result = pytester.runpytest(*plugins, "--compile-accuracy", "-p", "no:cacheprovider", "-rx",
-                                "--compile-accuracy-baseline", "baseline.txt", "--no-compile-minify-expected")
+    result = runpytest(pytester, *plugins, "--compile-accuracy", "-p", "no:cacheprovider", "-rx",
+                       "--compile-accuracy-baseline", "baseline.txt", "--no-compile-minify-expected")
     result.assert_outcomes(failed=1, xfailed=1)
     expected, new = (pytester.path / ".compile-accuracy" / f"test_model.py__test_mlp_{seed}" for seed in (0, 1))
     assert calls(fake_minifier) == [str(new / "repro.py")]
@@ -360,14 +363,7 @@ def _write_repros(root: str, index: int, all_written: Any) -> None:
 
 def test_eight_processes_write_repros_at_once(tmp_path: Path) -> None:
     root = tmp_path / "repros"
-    context = _context()
-    all_written = context.Barrier(8)
-    writers = [context.Process(target=_write_repros, args=(str(root), i, all_written)) for i in range(8)]
-    for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join(120)
-    assert [w.exitcode for w in writers] == [0] * 8
+    assert run_together(_context(), _write_repros, [(str(root), i) for i in range(8)]) == [0] * 8
     claimed: dict[str, int] = {}
     for index in range(8):
         mine = json.loads((root / f"writer{index}.json").read_text())

@@ -8,6 +8,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from inline import runpytest
 
 pytest_plugins = ["pytester"]
 
@@ -76,9 +77,9 @@ def test_flag_off_and_marked_scope(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_unmarked="""
         import torch, torch._inductor.config as config
 
-        def test_unmarked(monkeypatch):
-            monkeypatch.setattr(config.cpp, "inject_relu_bug_TESTING_ONLY", "accuracy")
-            torch.compile(torch.nn.ReLU())(torch.randn(8))
+        def test_unmarked():
+            with config.patch({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
+                torch.compile(torch.nn.ReLU())(torch.randn(8))
     """)
     scoped = pytester.runpytest("test_unmarked.py", "--compile-accuracy", "--compile-accuracy-scope=marked")
     scoped.assert_outcomes(passed=1)
@@ -122,8 +123,8 @@ def test_plain_compile_checks_reach_every_report_and_the_baseline(
     monkeypatch.setenv("COLUMNS", "120")  # each row of the summary on one line
     github = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(github))
-    result = pytester.runpytest(
-        *plugins, "--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider",
+    result = runpytest(
+        pytester, *plugins, "--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider",
         "--compile-accuracy-report", "report.json", "--junitxml", "junit.xml",
         "--compile-accuracy-baseline", "baseline.txt", "--compile-accuracy-update-baseline")
     result.assert_outcomes(passed=2, failed=1)
@@ -179,8 +180,8 @@ def test_graphs_that_cannot_be_judged_are_said_per_test(
 ) -> None:
     pytester.makepyfile(test_models=UNCHECKED_SUITE)
     monkeypatch.setenv("COLUMNS", "120")
-    result = pytester.runpytest(*plugins, "--compile-accuracy", "-p", "no:cacheprovider",
-                                "--compile-accuracy-report", "report.json")
+    result = runpytest(pytester, *plugins, "--compile-accuracy", "-p", "no:cacheprovider",
+                       "--compile-accuracy-report", "report.json")
     result.assert_outcomes(passed=1)
     reason = "intermediates not judged (the graph draws random numbers, which a recompiled cut would draw anew)"
     result.stdout.fnmatch_lines([

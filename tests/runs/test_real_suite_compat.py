@@ -30,7 +30,8 @@ def test_fixture(compile_accuracy):
 
 def test_frozen_global_flags_do_not_fail_tests(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_frozen=FROZEN_FLAGS_SUITE)
-    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
+    # A process of its own: the suite freezes torch's global flags for the rest of the process.
+    result = pytester.runpytest_subprocess("--compile-accuracy", "--no-compile-minify")
     result.assert_outcomes(passed=2)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 import torch.fx
+from processes import run_together
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.model import check_model
@@ -223,14 +224,8 @@ def _update_as_a_shard(path: str, index: int, start: Any) -> None:
 
 def test_shards_updating_at_once_lose_no_row(tmp_path: Path) -> None:
     path = tmp_path / "baseline.tsv"
-    context = multiprocessing.get_context("spawn")
-    start = context.Barrier(4)
-    shards = [context.Process(target=_update_as_a_shard, args=(str(path), i, start)) for i in range(4)]
-    for shard in shards:
-        shard.start()
-    for shard in shards:
-        shard.join(120)
-    assert [shard.exitcode for shard in shards] == [0] * 4
+    shards = [(str(path), i) for i in range(4)]
+    assert run_together(multiprocessing.get_context("spawn"), _update_as_a_shard, shards) == [0] * 4
     assert sorted(load_baseline(path).entries) == [f"tests/test_{i}.py::test_{i}" for i in range(4)]
 
 
@@ -450,7 +445,11 @@ def test_a_planted_tensor_file_is_loaded_as_data_only(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("module", ["operator", "sitecustomize", "inspect", "math"])
+@pytest.mark.parametrize("module", [
+    "operator", "sitecustomize",
+    # More of the same, a repro run twice each.
+    pytest.param("inspect", marks=pytest.mark.slow), pytest.param("math", marks=pytest.mark.slow),
+])
 def test_a_module_planted_in_a_case_directory_is_not_imported(tmp_path: Path, module: str) -> None:
     path = repro.write_repro(_case(), tmp_path / "case" / "repro.py")
     marker = tmp_path / "imported"

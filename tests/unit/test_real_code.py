@@ -242,7 +242,8 @@ def test_a_finding_its_repro_does_not_confirm_fails_no_test_and_is_reported_unco
 ) -> None:
     pytester.makepyfile(test_model=IN_PROCESS_BUG)
 
-    result = pytester.runpytest("--compile-accuracy", "-p", "no:cacheprovider", "--compile-accuracy-report=report.json",
+    # A process of its own: the suite replaces a decomposition of the process it runs in.
+    result = pytester.runpytest_subprocess("--compile-accuracy", "-p", "no:cacheprovider", "--compile-accuracy-report=report.json",
                                 "--junitxml=junit.xml")
 
     result.assert_outcomes(passed=1)

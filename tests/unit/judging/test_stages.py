@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 import torch.fx
+from inline import runpytest
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.judging import stages
@@ -297,7 +298,7 @@ def test_second(compile_accuracy):
 def test_two_tests_with_one_bug_are_one_root_cause(pytester: pytest.Pytester, workers: list[str]) -> None:
     pytester.makepyfile(test_suite=SUITE)
 
-    result = pytester.runpytest(*workers, "--compile-accuracy", "--compile-accuracy-report", "report.json")
+    result = runpytest(pytester, *workers, "--compile-accuracy", "--compile-accuracy-report", "report.json")
 
     result.assert_outcomes(failed=2)
     summary = ("[2 tests] deviation appears in Inductor's C++ codegen of aten.relu "
