@@ -39,7 +39,7 @@ def test_a_new_failure_fails_the_run_and_an_improvement_does_not(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        f"NEW FAILURE: fail_accuracy, the baseline expects pass (baseline {baseline}:2)",
+        "NEW FAILURE: fail_accuracy, the baseline expects pass (baseline baseline.txt:2)",  # under the rootdir
         "baseline: 1 NEW FAILURE, 1 IMPROVED",
         "  NEW FAILURE test_models.py::test_broken: fail_accuracy, the baseline expects pass",
         "compile accuracy: the run fails against the baseline:",
