@@ -6,8 +6,6 @@ module names those features for the run's summary and the JSON report."""
 
 from __future__ import annotations
 
-import importlib
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,7 +15,10 @@ from pytest_torchcompile.torch_internals.bisector import (
     config_changes_missing,
     subsystem_switch_missing,
 )
-from pytest_torchcompile.torch_internals.compiling import vector_isa_probe_missing
+from pytest_torchcompile.torch_internals.compiling import (
+    first_missing_attribute,
+    vector_isa_probe_missing,
+)
 from pytest_torchcompile.torch_internals.config import (
     default_test_missing,
     defaults_missing,
@@ -98,16 +99,8 @@ _CORE = (
 def core_missing() -> str | None:
     """The first internal checking itself needs that the installed torch lacks (the compiler is
     imported for the answer); None where it has them all."""
-    for module_name, name in _CORE:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError:
-                return module_name
-        if not hasattr(module, name):
-            return f"{module_name}.{name}"
-    return interception_missing()  # the fixture's capture passes compile_fx an inner_compile too
+    # The fixture's capture passes compile_fx an inner_compile too.
+    return first_missing_attribute(_CORE) or interception_missing()
 
 
 def features_off() -> list[FeatureOff]:

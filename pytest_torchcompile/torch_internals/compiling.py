@@ -107,6 +107,25 @@ def post_aot_graphs(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[tup
     return graphs
 
 
+def first_missing_attribute(names: Sequence[tuple[str, str]],
+                            holds: Callable[[Any], bool] = lambda value: True) -> str | None:
+    """The first ``module.attribute`` of ``names`` that the installed torch lacks (or whose value
+    ``holds`` refuses), or the module that does not import; None where it has them all. The
+    modules are imported for the answer, with their import-time warnings kept quiet."""
+    missing = object()
+    for module_name, attribute in names:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                return module_name
+        value = getattr(module, attribute, missing)
+        if value is missing or not holds(value):
+            return f"{module_name}.{attribute}"
+    return None
+
+
 def mode_patches(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
     from torch._inductor import list_mode_options
 

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.torch_internals.compiling import first_missing_attribute
 from pytest_torchcompile.torch_internals.interception import not_intercepted
 
 _FINGERPRINTED_MODULES = ("torch._inductor", "torch._decomp", "torch._refs", "torch._prims", "torch._functorch")
@@ -32,16 +33,7 @@ lazily (an implicit fallback per op without a lowering): compared entry by entry
 def lowering_tables_missing() -> str | None:
     """The table :func:`compiler_fingerprint` compares entry by entry that this torch lacks
     (the modules are imported for the answer); None where it has them all."""
-    for module_name, table in _LOWERING_TABLES:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError:
-                return module_name
-        if not isinstance(getattr(module, table, None), dict):
-            return f"{module_name}.{table}"
-    return None
+    return first_missing_attribute(_LOWERING_TABLES, holds=lambda table: isinstance(table, dict))
 
 
 def compiler_fingerprint(modules: Sequence[str] = ()) -> dict[str, str]:
