@@ -93,7 +93,7 @@ def write_anchor_repro(anchor: Path, layers: int, bug_at: int, device: str, dire
 
 PRIME = (
     "import sys, torch, torch.fx; "
-    "from pytest_torchcompile.torch_internals.compiling import compile_graph; "
+    "from pytest_torchcompile.torch_internals.graph_compile import compile_graph; "
     "graph = torch.fx.Graph(); x = graph.placeholder('x'); "
     "graph.output((graph.call_function(torch.ops.aten.add.Tensor, (x, 1.0)),)); "
     "compile_graph(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.zeros(4, device=sys.argv[1])])"

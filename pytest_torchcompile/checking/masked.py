@@ -30,7 +30,7 @@ from pytest_torchcompile.judging.isolation.protocol import (
 )
 from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict, devices_of, judge_graph
 from pytest_torchcompile.judging.slicing import ROOTS_TRIED_ALONE, GraphSlicer, output_index
-from pytest_torchcompile.run.verdict import LeafResult
+from pytest_torchcompile.run.leaves import LeafResult
 
 NEIGHBOURHOOD_RADII = (0, 1, 2, 4)
 """Producer/consumer steps around the op where a deviation starts that are judged with it."""

@@ -47,8 +47,9 @@ from pytest_torchcompile.judging.oracle import (
     flatten_outputs,
     unwritten_leaves,
 )
+from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status, out_of_memory
+from pytest_torchcompile.run.verdict import Comparison, Status, out_of_memory
 from pytest_torchcompile.torch_internals.compiling import no_compile_caches, reset, strict_dynamo
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
@@ -59,7 +60,8 @@ from pytest_torchcompile.torch_internals.rng import (
     recording_random_draws,
     replaying_random_draws,
 )
-from pytest_torchcompile.torch_internals.values import filling_unwritten, tree_map
+from pytest_torchcompile.torch_internals.unwritten import filling_unwritten
+from pytest_torchcompile.torch_internals.values import tree_map
 
 
 @dataclass

@@ -39,7 +39,8 @@ from pytest_torchcompile.judging.judge import (
     set_rng_states,
     unwritten_elements,
 )
-from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status, out_of_memory
+from pytest_torchcompile.run.leaves import LeafResult
+from pytest_torchcompile.run.verdict import Comparison, Status, out_of_memory
 from pytest_torchcompile.torch_internals.interception import intercept_inductor
 from pytest_torchcompile.torch_internals.rng import (
     EAGER_RNG_CONFIG,

@@ -34,11 +34,12 @@ from pytest_torchcompile.judging.judge import (
     full_fp32_precision,
 )
 from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case
+from pytest_torchcompile.run.leaves import format_table
 from pytest_torchcompile.run.report import TerminalLayout
 from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import AccuracySession, MinifyJob, junit_fields
 from pytest_torchcompile.run.settings import CheckSettings
-from pytest_torchcompile.run.verdict import Comparison, Status, format_table
+from pytest_torchcompile.run.verdict import Comparison, Status
 from pytest_torchcompile.torch_internals.availability import core_missing, features_off
 from pytest_torchcompile.torch_internals.compiling import (
     compiler_imported,

@@ -21,12 +21,16 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile.judging.oracle import compare_tensor, unwritten_mask, written_only
 from pytest_torchcompile.judging.rule import error_signature, normalized_error
-from pytest_torchcompile.run.verdict import LeafResult
-from pytest_torchcompile.torch_internals.compiling import compile_dynamo_graph, compile_graph
+from pytest_torchcompile.judging.tensor_comparison import (
+    compare_tensor,
+    unwritten_mask,
+    written_only,
+)
+from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
-from pytest_torchcompile.torch_internals.values import filling_unwritten
+from pytest_torchcompile.torch_internals.graph_compile import compile_dynamo_graph, compile_graph
+from pytest_torchcompile.torch_internals.unwritten import filling_unwritten
 
 ACCURACY = "accuracy"
 COMPILE_ERROR = "compile_error"

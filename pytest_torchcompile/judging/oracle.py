@@ -5,122 +5,25 @@ original dtype, as PyTorch's ``torch._dynamo.utils.same`` does: compiled may be 
 eager is, times a dtype-dependent multiplier. A fixed allclose would cry wolf on low precision and
 miss real deviations on large values.
 
-The rule itself is :mod:`rule`'s; this module adds what a reader of a verdict needs (the worst
-element, a table) and walks nested outputs. The functions listed in ``STANDALONE_SOURCES`` depend
-on torch, ``math``, ``dataclasses`` and :mod:`rule` only: a full repro file embeds their source,
-so it judges exactly as the plugin does.
+The rule itself is :mod:`rule`'s and one tensor's comparison :mod:`tensor_comparison`'s; this
+module walks nested outputs and compares them leaf by leaf.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from pytest_torchcompile.judging.rule import leaf_verdict
-from pytest_torchcompile.run.verdict import (
-    DEFAULT_TOLERANCE,
-    Comparison,
-    LeafResult,
-    format_table,
-    summarized_leaves,
+from pytest_torchcompile.judging.tensor_comparison import (
+    compare_tensor,
+    unwritten_mask,
+    written_only,
 )
-
-
-def _worst_element(
-    result: torch.Tensor, reference: torch.Tensor
-) -> tuple[float | None, tuple[int, ...] | None]:
-    if result.numel() == 0:
-        return None, None
-    error = (result.double() - reference.double()).abs()
-    error = torch.where(torch.isnan(error), torch.full_like(error, math.inf), error)
-    flat_index = int(torch.argmax(error.reshape(-1)))
-    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat_index), result.shape))
-    return float(error.reshape(-1)[flat_index]), index
-
-
-def compare_tensor(
-    path: str,
-    compiled: torch.Tensor,
-    eager: torch.Tensor,
-    reference: torch.Tensor | None,
-    tol: float,
-    check_non_float: bool = True,
-) -> LeafResult:
-    """Judge one compiled tensor by :func:`rule.leaf_verdict`, with what a reader of the verdict
-    needs beside it. ``reference`` is the fp64 run's value, or None for the weaker same-precision
-    (cosine) check used when the model cannot run in fp64."""
-    shape = tuple(eager.shape)
-    dtype = str(eager.dtype).replace("torch.", "")
-    # Judged where the compiled tensor is: a probe returns hundreds of activations, and copying
-    # them to the host to judge them there cost a CNN's probe seconds. A device without float64
-    # (MPS) is judged on the host.
-    judged_on = compiled.device if compiled.device.type in ("cpu", "cuda") else torch.device("cpu")
-    compiled = compiled.detach().to(judged_on)
-    eager = eager.detach().to(judged_on)
-    reference = reference.detach().to(judged_on) if reference is not None else None
-    if tuple(compiled.shape) != shape or compiled.dtype != eager.dtype:
-        return LeafResult(
-            path, shape, dtype, False, "metadata",
-            detail=f"compiled gave {tuple(compiled.shape)} {compiled.dtype}, eager {shape} {eager.dtype}",
-        )
-    if compiled.is_complex():
-        compiled, eager = torch.view_as_real(compiled), torch.view_as_real(eager)
-        reference = torch.view_as_real(reference) if reference is not None else None
-    passed, how, figures = leaf_verdict(compiled, eager, reference, tol, check_non_float)
-    if how in ("not checked (non-floating)", "empty", "allclose"):
-        return LeafResult(path, shape, dtype, passed, how)
-    if how == "exact":
-        mismatched = int((compiled != eager).sum())
-        worst, where = _worst_element(compiled, eager)
-        return LeafResult(path, shape, dtype, passed, how, max_abs_error=worst, max_error_index=where,
-                          detail=f"{mismatched} of {eager.numel()} elements differ" if mismatched else "")
-    if how == "non-finite pattern":
-        worst, where = _worst_element(compiled, eager)
-        return LeafResult(
-            path, shape, dtype, passed, how, max_abs_error=worst, max_error_index=where,
-            detail=(f"compiled has {int((~torch.isfinite(compiled)).sum())} non-finite values, "
-                    f"eager {int((~torch.isfinite(eager)).sum())}"),
-        )
-    if reference is None:
-        worst, where = _worst_element(compiled, eager)
-        return LeafResult(path, shape, dtype, passed, how, max_abs_error=worst, max_error_index=where,
-                          detail=f"cosine similarity {figures[0]:.5f}")
-    compiled_error, eager_error, multiplier = figures
-    worst, where = _worst_element(compiled, reference.to(torch.float64))
-    return LeafResult(
-        path, shape, dtype, passed, how,
-        rmse_compiled=compiled_error, rmse_eager=eager_error, multiplier=multiplier,
-        max_abs_error=worst, max_error_index=where,
-    )
-
-
-def unwritten_mask(first: Any, second: Any) -> torch.Tensor | None:
-    """Where two runs that filled memory no op wrote unlike (``judge.unwritten_elements``) differ:
-    the elements that depend on that memory; None where none does."""
-    if not isinstance(first, torch.Tensor) or not isinstance(second, torch.Tensor) or first.shape != second.shape:
-        return None
-    differs = first != second
-    if first.is_floating_point() or first.is_complex():
-        differs &= ~(torch.isnan(first) & torch.isnan(second))
-    return differs if bool(differs.any()) else None
-
-
-def written_only(value: Any, unwritten: torch.Tensor | None) -> Any:
-    """``value`` with the elements ``unwritten`` marks set to zero, so that they judge alike."""
-    if unwritten is None or not isinstance(value, torch.Tensor) or value.shape != unwritten.shape:
-        return value
-    return value.detach().masked_fill(unwritten.to(value.device), 0)
-
-
-STANDALONE_SOURCES = (
-    LeafResult, _worst_element, compare_tensor, format_table,
-    summarized_leaves, unwritten_mask, written_only,
-)
-
+from pytest_torchcompile.run.leaves import LeafResult
+from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, Comparison
 
 # --- nested outputs -------------------------------------------------------------------------
 

@@ -62,8 +62,8 @@ from pytest_torchcompile.judging.stages import FailureKind, StageAttribution, gr
 from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME, bug_report
 from pytest_torchcompile.repros.repro import MINIFIED_NAME, config_lines, load_case, write_minified
 from pytest_torchcompile.run.files import atomic_write, locked
+from pytest_torchcompile.run.leaves import format_table, summarized_leaves
 from pytest_torchcompile.run.results import MinifyProgress, MinifyResult, StopReason
-from pytest_torchcompile.run.verdict import format_table, summarized_leaves
 from pytest_torchcompile.torch_internals.compiling import cpp_kernels
 
 Judge = Callable[[torch.fx.GraphModule, list[Any]], GraphVerdict]

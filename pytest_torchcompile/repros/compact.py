@@ -11,10 +11,7 @@ graph and references must be the plugin's.
 
 from __future__ import annotations
 
-import ast
-import inspect
 import re
-import textwrap
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -34,6 +31,7 @@ from pytest_torchcompile.judging.judge import (
     reference_outputs,
     unwritten_elements,
 )
+from pytest_torchcompile.repros.runtime import embedded_source
 
 RULE_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {
     ACCURACY: (rule.leaf_verdict,),
@@ -76,18 +74,6 @@ def compact_obstacle(case: ReproCase) -> str | None:
 
 def _in_torch(module: str) -> bool:
     return module.split(".")[0] == "torch"
-
-
-def function_source(function: Callable[..., Any]) -> str:
-    """A function's source without its docstring."""
-    source = textwrap.dedent(inspect.getsource(function))
-    definition = ast.parse(source).body[0]
-    assert isinstance(definition, ast.FunctionDef)
-    if ast.get_docstring(definition) is None:
-        return source.strip()
-    docstring = definition.body[0]
-    lines = source.splitlines()
-    return "\n".join(lines[:docstring.lineno - 1] + lines[(docstring.end_lineno or docstring.lineno):]).strip()
 
 
 _RUNTIME = '''\
@@ -169,7 +155,7 @@ def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
                 if case.kind == ACCURACY else
                 f"KIND, EXPECTED_ERROR, ERROR_PATTERN = {case.kind!r}, {case.expected_error!r}, {case.error_pattern!r}")
     inputs = ", ".join(input_expressions)
-    functions = [function_source(function) for function in RULE_FUNCTIONS[case.kind]]
+    functions = [embedded_source(function) for function in RULE_FUNCTIONS[case.kind]]
     graph_code = _strip_init(module_source).rstrip()
     return "\n".join([
         *header,

@@ -11,11 +11,9 @@ package registers) are registered by importing the modules that define them, nam
 
 from __future__ import annotations
 
-import ast
 import copy
 import hashlib
 import importlib.util
-import inspect
 import io
 import itertools
 import json
@@ -38,7 +36,6 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging import judge as standalone
-from pytest_torchcompile.judging import oracle, rule
 from pytest_torchcompile.judging.capture import HostTensor
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.config import config_patches
@@ -48,15 +45,13 @@ from pytest_torchcompile.repros.compact import (
     compact_obstacle,
     render_compact,
 )
+from pytest_torchcompile.repros.runtime import runtime_source
 from pytest_torchcompile.run.files import atomic_write, locked, replace_directory
 from pytest_torchcompile.run.processes import own_start, pid_alive
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, out_of_memory
-from pytest_torchcompile.torch_internals.compiling import compile_dynamo_graph, compile_graph
 from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_restored
 from pytest_torchcompile.torch_internals.environment import environment
-from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
 from pytest_torchcompile.torch_internals.ops import OpOrigin
-from pytest_torchcompile.torch_internals.values import filling_unwritten
 
 INLINE_NUMEL = 32
 """Tensors up to this many elements are written into the file; larger ones go to tensors/."""
@@ -137,34 +132,6 @@ def _module_source(gm: torch.fx.GraphModule, class_name: str, writer: _TensorWri
     body = textwrap.indent(gm.code.strip(), "    ")
     init = textwrap.indent("\n".join(["super().__init__()", *init_lines]), "        ")
     return "\n\n".join([*nested, f"class {class_name}(torch.nn.Module):\n    def __init__(self):\n{init}\n\n{body}\n"])
-
-
-def embedded_module(module: ModuleType) -> str:
-    """A self-contained module's code as a repro embeds it, whole but for what a reader of the
-    repro does without: its docstrings, its ``from __future__`` import (the repro's head has it)
-    and the second of two blank lines."""
-    source = inspect.getsource(module)
-    left_out: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
-            left_out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-        body = getattr(node, "body", None)
-        if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef) and body and ast.get_docstring(node) is not None:
-            left_out.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
-    kept = [line for number, line in enumerate(source.splitlines(), 1) if number not in left_out]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
-
-
-def _standalone_runtime() -> str:
-    """The judging code, taken from the plugin's own modules so both judge alike: the rule
-    module whole, then what judges a graph with it."""
-    parts = [inspect.getsource(obj) for obj in (compile_graph, compile_dynamo_graph,
-                                                float64_everywhere, filling_unwritten)]
-    parts += [inspect.getsource(obj) for obj in oracle.STANDALONE_SOURCES]
-    module_source = inspect.getsource(standalone)
-    module_body = module_source[module_source.index("ACCURACY = "):]
-    parts.append(module_body)
-    return "\n\n".join([embedded_module(rule), *(textwrap.dedent(part).strip() for part in parts)])
 
 
 _PRELUDE = '''\
@@ -422,7 +389,7 @@ def render_repro(case: ReproCase, compact: bool = False) -> tuple[str, dict[str,
         settings,
         "\n\n" + module.rstrip(),
         "\n\ndef make_inputs():\n    return [\n" + inputs + ("," if case.inputs else "") + "\n    ]",
-        "\n\n# --- judging code (the plugin's own rule) ---\n\n" + _standalone_runtime(),
+        "\n\n# --- judging code (the plugin's own rule) ---\n\n" + runtime_source(),
         "\n\n" + _MAIN,
         *([_generated_code_comment(case.generated_code, case.level)] if case.generated_code else []),
     ])

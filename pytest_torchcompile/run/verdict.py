@@ -1,12 +1,13 @@
-"""A check's verdict: its status, each output's result, and how a failure reads. Kept free of
-torch so that the processes that only gather and report results (an xdist controller, a run
-without ``--compile-accuracy``) need not import it."""
+"""A check's verdict: its status and its outputs' comparison (each output's result is
+:mod:`leaves`'). Kept free of torch so that the processes that only gather and report results (an
+xdist controller, a run without ``--compile-accuracy``) need not import it."""
 
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass
+
+from pytest_torchcompile.run.leaves import LeafResult
 
 
 class Status(enum.StrEnum):
@@ -37,84 +38,6 @@ TRAINING_TOLERANCE = 1e-3
 """For checks of a training step: gradients sum over the batch, and the error that compiled
 forward code's (correct) rounding leaves in saved activations grows through the backward, as
 PyTorch's own training accuracy runs allow for (tolerance 1e-3 and up)."""
-
-
-@dataclass(frozen=True)
-class LeafResult:
-    """How one output leaf of the compiled run compares with eager and the reference."""
-
-    path: str
-    shape: tuple[int, ...]
-    dtype: str
-    passed: bool
-    rule: str
-    rmse_compiled: float | None = None
-    rmse_eager: float | None = None
-    multiplier: float | None = None
-    max_abs_error: float | None = None
-    max_error_index: tuple[int, ...] | None = None
-    detail: str = ""
-
-    @property
-    def ratio(self) -> float | None:
-        """rmse(compiled, fp64) / rmse(eager, fp64); inf when eager is exact and compiled is not."""
-        if self.rmse_compiled is None or self.rmse_eager is None:
-            return None
-        if self.rmse_eager == 0.0:
-            return 0.0 if self.rmse_compiled == 0.0 else math.inf
-        return self.rmse_compiled / self.rmse_eager
-
-
-def format_table(leaves: list[LeafResult], width: int | None = None) -> str:
-    """The per-output table of a failure message; within ``width`` where it is given, by leaving
-    out columns, which a line then names. Self-contained: repro files carry its source."""
-    header = ("output", "shape", "dtype", "rule", "rmse(comp,fp64)", "rmse(eager,fp64)", "ratio", "max|err|", "at")
-    rows = [header]
-    for leaf in leaves:
-        ratio = leaf.ratio
-        rows.append((
-            leaf.path,
-            "x".join(str(s) for s in leaf.shape) or "scalar",
-            leaf.dtype,
-            leaf.rule + ("" if leaf.passed else " FAIL"),
-            "-" if leaf.rmse_compiled is None else f"{leaf.rmse_compiled:.3e}",
-            "-" if leaf.rmse_eager is None else f"{leaf.rmse_eager:.3e}",
-            "-" if ratio is None else f"{ratio:.1f}",
-            "-" if leaf.max_abs_error is None else f"{leaf.max_abs_error:.3e}",
-            "-" if leaf.max_error_index is None else str(list(leaf.max_error_index)),
-        ))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    shown = list(range(len(header)))
-    left_out = []
-    # What a narrow terminal goes without, first to last (the repro file and the JSON report
-    # keep every column).
-    for name in ("at", "max|err|", "rmse(eager,fp64)", "rmse(comp,fp64)", "dtype", "shape"):
-        if width is None or sum(widths[i] + 2 for i in shown) - 2 <= width:
-            break
-        shown.remove(header.index(name))
-        left_out.append(name)
-    lines = ["  ".join(row[i].ljust(widths[i]) for i in shown).rstrip() for row in rows]
-    if left_out:
-        lines.append(f"(left out at this width: {', '.join(reversed(left_out))}; in the repro file and "
-                     "the JSON report)")
-    details = [f"  {leaf.path}: {leaf.detail}" for leaf in leaves if leaf.detail and not leaf.passed]
-    return "\n".join(lines + details)
-
-
-def summarized_leaves(leaves: list[LeafResult], passing_rows: int = 5) -> tuple[list[LeafResult], int]:
-    """The rows worth reading when a graph returns many outputs (every saved activation of a
-    training graph): the failing ones and the ``passing_rows`` passing ones with the largest
-    ratio, in their order; and how many passing ones were left out."""
-    passing = [index for index, leaf in enumerate(leaves) if leaf.passed]
-    if len(passing) <= passing_rows:
-        return list(leaves), 0
-
-    def closeness(index: int) -> float:
-        ratio = leaves[index].ratio
-        return ratio if ratio is not None and ratio == ratio else -1.0
-
-    shown = set(sorted(passing, key=closeness, reverse=True)[:passing_rows])
-    return [leaf for index, leaf in enumerate(leaves) if not leaf.passed or index in shown], len(passing) - passing_rows
 
 
 @dataclass(frozen=True)

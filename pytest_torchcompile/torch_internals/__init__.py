@@ -4,6 +4,6 @@
 These APIs move between releases; keeping them here means one package to fix and to test against
 each supported torch (2.11, 2.13 and 2.14). Where a torch lacks an internal that an optional
 feature needs, the feature does without it and ``availability.features_off`` names it, with the
-internal. ``compiling.compile_graph``, ``compiling.compile_dynamo_graph`` and ``fp64.float64_everywhere`` are also copied, by their
-source, into every repro file (``repros.repro``): they may use nothing but torch.
+internal. ``graph_compile``, ``fp64`` and ``unwritten`` are also embedded whole in every full repro
+file (``repros.runtime``): they may import nothing but the standard library and torch.
 """

@@ -20,6 +20,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.torch_internals.graph_compile import compile_graph
+
 CompiledGraph = Callable[[list[Any]], Any]
 """A compiled FX graph in Inductor's boxed calling convention: takes a list, returns a sequence."""
 
@@ -35,44 +37,6 @@ rewrite it and sees compile errors."""
 DynamoCompileHook = Callable[[torch.fx.GraphModule, Sequence[Any], Callable[[], Any]], Any]
 """Called with (Dynamo's torch-level graph, its example inputs, a function that compiles it through
 AOT autograd, decompositions and Inductor); returns the callable Dynamo should use."""
-
-
-def compile_graph(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
-    """Compile a post-AOT (aten-level) FX graph with Inductor and return a plain callable.
-
-    This function is also embedded verbatim in generated repro files, so it may only use torch.
-    """
-    from torch._inductor.compile_fx import compile_fx_inner
-
-    compiled = compile_fx_inner(gm, list(inputs))
-
-    def run(*args: Any) -> Any:
-        return compiled(list(args))
-
-    run.inductor_compiled = compiled  # type: ignore[attr-defined]
-    return run
-
-
-def compile_dynamo_graph(gm: torch.fx.GraphModule, inputs: Sequence[Any] = ()) -> Callable[..., Any]:
-    """Compile a torch-level (Dynamo) FX graph through the whole stack, as ``torch.compile`` does:
-    AOT autograd, Inductor's decompositions, Inductor. The Inductor config in force applies.
-
-    Embedded verbatim in generated repro files, so it may only use torch. AOT autograd's cache
-    is off: its key does not cover the decomposition table, so it could hand back code compiled
-    before a fix.
-    """
-    import torch._dynamo
-    import torch._functorch.config
-
-    del inputs  # compiled at the first call, for the grad mode of that call
-    torch._dynamo.reset()
-    compiled = torch.compile(gm, backend="inductor", fullgraph=True, dynamic=False)
-
-    def run(*args: Any) -> Any:
-        with torch._functorch.config.patch(enable_autograd_cache=False):
-            return compiled(*args)
-
-    return run
 
 
 def generated_source(compiled: Callable[..., Any]) -> str | None:

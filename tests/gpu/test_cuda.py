@@ -12,9 +12,10 @@ from models import sin_relu_cos
 from pytest_torchcompile.checking.masked import ProbeChildren
 from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict
-from pytest_torchcompile.judging.oracle import compare_tensor
+from pytest_torchcompile.judging.tensor_comparison import compare_tensor
+from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import LeafResult, Status
+from pytest_torchcompile.run.verdict import Status
 
 pytest_plugins = ["pytester"]
 

@@ -25,9 +25,10 @@ from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
 from pytest_torchcompile.judging.judge import ACCURACY
 from pytest_torchcompile.minifying.search import minify_repro
 from pytest_torchcompile.repros.repro import load_case, write_repro
+from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.results import StopReason
 from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Comparison, LeafResult, Status
+from pytest_torchcompile.run.verdict import Comparison, Status
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 

@@ -52,7 +52,6 @@ from pytest_torchcompile.judging.judge import (
 )
 from pytest_torchcompile.run.verdict import leaves_device_unusable
 from pytest_torchcompile.torch_internals.compiling import (
-    compile_graph,
     import_compiler,
     no_compile_caches,
     probe_cpu_vector_isas,
@@ -60,6 +59,7 @@ from pytest_torchcompile.torch_internals.compiling import (
 )
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.fingerprint import compiler_fingerprint
+from pytest_torchcompile.torch_internals.graph_compile import compile_graph
 
 
 def child_main() -> None:

@@ -17,11 +17,8 @@ from pytest_torchcompile.judging.judge import (
     judge_graph,
 )
 from pytest_torchcompile.judging.stages import StageAttribution, attribute_stage
-from pytest_torchcompile.torch_internals.compiling import (
-    compile_graph,
-    generated_source,
-    post_aot_graphs,
-)
+from pytest_torchcompile.torch_internals.compiling import generated_source, post_aot_graphs
+from pytest_torchcompile.torch_internals.graph_compile import compile_graph
 
 
 def judge_candidate(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:

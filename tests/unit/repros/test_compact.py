@@ -19,8 +19,9 @@ from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import InProcessJudge
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
 from pytest_torchcompile.judging.judge import ACCURACY, COMPILE_ERROR, RUNTIME_ERROR
-from pytest_torchcompile.repros.compact import RULE_FUNCTIONS, compact_disagreement, function_source
+from pytest_torchcompile.repros.compact import RULE_FUNCTIONS, compact_disagreement
 from pytest_torchcompile.repros.repro import MINIFIED_NAME, load_case, load_repro, write_minified
+from pytest_torchcompile.repros.runtime import embedded_source
 
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = {!r}"
 FULL_FORM = "# note:    the full form, not the compact one: "
@@ -64,8 +65,8 @@ def test_the_compact_file_copies_the_rule_the_plugin_runs(tmp_path: Path) -> Non
     source = minified(tmp_path, one_relu, [torch.randn(8)]).read_text()
 
     for function in RULE_FUNCTIONS[ACCURACY]:
-        assert function_source(function) in source
-    assert function_source(rule.leaf_verdict).count("\n") > 10
+        assert embedded_source(function) in source
+    assert embedded_source(rule.leaf_verdict).count("\n") > 10
 
 
 @pytest.mark.parametrize("kind", [COMPILE_ERROR, RUNTIME_ERROR])

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from pytest_torchcompile.run.baseline import Decision, DecisionKind
+from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.report import (
     RATIO_LEGEND,
     SCHEMA_VERSION,
@@ -21,7 +22,7 @@ from pytest_torchcompile.run.report import (
     write_json_report,
 )
 from pytest_torchcompile.run.results import CaseResult, MinifyResult, StopReason
-from pytest_torchcompile.run.verdict import LeafResult, Status
+from pytest_torchcompile.run.verdict import Status
 from pytest_torchcompile.torch_internals.environment import report_environment
 
 LEAF = LeafResult(

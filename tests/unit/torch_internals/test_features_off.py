@@ -175,7 +175,7 @@ def test_without_a_symbolic_ints_hint_one_is_taken(monkeypatch: pytest.MonkeyPat
 
 
 def test_without_out_arguments_in_schemas_allocations_are_told_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_torchcompile.torch_internals.values import filling_unwritten
+    from pytest_torchcompile.torch_internals.unwritten import filling_unwritten
 
     real_hasattr = hasattr
 

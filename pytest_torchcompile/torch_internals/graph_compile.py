@@ -1,0 +1,44 @@
+"""Compiling one FX graph as a repro does: a post-AOT graph with Inductor alone, a torch-level graph
+through the whole stack.
+
+Imports the standard library and torch only: every full repro file embeds this module whole."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+
+def compile_graph(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
+    """Compile a post-AOT (aten-level) FX graph with Inductor and return a plain callable."""
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    compiled = compile_fx_inner(gm, list(inputs))
+
+    def run(*args: Any) -> Any:
+        return compiled(list(args))
+
+    run.inductor_compiled = compiled  # type: ignore[attr-defined]
+    return run
+
+
+def compile_dynamo_graph(gm: torch.fx.GraphModule, inputs: Sequence[Any] = ()) -> Callable[..., Any]:
+    """Compile a torch-level (Dynamo) FX graph through the whole stack, as ``torch.compile`` does:
+    AOT autograd, Inductor's decompositions, Inductor. The Inductor config in force applies.
+    AOT autograd's cache is off: its key does not cover the decomposition table, so it could hand
+    back code compiled before a fix."""
+    import torch._dynamo
+    import torch._functorch.config
+
+    del inputs  # compiled at the first call, for the grad mode of that call
+    torch._dynamo.reset()
+    compiled = torch.compile(gm, backend="inductor", fullgraph=True, dynamic=False)
+
+    def run(*args: Any) -> Any:
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            return compiled(*args)
+
+    return run
