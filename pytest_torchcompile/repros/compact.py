@@ -25,6 +25,7 @@ from pytest_torchcompile.judging.judge import (
     COMPILE_ERROR,
     POST_AOT,
     RUNTIME_ERROR,
+    changed,
     clone_values,
     draws_random,
     mutated_inputs,
@@ -212,9 +213,4 @@ def compact_disagreement(module: ModuleType, case: ReproCase) -> str | None:
 def _identical(value: Any, wanted: Any) -> bool:
     if not isinstance(value, torch.Tensor) or not isinstance(wanted, torch.Tensor):
         return value is None and wanted is None
-    if (value.dtype, value.shape) != (wanted.dtype, wanted.shape):
-        return False
-    same = value == wanted
-    if value.is_floating_point():
-        same |= value.isnan() & wanted.isnan()
-    return bool(same.all())
+    return not changed(wanted, value)
