@@ -53,6 +53,7 @@ def test_injected_bug_fails_with_table_and_repro(pytester: pytest.Pytester, bug:
     assert "REPRODUCED" in run.stdout
 
 
+@pytest.mark.slow
 def test_repro_collects_as_marked_test(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model=SUITE.format(bug="accuracy"))
     pytester.runpytest("--compile-accuracy", "--no-compile-minify")
@@ -120,6 +121,7 @@ def test_option_precedence_call_over_marker_over_cli_over_ini(pytester: pytest.P
     result.assert_outcomes(passed=3)
 
 
+@pytest.mark.slow
 def test_repro_keeps_buffers_and_constants(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model="""
         import pytest, torch
@@ -288,6 +290,7 @@ library.impl("triple", lambda x: x * 3, "CompositeExplicitAutograd")
 """
 
 
+@pytest.mark.slow
 def test_a_repro_that_cannot_run_exits_3_and_never_reads_reproduced(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -363,6 +366,7 @@ def test_minify_progress_is_plain_lines_off_a_terminal(capsys: pytest.CaptureFix
     assert shown == "minifying: 10 ops left, 0 compiles, 0.0 s\n", "later lines wait for PROGRESS_EVERY_S"
 
 
+@pytest.mark.slow
 def test_a_repro_with_many_outputs_shows_the_failing_and_the_worst_few(tmp_path: Path) -> None:
     import os
 

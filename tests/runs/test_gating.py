@@ -265,6 +265,7 @@ def check_junit(cases: dict[str, dict[str, Any]], pytester: pytest.Pytester) -> 
     assert not any(case["failed"] for case in cases.values())
 
 
+@pytest.mark.slow
 def test_reports_field_by_field_and_identical_under_xdist(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -307,6 +308,7 @@ def test_reports_field_by_field_and_identical_under_xdist(
 # --- generated repro tests of known upstream bugs -----------------------------------------------
 
 
+@pytest.mark.slow
 def test_repro_of_a_known_bug_xfails_until_torch_fixes_it(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\n")
     write_suite(pytester, "a", broken="a")

@@ -103,6 +103,7 @@ def test_a_full_disk_keeps_the_verdict_in_every_report(pytester: pytest.Pytester
     assert test["checks"][0]["repro_path"] is None
 
 
+@pytest.mark.slow
 def test_a_rerun_replaces_its_case_directory(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model=SUITE)
     root = pytester.path / ".compile-accuracy"
@@ -191,6 +192,7 @@ def test_mlp(compile_accuracy, seed):
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pytest.Pytester) -> None:
     from pytest_torchcompile.run.processes import pid_alive
 
@@ -248,6 +250,7 @@ def test_slow(compile_accuracy):
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_check_exits_as_pytest_does(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model=SLEEPS_IN_ITS_CHECK)
     checking = pytester.path / "checking"
@@ -286,6 +289,7 @@ def test_a_linked_queue_directory_is_a_usage_error_and_nothing_outside_is_touche
     assert [p.name for p in outside.iterdir()] == [old_run.name]
 
 
+@pytest.mark.slow
 def test_a_really_full_disk_keeps_the_verdict(pytester: pytest.Pytester) -> None:
     """As the test above, on a tmpfs that has room for the minify queue's small files but not for
     a repro; needs mount namespaces (root, or a machine that lends them)."""

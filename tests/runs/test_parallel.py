@@ -120,6 +120,7 @@ def op_counts(paths: list[Path]) -> list[int]:
 # --- whole runs ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_xdist_minifies_every_case_once_and_the_controller_reports_once(
     pytester: pytest.Pytester, fake_minifier: Path,
 ) -> None:
@@ -146,6 +147,7 @@ def test_xdist_minifies_every_case_once_and_the_controller_reports_once(
                                      "      minify: 5 -> 1 ops, 1.0 s, 3 compiles"])
 
 
+@pytest.mark.slow
 def test_no_xdist_and_n0_behave_alike_and_ignore_earlier_runs(
     pytester: pytest.Pytester, fake_minifier: Path,
 ) -> None:
@@ -176,7 +178,7 @@ def test_no_xdist_and_n0_behave_alike_and_ignore_earlier_runs(
     assert len(calls(fake_minifier)) == 4
 
 
-@pytest.mark.parametrize("plugins", [["-p", "no:xdist"], ["-n", "2"]], ids=["no-xdist", "xdist"])
+@pytest.mark.parametrize("plugins", [["-p", "no:xdist"], pytest.param(["-n", "2"], marks=pytest.mark.slow)], ids=["no-xdist", "xdist"])
 def test_failures_the_baseline_expects_can_go_unminified(
     pytester: pytest.Pytester, fake_minifier: Path, plugins: list[str],
 ) -> None:

@@ -115,7 +115,7 @@ def test_compiles_nothing():
 """
 
 
-@pytest.mark.parametrize("plugins", [["-p", "no:xdist"], ["-n", "2"]], ids=["no-xdist", "xdist"])
+@pytest.mark.parametrize("plugins", [["-p", "no:xdist"], pytest.param(["-n", "2"], marks=pytest.mark.slow)], ids=["no-xdist", "xdist"])
 def test_plain_compile_checks_reach_every_report_and_the_baseline(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, plugins: list[str],
 ) -> None:
@@ -174,7 +174,7 @@ def test_dropout_in_train_mode():
 """
 
 
-@pytest.mark.parametrize("plugins", [["-p", "no:xdist"], ["-n", "2"]], ids=["no-xdist", "xdist"])
+@pytest.mark.parametrize("plugins", [["-p", "no:xdist"], pytest.param(["-n", "2"], marks=pytest.mark.slow)], ids=["no-xdist", "xdist"])
 def test_graphs_that_cannot_be_judged_are_said_per_test(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, plugins: list[str],
 ) -> None:

@@ -150,6 +150,7 @@ def test_reuses_compiled_code():
 """
 
 
+@pytest.mark.slow
 def test_tests_that_compile_nothing_see_no_compiler(pytester: pytest.Pytester) -> None:
     """The plugin does not import the compiler for a test that compiles nothing (it takes
     seconds, and its deprecation warnings would fail the test under -W error); the graphs of a

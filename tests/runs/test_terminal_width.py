@@ -52,6 +52,7 @@ def plugin_lines(lines: list[str]) -> list[str]:
     return kept
 
 
+@pytest.mark.slow
 def test_every_line_the_plugin_prints_fits_80_columns(pytester: pytest.Pytester,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")

@@ -60,6 +60,7 @@ def long_lines(result: pytest.RunResult) -> list[str]:
     return [line for line in plugin_lines(result.stdout.lines) if len(line) > 80 and not PYTEST_OWN_LINE.search(line)]
 
 
+@pytest.mark.slow
 def test_every_line_of_a_gated_run_fits_80_columns(pytester: pytest.Pytester,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
