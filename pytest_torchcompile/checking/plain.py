@@ -10,6 +10,7 @@ wrong decomposition is already in the graph Inductor receives, and shows only th
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,10 @@ from pytest_torchcompile.judging.capture import (
 )
 from pytest_torchcompile.judging.judge import (
     compare_graph_outputs,
+    differentiating,
+    error_signature,
     fp64_outputs,
+    generators_kept,
     mutated_inputs,
     reference_outputs,
     rng_states,
@@ -122,9 +126,13 @@ class GraphChecker:
                 ))
 
     def _observe_torch_level(self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
-        """Judge a torch-level graph's call when its post-AOT graphs did not fail on their own."""
-        lowered = set(map(id, graph.lowered))
-        if any(id(failure.graph) in lowered for failure in self.failures) or not graph.judgeable():
+        """Judge a torch-level graph's call when its post-AOT graphs did not fail on their own: a
+        training call forward and backward, any other on its outputs."""
+        if self._lowered_failed(graph) or not graph.judgeable():
+            return
+        if differentiating(inputs) and any(isinstance(value, torch.Tensor) and value.requires_grad
+                                           for value in outputs):
+            self._judge_training_call(graph, inputs, len(outputs))
             return
         mutated = mutated_inputs(graph.gm, inputs)
         eager, fp64 = reference_outputs(graph.gm, inputs, mutated=mutated)
@@ -138,6 +146,51 @@ class GraphChecker:
                 f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule",
                 leaves, note=TORCH_LEVEL_NOTE, dynamo=graph,
             ))
+
+    def _judge_training_call(self, graph: DynamoGraph, inputs: list[Any], returned: int) -> None:
+        """Judge a training call end to end: the code it ran (Dynamo's compiled callable: the
+        compiled forward, then the compiled backward of the summed floating outputs) run again on
+        copies of its inputs, its outputs and the gradients of every input that requires grad
+        (parameters included) against the graph's eager and fp64 forward and backward. A backward
+        that reads what the compiled forward saved otherwise than eager's would (another layout)
+        is wrong only here: each post-AOT graph re-run eagerly on its own inputs agrees with its
+        compiled code. Copies only: the test's tensors get no gradient, its generators keep
+        their states."""
+        assert graph.compiled is not None
+        try:
+            with generators_kept():
+                mutated = mutated_inputs(graph.gm, inputs)
+                # The backward graph compiles (or first runs) here, judged on its own as it does.
+                compiled = run_graph(graph.compiled, inputs, backward=True, mutated=mutated)
+                if self._lowered_failed(graph):
+                    return
+                eager, fp64 = reference_outputs(graph.gm, inputs, backward=True, mutated=mutated)
+                unwritten = unwritten_elements(graph.gm, inputs, backward=True, mutated=mutated)
+        except Exception as error:
+            if not any(lowered.compile_error or lowered.runtime_error for lowered in graph.lowered):
+                self.unchecked.append(f"{graph.label}: gradients not judged: its forward and backward raised when "
+                                      f"run again ({error_signature(error, max_chars=300)})")
+            return
+        if len(compiled) != len(eager):
+            self.unchecked.append(f"{graph.label}: gradients not judged: its compiled call gives "
+                                  f"{len(compiled)} outputs and gradients, eager {len(eager)}")
+            return
+        paths = _gradient_paths(graph, inputs, returned)
+        leaves = [dataclasses.replace(leaf, path=paths.get(leaf.path, leaf.path)) for leaf in
+                  compare_graph_outputs(compiled, eager, fp64, self.tol, self.check_non_float, "out", unwritten, mutated)]
+        failing = [leaf for leaf in leaves if not leaf.passed]
+        if failing:
+            self.failures.append(GraphFailure(
+                graph.lowered[0], inputs, Status.FAIL_ACCURACY,
+                f"{len(failing)} of {len(leaves)} outputs and gradients of {graph.label} deviate beyond the "
+                "fp64 rule (its compiled forward and backward against eager's)",
+                leaves, note=TRAINING_NOTE, dynamo=graph,
+            ))
+
+    def _lowered_failed(self, graph: DynamoGraph) -> bool:
+        """Whether a post-AOT graph lowered from ``graph`` failed on its own (that failure says more)."""
+        lowered = set(map(id, graph.lowered))
+        return any(id(failure.graph) in lowered for failure in self.failures)
 
     def error_failures(self) -> list[GraphFailure]:
         """Graphs that failed to compile or whose compiled code raised."""
@@ -178,3 +231,18 @@ def _references_drawing_like(graph: CapturedGraph, inputs: list[Any],
     finally:
         set_rng_states(after)
     return eager, fp64
+
+
+TRAINING_NOTE = ("its post-AOT graphs pass on their own inputs: the deviation shows only when its compiled "
+                 "forward and backward run together (the backward reads what the compiled forward saved), "
+                 "so this repro holds the torch-level graph and compiles it through the whole stack, "
+                 "forward and backward")
+
+
+def _gradient_paths(graph: DynamoGraph, inputs: list[Any], returned: int) -> dict[str, str]:
+    """The names of the gradients among a training call's judged results (``out[i]`` past its
+    ``returned`` outputs): each by the graph's input it is taken with respect to, named as Dynamo
+    names it (``L_x_``, ``L_self_modules_conv_parameters_weight_``)."""
+    placeholders = [str(node.target) for node in graph.gm.graph.nodes if node.op == "placeholder"]
+    wrt = [index for index, value in enumerate(inputs) if isinstance(value, torch.Tensor) and value.requires_grad]
+    return {f"out[{returned + position}]": f"grad of {placeholders[index]}" for position, index in enumerate(wrt)}

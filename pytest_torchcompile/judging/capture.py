@@ -132,6 +132,9 @@ class DynamoGraph:
     location: str
     calls: list[list[Any]] = field(default_factory=list)
     lowered: list[CapturedGraph] = field(default_factory=list)
+    compiled: Callable[..., Any] | None = None
+    """What the compile made of it (AOT autograd's function over Inductor's kernels): the code the
+    test's calls run, forward and backward."""
 
     @functools.cached_property
     def gm(self) -> torch.fx.GraphModule:
@@ -375,6 +378,7 @@ class GraphCapture:
             compiled = compile_fn()
         finally:
             self._compiling = outer
+        record.compiled = compiled
         capture = self
 
         def run(*args: Any) -> Any:
