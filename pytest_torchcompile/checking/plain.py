@@ -4,7 +4,10 @@ While a test runs, every graph Inductor compiles is captured; each call of a cap
 judged on its real inputs against the same graph run eagerly in its own dtype and in fp64. Graph
 breaks are fine: each graph is judged on its own, and the report names it (index, code location).
 The torch-level graph each compile starts from is judged too, once its post-AOT graphs pass: a
-wrong decomposition is already in the graph Inductor receives, and shows only there.
+wrong decomposition is already in the graph Inductor receives, and shows only there. A training
+call (its outputs require grad) that a backward followed is judged there end to end too, forward
+and backward, as the block ends: a backward that reads what the compiled forward saved otherwise
+than eager's would is wrong only when both run.
 """
 
 from __future__ import annotations
@@ -85,6 +88,8 @@ class GraphChecker:
         """Every graph judged on its outputs, by index: its worst error ratio over its calls
         (None while all its outputs are within allclose)."""
         self._judged: set[tuple[int, tuple[Any, ...]]] = set()
+        self._training_calls: list[tuple[DynamoGraph, list[Any], int]] = []
+        """Calls of torch-level graphs whose outputs required grad: (graph, inputs, outputs returned)."""
 
     def _observe(self, graph: CapturedGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
         key = (graph.index, input_signature(inputs))
@@ -126,13 +131,10 @@ class GraphChecker:
                 ))
 
     def _observe_torch_level(self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
-        """Judge a torch-level graph's call when its post-AOT graphs did not fail on their own: a
-        training call forward and backward, any other on its outputs."""
+        """Judge a torch-level graph's call on its outputs when its post-AOT graphs did not fail on
+        their own; a training call (its outputs require grad) is kept, to be judged forward and
+        backward once the block ends, if a backward ran."""
         if self._lowered_failed(graph) or not graph.judgeable():
-            return
-        if differentiating(inputs) and any(isinstance(value, torch.Tensor) and value.requires_grad
-                                           for value in outputs):
-            self._judge_training_call(graph, inputs, len(outputs))
             return
         mutated = mutated_inputs(graph.gm, inputs)
         eager, fp64 = reference_outputs(graph.gm, inputs, mutated=mutated)
@@ -146,6 +148,19 @@ class GraphChecker:
                 f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule",
                 leaves, note=TORCH_LEVEL_NOTE, dynamo=graph,
             ))
+        elif differentiating(inputs) and any(isinstance(value, torch.Tensor) and value.requires_grad
+                                             for value in outputs):
+            self._training_calls.append((graph, inputs, len(outputs)))
+
+    def _judge_training_calls(self) -> None:
+        """Judge end to end the training calls a backward followed (a backward graph lowered from
+        theirs ran), after the test's own calls: what runs is only code the test ran (no backward
+        is compiled for a call that had none), and nothing runs inside the test's calls."""
+        for graph, inputs, returned in self._training_calls:
+            backward_ran = any(lowered.kind == "backward" and lowered.calls for lowered in graph.lowered)
+            if backward_ran and not self._lowered_failed(graph):
+                self._judge_training_call(graph, inputs, returned)
+        self._training_calls.clear()
 
     def _judge_training_call(self, graph: DynamoGraph, inputs: list[Any], returned: int) -> None:
         """Judge a training call end to end: the code it ran (Dynamo's compiled callable: the
@@ -160,10 +175,7 @@ class GraphChecker:
         try:
             with generators_kept():
                 mutated = mutated_inputs(graph.gm, inputs)
-                # The backward graph compiles (or first runs) here, judged on its own as it does.
                 compiled = run_graph(graph.compiled, inputs, backward=True, mutated=mutated)
-                if self._lowered_failed(graph):
-                    return
                 eager, fp64 = reference_outputs(graph.gm, inputs, backward=True, mutated=mutated)
                 unwritten = unwritten_elements(graph.gm, inputs, backward=True, mutated=mutated)
         except Exception as error:
@@ -188,7 +200,7 @@ class GraphChecker:
             ))
 
     def _lowered_failed(self, graph: DynamoGraph) -> bool:
-        """Whether a post-AOT graph lowered from ``graph`` failed on its own (that failure says more)."""
+        """Whether a graph lowered from ``graph`` failed, or ``graph`` did (that failure says more)."""
         lowered = set(map(id, graph.lowered))
         return any(id(failure.graph) in lowered for failure in self.failures)
 
@@ -211,7 +223,10 @@ class GraphChecker:
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
         with intercept_inductor(self.capture.hook, self.capture.dynamo_hook, EAGER_RNG_CONFIG):
-            yield
+            try:
+                yield
+            finally:
+                self._judge_training_calls()
 
 
 def _references_drawing_like(graph: CapturedGraph, inputs: list[Any],

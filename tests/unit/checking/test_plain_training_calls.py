@@ -1,8 +1,9 @@
-"""A training call of plain ``torch.compile`` is judged end to end: the compiled forward and
-backward run again on copies of the call's inputs, outputs and gradients against eager's forward
-and backward of the torch-level graph; a backward bug that no post-AOT graph shows on its own
-fails the test, a training model without a bug does not, and the test's own tensors, buffers and
-generators are left as a call without the plugin leaves them."""
+"""A training call of plain ``torch.compile`` that a backward followed is judged end to end: the
+compiled forward and backward run again on copies of the call's inputs, outputs and gradients
+against eager's forward and backward of the torch-level graph; a backward bug that no post-AOT
+graph shows on its own fails the test, a training model without a bug does not, the test's own
+tensors, buffers and generators are left as a call without the plugin leaves them, and a call
+no backward followed gets no backward."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ import contextlib
 import copy
 
 import torch
+from models import ReluInBackward
 
 from pytest_torchcompile.checking.plain import TRAINING_NOTE, GraphChecker
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE
 from pytest_torchcompile.torch_internals.compiling import reset
+from pytest_torchcompile.torch_internals.config import inductor_config
+
+RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 
 # Tagged flexible_layout: Inductor hands the ops its own layout of a tensor, as it does to aten's
 # fallback kernels, rather than the layout traced from eager.
@@ -91,6 +96,8 @@ def test_a_backward_that_misreads_what_the_compiled_forward_saved_is_caught() ->
 
     # Each post-AOT graph, judged on its own, passes: only forward and backward together fail.
     assert sorted(checker.judged) == [0, 1] and not any(checker.judged.values())
+    [torch_level] = checker.capture.dynamo_graphs
+    assert [graph.kind for graph in torch_level.lowered] == ["forward", "backward"]
     [failure] = checker.failures
     assert failure.dynamo is not None and failure.note == TRAINING_NOTE
     assert [leaf.path for leaf in failure.leaves if not leaf.passed] == ["grad of L_x_"]
@@ -98,6 +105,26 @@ def test_a_backward_that_misreads_what_the_compiled_forward_saved_is_caught() ->
     # The judgement ran on copies: x holds the one gradient of the test's own backward.
     assert x.grad is not None and torch.equal(x.grad, compiled)
     assert torch.equal(torch.get_rng_state(), generator)
+
+
+def test_a_call_no_backward_followed_gets_no_backward() -> None:
+    x, v = _inputs()
+    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False)
+    with checker.watching():
+        torch.compile(scaled_by_cat)(x, v)
+    reset()
+    assert checker.failures == [] and [graph.kind for graph in checker.capture.graphs] == ["forward"]
+
+
+def test_a_backward_graph_failing_on_its_own_is_reported_once() -> None:
+    """As the post-AOT graph it is: the training call it belongs to is not judged again."""
+    x = torch.linspace(-2, 2, 16, requires_grad=True)
+    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False)
+    with inductor_config(RELU_BUG), checker.watching():
+        torch.compile(lambda x: ReluInBackward.apply(x).sin())(x).sum().backward()
+    reset()
+    [failure] = checker.failures
+    assert failure.graph.kind == "backward" and failure.dynamo is None
 
 
 class ConvNet(torch.nn.Module):
