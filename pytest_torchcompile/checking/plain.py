@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,9 +164,10 @@ class GraphChecker:
 
     def _judge_training_call(self, graph: DynamoGraph, inputs: list[Any], returned: int) -> None:
         """Judge a training call end to end: the code it ran (Dynamo's compiled callable: the
-        compiled forward, then the compiled backward of the summed floating outputs) run again on
-        copies of its inputs, its outputs and the gradients of every input that requires grad
-        (parameters included) against the graph's eager and fp64 forward and backward. A backward
+        compiled forward, then the compiled backward of the mean of each floating output) run
+        again on copies of its inputs, the gradients of every input that requires grad (parameters
+        included) and the inputs it writes into against the graph's eager and fp64 forward and
+        backward. A backward
         that reads what the compiled forward saved otherwise than eager's would (another layout)
         is wrong only here: each post-AOT graph re-run eagerly on its own inputs agrees with its
         compiled code. Copies only: the test's tensors get no gradient, its generators keep
@@ -175,9 +176,9 @@ class GraphChecker:
         try:
             with generators_kept():
                 mutated = mutated_inputs(graph.gm, inputs)
-                compiled = run_graph(graph.compiled, inputs, backward=True, mutated=mutated)
-                eager, fp64 = reference_outputs(graph.gm, inputs, backward=True, mutated=mutated)
-                unwritten = unwritten_elements(graph.gm, inputs, backward=True, mutated=mutated)
+                compiled = run_graph(_mean_loss(graph.compiled), inputs, backward=True, mutated=mutated)
+                eager, fp64 = reference_outputs(_mean_loss(graph.gm), inputs, backward=True, mutated=mutated)
+                unwritten = unwritten_elements(_mean_loss(graph.gm), inputs, backward=True, mutated=mutated)
         except Exception as error:
             if not any(lowered.compile_error or lowered.runtime_error for lowered in graph.lowered):
                 self.unchecked.append(f"{graph.label}: gradients not judged: its forward and backward raised when "
@@ -187,15 +188,19 @@ class GraphChecker:
             self.unchecked.append(f"{graph.label}: gradients not judged: its compiled call gives "
                                   f"{len(compiled)} outputs and gradients, eager {len(eager)}")
             return
+        # Its outputs, judged as the call ran, are scaled here (_mean_loss): its gradients and the
+        # inputs it writes into are what is judged.
+        outputs = {f"out[{index}]" for index in range(returned)}
         paths = _gradient_paths(graph, inputs, returned)
         leaves = [dataclasses.replace(leaf, path=paths.get(leaf.path, leaf.path)) for leaf in
-                  compare_graph_outputs(compiled, eager, fp64, self.tol, self.check_non_float, "out", unwritten, mutated)]
+                  compare_graph_outputs(compiled, eager, fp64, self.tol, self.check_non_float, "out", unwritten, mutated)
+                  if leaf.path not in outputs]
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
             self.failures.append(GraphFailure(
                 graph.lowered[0], inputs, Status.FAIL_ACCURACY,
-                f"{len(failing)} of {len(leaves)} outputs and gradients of {graph.label} deviate beyond the "
-                "fp64 rule (its compiled forward and backward against eager's)",
+                f"{len(failing)} of {len(leaves)} gradients{' and written inputs' if mutated else ''} of "
+                f"{graph.label} deviate beyond the fp64 rule (its compiled forward and backward against eager's)",
                 leaves, note=TRAINING_NOTE, dynamo=graph,
             ))
 
@@ -252,6 +257,19 @@ TRAINING_NOTE = ("its post-AOT graphs pass on their own inputs: the deviation sh
                  "forward and backward run together (the backward reads what the compiled forward saved), "
                  "so this repro holds the torch-level graph and compiles it through the whole stack, "
                  "forward and backward")
+
+
+def _mean_loss(module: Callable[..., Any]) -> Callable[..., Any]:
+    """``module`` with each floating output divided by its number of elements, so that the
+    backward of the summed outputs (:func:`run_graph`) is that of their means, as PyTorch's
+    accuracy runs reduce a model's outputs to a loss: gradients then keep the scale of one output
+    element, and the rule's absolute slack the weight it has on an output. (With sums, a
+    gradient that cancels to nearly zero, a convolution's bias before batch norm, grows with the
+    output's size, and the decomposed backward's rounding in it passed the slack.)"""
+    def scaled(*args: Any) -> list[Any]:
+        return [value / value.numel() if isinstance(value, torch.Tensor) and value.is_floating_point()
+                and value.numel() else value for value in module(*args)]
+    return scaled
 
 
 def _gradient_paths(graph: DynamoGraph, inputs: list[Any], returned: int) -> dict[str, str]:

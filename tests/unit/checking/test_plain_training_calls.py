@@ -1,5 +1,5 @@
 """A training call of plain ``torch.compile`` that a backward followed is judged end to end: the
-compiled forward and backward run again on copies of the call's inputs, outputs and gradients
+compiled forward and backward run again on copies of the call's inputs, its gradients
 against eager's forward and backward of the torch-level graph; a backward bug that no post-AOT
 graph shows on its own fails the test, a training model without a bug does not, the test's own
 tensors, buffers and generators are left as a call without the plugin leaves them, and a call
@@ -101,7 +101,7 @@ def test_a_backward_that_misreads_what_the_compiled_forward_saved_is_caught() ->
     [failure] = checker.failures
     assert failure.dynamo is not None and failure.note == TRAINING_NOTE
     assert [leaf.path for leaf in failure.leaves if not leaf.passed] == ["grad of L_x_"]
-    assert failure.message.startswith("1 of 2 outputs and gradients of torch-level graph 0")
+    assert failure.message.startswith("1 of 1 gradients of torch-level graph 0")
     # The judgement ran on copies: x holds the one gradient of the test's own backward.
     assert x.grad is not None and torch.equal(x.grad, compiled)
     assert torch.equal(torch.get_rng_state(), generator)
@@ -182,3 +182,19 @@ def test_a_training_model_with_dropout_passes() -> None:
     _train_step(model, x, checker)
     assert checker.failures == [] and checker.unchecked == []
     assert sorted(checker.judged) == [0, 1]
+
+
+def test_gradients_that_cancel_to_nearly_zero_are_no_failure() -> None:
+    """A convolution's bias before batch norm has a gradient of nearly zero, rounding noise; the
+    decomposed backward's is larger than eager's native kernel's. Judged as a loss of the outputs'
+    means (PyTorch's accuracy runs' loss), not their sums, it stays within the rule's slack."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+                                torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU())
+    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False)
+    reset()
+    with checker.watching():
+        torch.compile(model)(torch.randn(8, 3, 16, 16)).mean().backward()
+    reset()
+    assert checker.failures == [] and checker.unchecked == []
+    assert [graph.judgeable() for graph in checker.capture.dynamo_graphs] == [True]
