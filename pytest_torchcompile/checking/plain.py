@@ -4,13 +4,17 @@ While a test runs, every graph Inductor compiles is captured; each call of a cap
 judged on its real inputs against the same graph run eagerly in its own dtype and in fp64. Graph
 breaks are fine: each graph is judged on its own, and the report names it (index, code location).
 The torch-level graph each compile starts from is judged too, once its post-AOT graphs pass: a
-wrong decomposition is already in the graph Inductor receives, and shows only there.
+wrong decomposition is already in the graph Inductor receives, and shows only there. A training
+call (its outputs require grad) that a backward followed is judged there end to end too, forward
+and backward, as the block ends: a backward that reads what the compiled forward saved otherwise
+than eager's would is wrong only when both run.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +35,10 @@ from pytest_torchcompile.judging.capture import (
 )
 from pytest_torchcompile.judging.judge import (
     compare_graph_outputs,
+    differentiating,
+    error_signature,
     fp64_outputs,
+    generators_kept,
     mutated_inputs,
     reference_outputs,
     rng_states,
@@ -82,6 +89,8 @@ class GraphChecker:
         """Every graph judged on its outputs, by index: its worst error ratio over its calls
         (None while all its outputs are within allclose)."""
         self._judged: set[tuple[int, tuple[Any, ...]]] = set()
+        self._training_calls: list[tuple[DynamoGraph, list[Any], int]] = []
+        """Calls of torch-level graphs whose outputs required grad: (graph, inputs, outputs returned)."""
 
     def _observe(self, graph: CapturedGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
         key = (graph.index, input_signature(inputs))
@@ -123,9 +132,10 @@ class GraphChecker:
                 ))
 
     def _observe_torch_level(self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
-        """Judge a torch-level graph's call when its post-AOT graphs did not fail on their own."""
-        lowered = set(map(id, graph.lowered))
-        if any(id(failure.graph) in lowered for failure in self.failures) or not graph.judgeable():
+        """Judge a torch-level graph's call on its outputs when its post-AOT graphs did not fail on
+        their own; a training call (its outputs require grad) is kept, to be judged forward and
+        backward once the block ends, if a backward ran."""
+        if self._lowered_failed(graph) or not graph.judgeable():
             return
         mutated = mutated_inputs(graph.gm, inputs)
         eager, fp64 = reference_outputs(graph.gm, inputs, mutated=mutated)
@@ -139,6 +149,66 @@ class GraphChecker:
                 f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule",
                 leaves, note=TORCH_LEVEL_NOTE, dynamo=graph,
             ))
+        elif differentiating(inputs) and any(isinstance(value, torch.Tensor) and value.requires_grad
+                                             for value in outputs):
+            self._training_calls.append((graph, inputs, len(outputs)))
+
+    def _judge_training_calls(self) -> None:
+        """Judge end to end the training calls a backward followed (a backward graph lowered from
+        theirs ran), after the test's own calls: what runs is only code the test ran (no backward
+        is compiled for a call that had none), and nothing runs inside the test's calls."""
+        for graph, inputs, returned in self._training_calls:
+            backward_ran = any(lowered.kind == "backward" and lowered.calls for lowered in graph.lowered)
+            if backward_ran and not self._lowered_failed(graph):
+                self._judge_training_call(graph, inputs, returned)
+        self._training_calls.clear()
+
+    def _judge_training_call(self, graph: DynamoGraph, inputs: list[Any], returned: int) -> None:
+        """Judge a training call end to end: the code it ran (Dynamo's compiled callable: the
+        compiled forward, then the compiled backward of the mean of each floating output) run
+        again on copies of its inputs, the gradients of every input that requires grad (parameters
+        included) and the inputs it writes into against the graph's eager and fp64 forward and
+        backward. A backward
+        that reads what the compiled forward saved otherwise than eager's would (another layout)
+        is wrong only here: each post-AOT graph re-run eagerly on its own inputs agrees with its
+        compiled code. Copies only: the test's tensors get no gradient, its generators keep
+        their states."""
+        assert graph.compiled is not None
+        try:
+            with generators_kept():
+                mutated = mutated_inputs(graph.gm, inputs)
+                compiled = run_graph(_mean_loss(graph.compiled), inputs, backward=True, mutated=mutated)
+                eager, fp64 = reference_outputs(_mean_loss(graph.gm), inputs, backward=True, mutated=mutated)
+                unwritten = unwritten_elements(_mean_loss(graph.gm), inputs, backward=True, mutated=mutated)
+        except Exception as error:
+            if not any(lowered.compile_error or lowered.runtime_error for lowered in graph.lowered):
+                self.unchecked.append(f"{graph.label}: gradients not judged: its forward and backward raised when "
+                                      f"run again ({error_signature(error, max_chars=300)})")
+            return
+        if len(compiled) != len(eager):
+            self.unchecked.append(f"{graph.label}: gradients not judged: its compiled call gives "
+                                  f"{len(compiled)} outputs and gradients, eager {len(eager)}")
+            return
+        # Its outputs, judged as the call ran, are scaled here (_mean_loss): its gradients and the
+        # inputs it writes into are what is judged.
+        outputs = {f"out[{index}]" for index in range(returned)}
+        paths = _gradient_paths(graph, inputs, returned)
+        leaves = [dataclasses.replace(leaf, path=paths.get(leaf.path, leaf.path)) for leaf in
+                  compare_graph_outputs(compiled, eager, fp64, self.tol, self.check_non_float, "out", unwritten, mutated)
+                  if leaf.path not in outputs]
+        failing = [leaf for leaf in leaves if not leaf.passed]
+        if failing:
+            self.failures.append(GraphFailure(
+                graph.lowered[0], inputs, Status.FAIL_ACCURACY,
+                f"{len(failing)} of {len(leaves)} gradients{' and written inputs' if mutated else ''} of "
+                f"{graph.label} deviate beyond the fp64 rule (its compiled forward and backward against eager's)",
+                leaves, note=TRAINING_NOTE, dynamo=graph,
+            ))
+
+    def _lowered_failed(self, graph: DynamoGraph) -> bool:
+        """Whether a graph lowered from ``graph`` failed, or ``graph`` did (that failure says more)."""
+        lowered = set(map(id, graph.lowered))
+        return any(id(failure.graph) in lowered for failure in self.failures)
 
     def error_failures(self) -> list[GraphFailure]:
         """Graphs that failed to compile or whose compiled code raised."""
@@ -159,7 +229,10 @@ class GraphChecker:
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
         with intercept_inductor(self.capture.hook, self.capture.dynamo_hook, EAGER_RNG_CONFIG):
-            yield
+            try:
+                yield
+            finally:
+                self._judge_training_calls()
 
 
 def _references_drawing_like(graph: CapturedGraph, inputs: list[Any],
@@ -179,3 +252,31 @@ def _references_drawing_like(graph: CapturedGraph, inputs: list[Any],
     finally:
         set_rng_states(after)
     return eager, fp64
+
+
+TRAINING_NOTE = ("its post-AOT graphs pass on their own inputs: the deviation shows only when its compiled "
+                 "forward and backward run together (the backward reads what the compiled forward saved), "
+                 "so this repro holds the torch-level graph and compiles it through the whole stack, "
+                 "forward and backward")
+
+
+def _mean_loss(module: Callable[..., Any]) -> Callable[..., Any]:
+    """``module`` with each floating output divided by its number of elements, so that the
+    backward of the summed outputs (:func:`run_graph`) is that of their means, as PyTorch's
+    accuracy runs reduce a model's outputs to a loss: gradients then keep the scale of one output
+    element, and the rule's absolute slack the weight it has on an output. (With sums, a
+    gradient that cancels to nearly zero, a convolution's bias before batch norm, grows with the
+    output's size, and the decomposed backward's rounding in it passed the slack.)"""
+    def scaled(*args: Any) -> list[Any]:
+        return [value / value.numel() if isinstance(value, torch.Tensor) and value.is_floating_point()
+                and value.numel() else value for value in module(*args)]
+    return scaled
+
+
+def _gradient_paths(graph: DynamoGraph, inputs: list[Any], returned: int) -> dict[str, str]:
+    """The names of the gradients among a training call's judged results (``out[i]`` past its
+    ``returned`` outputs): each by the graph's input it is taken with respect to, named as Dynamo
+    names it (``L_x_``, ``L_self_modules_conv_parameters_weight_``)."""
+    placeholders = [str(node.target) for node in graph.gm.graph.nodes if node.op == "placeholder"]
+    wrt = [index for index, value in enumerate(inputs) if isinstance(value, torch.Tensor) and value.requires_grad]
+    return {f"out[{returned + position}]": f"grad of {placeholders[index]}" for position, index in enumerate(wrt)}

@@ -85,7 +85,8 @@ class CapturedGraph:
     """For a graph that draws random numbers: the generators' states before its latest new-shape
     call, so that its eager references can draw the same numbers."""
     dynamo: DynamoGraph | None = None
-    """The torch-level graph this one was lowered from, where the compile was seen starting."""
+    """The torch-level graph this one was lowered from, where the compile was seen starting (a
+    backward graph, compiled at its first call, by the compile its forward graph came from)."""
 
     @property
     def runtime_inputs(self) -> list[Any] | None:
@@ -132,6 +133,9 @@ class DynamoGraph:
     location: str
     calls: list[list[Any]] = field(default_factory=list)
     lowered: list[CapturedGraph] = field(default_factory=list)
+    compiled: Callable[..., Any] | None = None
+    """What the compile made of it (AOT autograd's function over Inductor's kernels): the code the
+    test's calls run, forward and backward."""
 
     @functools.cached_property
     def gm(self) -> torch.fx.GraphModule:
@@ -295,6 +299,8 @@ class GraphCapture:
         self._counter = itertools.count()
         self._dynamo_counter = itertools.count()
         self._compiling: DynamoGraph | None = None
+        self._owners: dict[Any, DynamoGraph] = {}
+        """The torch-level graph each of Inductor's compiles (its ``graph_id``) started from."""
 
     def hook(
         self,
@@ -305,6 +311,11 @@ class GraphCapture:
     ) -> Any:
         kind = "backward" if kwargs.get("is_backward") else (
             "inference" if kwargs.get("is_inference") else "forward")
+        # A backward graph compiles at its first call, after its torch-level graph's compile
+        # returned: Inductor's id of the compile, which its forward graph had, tells whose it is.
+        owner = self._compiling if self._compiling is not None else self._owners.get(kwargs.get("graph_id"))
+        if owner is not None and kwargs.get("graph_id") is not None:
+            self._owners[kwargs["graph_id"]] = owner
         record = CapturedGraph(
             index=next(self._counter),
             gm=private_copy(gm),
@@ -313,10 +324,10 @@ class GraphCapture:
             location=_user_frame(),
             input_specs=[input_spec(v) for v in example_inputs],
             config_source=inductor_config_source(cpu_threads=not devices_of(example_inputs)),
-            dynamo=self._compiling,
+            dynamo=owner,
         )
-        if self._compiling is not None:
-            self._compiling.lowered.append(record)
+        if owner is not None:
+            owner.lowered.append(record)
         self.graphs.append(record)
         if self._lowering_observer is not None:
             self._lowering_observer(record)
@@ -375,6 +386,7 @@ class GraphCapture:
             compiled = compile_fn()
         finally:
             self._compiling = outer
+        record.compiled = compiled
         capture = self
 
         def run(*args: Any) -> Any:

@@ -35,10 +35,7 @@ PATHS = ("fixture", "plain")
 
 # module -> shortfalls against the goal, as `shortfalls()` words them; docs/realbugs.md has the
 # diagnosis of each.
-SHORTFALLS: dict[str, list[str]] = {
-    # Each post-AOT graph agrees with its eager re-run; only forward+backward end to end differs.
-    "test_pt197888_adaptive_max_pool3d_channels_last_backward.py": ["plain: not caught (pass)"],
-}
+SHORTFALLS: dict[str, list[str]] = {}
 
 
 @dataclass(frozen=True)
