@@ -16,6 +16,7 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging.judge import (
+    IN_PLACE_OPERATORS,
     clone_values,
     devices_of,
     draws_random,
@@ -150,15 +151,51 @@ class DynamoGraph:
 
     def judgeable(self) -> bool:
         """Whether its calls can be judged at this level: its post-AOT graphs are known and draw no
-        random numbers (a recompile would draw anew), and a repro file can hold it."""
+        random numbers (a recompile would draw anew), it writes into none of the tensors it holds
+        (its eager and fp64 runs would write into the user's own), and a repro file can hold it."""
         return (bool(self.lowered) and not any(g.has_random_ops for g in self.lowered)
-                and self.reproducible_standalone())
+                and not writes_into_constants(self.gm) and self.reproducible_standalone())
 
     def reproducible_standalone(self) -> bool:
         """Whether a repro file can hold it: no nn.Module calls, and every op a torch or builtin
         function that the file's code can name."""
         return all(node.op != "call_module" and (node.op != "call_function" or _nameable(node.target))
                    for node in self.gm.graph.nodes)
+
+
+def writes_into_constants(gm: torch.fx.GraphModule) -> bool:
+    """Whether a torch-level graph may write into a tensor it holds as an attribute: a compiled
+    optimizer step holds the parameters it updates so (Dynamo's static addresses). Any value
+    computed from such a tensor counts as a view of it."""
+    held = {node for node in gm.graph.nodes if node.op == "get_attr"}
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method") or not held.intersection(node.all_input_nodes):
+            continue
+        written = _nodes(node.kwargs.get("out"))
+        if node.args and _writes_first_argument(node):
+            written |= _nodes(node.args[0])
+        if held & written:
+            return True
+        held.add(node)
+    return False
+
+
+def _nodes(argument: Any) -> set[torch.fx.Node]:
+    """The nodes an argument names, itself or in a list or tuple (a foreach op's)."""
+    found: list[torch.fx.Node] = []
+    torch.fx.node.map_arg(argument, found.append)
+    return set(found)
+
+
+def _writes_first_argument(node: torch.fx.Node) -> bool:
+    """Whether a torch-level call writes into its first argument: an in-place method or function
+    (named with a trailing underscore, as torch names them: ``add_``, ``_foreach_add_``), an
+    in-place operator or item assignment."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if not isinstance(name, str):
+        return False
+    return (name in IN_PLACE_OPERATORS or name == "__setitem__"
+            or (name.endswith("_") and not name.endswith("__")))
 
 
 def _nameable(target: Any) -> bool:
