@@ -24,7 +24,10 @@ from pytest_torchcompile.judging.judge import (
     synchronize,
 )
 from pytest_torchcompile.torch_internals.config import inductor_config_source
-from pytest_torchcompile.torch_internals.interception import capturing_backend
+from pytest_torchcompile.torch_internals.interception import (
+    capturing_backend,
+    outside_dispatch_modes,
+)
 from pytest_torchcompile.torch_internals.values import concrete_int, symbolic_sizes
 
 GraphCallObserver = Callable[["CapturedGraph", list[Any], Any, list[Any]], None]
@@ -370,11 +373,12 @@ class GraphCapture:
         capture = self
 
         def run(args: list[Any]) -> Any:
-            fresh, inputs = capture._note_call(record.calls, args)
-            if fresh:
-                record.host_copy = copy_to_host(record.gm, inputs)
-                if record.has_random_ops:
-                    record.rng_before_call = rng_states()
+            with outside_dispatch_modes():
+                fresh, inputs = capture._note_call(record.calls, args)
+                if fresh:
+                    record.host_copy = copy_to_host(record.gm, inputs)
+            if fresh and record.has_random_ops:
+                record.rng_before_call = rng_states()
             # Held here: the boxed call empties the list it is given.
             given = list(args)
             try:
@@ -384,7 +388,8 @@ class GraphCapture:
                 record.runtime_error = error
                 raise
             if fresh and capture._observer is not None:
-                capture._observer(record, inputs, outputs, given)
+                with outside_dispatch_modes():
+                    capture._observer(record, inputs, outputs, given)
             return outputs
 
         run._boxed_call = True  # type: ignore[attr-defined]
