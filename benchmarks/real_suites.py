@@ -1,17 +1,25 @@
 """Run third-party test suites as they are, plainly and under ``--compile-accuracy``.
 
-Downloads pinned PyPI sdists (which ship their tests), installs each suite's dependencies, the
-plugin (editable, from this checkout) and the CPU torch pin into a virtual environment of its own,
-runs a subset of each suite that exercises ``torch.compile`` plainly and with the plugin (serially,
-then under ``-n N``), and prints per suite: tests, outcomes both ways, graphs judged, false alarms
-and wall time both ways.
+Installs each suite's released package from PyPI with its dependencies, the plugin (editable, from
+this checkout) and a torch pin into a virtual environment (one per torch pin: the CPU pin of
+``constraints.txt`` unless a suite names its own), runs a subset of the suite's own tests that
+exercises ``torch.compile`` plainly and with the plugin (serially, then under ``-n N``), and prints
+per suite: tests, outcomes both ways, checks judged, false alarms, plugin crashes and wall time
+both ways.
 
-A false alarm is a test that passes plainly but fails under ``--compile-accuracy``. The exit status
-is 1 when one appears, 2 when a suite cannot be downloaded, installed or collected, else 0.
+Tests come from the suite's PyPI sdist where it ships them. Where it does not, they come from a
+copy of the project's repository at the release tag, named with ``--source NAME=DIR`` (the help
+lists which suites need one, and which repository and tag).
+
+A false alarm is a test that passes plainly but fails under ``--compile-accuracy``; a plugin crash
+is a test of the checked run that fails through pytest-torchcompile's own code (its traceback runs
+through the plugin, or it names a defect of the plugin), or an INTERNALERROR. The exit status is 1
+when either appears, 2 when a suite cannot be downloaded, installed or collected, else 0.
 
     python benchmarks/real_suites.py [--cache DIR] [--suites e3nn,einops,roma] [--workers 2]
+        [--source kornia=DIR ...]
 
-Downloads and the environment are cached under ``--cache`` (default ``$REAL_SUITES_CACHE`` or
+Downloads and the environments are cached under ``--cache`` (default ``$REAL_SUITES_CACHE`` or
 ``/tmp/pytest-torchcompile-real-suites``), so reruns start in seconds. Only the standard library is
 needed to start it.
 """
@@ -19,8 +27,10 @@ needed to start it.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -36,22 +46,32 @@ REPO = Path(__file__).resolve().parent.parent
 
 @dataclass(frozen=True)
 class Suite:
-    """A PyPI project whose sdist ships tests, and the subset of them that compiles."""
+    """A PyPI project, where its tests come from, and the subset of them that compiles."""
 
     name: str
     version: str
     tests: tuple[str, ...]
-    """Test paths (relative to the unpacked sdist) and pytest options that pick the subset."""
+    """Test paths (relative to the sources' root) and pytest options that pick the subset."""
     extra_requirements: tuple[str, ...] = ()
     """Packages the tests import beyond the project's own dependencies."""
     env: dict[str, str] = field(default_factory=dict)
     """Variables the suite's tests need."""
     drop: tuple[str, ...] = ()
     """Files of the unpacked sdist removed before its tests run."""
+    repository: str = ""
+    """``owner/name`` of the project's repository when its sdist ships no tests: the tests then
+    come from a copy at ``tag`` named with ``--source``, and the package from PyPI."""
+    tag: str = ""
+    distribution: str = ""
+    """The PyPI name, where it differs from ``name``."""
 
     @property
     def sdist_dir(self) -> str:
         return f"{self.name}-{self.version}"
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution or self.name}=={self.version}"
 
 
 SUITES = {
@@ -89,6 +109,89 @@ SUITES = {
             # tests as a package that cannot import itself.
             drop=("__init__.py",),
         ),
+        Suite(
+            "kornia",
+            "0.8.3",
+            # The dynamo tests of four filter modules: each compiles a filter with the backend
+            # that KORNIA_TEST_OPTIMIZER names (Inductor here) and compares it with eager. Sobel
+            # fills 3-D gradients into an empty buffer slice by slice; Canny thresholds and
+            # median sorts (ops that can mask a deviation). All 94 filter dynamo tests take
+            # several minutes a run here.
+            (
+                "tests/filters/test_sobel.py",
+                "tests/filters/test_filters.py",
+                "tests/filters/test_canny.py",
+                "tests/filters/test_median.py",
+                "-k",
+                "dynamo",
+            ),
+            # Its conftest's report header imports onnx.
+            extra_requirements=("onnx",),
+            env={"KORNIA_TEST_OPTIMIZER": "inductor"},
+            repository="kornia/kornia",
+            tag="v0.8.3",
+        ),
+        Suite(
+            "torch_geometric",
+            "2.8.0.post1",
+            # Its torch.compile tests (Inductor): message passing, convolutions, GNN models,
+            # EdgeIndex; FULL_TEST=1 lets the ones marked onlyFullTest run.
+            (
+                "test/nn/test_compile_basic.py",
+                "test/nn/test_compile_conv.py",
+                "test/nn/test_compile_dynamic.py",
+                "test/nn/models/test_basic_gnn.py",
+                "test/nn/conv/test_sage_conv.py",
+                "test/nn/conv/test_hetero_conv.py",
+                "test/test_edge_index.py",
+                "test/utils/test_softmax.py",
+                "-k",
+                "compile",
+            ),
+            env={"FULL_TEST": "1"},
+            repository="pyg-team/pytorch_geometric",
+            tag="2.8.0.post1",
+            distribution="torch-geometric",
+        ),
+        Suite(
+            "tensordict",
+            "0.14.0",
+            # Its torch.compile tests (Inductor, fullgraph): TensorDict, tensorclass, nn modules,
+            # functional calls, guards, export, compiled optimizer steps; the reduce-overhead
+            # half asks for CUDA graphs.
+            ("test/compile/test_compile.py", "-k", "not reduce"),
+            repository="pytorch/tensordict",
+            tag="v0.14.0",
+        ),
+        Suite(
+            "heavyball",
+            "3.2.0",
+            # heavyball compiles its optimizers' update functions with Inductor itself; these
+            # tests step optimizers and compare with reference updates.
+            (
+                "test/test_compile_step.py::test_compile_step_matches_eager[AdamW]",
+                "test/test_compile_step.py::test_compile_step_matches_eager[LaProp]",
+            ),
+            repository="HomebrewML/HeavyBall",
+            tag="v3.2.0",
+        ),
+        Suite(
+            "einx",
+            "0.4.3",
+            # Its value tests on the torch backend: each einx call plain, and wrapped in
+            # torch.compile with dynamic and with static shapes (its conftest's three setups).
+            ("test/test_values.py", "--backend", "torch"),
+            extra_requirements=("numpy",),
+        ),
+        Suite(
+            "lightning",
+            "2.6.5",
+            # Its tests of compiled LightningModules: Trainer.fit/test of a torch.compile'd model.
+            ("tests/tests_pytorch/utilities/test_compile.py",),
+            extra_requirements=("cloudpickle", "psutil"),
+            repository="Lightning-AI/pytorch-lightning",
+            tag="2.6.5",
+        ),
     )
 }
 
@@ -109,44 +212,78 @@ def run(command: list[str], *, cwd: Path | None = None, env: dict[str, str] | No
         )
 
 
-def environment(cache: Path, suites: list[Suite]) -> Path:
-    """The virtual environment's python, with the plugin, the suites and their dependencies."""
+def unpacked_sdist(python: Path, cache: Path, suite: Suite) -> Path:
+    """The suite's sdist, downloaded and unpacked under the cache."""
+    sdists = cache / "sdists"
+    sources = cache / "src"
+    sources.mkdir(parents=True, exist_ok=True)
+    archive = sdists / f"{suite.sdist_dir}.tar.gz"
+    if not archive.exists():
+        run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                suite.requirement,
+                "-d",
+                str(sdists),
+            ]
+        )
+    if not archive.exists():
+        raise SetupError(f"pip download left no {archive.name} in {sdists}")
+    if not (sources / suite.sdist_dir).exists():
+        with tarfile.open(archive) as tar:
+            tar.extractall(sources, filter="data")
+    for name in suite.drop:
+        (sources / suite.sdist_dir / name).unlink(missing_ok=True)
+    return sources / suite.sdist_dir
+
+
+def repository_checkout(suite: Suite, given: dict[str, Path]) -> Path:
+    """The copy of the suite's repository at its release tag that ``--source`` names."""
+    directory = given.get(suite.name)
+    if directory is None:
+        raise SetupError(
+            f"{suite.name}'s sdist ships no tests: pass --source {suite.name}=DIR, DIR a copy of "
+            f"the {suite.repository} repository at tag {suite.tag}"
+        )
+    paths = itertools.takewhile(lambda argument: not argument.startswith("-"), suite.tests)
+    missing = [path for path in paths if not (directory / path.split("::")[0]).exists()]
+    if missing:
+        raise SetupError(
+            f"--source {suite.name}={directory} lacks {', '.join(missing)}: "
+            f"is it {suite.repository} at tag {suite.tag}?"
+        )
+    return directory
+
+
+def environment(
+    cache: Path, suites: list[Suite], given: dict[str, Path]
+) -> tuple[Path, dict[str, Path]]:
+    """The virtual environment's python, with the plugin, the suites and their dependencies, and
+    each suite's test sources."""
+    # A missing checkout is told before anything is downloaded.
+    sources = {
+        suite.name: repository_checkout(suite, given) for suite in suites if suite.repository
+    }
     env_dir = cache / "venv"
     python = env_dir / "bin" / "python"
     if not python.exists():
         venv.create(env_dir, with_pip=True)
-    sdists = cache / "sdists"
-    sources = cache / "src"
-    sources.mkdir(parents=True, exist_ok=True)
-    for suite in suites:
-        archive = sdists / f"{suite.sdist_dir}.tar.gz"
-        if not archive.exists():
-            run(
-                [
-                    str(python),
-                    "-m",
-                    "pip",
-                    "download",
-                    "-q",
-                    "--no-deps",
-                    "--no-binary",
-                    ":all:",
-                    f"{suite.name}=={suite.version}",
-                    "-d",
-                    str(sdists),
-                ]
-            )
-        if not archive.exists():
-            raise SetupError(f"pip download left no {archive.name} in {sdists}")
-        if not (sources / suite.sdist_dir).exists():
-            with tarfile.open(archive) as tar:
-                tar.extractall(sources, filter="data")
-        for name in suite.drop:
-            (sources / suite.sdist_dir / name).unlink(missing_ok=True)
     # One pip call, so that the CPU torch pin holds for every dependency at once.
     requirements = ["-e", str(REPO)]
     for suite in suites:
-        requirements += [str(sources / suite.sdist_dir), *suite.extra_requirements]
+        if suite.repository:
+            requirements.append(suite.requirement)
+        else:
+            sources[suite.name] = unpacked_sdist(python, cache, suite)
+            requirements.append(str(sources[suite.name]))
+        requirements += suite.extra_requirements
     run(
         [
             str(python),
@@ -159,7 +296,7 @@ def environment(cache: Path, suites: list[Suite]) -> Path:
             *requirements,
         ]
     )
-    return python
+    return python, sources
 
 
 @dataclass
@@ -167,19 +304,42 @@ class Outcome:
     """One pytest run of a suite's subset."""
 
     seconds: float
+    load: float
+    """The 1-minute load average when the run started."""
     exit_code: int
     results: dict[str, tuple[str, str]]
     """Test id -> (outcome, first line of the failure message)."""
+    crashes: dict[str, str]
+    """Test id -> what pytest-torchcompile's own code raised in it ("INTERNALERROR" for the run)."""
     report: dict | None = None
 
     def counts(self) -> Counter[str]:
         return Counter(outcome for outcome, _ in self.results.values())
 
 
-def junit_results(path: Path) -> dict[str, tuple[str, str]]:
+# The last line of pytest's long representation: "path:line: ExceptionType".
+RAISED_AT = re.compile(r"^(?P<path>\S+\.py):\d+: (?P<type>[\w.]+)$")
+
+
+def plugin_crash(text: str) -> str:
+    """What the plugin's own code raised, from a failure's text; empty when it raised nothing.
+
+    A test the plugin fails on purpose ends in pytest's ``Failed``; anything else raised in the
+    plugin's files, or a repro the plugin calls its own defect, is a crash."""
+    if "defect of pytest-torchcompile" in text:
+        return next(line for line in text.splitlines() if "defect of pytest-torchcompile" in line).strip()
+    last = next((line for line in reversed(text.strip().splitlines()) if RAISED_AT.match(line)), "")
+    raised = RAISED_AT.match(last)
+    if raised and "pytest_torchcompile" in raised["path"] and not raised["type"].endswith("Failed"):
+        return last
+    return ""
+
+
+def junit_results(path: Path) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
     results: dict[str, tuple[str, str]] = {}
+    crashes: dict[str, str] = {}
     if not path.exists():
-        return results
+        return results, crashes
     for case in ET.parse(path).iter("testcase"):
         test_id = f"{case.get('classname')}::{case.get('name')}"
         outcome, message = "passed", ""
@@ -190,11 +350,13 @@ def junit_results(path: Path) -> dict[str, tuple[str, str]]:
                     outcome = "xfailed"
                 lines = (child.get("message") or child.text or "").strip().splitlines()
                 message = lines[0] if lines else ""
+                if outcome in ("failed", "error") and (crash := plugin_crash(child.text or "")):
+                    crashes[test_id] = crash
                 break
         # A test failing in teardown has two entries; the worst one counts.
         if test_id not in results or outcome in ("failed", "error"):
             results[test_id] = (outcome, message)
-    return results
+    return results, crashes
 
 
 def run_subset(
@@ -206,8 +368,11 @@ def run_subset(
     cache = out / f"{suite.name}-{label}-inductor-cache"
     env = {**os.environ, **suite.env, "PYTHONDONTWRITEBYTECODE": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache)}
     env.pop("PYTHONPATH", None)
+    # -P: the sources' root is not put on sys.path, so that a repository's checkout does not
+    # shadow the released package installed from PyPI (whose compiled parts it lacks).
     command = [
         str(python),
+        "-P",
         "-m",
         "pytest",
         *suite.tests,
@@ -216,16 +381,22 @@ def run_subset(
         *options,
     ]
     print("+", f"(cd {source} &&", " ".join(command), ")", flush=True)
+    # The machine may be shared: the load when the run starts goes with its wall time.
+    load = os.getloadavg()[0]
     start = time.perf_counter()
     done = subprocess.run(command, cwd=source, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
-    (out / f"{suite.name}-{label}.log").write_text(done.stdout + done.stderr)
+    log = done.stdout + done.stderr
+    (out / f"{suite.name}-{label}.log").write_text(log)
     if done.returncode not in (0, 1):
         raise SetupError(
             f"{suite.name} {label}: pytest exited {done.returncode} (usage error, collection error or "
             f"nothing collected); see {out / f'{suite.name}-{label}.log'}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
         )
-    return Outcome(seconds, done.returncode, junit_results(junit))
+    results, crashes = junit_results(junit)
+    if "INTERNALERROR" in log:
+        crashes["(run)"] = "INTERNALERROR"
+    return Outcome(seconds, load, done.returncode, results, crashes)
 
 
 def run_with_plugin(
@@ -259,6 +430,12 @@ def graph_checks(report: dict | None) -> Counter[str]:
     return statuses
 
 
+def graphs_judged(report: dict | None) -> str:
+    """The graphs of plain ``torch.compile`` calls that the run judged, from the report's counts."""
+    judged = (report or {}).get("counts", {}).get("graphs", {}).get("judged")
+    return "?" if judged is None else str(judged)
+
+
 def false_alarms(plain: Outcome, checked: Outcome) -> list[tuple[str, str]]:
     return [
         (test_id, checked.results[test_id][1])
@@ -275,6 +452,21 @@ def outcome_cell(outcome: Outcome) -> str:
     )
 
 
+def source_option(value: str) -> tuple[str, Path]:
+    name, separator, directory = value.partition("=")
+    if not separator or not name or not directory:
+        raise argparse.ArgumentTypeError(f"expected NAME=DIR, got {value!r}")
+    return name, Path(directory).resolve()
+
+
+def needing_sources() -> str:
+    return "; ".join(
+        f"{suite.name}: {suite.repository} at tag {suite.tag}"
+        for suite in SUITES.values()
+        if suite.repository
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -283,36 +475,54 @@ def main() -> int:
         default=Path(os.environ.get("REAL_SUITES_CACHE", "/tmp/pytest-torchcompile-real-suites")),
     )
     parser.add_argument(
-        "--suites", default=",".join(SUITES), help=f"comma-separated, of {', '.join(SUITES)}"
+        "--suites",
+        help=f"comma-separated, of {', '.join(SUITES)} (default: those whose sdist ships their "
+        "tests, and those --source names)",
     )
     parser.add_argument(
         "--workers", type=int, default=2, help="pytest-xdist workers of the parallel runs (0: none)"
     )
+    parser.add_argument(
+        "--source",
+        type=source_option,
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="a copy of a suite's repository at its release tag, for the suites whose sdist "
+        f"ships no tests ({needing_sources()}); repeat for each",
+    )
     args = parser.parse_args()
-    unknown = [name for name in args.suites.split(",") if name not in SUITES]
+    given = dict(args.source)
+    names = (
+        args.suites.split(",")
+        if args.suites
+        else [name for name, suite in SUITES.items() if not suite.repository or name in given]
+    )
+    unknown = [name for name in [*names, *given] if name not in SUITES]
     if unknown:
         parser.error(f"unknown suite(s) {', '.join(unknown)}; known: {', '.join(SUITES)}")
-    suites = [SUITES[name] for name in args.suites.split(",")]
+    suites = [SUITES[name] for name in names]
     out = args.cache / "runs" / time.strftime("%Y%m%dT%H%M%S")
     out.mkdir(parents=True)
 
     try:
-        python = environment(args.cache, suites)
+        python, sources = environment(args.cache, suites, given)
     except SetupError as error:
         print(f"\nSETUP FAILED: {error}", file=sys.stderr)
         return 2
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+
     versions = subprocess.run(
         [str(python), "-c", "import torch; print(torch.__version__, torch.version.cuda or 'cpu')"],
         capture_output=True,
         text=True,
     ).stdout.split()
-    commit = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
 
-    rows, alarms, failed_setup = [], [], []
+    rows, alarms, crashes, failed_setup = [], [], [], []
     for suite in suites:
-        source = args.cache / "src" / suite.sdist_dir
+        source = sources[suite.name]
         try:
             runs = [
                 (
@@ -340,6 +550,7 @@ def main() -> int:
             graphs = graph_checks(checked.report)
             found = false_alarms(plain, checked)
             alarms += [(suite.name, mode, test_id, reason) for test_id, reason in found]
+            crashes += [(suite.name, mode, test_id, what) for test_id, what in sorted(checked.crashes.items())]
             rows.append(
                 (
                     suite.name,
@@ -349,11 +560,14 @@ def main() -> int:
                     outcome_cell(plain),
                     outcome_cell(checked),
                     str(sum(graphs.values())),
+                    graphs_judged(checked.report),
                     " ".join(f"{k} {v}" for k, v in sorted(graphs.items())) or "-",
                     str(len(found)),
+                    str(len(checked.crashes)),
                     f"{plain.seconds:.1f}",
                     f"{checked.seconds:.1f}",
                     f"{checked.seconds / plain.seconds:.2f}x",
+                    f"{plain.load:.1f} / {checked.load:.1f}",
                 )
             )
 
@@ -369,11 +583,14 @@ def main() -> int:
         "plain p/f/s",
         "checked p/f/s",
         "checks",
+        "graphs judged",
         "check statuses",
         "false alarms",
+        "plugin crashes",
         "plain s",
         "checked s",
         "ratio",
+        "load plain / checked",
     )
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
@@ -383,10 +600,12 @@ def main() -> int:
         print(
             f"FALSE ALARM ({name}, {mode}): {test_id} passes plainly, fails under --compile-accuracy: {reason}"
         )
+    for name, mode, test_id, what in crashes:
+        print(f"PLUGIN CRASH ({name}, {mode}): {test_id}: {what}")
     if failed_setup:
         print(f"SETUP FAILED: {', '.join(failed_setup)} (see above)", file=sys.stderr)
         return 2
-    return 1 if alarms else 0
+    return 1 if alarms or crashes else 0
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging.judge import (
+    IN_PLACE_OPERATORS,
     clone_values,
     devices_of,
     draws_random,
@@ -23,7 +24,10 @@ from pytest_torchcompile.judging.judge import (
     synchronize,
 )
 from pytest_torchcompile.torch_internals.config import inductor_config_source
-from pytest_torchcompile.torch_internals.interception import capturing_backend
+from pytest_torchcompile.torch_internals.interception import (
+    capturing_backend,
+    outside_dispatch_modes,
+)
 from pytest_torchcompile.torch_internals.values import concrete_int, symbolic_sizes
 
 GraphCallObserver = Callable[["CapturedGraph", list[Any], Any, list[Any]], None]
@@ -154,15 +158,51 @@ class DynamoGraph:
 
     def judgeable(self) -> bool:
         """Whether its calls can be judged at this level: its post-AOT graphs are known and draw no
-        random numbers (a recompile would draw anew), and a repro file can hold it."""
+        random numbers (a recompile would draw anew), it writes into none of the tensors it holds
+        (its eager and fp64 runs would write into the user's own), and a repro file can hold it."""
         return (bool(self.lowered) and not any(g.has_random_ops for g in self.lowered)
-                and self.reproducible_standalone())
+                and not writes_into_constants(self.gm) and self.reproducible_standalone())
 
     def reproducible_standalone(self) -> bool:
         """Whether a repro file can hold it: no nn.Module calls, and every op a torch or builtin
         function that the file's code can name."""
         return all(node.op != "call_module" and (node.op != "call_function" or _nameable(node.target))
                    for node in self.gm.graph.nodes)
+
+
+def writes_into_constants(gm: torch.fx.GraphModule) -> bool:
+    """Whether a torch-level graph may write into a tensor it holds as an attribute: a compiled
+    optimizer step holds the parameters it updates so (Dynamo's static addresses). Any value
+    computed from such a tensor counts as a view of it."""
+    held = {node for node in gm.graph.nodes if node.op == "get_attr"}
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method") or not held.intersection(node.all_input_nodes):
+            continue
+        written = _nodes(node.kwargs.get("out"))
+        if node.args and _writes_first_argument(node):
+            written |= _nodes(node.args[0])
+        if held & written:
+            return True
+        held.add(node)
+    return False
+
+
+def _nodes(argument: Any) -> set[torch.fx.Node]:
+    """The nodes an argument names, itself or in a list or tuple (a foreach op's)."""
+    found: list[torch.fx.Node] = []
+    torch.fx.node.map_arg(argument, found.append)
+    return set(found)
+
+
+def _writes_first_argument(node: torch.fx.Node) -> bool:
+    """Whether a torch-level call writes into its first argument: an in-place method or function
+    (named with a trailing underscore, as torch names them: ``add_``, ``_foreach_add_``), an
+    in-place operator or item assignment."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if not isinstance(name, str):
+        return False
+    return (name in IN_PLACE_OPERATORS or name == "__setitem__"
+            or (name.endswith("_") and not name.endswith("__")))
 
 
 def _nameable(target: Any) -> bool:
@@ -344,11 +384,12 @@ class GraphCapture:
         capture = self
 
         def run(args: list[Any]) -> Any:
-            fresh, inputs = capture._note_call(record.calls, args)
-            if fresh:
-                record.host_copy = copy_to_host(record.gm, inputs)
-                if record.has_random_ops:
-                    record.rng_before_call = rng_states()
+            with outside_dispatch_modes():
+                fresh, inputs = capture._note_call(record.calls, args)
+                if fresh:
+                    record.host_copy = copy_to_host(record.gm, inputs)
+            if fresh and record.has_random_ops:
+                record.rng_before_call = rng_states()
             # Held here: the boxed call empties the list it is given.
             given = list(args)
             try:
@@ -358,7 +399,8 @@ class GraphCapture:
                 record.runtime_error = error
                 raise
             if fresh and capture._observer is not None:
-                capture._observer(record, inputs, outputs, given)
+                with outside_dispatch_modes():
+                    capture._observer(record, inputs, outputs, given)
             return outputs
 
         run._boxed_call = True  # type: ignore[attr-defined]

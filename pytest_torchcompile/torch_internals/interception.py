@@ -220,3 +220,15 @@ def not_intercepted() -> Iterator[None]:
         yield
     finally:
         compile_fx_module.compile_fx = intercepting
+
+
+@contextlib.contextmanager
+def outside_dispatch_modes() -> Iterator[None]:
+    """No dispatch mode active while the block runs: a compiled graph's first call runs inside
+    AOT autograd's mode that checks custom ops for aliasing, which refuses tensor types it does
+    not know (a library's tensor subclass), and the copies and reruns that judge the call are no
+    part of it."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        yield
