@@ -44,6 +44,7 @@ from pytest_torchcompile.judging.judge import (
     rng_states,
     run_graph,
     set_rng_states,
+    traced_layout,
     unwritten_elements,
 )
 from pytest_torchcompile.run.leaves import LeafResult
@@ -98,12 +99,14 @@ class GraphChecker:
             return
         self._judged.add(key)
         try:
-            mutated = mutated_inputs(graph.gm, inputs)
-            eager, fp64 = _references_drawing_like(graph, inputs, mutated) if graph.has_random_ops else \
-                reference_outputs(graph.gm, inputs, mutated=mutated)
+            inputs, mutated, (eager, fp64) = _eager_references(graph, inputs)
         except RandomDrawMismatch as error:
             self.unchecked.append(f"{graph.label}: its eager run draws random numbers unlike the compiled "
                                   f"call ({error})")
+            return
+        except Exception as error:
+            self.unchecked.append(f"{graph.label}: not judged: it raises when run eagerly on the inputs of its "
+                                  f"compiled call ({error_signature(error, max_chars=300)})")
             return
         leaves = compare_graph_outputs([*outputs, *(given[index] for index in mutated)], eager, fp64, self.tol,
                                        self.check_non_float, f"{graph.kind}_out",
@@ -137,8 +140,13 @@ class GraphChecker:
         backward once the block ends, if a backward ran."""
         if self._lowered_failed(graph) or not graph.judgeable():
             return
-        mutated = mutated_inputs(graph.gm, inputs)
-        eager, fp64 = reference_outputs(graph.gm, inputs, mutated=mutated)
+        try:
+            mutated = mutated_inputs(graph.gm, inputs)
+            eager, fp64 = reference_outputs(graph.gm, inputs, mutated=mutated)
+        except Exception as error:
+            self.unchecked.append(f"{graph.label}: not judged: it raises when run eagerly on the inputs of its "
+                                  f"compiled call ({error_signature(error, max_chars=300)})")
+            return
         leaves = compare_graph_outputs([*outputs, *(given[index] for index in mutated)], eager, fp64, self.tol,
                                        self.check_non_float, "out", unwritten_elements(graph.gm, inputs, mutated=mutated),
                                        mutated)
@@ -233,6 +241,29 @@ class GraphChecker:
                 yield
             finally:
                 self._judge_training_calls()
+
+
+def _eager_references(graph: CapturedGraph,
+                      inputs: list[Any]) -> tuple[list[Any], list[int], tuple[list[Any], list[Any] | None]]:
+    """The inputs a post-AOT graph is judged on, the positions it writes into, and its eager and
+    fp64 results there: its call's own inputs or, where the graph raises eagerly on them, those
+    inputs laid out as the graph was traced (:func:`traced_layout`: a backward graph's activations
+    come in Inductor's layout). The compiled results are those of the call, on Inductor's layout."""
+    try:
+        return inputs, *_references(graph, inputs)
+    except RandomDrawMismatch:
+        raise
+    except Exception:
+        relaid = traced_layout(graph.gm, inputs)
+        if relaid is None:
+            raise
+    return relaid, *_references(graph, relaid)
+
+
+def _references(graph: CapturedGraph, inputs: list[Any]) -> tuple[list[int], tuple[list[Any], list[Any] | None]]:
+    mutated = mutated_inputs(graph.gm, inputs)
+    return mutated, (_references_drawing_like(graph, inputs, mutated) if graph.has_random_ops
+                     else reference_outputs(graph.gm, inputs, mutated=mutated))
 
 
 def _references_drawing_like(graph: CapturedGraph, inputs: list[Any],

@@ -231,6 +231,29 @@ def strided_copy(value: torch.Tensor) -> torch.Tensor:
     return value.new_empty(0).set_(span.clone().untyped_storage(), value.storage_offset(), value.shape, value.stride())
 
 
+def traced_layout(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[Any] | None:
+    """Copies of ``inputs`` laid out as ``gm``'s placeholders were traced, where a call's layout
+    differs; None where none does (or the graph keeps no traced values). A backward graph is
+    handed the activations its forward saved as Inductor laid them out (channels-last where it
+    lays convolutions out so), while its ops were traced on eager's layout: a ``view`` traced
+    there may not run eagerly on Inductor's. Only concrete sizes and strides are laid out."""
+    traced = [node.meta.get("val") for node in gm.graph.nodes if node.op == "placeholder"]
+    if len(traced) != len(inputs):
+        return None
+    relaid = list(inputs)
+    for index, (value, fake) in enumerate(zip(inputs, traced, strict=True)):
+        if not (isinstance(value, torch.Tensor) and isinstance(fake, torch.Tensor)
+                and value.layout == torch.strided and fake.layout == torch.strided):
+            continue
+        stride = tuple(fake.stride())
+        if not all(type(size) is int for size in (*fake.shape, *stride)) or tuple(fake.shape) != tuple(value.shape) \
+                or stride == value.stride():
+            continue
+        copy = torch.empty_strided(value.shape, stride, dtype=value.dtype, device=value.device)
+        relaid[index] = copy.copy_(value.detach()).requires_grad_(value.requires_grad)
+    return relaid if any(new is not old for new, old in zip(relaid, inputs, strict=True)) else None
+
+
 def widened(value: Any) -> Any:
     """``value`` for an fp64 run: a floating tensor in fp64 (keeping ``requires_grad``), a complex
     one in complex128, any other tensor a detached copy; anything else as it is."""
