@@ -232,7 +232,7 @@ class CheckRunner:
         """Check every graph Inductor compiles while the block runs (plain ``torch.compile``
         calls of the test); fail the test, with a repro per failing graph, if any deviates."""
         checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates,
-                               self.probe_children)
+                               self.probe_children, training_tol=settings.tolerance_for(training=True))
         # Code compiled by an earlier test would be reused without reaching the capture hook.
         reset_if_compiled()
         with inductor_config(settings.inductor_config):

@@ -42,9 +42,13 @@ class CheckOptions:
 
     @property
     def tolerance(self) -> float:
+        return self.tolerance_for(self.training)
+
+    def tolerance_for(self, training: bool) -> float:
+        """The tolerance set, else the default for a training check or another."""
         if self.tol is not None:
             return self.tol
-        return TRAINING_TOLERANCE if self.training else DEFAULT_TOLERANCE
+        return TRAINING_TOLERANCE if training else DEFAULT_TOLERANCE
 
 
 @dataclass(frozen=True)
