@@ -192,7 +192,6 @@ def test_mlp(compile_accuracy, seed):
 """
 
 
-@pytest.mark.slow
 def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pytest.Pytester) -> None:
     from pytest_torchcompile.run.processes import pid_alive
 
@@ -250,7 +249,6 @@ def test_slow(compile_accuracy):
 """
 
 
-@pytest.mark.slow
 def test_ctrl_c_during_a_check_exits_as_pytest_does(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model=SLEEPS_IN_ITS_CHECK)
     checking = pytester.path / "checking"
