@@ -192,6 +192,12 @@ def test_mlp(compile_accuracy, seed):
 """
 
 
+def interrupt(run: subprocess.Popen[str]) -> None:
+    """Ctrl-C as a terminal gives it: SIGINT to the run's whole process group, its judging
+    children and Inductor's compile workers with it."""
+    os.killpg(run.pid, signal.SIGINT)
+
+
 def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pytest.Pytester) -> None:
     from pytest_torchcompile.run.processes import pid_alive
 
@@ -202,7 +208,8 @@ def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pyte
     env = {**os.environ, "CHILD_PID_FILE": str(child_pid_file)}
     run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-accuracy",
                             f"--compile-accuracy-report={report}"],
-                           cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                           cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
     try:
         for _ in range(600):
             if child_pid_file.exists() and child_pid_file.read_text():
@@ -211,7 +218,7 @@ def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pyte
             time.sleep(0.5)
         child = int(child_pid_file.read_text())
         assert pid_alive(child)
-        run.send_signal(signal.SIGINT)
+        interrupt(run)
         output, _ = run.communicate(timeout=120)
     finally:
         run.kill()
@@ -254,14 +261,14 @@ def test_ctrl_c_during_a_check_exits_as_pytest_does(pytester: pytest.Pytester) -
     checking = pytester.path / "checking"
     run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-accuracy"],
                            cwd=pytester.path, env={**os.environ, "CHECKING_FILE": str(checking)},
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         for _ in range(600):
             if checking.exists():
                 break
             assert run.poll() is None, run.communicate()[0]
             time.sleep(0.5)
-        run.send_signal(signal.SIGINT)
+        interrupt(run)
         output, _ = run.communicate(timeout=120)
     finally:
         run.kill()
