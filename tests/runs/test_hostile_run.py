@@ -192,6 +192,13 @@ def test_mlp(compile_accuracy, seed):
 """
 
 
+def as_from_a_terminal() -> None:
+    """A run started as from a shell: SIGINT neither ignored nor blocked, whatever this test
+    process inherited or was left with by the runs before it (a full suite's worker)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt(run: subprocess.Popen[str]) -> None:
     """Ctrl-C as a terminal gives it: SIGINT to the run's whole process group, its judging
     children and Inductor's compile workers with it."""
@@ -209,7 +216,7 @@ def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pyte
     run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-accuracy",
                             f"--compile-accuracy-report={report}"],
                            cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           start_new_session=True)
+                           start_new_session=True, preexec_fn=as_from_a_terminal)
     try:
         for _ in range(600):
             if child_pid_file.exists() and child_pid_file.read_text():
@@ -261,7 +268,8 @@ def test_ctrl_c_during_a_check_exits_as_pytest_does(pytester: pytest.Pytester) -
     checking = pytester.path / "checking"
     run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-accuracy"],
                            cwd=pytester.path, env={**os.environ, "CHECKING_FILE": str(checking)},
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                           preexec_fn=as_from_a_terminal)
     try:
         for _ in range(600):
             if checking.exists():
