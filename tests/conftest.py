@@ -55,9 +55,10 @@ def _inline_runs_keep_imported_libraries(tmp_path_factory: pytest.TempPathFactor
         yield
 
 
-_SET_BY_TORCH_ON_FIRST_USE = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"}
-"""Environment variables pytest, or torch the first time it compiles in a process, sets for the
-whole process: not left by a run."""
+_SET_BY_TORCH_ON_FIRST_USE = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR",
+                              "TRITON_CACHE_DIR", "TRITON_PTXAS_PATH"}
+"""Environment variables pytest, or torch the first time it compiles in a process (the Triton
+ones at its first Triton kernel, on a GPU), sets for the whole process: not left by a run."""
 
 
 def _process_state(config: pytest.Config) -> dict[str, object]:

@@ -49,8 +49,16 @@ def leaf_verdict(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.T
 
 def error_signature(error: BaseException, max_chars: int | None = None) -> str:
     """``Type: first line of the message`` (its first ``max_chars``); the identity of a compile
-    or runtime failure."""
+    or runtime failure. A message that carries the traceback of an error raised in another
+    process (Inductor's compile workers) stands for that error, named by its traceback's
+    exception line: one compile failure then has one identity, whether a worker compiled the
+    kernel or this process did (the workers' pool is not always up)."""
     lines = str(error).strip().splitlines()
+    headers = [index for index, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
+    if headers:
+        raised = [line for line in lines[headers[-1] + 1:] if line and not line[0].isspace()]
+        if raised:
+            return f"{type(error).__name__}: {raised[0][:max_chars]}"
     return f"{type(error).__name__}: {lines[0][:max_chars] if lines else ''}"
 
 

@@ -171,9 +171,23 @@ def where_random(lowered: torch.fx.GraphModule, random_config: dict[str, Any] | 
                  outside: dict[str, Any]) -> dict[str, Any] | None:
     """``random_config`` for a lowered graph that draws random numbers; for any other, the values
     those names had outside the compile (the user's own): the torch-level graph compiles under
-    ``random_config`` so that AOT autograd keeps random ops for Inductor to fall back on, which
-    changes nothing for graphs that draw none, and each lowered graph is compiled as the user's
-    compile would, but for its random ops."""
+    :func:`tracing_part` of ``random_config`` so that AOT autograd keeps random ops for Inductor to
+    fall back on, which changes nothing for graphs that draw none, and each lowered graph is
+    compiled as the user's compile would, but for its random ops."""
     if any(node.op == "call_function" and is_random_op(node.target) for node in lowered.graph.nodes):
         return random_config
     return outside
+
+
+TRACED_RANDOM_CONFIG = frozenset({"fallback_random"})
+"""The Inductor config names AOT autograd reads as it traces a torch-level graph into lowered
+ones (Inductor's decompositions keep random ops under ``fallback_random``). Any other name of a
+random config (the layout, say) would change the lowered graphs that draw nothing too, where
+it is read at the torch level (freezing decides the layout there)."""
+
+
+def tracing_part(random_config: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The entries of ``random_config`` a torch-level graph compiles under (:data:`TRACED_RANDOM_CONFIG`)."""
+    if random_config is None:
+        return None
+    return {name: value for name, value in random_config.items() if name in TRACED_RANDOM_CONFIG}

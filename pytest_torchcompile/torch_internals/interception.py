@@ -24,7 +24,12 @@ from pytest_torchcompile.torch_internals.compiling import (
     mode_patches,
     no_compile_caches,
 )
-from pytest_torchcompile.torch_internals.config import config_values, inductor_config, where_random
+from pytest_torchcompile.torch_internals.config import (
+    config_values,
+    inductor_config,
+    tracing_part,
+    where_random,
+)
 
 
 def capturing_backend(
@@ -37,7 +42,7 @@ def capturing_backend(
     """A ``torch.compile`` backend equal to Inductor that shows each lowered graph to ``hook``,
     and each torch-level graph Dynamo hands it to ``dynamo_hook``; a lowered graph that draws
     random numbers compiles under the Inductor config patches ``random_config``
-    (:func:`config.where_random`)."""
+    (:func:`config.where_random`), the torch-level graph under their :func:`config.tracing_part`."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     patches = mode_patches(mode, options)
@@ -50,7 +55,7 @@ def capturing_backend(
                 return hook(lowered, inputs, kwargs, lambda: compile_fx_inner(lowered, inputs, **kwargs))
 
         def compile_all() -> Any:
-            with inductor_config(random_config):
+            with inductor_config(tracing_part(random_config)):
                 return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
 
         return dynamo_hook(gm, example_inputs, compile_all) if dynamo_hook is not None else compile_all()
@@ -94,7 +99,7 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
                     )
 
             kwargs["inner_compile"] = inner_compile
-            with no_compile_caches(), inductor_config(random_config):
+            with no_compile_caches(), inductor_config(tracing_part(random_config)):
                 if dynamo_hook is None:
                     return original(model, example_inputs, *args, **kwargs)
                 return dynamo_hook(model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs))

@@ -11,9 +11,13 @@ import torch.fx
 
 from pytest_torchcompile.torch_internals.ops import is_random_op
 
-EAGER_RNG_CONFIG: dict[str, Any] = {"fallback_random": True}
-"""Inductor config under which compiled random ops call eager's kernels on eager's generator, so
-that compiled and eager code seeded alike draw the same numbers (as PyTorch's accuracy runs do)."""
+EAGER_RNG_CONFIG: dict[str, Any] = {"fallback_random": True, "layout_optimization": False}
+"""Inductor config under which compiled random ops call eager's kernels on eager's generator
+(``fallback_random``) with their inputs laid out as eager lays them out, so that compiled and
+eager code seeded alike draw the same numbers (as PyTorch's accuracy runs do). The layout matters:
+a kernel fills its draws in memory order, and with layout optimization Inductor can hand a dropout
+a convolution's output laid out channels-last, whose elements then get other draws than eager's
+(torch 2.11 does so on a CPU)."""
 
 
 class RandomDrawMismatch(Exception):

@@ -41,7 +41,9 @@ def test_mlp_cuda(compile_accuracy):
                                              ("runtime_error", "fail_runtime")])
 def test_triton_bug_gives_repro_and_minified_repro(pytester: pytest.Pytester, bug: str, status: str) -> None:
     pytester.makepyfile(test_gpu=SUITE.format(bug=bug))
-    result = pytester.runpytest("--compile-accuracy")
+    # A device-side assert leaves the GPU unusable to the process it hit: that run gets its own.
+    run_pytest = pytester.runpytest_subprocess if bug == "runtime_error" else pytester.runpytest
+    result = run_pytest("--compile-accuracy")
     result.assert_outcomes(failed=1)
     # The minify phase prints its line before pytest lists the failures.
     result.stdout.fnmatch_lines(["minified *test_mlp_cuda: * -> 1 ops*"])
@@ -71,7 +73,8 @@ def test_a_device_side_error_is_contained_and_named(pytester: pytest.Pytester) -
 def test_innocent(compile_accuracy):
     compile_accuracy(torch.nn.Linear(8, 8).cuda(), torch.randn(4, 8, device="cuda"))
 """)
-    result = pytester.runpytest("--compile-accuracy", "-p", "no:xdist")
+    # A process of its own: the device-side assert leaves the GPU unusable to the process it hit.
+    result = pytester.runpytest_subprocess("--compile-accuracy", "-p", "no:xdist")
     result.assert_outcomes(failed=2)
     shown = " ".join(result.stdout.str().split())  # messages are wrapped to the terminal's width
     assert "compile accuracy: fail_runtime: " in shown and "device-side error: the device is unusable" in shown

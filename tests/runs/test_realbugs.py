@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 pytest_plugins = ["pytester"]
 
@@ -130,6 +131,8 @@ def markdown_row(module: str, outcomes: dict[str, PathOutcome], seconds: float) 
 @pytest.mark.realbugs
 @pytest.mark.parametrize("module", MODULES, ids=[m.removesuffix(".py") for m in MODULES])
 def test_real_bug_end_to_end(pytester: pytest.Pytester, module: str) -> None:
+    if "pytest.mark.cuda" in (CORPUS / module).read_text() and not torch.cuda.is_available():
+        pytest.skip("a CUDA bug: needs a CUDA device")
     shutil.copy(CORPUS / "conftest.py", pytester.path / "conftest.py")
     shutil.copy(CORPUS / module, pytester.path / module)
     start = time.monotonic()
