@@ -28,7 +28,7 @@ def test_every_option_has_the_compile_accuracy_prefix() -> None:
 def test_new_names_are_silent_under_w_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(SHOW_SETTINGS)
     result = pytester.runpytest_subprocess(
-        "-W", "error", "-s", "-p", "no:cacheprovider", "--compile-accuracy-mode", "reduce-overhead",
+        "-W", "error", "-s", "-p", "no:cacheprovider", "-p", "no:benchmark", "--compile-accuracy-mode", "reduce-overhead",
         "--no-compile-accuracy-minify", "--compile-accuracy-minify-timeout", "7", "--compile-accuracy-threads", "1")
     result.assert_outcomes(passed=1)
     assert "deprecated" not in result.stdout.str() + result.stderr.str()
@@ -37,7 +37,7 @@ def test_new_names_are_silent_under_w_error(pytester: pytest.Pytester) -> None:
 def test_old_names_still_work_and_say_so_once_without_failing_w_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(SHOW_SETTINGS)
     pytester.makeini("[pytest]\ncompile_minify_timeout = 7\n")
-    # pytest-benchmark, where installed, warns in its own pytest_configure that xdist is on, and
+    # pytest-benchmark, where installed, warns in its pytest_configure when it finds xdist on, and
     # -W error makes that an INTERNALERROR of any run: not the plugin's, so it is kept out.
     result = pytester.runpytest_subprocess(
         "-W", "error", "-s", "-p", "no:cacheprovider", "-p", "no:benchmark", "-n", "2", "--compile-mode", "reduce-overhead",
