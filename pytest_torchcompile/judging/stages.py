@@ -29,6 +29,7 @@ from pytest_torchcompile.judging.judge import (
     GraphVerdict,
     compile_graph,
     devices_of,
+    differentiating,
     judge_graph,
     mutated_inputs,
     reference_outputs,
@@ -99,7 +100,10 @@ class _Stages:
         self.failure = failure
         self.check_non_float = check_non_float
         self.level = level
-        self.references = reference_outputs(gm, inputs, mutated=mutated_inputs(gm, inputs))
+        # A torch-level graph of a training call is judged forward and backward, as the minifier
+        # judged it: its gradients are where such a failure may show.
+        backward = level == DYNAMO and differentiating(inputs)
+        self.references = reference_outputs(gm, inputs, backward, mutated_inputs(gm, inputs))
         self.compiles = 0
         self.trail: list[str] = []
         self.can_skip = can_skip_subsystems()
@@ -110,7 +114,8 @@ class _Stages:
             self.trail.append(f"{step}: not tried (this torch cannot switch subsystems off)")
             return True
         with subsystems_skipped(skip or _skip_nothing), inductor_config(config):
-            verdict = judge_graph(private_copy(self.gm), self.inputs, self.tol, self.check_non_float, self.references, compiler)
+            verdict = judge_graph(private_copy(self.gm), self.inputs, self.tol, self.check_non_float, self.references, compiler,
+                                  self.level)
         self.compiles += 1
         failing = same_failure(verdict, self.failure.kind, self.failure.expected_error, self.failure.error_pattern)
         self.trail.append(f"{step}: {'fails' if failing else _outcome(verdict)}")
