@@ -323,6 +323,13 @@ def differentiating(inputs: Sequence[Any]) -> bool:
     return torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in inputs)
 
 
+def judges_backward(level: str, inputs: Sequence[Any]) -> bool:
+    """Whether a graph of that level is judged forward and backward on ``inputs``: a torch-level
+    graph in a training call (:func:`differentiating`). Its references and its compiled results
+    must both be taken so, or they differ in length."""
+    return level == DYNAMO and differentiating(inputs)
+
+
 IN_PLACE_OPERATORS = frozenset({"setitem", "delitem", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imatmul",
                                 "imod", "imul", "ior", "ipow", "irshift", "isub", "itruediv", "ixor"})
 """The functions of ``operator`` that write into their first argument."""
@@ -504,7 +511,7 @@ def _judge(
     compiler: Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]] | None,
     level: str,
 ) -> GraphVerdict:
-    backward = level == DYNAMO and differentiating(inputs)
+    backward = judges_backward(level, inputs)
     try:
         mutated = mutated_inputs(gm, inputs)
         eager, fp64 = references if references is not None else reference_outputs(gm, inputs, backward, mutated)

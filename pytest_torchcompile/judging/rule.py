@@ -52,13 +52,15 @@ def error_signature(error: BaseException, max_chars: int | None = None) -> str:
     or runtime failure. A message that carries the traceback of an error raised in another
     process (Inductor's compile workers) stands for that error, named by its traceback's
     exception line: one compile failure then has one identity, whether a worker compiled the
-    kernel or this process did (the workers' pool is not always up)."""
+    kernel or this process did (the workers' pool is not always up). A traceback names a class
+    with its module (``torch._inductor.exc.CppCompileError``), this process by its name alone."""
     lines = str(error).strip().splitlines()
     headers = [index for index, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
     if headers:
         raised = [line for line in lines[headers[-1] + 1:] if line and not line[0].isspace()]
         if raised:
-            return f"{type(error).__name__}: {raised[0][:max_chars]}"
+            unqualified = re.sub(r"^(?:\w+\.)+(?=\w+(?::|$))", "", raised[0])
+            return f"{type(error).__name__}: {unqualified[:max_chars]}"
     return f"{type(error).__name__}: {lines[0][:max_chars] if lines else ''}"
 
 

@@ -29,8 +29,8 @@ from pytest_torchcompile.judging.judge import (
     GraphVerdict,
     compile_graph,
     devices_of,
-    differentiating,
     judge_graph,
+    judges_backward,
     mutated_inputs,
     reference_outputs,
     same_failure,
@@ -100,10 +100,8 @@ class _Stages:
         self.failure = failure
         self.check_non_float = check_non_float
         self.level = level
-        # A torch-level graph of a training call is judged forward and backward, as the minifier
-        # judged it: its gradients are where such a failure may show.
-        backward = level == DYNAMO and differentiating(inputs)
-        self.references = reference_outputs(gm, inputs, backward, mutated_inputs(gm, inputs))
+        # As the minifier judged it: a torch-level graph of a training call, on its gradients too.
+        self.references = reference_outputs(gm, inputs, judges_backward(level, inputs), mutated_inputs(gm, inputs))
         self.compiles = 0
         self.trail: list[str] = []
         self.can_skip = can_skip_subsystems()

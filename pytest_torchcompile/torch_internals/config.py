@@ -169,11 +169,13 @@ def config_values(patches: dict[str, Any] | None) -> dict[str, Any]:
 
 def where_random(lowered: torch.fx.GraphModule, random_config: dict[str, Any] | None,
                  outside: dict[str, Any]) -> dict[str, Any] | None:
-    """``random_config`` for a lowered graph that draws random numbers; for any other, the values
-    those names had outside the compile (the user's own): the torch-level graph compiles under
-    :func:`tracing_part` of ``random_config`` so that AOT autograd keeps random ops for Inductor to
-    fall back on, which changes nothing for graphs that draw none, and each lowered graph is
-    compiled as the user's compile would, but for its random ops."""
+    """``random_config`` for a lowered graph that draws random numbers; for any other, ``outside``:
+    the values the names of :func:`tracing_part` had outside the compile (the user's own). The
+    torch-level graph compiles under that part, so that AOT autograd keeps random ops for Inductor
+    to fall back on, which changes nothing for graphs that draw none, and each lowered graph is
+    compiled as the user's compile would, but for its random ops. (Only those names are set back:
+    the compile's own ``options`` are in force by then, and the rest of ``random_config`` was never
+    set at the torch level.)"""
     if any(node.op == "call_function" and is_random_op(node.target) for node in lowered.graph.nodes):
         return random_config
     return outside
@@ -183,7 +185,8 @@ TRACED_RANDOM_CONFIG = frozenset({"fallback_random"})
 """The Inductor config names AOT autograd reads as it traces a torch-level graph into lowered
 ones (Inductor's decompositions keep random ops under ``fallback_random``). Any other name of a
 random config (the layout, say) would change the lowered graphs that draw nothing too, where
-it is read at the torch level (freezing decides the layout there)."""
+it is read at the torch level: freezing decides the layout there, so a frozen graph that draws
+random numbers keeps the user's layout."""
 
 
 def tracing_part(random_config: dict[str, Any] | None) -> dict[str, Any] | None:

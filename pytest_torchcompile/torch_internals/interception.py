@@ -48,7 +48,7 @@ def capturing_backend(
     patches = mode_patches(mode, options)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-        outside = config_values(random_config)
+        outside = config_values(tracing_part(random_config))
 
         def inner_compile(lowered: torch.fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
             with inductor_config(where_random(lowered, random_config, outside)):
@@ -88,7 +88,7 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
         def compile_fx(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get("inner_compile", compile_fx_module.compile_fx_inner) is not compile_fx_module.compile_fx_inner:
                 return original(model, example_inputs, *args, **kwargs)
-            outside = config_values(random_config)
+            outside = config_values(tracing_part(random_config))
 
             def inner_compile(gm: torch.fx.GraphModule, inputs: Sequence[Any], **inner_kwargs: Any) -> Any:
                 # Patched here too: a backward graph is compiled at its first call, after compile_fx returned.

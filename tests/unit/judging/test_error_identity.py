@@ -39,3 +39,12 @@ def test_an_error_without_a_traceback_is_named_by_its_first_line() -> None:
     assert error_signature(ValueError("first\nsecond")) == "ValueError: first"
     assert error_signature(ValueError("")) == "ValueError: "
     assert error_signature(ValueError("a long message"), max_chars=6) == "ValueError: a long"
+
+
+def test_a_worker_names_the_class_with_its_module_and_this_process_without() -> None:
+    in_a_worker = InductorError(
+        "SubprocException: An exception occurred in a subprocess:\n\nName=compile\n"
+        "Traceback (most recent call last):\n  File \"cpp_builder.py\", line 9, in build\n"
+        "torch._inductor.exc.CppCompileError: C++ compile error\n")
+    in_process = InductorError("CppCompileError: C++ compile error")
+    assert error_signature(in_a_worker) == error_signature(in_process) == "InductorError: CppCompileError: C++ compile error"
