@@ -59,12 +59,21 @@ class PathOutcome:
         return self.status.startswith("fail")
 
 
-def needs_cuda(module: Path) -> bool:
-    """Whether a corpus module's ``pytestmark`` carries the ``cuda`` marker (read from its source:
-    importing a module may set torch's state as its bug needs)."""
-    marks = [node.value for node in ast.parse(module.read_text()).body if isinstance(node, ast.Assign)
-             and any(isinstance(target, ast.Name) and target.id == "pytestmark" for target in node.targets)]
-    return any("pytest.mark.cuda" in ast.unparse(value) for value in marks)
+def unmet_need(module: Path) -> str | None:
+    """Why this machine cannot show a corpus module's bug, or None: a ``cuda`` marker in its
+    ``pytestmark`` without a GPU, or a ``NEEDS_CPU_CAPABILITY`` (torch's name of a vector ISA,
+    as ``torch.backends.cpu.get_cpu_capability()`` gives it) this CPU lacks. Read from its source:
+    importing a module may set torch's state as its bug needs."""
+    values = {target.id: node.value for node in ast.parse(module.read_text()).body if isinstance(node, ast.Assign)
+              for target in node.targets if isinstance(target, ast.Name)}
+    if "pytestmark" in values and "pytest.mark.cuda" in ast.unparse(values["pytestmark"]) \
+            and not torch.cuda.is_available():
+        return "a CUDA bug: needs a CUDA device"
+    needed = ast.literal_eval(values["NEEDS_CPU_CAPABILITY"]) if "NEEDS_CPU_CAPABILITY" in values else None
+    found = torch.backends.cpu.get_cpu_capability()
+    if needed is not None and found != needed:
+        return f"its bug is in {needed} vector code; this CPU runs {found}"
+    return None
 
 
 def run_standalone(script: Path) -> int:
@@ -140,8 +149,9 @@ def markdown_row(module: str, outcomes: dict[str, PathOutcome], seconds: float) 
 @pytest.mark.realbugs
 @pytest.mark.parametrize("module", MODULES, ids=[m.removesuffix(".py") for m in MODULES])
 def test_real_bug_end_to_end(pytester: pytest.Pytester, module: str) -> None:
-    if needs_cuda(CORPUS / module) and not torch.cuda.is_available():
-        pytest.skip("a CUDA bug: needs a CUDA device")
+    reason = unmet_need(CORPUS / module)
+    if reason is not None:
+        pytest.skip(reason)
     shutil.copy(CORPUS / "conftest.py", pytester.path / "conftest.py")
     shutil.copy(CORPUS / module, pytester.path / module)
     start = time.monotonic()
