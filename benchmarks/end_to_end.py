@@ -9,10 +9,12 @@ Contenders, each a fresh process with a fresh ``TORCHINDUCTOR_CACHE_DIR`` of its
   deviation, writes ``minifier_launcher.py``), then that launcher's ``minify --no-isolate``; its
   clock is the sum of both processes.
 
-The contenders run alternately ``--repeats`` times; the ratio of the medians is printed.
+The contenders run alternately ``--repeats`` times; the ratio of the medians is printed. With
+``--warm``, each timed run finds a warm Inductor cache: the same contender ran once before, untimed,
+with the same cache directory (a developer's local rerun).
 
 Usage: ``python benchmarks/end_to_end.py [--layers 12] [--bug-at 7] [--device cpu|cuda]
-[--repeats 1] [--out LOG]``.
+[--repeats 1] [--warm] [--out LOG]``.
 """
 
 from __future__ import annotations
@@ -51,7 +53,10 @@ def test_anchor(compile_accuracy):
 which compiles under torch's minifier settings)."""
 
 
-def run_pytest(bench: Bench, anchor: Path, layers: int, bug_at: int, round_: int) -> tuple[float, str]:
+def run_pytest(bench: Bench, anchor: Path, layers: int, bug_at: int, round_: int,
+               cache_name: str | None = None) -> tuple[float, str]:
+    """One pytest run, in a project of its own; ``cache_name``: the Inductor cache directory's
+    name (default: the project's, a fresh one)."""
     project = bench.workdir / f"pytest-{round_}"
     project.mkdir()
     knob = "triton" if bench.device == "cuda" else "cpp"
@@ -60,7 +65,7 @@ def run_pytest(bench: Bench, anchor: Path, layers: int, bug_at: int, round_: int
     command = [sys.executable, "-m", "pytest", "--compile-accuracy", "-p", "no:cacheprovider", "-p", "no:xdist",
                "-q", "--durations=1", "test_anchor.py"]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=project, env=bench.environment(project.name), capture_output=True,
+    done = subprocess.run(command, cwd=project, env=bench.environment(cache_name or project.name), capture_output=True,
                           text=True, timeout=bench.timeout_s)
     seconds = time.perf_counter() - started
     output = done.stdout + done.stderr
@@ -77,6 +82,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="rounds of both contenders, alternating")
     parser.add_argument("--timeout", type=float, default=900.0, help="limit per process, seconds")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
+    parser.add_argument("--warm", action="store_true",
+                        help="time each contender on the Inductor cache an untimed run of it left")
     args = parser.parse_args()
     anchor = args.anchor.resolve()
 
@@ -88,17 +95,27 @@ def main() -> None:
     ours: list[float] = []
     theirs: list[float] = []
     try:
+        if args.warm:
+            seconds, _ = run_pytest(bench, anchor, args.layers, args.bug_at, -1, cache_name="ours-warm")
+            launcher, detect_s = torch_launcher(bench, anchor, args.layers, args.bug_at, tag="-warming",
+                                                cache_name="torch-warm")
+            minify = run_torch(bench, launcher, isolate=False, tag="-warming", cache_name="torch-warm")
+            say(f"warming (untimed): ours {seconds:.1f} s; torch {detect_s + minify.seconds:.1f} s")
         for round_ in range(args.repeats):
-            seconds, detail = run_pytest(bench, anchor, args.layers, args.bug_at, round_)
+            seconds, detail = run_pytest(bench, anchor, args.layers, args.bug_at, round_,
+                                         cache_name="ours-warm" if args.warm else None)
             ours.append(seconds)
             say(f"round {round_}: pytest --compile-accuracy -> minified.py: {seconds:.1f} s ({detail})")
-            launcher, detect_s = torch_launcher(bench, anchor, args.layers, args.bug_at, tag=str(round_))
-            minify = run_torch(bench, launcher, isolate=False, tag=str(round_))
+            launcher, detect_s = torch_launcher(bench, anchor, args.layers, args.bug_at, tag=str(round_),
+                                                cache_name="torch-warm" if args.warm else None)
+            minify = run_torch(bench, launcher, isolate=False, tag=str(round_),
+                               cache_name="torch-warm" if args.warm else None)
             theirs.append(detect_s + minify.seconds)
             say(f"round {round_}: torch detect {detect_s:.1f} s + minify --no-isolate {minify.seconds:.1f} s "
                 f"= {detect_s + minify.seconds:.1f} s ({minify.compiles} queries, {minify.detail})")
         ours_s, theirs_s = statistics.median(ours), statistics.median(theirs)
-        say(f"\nanchor: {args.layers} layers, bug at {args.bug_at}, {args.device}; medians of {args.repeats}")
+        say(f"\nanchor: {args.layers} layers, bug at {args.bug_at}, {args.device}; medians of {args.repeats}; "
+            + ("warm Inductor caches" if args.warm else "cold Inductor caches"))
         say(f"pytest-torchcompile end to end {ours_s:.1f} s; torch detect + minify --no-isolate {theirs_s:.1f} s; "
             f"ours / torch = {ours_s / theirs_s:.2f}")
     finally:

@@ -156,30 +156,32 @@ def run_ours(bench: Bench, repro: Path, isolate: bool) -> Run:
     return Run(name, seconds, result["compiles"], result["ops_after"], result["note"], lines)
 
 
-def torch_launcher(bench: Bench, anchor: Path, layers: int, bug_at: int, tag: str = "") -> tuple[Path, float]:
-    """Run the anchor script as published; return torch's minifier launcher and the detection time."""
+def torch_launcher(bench: Bench, anchor: Path, layers: int, bug_at: int, tag: str = "",
+                   cache_name: str | None = None) -> tuple[Path, float]:
+    """Run the anchor script as published; return torch's minifier launcher and the detection time.
+    ``cache_name``: the Inductor cache directory's name (default: a fresh one of its own)."""
     scratch = bench.workdir / f"torch-detect{tag}"
     scratch.mkdir()
     seconds, output = bench.timed([sys.executable, str(anchor), bench.device, str(layers), str(bug_at)], scratch,
-                                  scratch.name)
+                                  cache_name or scratch.name)
     if "NO FAILURE DETECTED" in output:
         raise SystemExit("torch's accuracy check did not detect the anchor's bug")
     return next(scratch.glob("torch_compile_debug/*/minifier/minifier_launcher.py")), seconds
 
 
-def run_torch(bench: Bench, launcher: Path, isolate: bool, tag: str = "") -> Run:
+def run_torch(bench: Bench, launcher: Path, isolate: bool, tag: str = "", cache_name: str | None = None) -> Run:
     name = "torch minifier" + ("" if isolate else " --no-isolate")
     scratch = bench.workdir / (("torch-isolated" if isolate else "torch-no-isolate") + tag)
     scratch.mkdir()
     # The launcher pins the cache directory of the run that wrote it: give it this run's own.
-    cache = bench.workdir / f"cache-{scratch.name}"
+    cache = bench.workdir / f"cache-{cache_name or scratch.name}"
     source = re.sub(r"^os\.environ\['TORCHINDUCTOR_CACHE_DIR'\] = .*$",
                     f"os.environ['TORCHINDUCTOR_CACHE_DIR'] = {str(cache)!r}",
                     launcher.read_text(), flags=re.M)
     copy = scratch / "minifier_launcher.py"
     copy.write_text(source)
     command = [sys.executable, str(copy), "minify", *([] if isolate else ["--no-isolate"])]
-    seconds, output = bench.timed(command, scratch, scratch.name)
+    seconds, output = bench.timed(command, scratch, cache_name or scratch.name)
     queries = re.findall(r"Made (\d+) queries", output)
     checkpoints = re.findall(r"Writing checkpoint with (\d+) nodes", output)
     # Torch counts placeholders and the output node; its one-relu result is 3 nodes. It copies its

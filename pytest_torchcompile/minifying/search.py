@@ -58,7 +58,7 @@ from pytest_torchcompile.judging.slicing import (
     Selection,
     output_index,
 )
-from pytest_torchcompile.judging.stages import FailureKind, StageAttribution, graph_ops
+from pytest_torchcompile.judging.stages import FailureKind, StageAttribution, graph_ops, op_name
 from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME, bug_report
 from pytest_torchcompile.repros.repro import MINIFIED_NAME, config_lines, load_case, write_minified
 from pytest_torchcompile.run.files import atomic_write, locked
@@ -96,6 +96,8 @@ class Reduction:
     how: str
     verdict: GraphVerdict | None = None
     """How the graph left fails (what a bug report shows of it)."""
+    needs: str = ""
+    """For a minimal graph of several ops: what it did without each one (why each is needed)."""
 
 
 
@@ -194,7 +196,7 @@ def minify_graph(
     except _OutOfTime:
         return search.reduction(search.smallest_failing, StopReason.TIME_BUDGET,
                                 f"time budget of {budget_s:.0f} s ran out")
-    return search.reduction(minimal, StopReason.MINIMAL, how)
+    return replace(search.reduction(minimal, StopReason.MINIMAL, how), needs=_why_each_op_stays(search, minimal))
 
 
 def _failing_core(search: _Search) -> tuple[Selection | None, str]:
@@ -318,6 +320,27 @@ def _one_minimal(search: _Search, selection: Selection) -> Selection:
         current = smaller
 
 
+def _why_each_op_stays(search: _Search, minimal: Selection) -> str:
+    """What a 1-minimal graph of several units did without each one, its value fed in as an input
+    instead (its last pass judged each such graph): why each is needed; "" for a single unit."""
+    if len(minimal) < 2:
+        return ""
+    reasons = []
+    for unit in search.slicer.ordered(minimal):
+        verdict = search.verdicts.get(minimal - {unit})
+        if verdict is None:
+            continue
+        outcome = ("passes" if verdict.failure is None else
+                   f"fails otherwise ({verdict.failure}" + (f": {_shortened(verdict.error)}" if verdict.error else "") + ")")
+        node = search.slicer.units[unit][0]
+        reasons.append(f"without {op_name(node.target)} ({unit}) it {outcome}")
+    return "each op is needed, its value fed in instead: " + "; ".join(reasons) if reasons else ""
+
+
+def _shortened(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 # --- repro files -------------------------------------------------------------------------------
 
 
@@ -430,7 +453,8 @@ def _note(reduction: Reduction, compiles: int, seconds: float) -> str:
     if reduction.stop is not StopReason.MINIMAL:
         return f"NOT MINIMAL: {reduction.how}; the smallest failing graph found so far ({summary})"
     return (f"minified by pytest-torchcompile ({summary}): {reduction.how}; "
-            "1-minimal: without any one of its ops it no longer fails")
+            "1-minimal: without any one of its ops it no longer fails"
+            + (f"; {reduction.needs}" if reduction.needs else ""))
 
 
 def _outcome(verdict: GraphVerdict | None) -> str:

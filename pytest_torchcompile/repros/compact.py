@@ -3,9 +3,11 @@
 The graph comes first, then its inputs and the Inductor config that differs from the defaults;
 then the functions of the rule the failure needs (``judging/rule.py``) and the compile
 (``compile_graph``), copied, and a short run of eager, fp64 and Inductor. It judges as the plugin
-does. A case it cannot express (a torch-level graph, random ops, memory no op writes, inputs that
-share memory or require grad, ops outside aten) keeps the full form: :func:`compact_obstacle`
-says why. A compact file is loaded back before it is kept (:func:`compact_disagreement`): its
+does. Inputs keep their size, stride and storage offset; what the graph writes into its inputs
+is judged as its outputs are; ops that make a tensor from no input (``arange``, ``full``) stay ops
+of the traced graph. A case it cannot express (a torch-level graph, random ops, memory no op
+writes, inputs that require grad or overlap themselves, ops outside aten) keeps the full form:
+:func:`compact_obstacle` says why. A compact file is loaded back before it is kept (:func:`compact_disagreement`): its
 graph and references must be the plugin's.
 """
 
@@ -23,6 +25,8 @@ from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import (
     ACCURACY,
     COMPILE_ERROR,
+    DYNAMO,
+    IN_PLACE_OPERATORS,
     POST_AOT,
     RUNTIME_ERROR,
     changed,
@@ -42,8 +46,11 @@ RULE_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {
 
 def compact_obstacle(case: ReproCase) -> str | None:
     """Why ``case`` needs the full form, or None."""
-    if case.level != POST_AOT:
-        return "a torch-level graph, compiled through the whole stack"
+    if case.level not in (POST_AOT, DYNAMO):
+        return f"a graph of level {case.level}"
+    if any(getattr(node.target, "__module__", None) == "_operator" and node.target.__name__ == "delitem"
+           for node in case.gm.graph.nodes):
+        return "item deletion, which fx's tracing does not record"
     if case.kind not in RULE_FUNCTIONS:
         return f"a failure of kind {case.kind}"
     if any(origin.module is not None and not _in_torch(origin.module) for origin in case.required_ops()):
@@ -57,51 +64,123 @@ def compact_obstacle(case: ReproCase) -> str | None:
             continue
         if type(value) is not torch.Tensor or value.layout != torch.strided or value.is_quantized or value.is_complex():
             return "an input that is not a plain strided real tensor"
-        if value.requires_grad:
+        if value.requires_grad and case.level != DYNAMO:
             return "inputs that require grad"
-        if value.storage_offset() or value.clone().stride() != value.stride():
-            return "an input laid out with gaps, overlaps or an offset in its storage"
+        if _overlaps_itself(value):
+            return "an input whose elements share memory (an expanded tensor)"
     try:
         allocates_unwritten = unwritten_elements(case.gm, case.inputs) is not None
-        writes_inputs = bool(mutated_inputs(case.gm, case.inputs))
     except Exception:
-        allocates_unwritten = writes_inputs = False
+        allocates_unwritten = False
     if allocates_unwritten:
         return "memory no op writes, which the full form leaves unjudged"
-    if writes_inputs:
-        return "a graph that writes into its inputs, which the full form judges as outputs"
     return None
+
+
+def _overlaps_itself(value: torch.Tensor) -> bool:
+    """Whether two elements of ``value`` are one place in memory: written back element by
+    element, a copy of it would not be the same tensor."""
+    dims = sorted((stride, size) for size, stride in zip(value.shape, value.stride(), strict=True) if size > 1)
+    reach = 0
+    for stride, size in dims:
+        if stride <= reach:
+            return True
+        reach += (size - 1) * stride
+    return False
+
+
+def makes_tensors_from_nothing(gm: torch.fx.GraphModule) -> bool:
+    """Whether a graph calls an op on no traced value (``arange``, ``full``): fx's plain tracing
+    runs such a call once and keeps its result as a constant, which the compiler never sees."""
+    return any(node.op == "call_function" and not node.all_input_nodes for node in gm.graph.nodes)
 
 
 def _in_torch(module: str) -> bool:
     return module.split(".")[0] == "torch"
 
 
-_RUNTIME = '''\
-def _load(values, dtype, shape, stride, device):  # inline values, or a file in tensors/ beside this one
-    if isinstance(values, str):
+_LOAD = '''\
+def _load(values, dtype, shape, stride, device, offset=0):  # inline values, or a file in tensors/ beside this one,
+    if isinstance(values, str):                              # laid out as the input was: compiled code may assume it
         values = torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensors", values + ".pt"))
-    return torch.empty_strided(shape, stride, dtype=dtype, device=device).copy_(torch.as_tensor(values).reshape(shape))
+    out = torch.empty(offset + 1 + sum(max(n - 1, 0) * s for n, s in zip(shape, stride)), dtype=dtype, device=device)
+    return out.as_strided(shape, stride, offset).copy_(torch.as_tensor(values).reshape(shape))
+'''
+_COPIES = '''\
 def copies(inputs, dtype=None):
-    return [(x.to(dtype) if dtype and x.is_floating_point() else x.clone()) if isinstance(x, torch.Tensor) else x for x in inputs]
+    return [(x.to(dtype) if dtype and x.is_floating_point() else _load(x, x.dtype, x.shape, x.stride(), x.device, x.storage_offset())) if isinstance(x, torch.Tensor) else x for x in inputs]
+def run(call, inputs, dtype=None):  # the outputs, then the inputs the graph writes into, judged as outputs
+    return [*call(list(args := copies(inputs, dtype))), *(args[i] for i in WRITTEN_INPUTS)]
+'''
+_COPIES_WITH_GRADIENTS = '''\
+def copies(inputs, dtype=None):
+    return [(x.detach().to(dtype) if dtype and x.is_floating_point() else _load(x.detach(), x.dtype, x.shape, x.stride(), x.device, x.storage_offset())).requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x for x in inputs]
+def run(call, inputs, dtype=None):  # the outputs, the gradients of their sum by the inputs that require grad, the inputs written
+    outputs = list(call(list(args := copies(inputs, dtype))))
+    wrt, floating = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad], [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]
+    grads = torch.autograd.grad(torch.stack([o.float().sum() for o in floating]).sum(), wrt, allow_unused=True) if floating else ()
+    return [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs] + [torch.zeros_like(a) if g is None else g for a, g in zip(wrt, grads)] + [args[i].detach() for i in WRITTEN_INPUTS]
+'''
+_REFERENCES = '''\
 def references(gm, inputs):  # eager's outputs, and fp64's: inputs, constants and the dtypes ops name widened
     wide = copy.deepcopy(gm).double()
     for node in wide.graph.nodes:
         if node.target is not torch.ops.aten.view.dtype:
             node.args, node.kwargs = torch.fx.node.map_aggregate((node.args, node.kwargs), lambda a: torch.float64 if a in (torch.float16, torch.bfloat16, torch.float32) else a)
     wide.recompile()
-    return gm(*copies(inputs)), wide(*copies(inputs, torch.float64))
+'''
+_REFERENCES_RETURN = "    return run(lambda args: gm(*args), inputs), run(lambda args: wide(*args), inputs, torch.float64)\n"
+_REFERENCES_RETURN_DEFAULT_FP64 = '''\
+    eager, _ = run(lambda args: gm(*args), inputs), torch.set_default_dtype(torch.float64)  # ops naming no dtype too
+    try:
+        return eager, run(lambda args: wide(*args), inputs, torch.float64)
+    finally:
+        torch.set_default_dtype(torch.float32)
+'''
+
+_TRACE = '''\
+def trace(module):  # fx's symbolic trace, keeping ops that make a tensor from no input as ops, not constants
+    tracer = torch.fx.Tracer()
+'''
+_TRACE_IN_PLACE = '''\
+def trace(module):  # fx's symbolic trace, recording x[i] = v and x += v (plain tracing refuses one, rewrites the other)
+    class Proxy(torch.fx.Proxy):
+        def __setitem__(self, key, value):
+            self.tracer.create_proxy("call_function", operator.setitem, (self, key, value), {})
+IN_PLACE_LOOP    tracer = type("Tracer", (torch.fx.Tracer,), {"proxy": lambda self, node: Proxy(node, self)})()
+'''
+_IN_PLACE_LOOP = '''\
+    for name in IN_PLACE_OPERATORS:
+        setattr(Proxy, f"__{name}__", lambda self, other, op=getattr(operator, name): self.tracer.create_proxy("call_function", op, (self, other), {}))
+'''
+_TRACE_FACTORIES = '''\
+    class Factories(torch.overrides.TorchFunctionMode):  # ops that make a tensor from no input stay ops, not constants
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            traced = any(isinstance(a, torch.fx.Proxy) for a in torch.utils._pytree.tree_leaves((args, kwargs)))
+            made = func(*args, **(kwargs or {}))
+            return made if traced or not isinstance(made, torch.Tensor) else tracer.create_proxy("call_function", func, args, kwargs or {})
+    with Factories():
+        return torch.fx.GraphModule(module, tracer.trace(module))
+'''
+_TRACE_PLAIN_END = "    return torch.fx.GraphModule(module, tracer.trace(module))\n"
+
+_COMPILE_POST_AOT = "torch._inductor.compile_fx.compile_fx_inner(gm, copies(inputs))"
+_COMPILE_WHOLE_STACK = "whole_stack(gm)"
+_WHOLE_STACK = '''\
+def whole_stack(gm):  # as torch.compile compiles a Dynamo graph: AOT autograd, decompositions, Inductor
+    torch._functorch.config.enable_autograd_cache = False  # its key does not cover the decompositions
+    return (lambda compiled: lambda args: compiled(*args))(torch.compile(gm, backend="inductor", fullgraph=True, dynamic=False))
 '''
 
 _ACCURACY_MAIN = '''\
 def main():
     try:
-        gm, inputs = torch.fx.symbolic_trace(Repro()), make_inputs()
+        gm, inputs = TRACE(Repro()), make_inputs()
         eager, reference = references(gm, inputs)
     except Exception as error:
         return print("REPRO BROKEN:", repr(error)) or 3
     try:
-        outputs, failed = torch._inductor.compile_fx.compile_fx_inner(gm, copies(inputs))(copies(inputs)), False
+        outputs, failed = run(COMPILE, inputs), False
     except Exception as error:
         return print("FAILS DIFFERENTLY:", repr(error)) or 2
     for index, (got, expected, wide) in enumerate(zip(outputs, eager, reference)):
@@ -116,15 +195,15 @@ def main():
 _ERROR_MAIN = '''\
 def main():
     try:
-        gm, inputs = torch.fx.symbolic_trace(Repro()), make_inputs()
+        gm, inputs = TRACE(Repro()), make_inputs()
         references(gm, inputs)
     except Exception as error:
         return print("REPRO BROKEN:", repr(error)) or 3
     failure = "compile_error"
     try:
-        compiled = torch._inductor.compile_fx.compile_fx_inner(gm, copies(inputs))
+        compiled = COMPILE
         failure = "runtime_error"
-        compiled(copies(inputs))
+        run(compiled, inputs)
     except Exception as error:
         signature = error_signature(error)
         same = failure == KIND and bool(re.search(ERROR_PATTERN, signature) if ERROR_PATTERN else
@@ -141,27 +220,52 @@ if __name__ == "__main__":
 '''
 
 
+def _runtime(case: ReproCase) -> str:
+    """The functions after the rule's: loading, copying and running, references, the trace and
+    the compile its graph needs, ``main``."""
+    factories, in_place = makes_tensors_from_nothing(case.gm), _in_place_operators(case.gm)
+    whole_stack = case.level == DYNAMO
+    main = (_ACCURACY_MAIN if case.kind == ACCURACY else _ERROR_MAIN).replace(
+        "TRACE(", "trace(" if factories or in_place else "torch.fx.symbolic_trace(").replace(
+        "COMPILE", _COMPILE_WHOLE_STACK if whole_stack else _COMPILE_POST_AOT)
+    trace = ""
+    if factories or in_place:
+        operators = tuple(name for name in in_place if name != "setitem")
+        loop = _IN_PLACE_LOOP.replace("IN_PLACE_OPERATORS", repr(operators)) if operators else ""
+        trace = ((_TRACE_IN_PLACE.replace("IN_PLACE_LOOP", loop) if in_place else _TRACE)
+                 + (_TRACE_FACTORIES if factories else _TRACE_PLAIN_END))
+    return "".join([
+        _LOAD, _COPIES_WITH_GRADIENTS if whole_stack else _COPIES,
+        _REFERENCES, _REFERENCES_RETURN_DEFAULT_FP64 if factories else _REFERENCES_RETURN,
+        trace, _WHOLE_STACK if whole_stack else "", main, _END,
+    ])
+
+
 def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
                    input_expressions: Sequence[str]) -> str:
     """The compact file of ``case`` (see :func:`compact_obstacle`): ``header`` its comment lines,
     ``module_source`` the graph's ``Repro`` class, ``input_expressions`` one per input, calling
-    ``_load(values or tensor file, dtype, shape, stride, device)``."""
+    ``_load(values or tensor file, dtype, shape, stride, device[, storage offset])``."""
     config = "\n".join(line for line in case.config_source.strip().splitlines() if line)
     devices = {value.device.type for value in case.inputs if isinstance(value, torch.Tensor)}
     precision = ("torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # fp32 as fp32\n"
                  if "cuda" in devices else "")
-    settings = (f"KIND, TOL, CHECK_NON_FLOAT = {case.kind!r}, {case.tol!r}, {case.check_non_float!r}"
+    written = mutated_inputs(case.gm, case.inputs) if case.kind == ACCURACY else []
+    settings = (f"KIND, TOL, CHECK_NON_FLOAT, WRITTEN_INPUTS = {case.kind!r}, {case.tol!r}, {case.check_non_float!r}, "
+                f"{written!r}" + ("  # judged after the outputs, as the graph left them" if written else "")
                 + ("\nNON_FLOAT_FAILURE = True  # the failure is in integer or bool outputs" if case.non_float_failure
                    else "")
                 if case.kind == ACCURACY else
-                f"KIND, EXPECTED_ERROR, ERROR_PATTERN = {case.kind!r}, {case.expected_error!r}, {case.error_pattern!r}")
+                f"KIND, EXPECTED_ERROR, ERROR_PATTERN, WRITTEN_INPUTS = {case.kind!r}, {case.expected_error!r}, "
+                f"{case.error_pattern!r}, []")
     inputs = ", ".join(input_expressions)
     functions = [embedded_source(function) for function in RULE_FUNCTIONS[case.kind]]
     graph_code = _strip_init(module_source).rstrip()
     return "\n".join([
         *header,
-        "import copy, math, os, re, sys",
+        "import copy, math, operator, os, re, sys" if _in_place_operators(case.gm) else "import copy, math, os, re, sys",
         "import torch._inductor.compile_fx  # and with it torch._inductor.config",
+        *(["import torch._functorch.config"] if case.level == DYNAMO else []),
         *(f"import {module}  # registers {', '.join(ops)}" for module, ops in _registering_modules(case).items()),
         "sys.excepthook = lambda *error: (sys.__excepthook__(*error), os._exit(3))  # exit 3: the repro cannot run",
         *(["from torch import device"] if "device(" in graph_code else []),
@@ -175,8 +279,16 @@ def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
         settings,
         "# --- only torch needed: the fp64 rule of pytest-torchcompile (PyTorch's same()), eager, fp64 and Inductor ---",
         "\n".join(functions),
-        _RUNTIME + (_ACCURACY_MAIN if case.kind == ACCURACY else _ERROR_MAIN) + _END,
+        _runtime(case),
     ])
+
+
+def _in_place_operators(gm: torch.fx.GraphModule) -> list[str]:
+    """The item assignments and in-place operators a torch-level graph calls, by their names in
+    ``operator`` (``setitem``, ``iadd``...)."""
+    return sorted({node.target.__name__ for node in gm.graph.nodes
+                   if getattr(node.target, "__module__", None) == "_operator"
+                   and node.target.__name__ in IN_PLACE_OPERATORS - {"delitem"}})
 
 
 def _registering_modules(case: ReproCase) -> dict[str, list[str]]:
@@ -196,18 +308,34 @@ def _strip_init(module_source: str) -> str:
 def compact_disagreement(module: ModuleType, case: ReproCase) -> str | None:
     """How a loaded compact file would judge otherwise than the plugin: another graph, or other
     eager or fp64 values; None when it agrees. Nothing is compiled."""
-    gm, inputs = module.torch.fx.symbolic_trace(module.Repro()), module.make_inputs()
+    gm, inputs = compact_trace(module)(module.Repro()), module.make_inputs()
     if [node.target for node in gm.graph.nodes] != [node.target for node in case.gm.graph.nodes]:
         return "its graph traces to other ops"
+    if not all(_same_layout(value, wanted) for value, wanted in zip(inputs, case.inputs, strict=True)):
+        return "its inputs are laid out otherwise"
     with torch.no_grad():
         eager, fp64 = module.references(gm, inputs)
-        expected_eager, expected_fp64 = reference_outputs(case.gm, clone_values(case.inputs))
+        expected_eager, expected_fp64 = reference_outputs(case.gm, clone_values(case.inputs),
+                                                          mutated=mutated_inputs(case.gm, case.inputs))
     if expected_fp64 is None:
         return "the graph has no fp64 reference"
     for name, got, expected in (("eager", eager, expected_eager), ("fp64", fp64, expected_fp64)):
         if len(got) != len(expected) or not all(_identical(a, b) for a, b in zip(got, expected, strict=True)):
             return f"its {name} run gives other values than the plugin's"
     return None
+
+
+def compact_trace(module: ModuleType) -> Callable[[torch.nn.Module], torch.fx.GraphModule]:
+    """How a loaded repro file traces its graph: its own tracer (``trace``; the full form's
+    ``_trace``), else fx's plain one."""
+    return getattr(module, "_trace", None) or getattr(module, "trace", None) or torch.fx.symbolic_trace
+
+
+def _same_layout(value: Any, wanted: Any) -> bool:
+    if not isinstance(value, torch.Tensor) or not isinstance(wanted, torch.Tensor):
+        return type(value) is type(wanted)
+    return (value.shape, value.stride(), value.storage_offset(), value.dtype) == (
+        wanted.shape, wanted.stride(), wanted.storage_offset(), wanted.dtype)
 
 
 def _identical(value: Any, wanted: Any) -> bool:

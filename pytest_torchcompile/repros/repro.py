@@ -43,6 +43,7 @@ from pytest_torchcompile.judging.judge import ReproBroken, clone_values, error_s
 from pytest_torchcompile.repros.compact import (
     compact_disagreement,
     compact_obstacle,
+    compact_trace,
     render_compact,
 )
 from pytest_torchcompile.repros.runtime import runtime_source
@@ -75,8 +76,7 @@ def slugify(nodeid: str, limit: int = 80) -> str:
 
 class _TensorWriter:
     """Turns tensors into source expressions; large ones are saved once, named by content. A
-    compact repro's expressions name less: its tensors are dense, need no grad, start their
-    storage (see ``compact``)."""
+    compact repro's expressions name less (see ``compact``)."""
 
     def __init__(self, compact: bool = False) -> None:
         self.files: dict[str, bytes] = {}
@@ -96,15 +96,18 @@ class _TensorWriter:
     def _tensor(self, value: torch.Tensor, device: torch.device, requires_grad: bool) -> str:
         meta = f"{value.dtype}, {tuple(value.shape)!r}, {tuple(value.stride())!r}, {str(device)!r}"
         if not self.compact:
-            meta += f", {requires_grad}" + (f", {value.storage_offset()}" if value.storage_offset() else "")
+            meta += f", {requires_grad}"
+        if value.storage_offset():
+            meta += f", {value.storage_offset()}"
+        grad = ".requires_grad_()" if self.compact and requires_grad else ""
         if value.numel() <= INLINE_NUMEL and not value.is_complex():
-            return f"{'_load' if self.compact else '_inline'}({_literal(value.cpu().tolist())}, {meta})"
+            return f"{'_load' if self.compact else '_inline'}({_literal(value.cpu().tolist())}, {meta}){grad}"
         buffer = io.BytesIO()
         torch.save(value.cpu().contiguous().clone(), buffer)
         data = buffer.getvalue()
         name = hashlib.sha256(data).hexdigest()[:20]
         self.files[name] = data
-        return f"_load({name!r}, {meta})"
+        return f"_load({name!r}, {meta}){grad}"
 
 
 def _literal(values: Any) -> str:
@@ -588,8 +591,7 @@ def _build(module: ModuleType) -> tuple[torch.fx.GraphModule, list[Any]]:
     try:
         if hasattr(module, "build"):
             return module.build()
-        trace = getattr(module, "_trace", torch.fx.symbolic_trace)
-        return trace(module.Repro()), module.make_inputs()
+        return compact_trace(module)(module.Repro()), module.make_inputs()
     except Exception as error:
         reason = str(error) if type(error).__name__ == "ReproBroken" else f"{type(error).__name__}: {error}"
         raise ReproBroken(reason) from error

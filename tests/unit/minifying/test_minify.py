@@ -145,6 +145,35 @@ def test_fusion_bug_keeps_both_ops_with_fake_judge() -> None:
 
     assert reduction.gm is not None and reduction.stop is StopReason.MINIMAL
     assert sorted(map(str, targets_of(reduction.gm))) == ["aten.cos.default", "aten.sin.default"]
+    assert reduction.needs == ("each op is needed, its value fed in instead: without aten.sin (sin) it passes; "
+                               "without aten.cos (cos) it passes")
+
+
+def test_a_single_culprit_needs_no_reasons() -> None:
+    case = aten_case(sin_relu_cos(2, 2), [torch.randn(8)])
+
+    reduction = minify_graph(case, failing_with(aten.relu.default))
+
+    assert reduction.ops_after == 1 and reduction.needs == ""
+
+
+def test_each_op_of_a_minimal_error_says_what_it_did_without_it() -> None:
+    """Without the sin, the rest still raises, but another error: an op that shapes the failure."""
+    case = aten_case(lambda x: (torch.cos(torch.sin(x)),), [torch.randn(8)], kind=COMPILE_ERROR,
+                     expected_error="InductorError: A")
+
+    def judge(gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
+        gm(*inputs)
+        targets = set(targets_of(gm))
+        if aten.cos.default not in targets:
+            return GraphVerdict(None)
+        return GraphVerdict(COMPILE_ERROR, error="InductorError: A" if aten.sin.default in targets else "InductorError: B")
+
+    reduction = minify_graph(case, judge)
+
+    assert reduction.ops_after == 2
+    assert reduction.needs.endswith("without aten.sin (sin) it fails otherwise (compile_error: InductorError: B); "
+                                    "without aten.cos (cos) it passes"), reduction.needs
 
 
 def test_compile_errors_are_bisected_in_log_n_compiles() -> None:

@@ -3,6 +3,7 @@ full form where the compact one cannot express a case, with the reason in its he
 
 from __future__ import annotations
 
+import operator
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from pytest_torchcompile.judging import rule
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import InProcessJudge
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
-from pytest_torchcompile.judging.judge import ACCURACY, COMPILE_ERROR, RUNTIME_ERROR
+from pytest_torchcompile.judging.judge import ACCURACY, COMPILE_ERROR, DYNAMO, RUNTIME_ERROR
 from pytest_torchcompile.repros.compact import RULE_FUNCTIONS, compact_disagreement
 from pytest_torchcompile.repros.repro import MINIFIED_NAME, load_case, load_repro, write_minified
 from pytest_torchcompile.repros.runtime import embedded_source
@@ -88,11 +89,6 @@ def with_random(x: torch.Tensor) -> tuple[torch.Tensor]:
     return (torch.relu(x) + torch.rand_like(x),)
 
 
-def writes_its_input(x: torch.Tensor) -> tuple[torch.Tensor]:
-    x.add_(1.0)  # a change whatever x holds (tracing runs it on the inputs too)
-    return (torch.relu(x),)
-
-
 def with_unwritten(x: torch.Tensor) -> tuple[torch.Tensor]:
     out = torch.empty(8, 4)
     out[:, :2] = torch.relu(x)
@@ -102,10 +98,9 @@ def with_unwritten(x: torch.Tensor) -> tuple[torch.Tensor]:
 @pytest.mark.parametrize(("fn", "inputs", "reason"), [
     (with_random, [torch.randn(8)], "random ops"),
     (with_unwritten, [torch.randn(8, 2)], "memory no op writes"),
-    (one_relu, [torch.randn(4, 1).expand(4, 4)], "an input laid out with gaps, overlaps or an offset"),
+    (one_relu, [torch.randn(4, 1).expand(4, 4)], "an input whose elements share memory"),
     (one_relu, [torch.randn(8, requires_grad=True)], "inputs that require grad"),
-    (writes_its_input, [torch.randn(8)], "a graph that writes into its inputs"),
-], ids=["random", "unwritten", "overlapping", "requires_grad", "mutating"])
+], ids=["random", "unwritten", "overlapping", "requires_grad"])
 def test_a_case_the_compact_form_cannot_express_keeps_the_full_form_and_says_why(
     tmp_path: Path, fn: Callable[..., Any], inputs: list[Any], reason: str,
 ) -> None:
@@ -116,21 +111,59 @@ def test_a_case_the_compact_form_cannot_express_keeps_the_full_form_and_says_why
     assert load_case(path).op_count == ReproCase(make_fx(fn)(*inputs), inputs, ACCURACY, "t").op_count
 
 
-def test_a_compact_file_that_traces_another_graph_is_not_kept(tmp_path: Path) -> None:
-    """A factory op on no traced value: plain tracing, as the compact file traces, runs it once
-    and keeps a constant, so the compiler would not see the op."""
+def relu_plus_a_made_constant() -> ReproCase:
+    """A graph with a factory op on no traced value, as Inductor's graphs hold them (``full``,
+    ``iota``, ``scalar_tensor``): fx's plain tracing would run it once and keep a constant."""
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
     constant = graph.call_function(torch.ops.aten.scalar_tensor.default, (0.1,))
     relu = graph.call_function(torch.ops.aten.relu.default, (x,))
     graph.output((graph.call_function(torch.ops.aten.add.Tensor, (relu, constant)),))
-    case = ReproCase(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.randn(8)], ACCURACY, "t",
+    return ReproCase(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.randn(8)], ACCURACY, "t",
                      config_source=RELU_BUG.format("accuracy"))
 
-    path = write_minified(case, tmp_path / MINIFIED_NAME)
 
-    assert f"{FULL_FORM}its graph traces to other ops" in path.read_text()
-    assert load_case(path).op_count == 3
+def test_ops_that_make_a_tensor_from_no_input_stay_ops_of_the_compact_graph(tmp_path: Path) -> None:
+    path = write_minified(relu_plus_a_made_constant(), tmp_path / MINIFIED_NAME)
+
+    assert FULL_FORM not in path.read_text()
+    assert [str(node.target) for node in load_case(path).gm.graph.nodes if node.op == "call_function"] == [
+        "aten.scalar_tensor.default", "aten.relu.default", "aten.add.Tensor"]
+    assert run(path).returncode == 1
+
+
+def test_a_compact_file_that_traces_another_graph_is_not_kept(tmp_path: Path) -> None:
+    case = relu_plus_a_made_constant()
+    path = write_minified(case, tmp_path / MINIFIED_NAME)
+    path.write_text(path.read_text().replace("return made if traced or", "return made if True or"))
+
+    assert compact_disagreement(load_repro(path).module, case) == "its graph traces to other ops"
+
+
+def writes_relu_into(x: torch.Tensor, out: torch.Tensor) -> tuple[torch.Tensor]:
+    out.add_(torch.relu(x))  # a change whatever out holds (tracing runs it on the inputs too)
+    return (x + 1.0,)
+
+
+def test_what_a_graph_writes_into_its_inputs_is_judged_compactly(tmp_path: Path) -> None:
+    """The only wrong value is the one written into ``out``: the file judges it after the outputs."""
+    path = minified(tmp_path, writes_relu_into, [torch.randn(8), torch.zeros(8)])
+
+    assert FULL_FORM not in path.read_text()
+    done = run(path)
+    assert done.returncode == 1, done
+    assert [line.split(": ")[1][:14] for line in done.stdout.splitlines()[:2]] == ["allclose", "fp64 rmse FAIL"], done
+
+
+def test_an_input_with_gaps_and_an_offset_keeps_its_layout_in_the_compact_file(tmp_path: Path) -> None:
+    strided = torch.randn(8, 20)[:, 1:17:2]
+    path = minified(tmp_path, one_relu, [strided])
+
+    assert FULL_FORM not in path.read_text()
+    loaded = load_case(path).inputs[0]
+    assert (loaded.stride(), loaded.storage_offset()) == ((20, 2), 1)
+    assert torch.equal(loaded, strided)
+    assert run(path).returncode == 1
 
 
 def test_a_compact_file_whose_references_differ_from_the_plugins_is_found_out(tmp_path: Path) -> None:
@@ -139,7 +172,8 @@ def test_a_compact_file_whose_references_differ_from_the_plugins_is_found_out(tm
     path = write_minified(case, tmp_path / MINIFIED_NAME)
     assert compact_disagreement(load_repro(path).module, case) is None
 
-    path.write_text(path.read_text().replace("return gm(*copies(inputs)), wide(", "return gm(*copies(inputs, torch.float16)), wide("))
+    path.write_text(path.read_text().replace("run(lambda args: gm(*args), inputs)",
+                                             "run(lambda args: gm(*args), inputs, torch.float16)"))
     assert compact_disagreement(load_repro(path).module, case) == "its eager run gives other values than the plugin's"
 
 
@@ -163,3 +197,50 @@ def test_ops_that_torch_itself_registers_on_import_of_a_module_stay_compact(tmp_
     assert FULL_FORM not in source
     assert "import torch._inductor.inductor_prims  # registers prims::fma" in source
     assert run(path).returncode == 1
+
+
+def relu_times(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
+    return (torch.relu(x) * w,)
+
+
+def test_a_torch_level_graph_of_a_training_call_is_compact_and_judges_its_gradients(tmp_path: Path) -> None:
+    """Compiled through the whole stack, as the plugin judges it: outputs, then the gradients of
+    their sum by each input that requires grad."""
+    inputs = [torch.randn(16, requires_grad=True), torch.randn(16)]
+    case = ReproCase(torch.fx.symbolic_trace(relu_times), inputs, ACCURACY, "t", level=DYNAMO,
+                     config_source=RELU_BUG.format("accuracy"), grad_enabled=True)
+
+    path = write_minified(case, tmp_path / MINIFIED_NAME)
+
+    source = path.read_text()
+    assert FULL_FORM not in source
+    assert "whole_stack(gm)" in source and ".requires_grad_()" in source
+    done = run(path)
+    assert done.returncode == 1, done
+    assert [line.split(" ")[0] for line in done.stdout.splitlines()] == ["out[0]", "out[1]", "REPRODUCED"], done
+    assert load_case(path).inputs[0].requires_grad
+
+
+def assigns_relu_into(x: torch.Tensor, out: torch.Tensor) -> torch.fx.GraphModule:
+    """A torch-level graph as Dynamo writes one: ``out[:] = relu(x); out += 1; return (out * 2,)``."""
+    graph = torch.fx.Graph()
+    x_node, out_node = graph.placeholder("x"), graph.placeholder("out")
+    relu = graph.call_function(torch.relu, (x_node,))
+    graph.call_function(operator.setitem, (out_node, slice(None), relu))
+    added = graph.call_function(operator.iadd, (out_node, 1.0))
+    graph.output((graph.call_function(operator.mul, (added, 2)),))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def test_item_assignment_and_in_place_operators_of_a_torch_level_graph_stay_in_the_compact_file(tmp_path: Path) -> None:
+    inputs = [torch.randn(16), torch.zeros(16)]
+    case = ReproCase(assigns_relu_into(*inputs), inputs, ACCURACY, "t", level=DYNAMO,
+                     config_source=RELU_BUG.format("accuracy"))
+
+    path = write_minified(case, tmp_path / MINIFIED_NAME)
+
+    assert FULL_FORM not in path.read_text()
+    assert [node.target for node in load_case(path).gm.graph.nodes if node.op == "call_function"] == [
+        torch.relu, operator.setitem, operator.iadd, operator.mul]
+    done = run(path)
+    assert done.returncode == 1, done
