@@ -242,10 +242,11 @@ def _runtime(case: ReproCase) -> str:
 
 
 def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
-                   input_expressions: Sequence[str]) -> str:
+                   input_expressions: Sequence[str], footer: str = "") -> str:
     """The compact file of ``case`` (see :func:`compact_obstacle`): ``header`` its comment lines,
     ``module_source`` the graph's ``Repro`` class, ``input_expressions`` one per input, calling
-    ``_load(values or tensor file, dtype, shape, stride, device[, storage offset])``."""
+    ``_load(values or tensor file, dtype, shape, stride, device[, storage offset])``; ``footer``
+    comment lines after the code."""
     config = "\n".join(line for line in case.config_source.strip().splitlines() if line)
     devices = {value.device.type for value in case.inputs if isinstance(value, torch.Tensor)}
     precision = ("torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # fp32 as fp32\n"
@@ -279,7 +280,7 @@ def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
         settings,
         "# --- only torch needed: the fp64 rule of pytest-torchcompile (PyTorch's same()), eager, fp64 and Inductor ---",
         "\n".join(functions),
-        _runtime(case),
+        _runtime(case) + footer,
     ])
 
 

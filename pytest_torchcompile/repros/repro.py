@@ -347,7 +347,12 @@ def render_repro(case: ReproCase, compact: bool = False) -> tuple[str, dict[str,
     module = _module_source(_without_annotations(case.gm) if compact else case.gm, "Repro", writer)
     if compact:
         header = _case_fields(case, environment())
-        return render_compact(case, header, module, [writer.expression(value) for value in case.inputs]), writer.files
+        # A torch-level graph's lowering is shown (a wrong decomposition is seen there); a kernel
+        # has a file of its own beside the compact file.
+        footer = _generated_code_comment(case.generated_code, case.level) \
+            if case.generated_code and case.level == standalone.DYNAMO else ""
+        return render_compact(case, header, module, [writer.expression(value) for value in case.inputs],
+                              footer), writer.files
     inputs = ",\n".join(f"        {writer.expression(value)}" for value in case.inputs)
     env = environment()
     required = case.required_ops()
