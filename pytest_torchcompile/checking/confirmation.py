@@ -13,6 +13,7 @@ from pytest_torchcompile.judging.isolation.parent import (
     InProcessJudge,
     IsolatedJudge,
     IsolationError,
+    SpareChildren,
 )
 from pytest_torchcompile.judging.isolation.protocol import (
     CRASHED,
@@ -38,6 +39,13 @@ class Confirmer:
         """End the children (from ``pytest_unconfigure``, through the check runner)."""
         self._stack.close()
         self._judges.clear()
+
+    def hand_over(self, config_source: str, device: str | None, spares: SpareChildren) -> bool:
+        """Give the started child that confirmed cases of this config and device to ``spares``
+        (see :meth:`IsolatedJudge.hand_over`): the minify phase judges the same case's candidates
+        there, so a failing run starts one child, not two. False where there is none to give."""
+        judge = self._judges.get((config_source, device))
+        return judge is not None and judge.hand_over(spares)
 
     def _judge(self, config_source: str, device: str | None) -> IsolatedJudge | None:
         key = (config_source, device)

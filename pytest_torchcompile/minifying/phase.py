@@ -105,15 +105,21 @@ def _limit_this_process(threads: int) -> None:
 
 
 def _prestart_judge(coordinator: Coordinator, job: MinifyJob) -> None:
-    """A single process minifies its cases itself once its tests are done: start the judging
-    child of the first case now, while the tests go on (the minify phase adopts it)."""
+    """A single process minifies its cases itself once its tests are done: have the judging
+    child of the first case ready while the tests go on (the minify phase adopts it): the child
+    that confirmed the case where it has one (started, warm), else one started now."""
+    from pytest_torchcompile.checking.runner import CheckRunner
     from pytest_torchcompile.judging.isolation.parent import SpareChildren
     from pytest_torchcompile.repros.repro import config_lines
 
     if coordinator.state.devices_lost_in is None and MINIFIER_KEY not in coordinator.config.stash:
         if coordinator.spares is None:
             coordinator.spares = SpareChildren()
-        coordinator.spares.prestart(config_lines(Path(job.repro_path)), coordinator.device)
+        config_source, runner = config_lines(Path(job.repro_path)), coordinator.state.runner
+        if isinstance(runner, CheckRunner) and runner.confirmer.hand_over(config_source, coordinator.device,
+                                                                          coordinator.spares):
+            return
+        coordinator.spares.prestart(config_source, coordinator.device)
 
 
 def _select_device(config: pytest.Config, worker: str | None) -> str | None:

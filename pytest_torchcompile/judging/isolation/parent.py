@@ -177,6 +177,14 @@ class SpareChildren:
         _discard(child)
         return None
 
+    def keep(self, setup: ChildSetup, device: str | None, child: _Child) -> bool:
+        """Hold a running child that its judge is done with for the next judge of its setup (see
+        :meth:`IsolatedJudge.hand_over`); False, keeping nothing, when one already waits."""
+        if self._waiting:
+            return False
+        self._waiting[(setup, device)] = child
+        return True
+
     def __len__(self) -> int:
         return len(self._waiting)
 
@@ -239,6 +247,19 @@ class IsolatedJudge:
 
     def __call__(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
         return self._verdict(self._request(Judge(settings, encode_candidate(gm, inputs))))
+
+    def hand_over(self, spares: SpareChildren) -> bool:
+        """Give this judge's started child to ``spares``, for the next judge of the same setup
+        (the minify phase's adopts it: one child's start, not two); this judge starts another if
+        asked again. False where it has none to give, holds graphs prepared there, or ``spares``
+        holds one already."""
+        child = self._child
+        if child is None or not child.ready or child.process.poll() is not None or self._prepared_by \
+                or not spares.keep(self._setup, self._device, child):
+            return False
+        self._child = None
+        self._workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))  # the old one goes with it
+        return True
 
     def _verdict(self, reply: Reply) -> GraphVerdict:
         """The verdict of a judging request's reply: the child's, with whether it left the device

@@ -280,3 +280,29 @@ def test_inductors_own_triton_routing_is_not_foreign_compiler_code() -> None:
 
     done = subprocess.run([sys.executable, "-c", ROUTING_IN_A_FRESH_PROCESS], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_judge_hands_its_started_child_to_the_next_judge_of_its_setup() -> None:
+    """The child that confirmed a case judges its candidates next: one child's start, not two."""
+    spares = SpareChildren()
+    with IsolatedJudge(RELU_BUG, verdict_function=judged_by) as confirming:
+        first = confirming(relu_graph(), [torch.randn(8)], SETTINGS)
+        assert confirming.hand_over(spares) and len(spares) == 1
+        assert not confirming.hand_over(SpareChildren()), "nothing left to give"
+        with IsolatedJudge(RELU_BUG, verdict_function=judged_by, spares=spares) as minifying:
+            assert minifying(relu_graph(), [torch.randn(8)], SETTINGS).error == first.error
+            assert minifying.restarts == 0 and not spares
+        again = confirming(relu_graph(), [torch.randn(8)], SETTINGS)
+    assert again.error != first.error and confirming.restarts == 1
+
+
+def test_a_judge_keeps_its_child_where_a_spare_already_waits() -> None:
+    spares = SpareChildren()
+    spares.prestart(RELU_BUG, verdict_function=judged_by)
+    try:
+        with IsolatedJudge(RELU_BUG, verdict_function=judged_by) as judge:
+            first = judge(relu_graph(), [torch.randn(8)], SETTINGS)
+            assert not judge.hand_over(spares)
+            assert judge(relu_graph(), [torch.randn(8)], SETTINGS).error == first.error
+    finally:
+        spares.close()
