@@ -100,17 +100,14 @@ def _in_torch(module: str) -> bool:
 
 
 _LOAD = '''\
-def _load(values, dtype, shape, stride, device, offset=0):  # inline values, or a file in tensors/ beside this one,
-    if isinstance(values, str):                              # laid out as the input was: compiled code may assume it
-        values = torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensors", values + ".pt"))
+def _load(values, dtype, shape, stride, device, offset=0):  # laid out as the input was: compiled code may assume it
+    values = torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensors", values + ".pt")) if isinstance(values, str) else values  # a file in tensors/
     out = torch.empty(offset + 1 + sum(max(n - 1, 0) * s for n, s in zip(shape, stride)), dtype=dtype, device=device)
     return out.as_strided(shape, stride, offset).copy_(torch.as_tensor(values).reshape(shape))
 '''
 _COPIES = '''\
-def copies(inputs, dtype=None):
-    return [(x.to(dtype) if dtype and x.is_floating_point() else _load(x, x.dtype, x.shape, x.stride(), x.device, x.storage_offset())) if isinstance(x, torch.Tensor) else x for x in inputs]
-def run(call, inputs, dtype=None):  # the outputs, then the inputs the graph writes into, judged as outputs
-    return [*call(list(args := copies(inputs, dtype))), *(args[i] for i in WRITTEN_INPUTS)]
+def copies(inputs, dtype=None): return [(x.to(dtype) if dtype and x.is_floating_point() else _load(x, x.dtype, x.shape, x.stride(), x.device, x.storage_offset())) if isinstance(x, torch.Tensor) else x for x in inputs]
+def run(call, inputs, dtype=None): return [*call(list(args := copies(inputs, dtype))), *(args[i] for i in WRITTEN_INPUTS)]  # outputs, inputs written
 '''
 _COPIES_WITH_GRADIENTS = '''\
 def copies(inputs, dtype=None):
