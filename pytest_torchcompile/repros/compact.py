@@ -5,10 +5,11 @@ then the functions of the rule the failure needs (``judging/rule.py``) and the c
 (``compile_graph``), copied, and a short run of eager, fp64 and Inductor. It judges as the plugin
 does. Inputs keep their size, stride and storage offset; what the graph writes into its inputs
 is judged as its outputs are; ops that make a tensor from no input (``arange``, ``full``) stay ops
-of the traced graph. A case it cannot express (a torch-level graph, random ops, memory no op
-writes, inputs that require grad or overlap themselves, ops outside aten) keeps the full form:
-:func:`compact_obstacle` says why. A compact file is loaded back before it is kept (:func:`compact_disagreement`): its
-graph and references must be the plugin's.
+of the traced graph; a torch-level graph compiles through the whole stack, with its gradients in a
+training call. A case it cannot express (random ops, memory no op writes, item deletion, inputs
+that overlap themselves, a post-AOT graph's inputs that require grad, ops outside aten) keeps the
+full form: :func:`compact_obstacle` says why. A compact file is loaded back before it is kept
+(:func:`compact_disagreement`): its graph and references must be the plugin's.
 """
 
 from __future__ import annotations
@@ -48,8 +49,7 @@ def compact_obstacle(case: ReproCase) -> str | None:
     """Why ``case`` needs the full form, or None."""
     if case.level not in (POST_AOT, DYNAMO):
         return f"a graph of level {case.level}"
-    if any(getattr(node.target, "__module__", None) == "_operator" and node.target.__name__ == "delitem"
-           for node in case.gm.graph.nodes):
+    if "delitem" in _operators(case.gm):
         return "item deletion, which fx's tracing does not record"
     if case.kind not in RULE_FUNCTIONS:
         return f"a failure of kind {case.kind}"
@@ -284,9 +284,12 @@ def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
 def _in_place_operators(gm: torch.fx.GraphModule) -> list[str]:
     """The item assignments and in-place operators a torch-level graph calls, by their names in
     ``operator`` (``setitem``, ``iadd``...)."""
-    return sorted({node.target.__name__ for node in gm.graph.nodes
-                   if getattr(node.target, "__module__", None) == "_operator"
-                   and node.target.__name__ in IN_PLACE_OPERATORS - {"delitem"}})
+    return sorted(_operators(gm) & (IN_PLACE_OPERATORS - {"delitem"}))
+
+
+def _operators(gm: torch.fx.GraphModule) -> set[str]:
+    """The functions of ``operator`` a graph calls, by name."""
+    return {node.target.__name__ for node in gm.graph.nodes if getattr(node.target, "__module__", None) == "_operator"}
 
 
 def _registering_modules(case: ReproCase) -> dict[str, list[str]]:
