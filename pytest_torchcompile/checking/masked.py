@@ -29,8 +29,14 @@ from pytest_torchcompile.judging.isolation.protocol import (
     JudgeSettings,
 )
 from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict, devices_of, judge_graph
-from pytest_torchcompile.judging.slicing import ROOTS_TRIED_ALONE, GraphSlicer, output_index
+from pytest_torchcompile.judging.slicing import (
+    ROOTS_TRIED_ALONE,
+    GraphSlicer,
+    output_index,
+    side_by_side,
+)
 from pytest_torchcompile.run.leaves import LeafResult
+from pytest_torchcompile.torch_internals.ops import rounds_to_steps
 
 NEIGHBOURHOOD_RADII = (0, 1, 2, 4)
 """Producer/consumer steps around the op where a deviation starts that are judged with it."""
@@ -192,10 +198,10 @@ little before, and a compile this process made would have no limit at all."""
 
 def find_masked_divergence(gm: torch.fx.GraphModule, inputs: Sequence[Any], tol: float,
                            prepared: PreparedProbe | None = None) -> MaskedDivergence | None:
-    """One compile of ``gm`` returning every floating intermediate (``prepared``: compiled in a
-    child), then a few small compiles to confirm where a deviation starts; None when nothing
-    deviates on its own (or the probe cannot be built: that graph is then judged on its outputs
-    alone)."""
+    """One compile of ``gm`` returning the floating intermediates a later op can mask
+    (``prepared``: compiled in a child), then one of the ops where a deviation starts, each alone
+    and with its neighbours, side by side, to confirm that one deviates on its own; None when
+    nothing does (or the probe cannot be built: that graph is then judged on its outputs alone)."""
     try:
         slicer = GraphSlicer(gm, inputs)
     except Exception:
@@ -214,16 +220,37 @@ def find_masked_divergence(gm: torch.fx.GraphModule, inputs: Sequence[Any], tol:
         return None
     diverged = {observed[index]: leaf for leaf in verdict.leaves
                 if not leaf.passed and (index := output_index(leaf.path)) is not None}
+    windows: list[tuple[str, frozenset[str]]] = []
     for root in slicer.divergence_roots(set(diverged), set())[:ROOTS_TRIED_ALONE]:
-        node = next(n for n in slicer.units[root] if n in diverged)
-        judged: set[frozenset[str]] = set()
-        for radius in NEIGHBOURHOOD_RADII:
+        # Among compiled neighbours, a rounding difference of theirs (a fused multiply-add, say)
+        # can move a rounding op's result by a whole step: such an op is judged on eager's values.
+        for radius in (0,) if rounds_to_steps(slicer.units[root][0].target) else NEIGHBOURHOOD_RADII:
             window = slicer.neighbourhood(root, radius, frozenset(slicer.order))
-            if window in judged:
-                continue
-            judged.add(window)
-            kept = [n for n in observed if slicer.unit_of[n] in window]
-            candidate, candidate_inputs = slicer.slice(window, outputs=kept)
-            if judge_graph(candidate, candidate_inputs, tol, check_non_float=False).failure == ACCURACY:
-                return MaskedDivergence(root, diverged[node], candidate, candidate_inputs, slicer.op_count(window))
-    return None
+            if (root, window) not in windows:
+                windows.append((root, window))
+    cuts = [slicer.slice(window, outputs=[n for n in observed if slicer.unit_of[n] in window])
+            for _, window in windows]
+    first = _first_deviating(slicer.gm, cuts, tol)
+    if first is None:
+        return None
+    (root, window), (candidate, candidate_inputs) = windows[first], cuts[first]
+    node = next(n for n in slicer.units[root] if n in diverged)
+    return MaskedDivergence(root, diverged[node], candidate, candidate_inputs, slicer.op_count(window))
+
+
+def _first_deviating(root: torch.fx.GraphModule, cuts: list[tuple[torch.fx.GraphModule, list[Any]]],
+                     tol: float) -> int | None:
+    """The first of ``cuts`` that deviates compiled on its own. Several are judged side by side in
+    one compile first (a compile of a few ops costs about as much as one of many): only those
+    that deviate there are compiled alone, in order."""
+    suspects: Iterable[int] = range(len(cuts))
+    if len(cuts) > 1:
+        together, inputs, spans = side_by_side(root, cuts)
+        verdict = judge_graph(together, inputs, tol, check_non_float=False)
+        if verdict.failure is None:
+            return None
+        failing = {output_index(leaf.path) for leaf in verdict.leaves if not leaf.passed}
+        if verdict.failure == ACCURACY and None not in failing:
+            suspects = [index for index, span in enumerate(spans) if failing & set(span)]
+    return next((index for index in suspects
+                 if judge_graph(*cuts[index], tol, check_non_float=False).failure == ACCURACY), None)

@@ -14,7 +14,7 @@ import torch.fx
 
 from pytest_torchcompile.judging.capture import OP_NODES
 from pytest_torchcompile.judging.judge import clone_values, strided_copy
-from pytest_torchcompile.torch_internals.ops import is_view_op
+from pytest_torchcompile.torch_internals.ops import can_mask_a_deviation, is_view_op
 
 Selection = frozenset[str]
 """A candidate: the names of the units (see :class:`GraphSlicer`) it keeps."""
@@ -89,18 +89,53 @@ class GraphSlicer:
         return sum(len(self.units[unit]) for unit in selection)
 
     def observed_nodes(self) -> list[torch.fx.Node]:
-        """The floating values a probe judges: all but the views that only rearrange all of
-        another value's elements (judged, they would repeat their base's verdict; returned, each
-        costs the compile an output), which are observed only as outputs of the graph."""
+        """The floating values a probe judges: those whose every path to the graph's outputs
+        crosses an op that can mask a deviation (:meth:`exposed`: the others' deviations reach
+        the outputs, which are judged), but the views that only rearrange all of another value's
+        elements (judged, they would repeat their base's verdict; returned, each costs the compile
+        an output). None in a graph where no op can mask: it needs no probe."""
+        exposed = self.exposed
         return [node for node in self.unit_of if _is_floating(self.values.get(node))
-                and (node in self.outputs or node not in self._view_bases)]
+                and node not in exposed and node not in self._view_bases]
+
+    @functools.cached_property
+    def exposed(self) -> set[torch.fx.Node]:
+        """The values with a path to the graph's outputs (or to an input it writes into) through
+        ops that cannot mask a deviation of what they read (:func:`can_mask_a_deviation`)."""
+        exposed = set(self.outputs)
+        for node in reversed(list(self.unit_of)):
+            if node not in exposed and (_writes_an_input(node) or any(
+                    user in exposed and not self._can_mask(user) for user in node.users)):
+                exposed.add(node)
+        return exposed
+
+    def _can_mask(self, node: torch.fx.Node) -> bool:
+        if node.op != "call_function":
+            return True
+        if node.target is operator.getitem or _writes_an_input(node):
+            return False
+        try:
+            return can_mask_a_deviation(node.target, [self.values.get(arg) for arg in node.all_input_nodes],
+                                        self.values.get(node))
+        except Exception:
+            return True  # unknown values (symbolic sizes): it may
 
     def probe(self) -> tuple[torch.fx.GraphModule, list[Any], list[torch.fx.Node]]:
-        """The whole graph returning every observed value (:meth:`observed_nodes`), its inputs,
-        and those values in the order it returns them."""
+        """The graph up to the observed values (:meth:`observed_nodes`), returning them, its
+        inputs, and those values in the order it returns them."""
         observed = self.observed_nodes()
-        gm, inputs = self.slice(frozenset(self.order), outputs=observed)
+        gm, inputs = self.slice(self._upstream({self.unit_of[node] for node in observed}), outputs=observed,
+                                every_input=True)
         return gm, inputs, observed
+
+    def _upstream(self, units: set[str]) -> Selection:
+        """``units`` and every unit they read from: the ops after them need not compile."""
+        reached, pending = set(units), list(units)
+        while pending:
+            for producer in self.producers[pending.pop()] - reached:
+                reached.add(producer)
+                pending.append(producer)
+        return frozenset(reached)
 
     def with_views(self, diverged: set[torch.fx.Node]) -> set[torch.fx.Node]:
         """``diverged`` and the unobserved views of its values, which deviate with their base."""
@@ -156,14 +191,17 @@ class GraphSlicer:
         return [unit for unit in self.order if unit in reached and not self.producers[unit] & bad]
 
     def slice(
-        self, selection: Selection, outputs: Sequence[torch.fx.Node] | None = None,
+        self, selection: Selection, outputs: Sequence[torch.fx.Node] | None = None, every_input: bool = False,
     ) -> tuple[torch.fx.GraphModule, list[Any]]:
         """The candidate keeping ``selection``: values from outside become inputs holding their
         real values, constants stay constants, and it returns what ``selection`` computes that
-        nothing in it consumes, plus original outputs (or exactly ``outputs``)."""
+        nothing in it consumes, plus original outputs (or exactly ``outputs``). ``every_input``:
+        it takes the graph's inputs too, those it does not read included (a probe is called as
+        the graph is)."""
         kept = sorted((node for unit in selection for node in self.units[unit]), key=self._position.__getitem__)
         kept_set = set(kept)
-        boundary = sorted({arg for node in kept for arg in node.all_input_nodes if arg not in kept_set},
+        boundary = sorted({arg for node in kept for arg in node.all_input_nodes if arg not in kept_set}
+                          | ({node for node in self.gm.graph.nodes if node.op == "placeholder"} if every_input else set()),
                           key=self._position.__getitem__)
         graph = torch.fx.Graph()
         env: dict[torch.fx.Node, Any] = {}
@@ -191,6 +229,37 @@ class GraphSlicer:
                        and (node in self.outputs or not any(user in kept_set for user in node.users))]
         graph.output(tuple(env[node] for node in outputs))
         return torch.fx.GraphModule(self.gm, graph), inputs
+
+
+def side_by_side(
+    root: torch.nn.Module, cuts: Sequence[tuple[torch.fx.GraphModule, list[Any]]],
+) -> tuple[torch.fx.GraphModule, list[Any], list[range]]:
+    """Cuts of one graph (:meth:`GraphSlicer.slice`; ``root``: that graph, which holds their
+    constants) as one graph that computes each on its own inputs: its inputs, and the positions
+    of each cut's outputs among its outputs. One compile judges them all."""
+    graph = torch.fx.Graph()
+    inputs: list[Any] = []
+    outputs: list[Any] = []
+    spans: list[range] = []
+    for index, (cut, cut_inputs) in enumerate(cuts):
+        env: dict[torch.fx.Node, Any] = {}
+        for node in cut.graph.nodes:
+            if node.op == "placeholder":
+                env[node] = graph.placeholder(f"cut{index}_{node.name}")
+            elif node.op == "output":
+                returned = list(node.args[0])
+                spans.append(range(len(outputs), len(outputs) + len(returned)))
+                outputs.extend(env[value] for value in returned)
+            else:
+                env[node] = graph.node_copy(node, env.__getitem__)
+        inputs.extend(cut_inputs)
+    graph.output(tuple(outputs))
+    return torch.fx.GraphModule(root, graph), inputs, spans
+
+
+def _writes_an_input(node: torch.fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and schema.is_mutable
 
 
 def _is_floating(value: Any) -> bool:

@@ -160,3 +160,68 @@ def _search_path(name: str | None) -> str | None:
         return None
     depth = name.count(".") + (1 if os.path.basename(file).startswith("__init__.") else 0)
     return str(pathlib.Path(file).resolve().parents[depth])
+
+
+_ROUNDING = frozenset({"floor", "ceil", "round", "trunc", "sign", "sgn", "remainder", "fmod"})
+
+
+def rounds_to_steps(target: Any) -> bool:
+    """Whether an op maps its floating input onto steps (rounding, a sign, a remainder): a rounding
+    difference of what it reads can move its result by a whole step."""
+    return _packet_name(target) in _ROUNDING
+
+
+def _packet_name(target: Any) -> str:
+    return str(getattr(getattr(target, "overloadpacket", None), "__name__", getattr(target, "__name__", "")))
+
+
+_SELECTING_OR_SATURATING = frozenset({
+    # An element passes or not, or which element wins: the other's deviation is lost.
+    "relu", "relu6", "threshold", "threshold_backward", "hardtanh", "hardtanh_backward", "clamp",
+    "clamp_min", "clamp_max", "where", "masked_fill", "maximum", "minimum", "fmax", "fmin", "max",
+    "min", "amax", "amin", "sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax",
+    "cummin", "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_max_pool2d",
+    "adaptive_max_pool3d", "nan_to_num", "hardsigmoid", "hardswish", "scatter_reduce",
+    # Even functions: a deviation of the sign vanishes (rounding ops: see _ROUNDING).
+    "abs", "cos", "cosh", "pow",
+    # Saturating: far from zero, the result no longer depends on the input.
+    "tanh", "sigmoid", "erf", "erfc", "gelu", "silu", "mish", "elu", "softplus",
+    # Invariant to a shift or scale of their input (normalisations decompose to these).
+    "_softmax", "_log_softmax", "logsumexp", "var", "std", "var_mean", "std_mean", "native_layer_norm",
+    "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+    "_native_batch_norm_legit_functional", "native_group_norm",
+    # Writes over part of an input: the elements overwritten are lost.
+    "index_put", "_unsafe_index_put", "scatter", "slice_scatter", "select_scatter",
+    "as_strided_scatter", "diagonal_scatter", "masked_scatter", "index_copy", "index_fill", "copy",
+    "fill",
+})
+"""Ops whose result can stay as it is while an input deviates."""
+
+_FULL_SUPPORT_REDUCTIONS = frozenset({
+    "sum", "mean", "prod", "mm", "bmm", "addmm", "baddbmm", "addmv", "mv", "dot", "convolution",
+    "convolution_backward", "avg_pool2d", "avg_pool3d", "avg_pool2d_backward", "avg_pool3d_backward",
+    "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "split", "split_with_sizes", "unbind", "chunk",
+})
+"""Ops with fewer result elements than input elements that still read every input element: every
+deviation reaches their result (a split's parts together hold all of it)."""
+
+
+def can_mask_a_deviation(target: Any, inputs: list[Any], result: Any) -> bool:
+    """Whether the op ``target`` applied to ``inputs`` (real or fake tensors among them) can give
+    ``result`` unchanged, or changed less than eager rounding, while a floating input deviates: it
+    selects, saturates, rounds, normalises, overwrites or drops elements, or narrows a floating
+    dtype. Ops outside these (adds, products, contractions, smooth maps) carry a deviation of
+    their inputs to their result, where the graph's outputs show it."""
+    name = _packet_name(target)
+    floating = [value for value in inputs if isinstance(value, torch.Tensor) and value.is_floating_point()]
+    if not floating:
+        return False
+    if name in _SELECTING_OR_SATURATING or name in _ROUNDING:
+        return True
+    results = [value for value in (result if isinstance(result, (tuple, list)) else (result,))
+               if isinstance(value, torch.Tensor)]
+    finest = min(torch.finfo(value.dtype).eps for value in floating)
+    if any(not value.is_floating_point() or torch.finfo(value.dtype).eps > finest for value in results):
+        return True
+    return name not in _FULL_SUPPORT_REDUCTIONS and sum(value.numel() for value in results) < max(
+        value.numel() for value in floating)

@@ -144,14 +144,15 @@ def relu_behind_views(x: torch.Tensor) -> torch.Tensor:
 def test_views_are_judged_through_their_base_only() -> None:
     """A view that rearranges all of a value's elements is not a probe output (it would repeat its
     base's verdict, at the cost of an output), yet a deviation is followed through it to where it
-    starts; a view that keeps part of the elements, and the graph's outputs, stay observed."""
+    starts. Values the outputs show unmasked (the slice, the sum, the output view) are judged
+    there; those behind the slice, which drops elements, are observed."""
     x = torch.randn(16, 32)
     gm = make_fx(relu_behind_views)(x)
     slicer = GraphSlicer(gm, [x])
     observed = {node.target for node in slicer.observed_nodes()}
     aten = torch.ops.aten
-    assert aten.relu.default in observed and aten.slice.Tensor in observed
-    assert aten.view.default in observed, "an output view stays observed"
+    assert {aten.relu.default, aten.sin.default, aten.cos.default} <= observed
+    assert not {aten.slice.Tensor, aten.sum.dim_IntList, aten.view.default} & observed
     assert not {aten.t.default, aten.permute.default} & observed
     relu = next(node for node in gm.graph.nodes if node.target is aten.relu.default)
     after_relu = next(iter(relu.users))
@@ -244,3 +245,94 @@ def test_relu_bug_at_layer_61_of_100_is_masked_at_the_output_but_caught_inside()
         outcome = check_model(model, (x,), options=CheckOptions(inductor_config=RELU_BUG, tol=1e-3))
     assert outcome.status is Status.FAIL_ACCURACY
     assert "intermediate 'relu' deviates" in outcome.message
+
+
+def smooth_chain(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2 + 1).exp() @ x.t()
+
+
+def test_a_graph_where_no_op_can_mask_a_deviation_is_not_probed() -> None:
+    """Every deviation of such a graph reaches its outputs, which are judged: its probe would pay
+    a second compile for nothing. Behind a masking op, the values whose every path to the outputs
+    it crosses are probed; a masking op that another path bypasses (the abs of a kernel the graph
+    also divides by it) hides nothing."""
+    x = torch.randn(8, 8)
+    assert GraphSlicer(make_fx(smooth_chain)(x), [x]).observed_nodes() == []
+    normalised = make_fx(lambda v: smooth_chain(v / v.abs().sum()))(x)
+    assert GraphSlicer(normalised, [x]).observed_nodes() == []
+    masked = make_fx(lambda v: smooth_chain(v).relu().exp())(x)
+    aten = torch.ops.aten
+    assert [node.target for node in GraphSlicer(masked, [x]).observed_nodes()] == [
+        aten.mul.Tensor, aten.add.Tensor, aten.exp.default, aten.mm.default]
+
+
+def test_a_graph_with_dynamic_shapes_is_probed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Called at several sizes, its outputs are judged at each, its intermediates once: each probe
+    is a compile of its own."""
+    import pytest_torchcompile.checking.plain as plain
+
+    probed: list[int] = []
+    real = plain.find_masked_divergence
+    monkeypatch.setattr(plain, "find_masked_divergence",
+                        lambda gm, inputs, *rest: probed.append(len(inputs)) or real(gm, inputs, *rest))
+    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True)
+    compiled = torch.compile(sin_relu_cos, dynamic=True)
+    with checker.watching():
+        for rows in (3, 5, 7):
+            compiled(torch.randn(rows, 4))
+    reset()
+    assert len(checker._judged) == 3 and len(probed) == 1
+    assert not checker.failures
+
+
+def quantised_then_clamped(x: torch.Tensor) -> torch.Tensor:
+    return ((x * 3.0).exp().round() * 2.0).clamp(max=-1.0)
+
+
+def scaled_then_clamped(x: torch.Tensor) -> torch.Tensor:
+    return ((x * 3.0).exp().sin() * 2.0).clamp(max=-1.0)
+
+
+@pytest.mark.parametrize(("model", "judged_after_probe"), [(quantised_then_clamped, [1]), (scaled_then_clamped, [9])])
+def test_a_deviation_starting_at_a_rounding_op_is_judged_on_eagers_values_only(
+        monkeypatch: pytest.MonkeyPatch, model: object, judged_after_probe: list[int]) -> None:
+    """Among compiled neighbours, one ulp more or less from a fused product can move a rounded value
+    by a whole step: a deviation that starts at a rounding op counts only if the op alone, fed
+    with eager's values, deviates. Another op's start is tried alone and with its neighbours
+    (three cuts of 1, 3 and 5 ops), side by side in one compile."""
+    import pytest_torchcompile.checking.masked as masked
+    from pytest_torchcompile.run.leaves import LeafResult
+
+    x = torch.randn(8)
+    gm = make_fx(model)(x)
+    root = [node for node in gm.graph.nodes if node.op == "call_function"][2]
+    judged: list[int] = []
+
+    def judge(candidate, inputs, tol, check_non_float):  # type: ignore[no-untyped-def]
+        judged.append(sum(node.op == "call_function" for node in candidate.graph.nodes))
+        if len(judged) > 1:
+            return GraphVerdict(None)
+        index = next(i for i, node in enumerate(candidate.graph.output_node().args[0]) if node.name == root.name)
+        return GraphVerdict(ACCURACY, [LeafResult(f"graph_out[{index}]", (8,), "torch.float32", False, "rmse",
+                                                  rmse_compiled=1.0, rmse_eager=1e-7)])
+
+    monkeypatch.setattr(masked, "judge_graph", judge)
+    assert masked.find_masked_divergence(gm, [x], DEFAULT_TOLERANCE) is None
+    assert judged[1:] == judged_after_probe
+
+
+def test_a_probe_that_raises_leaves_the_tests_call_alone_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_torchcompile.checking.plain as plain
+
+    def broken(*args: object) -> None:
+        raise KeyError("_tensor_constant1")
+
+    monkeypatch.setattr(plain, "find_masked_divergence", broken)
+    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True)
+    x = torch.randn(4, 4)
+    with checker.watching():
+        result = torch.compile(sin_relu_cos)(x)
+    reset()
+    torch.testing.assert_close(result, sin_relu_cos(x))
+    [unchecked] = checker.unchecked
+    assert "intermediates not judged: the probe raised (KeyError" in unchecked and not checker.failures

@@ -1,0 +1,29 @@
+"""Cuts of a graph, and several cuts as one graph."""
+
+from __future__ import annotations
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from pytest_torchcompile.judging.slicing import GraphSlicer, side_by_side
+
+
+def chain(x: torch.Tensor) -> torch.Tensor:
+    return (x.sin() * torch.tensor([2.0])).relu().exp() + torch.tensor([3.0])
+
+
+def test_cuts_side_by_side_compute_what_each_computes_alone() -> None:
+    x = torch.randn(5)
+    gm = make_fx(chain)(x)
+    slicer = GraphSlicer(gm, [x])
+    units = [unit for unit in slicer.order if slicer.units[unit][0].op == "call_function"]
+    # The first cut holds none of the graph's constants, the others one each.
+    cuts = [slicer.slice(frozenset(units[:1])), slicer.slice(frozenset(units[1:3])), slicer.slice(frozenset(units[3:]))]
+    assert sum(node.op == "get_attr" for cut, _ in cuts for node in cut.graph.nodes) == 2
+    assert not any(node.op == "get_attr" for node in cuts[0][0].graph.nodes)
+    together, inputs, spans = side_by_side(gm, cuts)
+    outputs = together(*inputs)
+    assert [len(span) for span in spans] == [1, 1, 1]
+    for (cut, cut_inputs), span in zip(cuts, spans, strict=True):
+        alone = cut(*cut_inputs)
+        assert all(torch.equal(outputs[index], value) for index, value in zip(span, alone, strict=True))
