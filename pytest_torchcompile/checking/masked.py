@@ -221,7 +221,7 @@ def find_masked_divergence(gm: torch.fx.GraphModule, inputs: Sequence[Any], tol:
     diverged = {observed[index]: leaf for leaf in verdict.leaves
                 if not leaf.passed and (index := output_index(leaf.path)) is not None}
     windows: list[tuple[str, frozenset[str]]] = []
-    for root in slicer.divergence_roots(set(diverged), set())[:ROOTS_TRIED_ALONE]:
+    for root in slicer.divergence_roots(slicer.carried(set(diverged)), set())[:ROOTS_TRIED_ALONE]:
         # Among compiled neighbours, a rounding difference of theirs (a fused multiply-add, say)
         # can move a rounding op's result by a whole step: such an op is judged on eager's values.
         for radius in (0,) if rounds_to_steps(slicer.units[root][0].target) else NEIGHBOURHOOD_RADII:

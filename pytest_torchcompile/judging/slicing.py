@@ -171,6 +171,17 @@ class GraphSlicer:
             reached |= frontier
         return frozenset(reached)
 
+    def carried(self, diverged: set[torch.fx.Node]) -> set[torch.fx.Node]:
+        """``diverged`` and the values computed from it that are not judged, since they are not
+        floating (an index, a mask): they carry its deviation on (one ulp of an angle moves the
+        index rounded from it), so what reads them deviates because of it."""
+        carried = set(diverged)
+        for node in self.unit_of:
+            if node not in carried and not _is_floating(self.values.get(node)) \
+                    and any(arg in carried for arg in node.all_input_nodes):
+                carried.add(node)
+        return carried
+
     def divergence_roots(self, diverged: set[torch.fx.Node], failing_outputs: set[torch.fx.Node]) -> list[str]:
         """Units where a deviation starts, earliest first.
 

@@ -27,3 +27,18 @@ def test_cuts_side_by_side_compute_what_each_computes_alone() -> None:
     for (cut, cut_inputs), span in zip(cuts, spans, strict=True):
         alone = cut(*cut_inputs)
         assert all(torch.equal(outputs[index], value) for index, value in zip(span, alone, strict=True))
+
+
+def quantised_lookup(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    index = (x.sin() * 4).round().long().clamp(0, 3)
+    return table[index] * 2
+
+
+def test_a_deviation_carried_by_an_index_starts_where_the_index_comes_from() -> None:
+    """An index is not judged (not floating): a lookup that deviates because the index moved does
+    not start a deviation, the value the index was rounded from does."""
+    x, table = torch.randn(6), torch.randn(4)
+    slicer = GraphSlicer(make_fx(quantised_lookup)(x, table), [x, table])
+    diverged = {node for node in slicer.unit_of if node.name in ("sin", "mul", "round_1", "index", "mul_1")}
+    assert slicer.divergence_roots(diverged, set()) == ["sin", "index"]
+    assert slicer.divergence_roots(slicer.carried(diverged), set()) == ["sin"]

@@ -41,6 +41,7 @@ def test_ops_that_select_saturate_normalise_drop_or_narrow_can_mask(target: obje
     (aten.slice.Tensor, [x], x[:, :]),
     (aten._to_copy.default, [x], x.double()),
     (aten.relu.default, [torch.arange(4)], torch.arange(4)),
+    (aten._fft_r2c.default, [x], torch.fft.rfft(x)),
 ])
 def test_ops_that_carry_every_deviation_to_their_result_cannot(target: object, inputs: list[object],
                                                               result: object) -> None:
