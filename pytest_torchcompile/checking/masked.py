@@ -1,8 +1,8 @@
 """Find deviations that later ops mask: a graph whose outputs pass while an intermediate fails.
 
 A relu miscompiled at layer 61 of a 100-layer tanh MLP does not reach the output above tolerance;
-judging every floating intermediate of the compiled graph against its own fp64 value still sees
-it. An intermediate can also cross the line only because the (correct) rounding of compiled code
+judging the floating intermediates of the compiled graph that a later op can hide (tanh saturates)
+against their own fp64 values still sees it. An intermediate can also cross the line only because the (correct) rounding of compiled code
 upstream of it adds up, so a finding counts only when the op where the deviation starts deviates
 on its own: fed with eager's values, alone or with its nearest neighbours (a fusion bug needs
 them). That small graph is the evidence handed back; its repro reproduces and minifies like any
@@ -199,9 +199,10 @@ little before, and a compile this process made would have no limit at all."""
 def find_masked_divergence(gm: torch.fx.GraphModule, inputs: Sequence[Any], tol: float,
                            prepared: PreparedProbe | None = None) -> MaskedDivergence | None:
     """One compile of ``gm`` returning the floating intermediates a later op can mask
-    (``prepared``: compiled in a child), then one of the ops where a deviation starts, each alone
-    and with its neighbours, side by side, to confirm that one deviates on its own; None when
-    nothing does (or the probe cannot be built: that graph is then judged on its outputs alone)."""
+    (``prepared``: compiled in a child); where some deviate, one more compile of the ops where the
+    deviations start, each alone and with its neighbours, side by side, to confirm that one
+    deviates on its own. None when nothing does (or the probe cannot be built: that graph is then
+    judged on its outputs alone)."""
     try:
         slicer = GraphSlicer(gm, inputs)
     except Exception:

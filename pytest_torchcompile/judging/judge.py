@@ -336,23 +336,23 @@ IN_PLACE_OPERATORS = frozenset({"setitem", "delitem", "iadd", "iand", "iconcat",
 
 
 def may_write_inputs(gm: Any) -> bool:
-    """Whether a graph calls anything that may write into an argument: an op whose schema writes
-    one, an in-place operator, a method or submodule, or a function with no schema to tell (a
-    torch-level graph's)."""
-    for node in gm.graph.nodes:
-        if node.op in ("call_method", "call_module"):
-            return True
-        if node.op != "call_function":
-            continue
-        if getattr(node.target, "__module__", None) == "_operator":
-            if node.target.__name__ in IN_PLACE_OPERATORS:
-                return True
-            continue
-        schema = getattr(node.target, "_schema", None)
-        if schema is None or any(argument.alias_info is not None and argument.alias_info.is_write
-                                 for argument in schema.arguments):
-            return True
-    return False
+    """Whether a graph calls anything that may write into an argument (:func:`writes_an_argument`)."""
+    return any(writes_an_argument(node) for node in gm.graph.nodes)
+
+
+def writes_an_argument(node: torch.fx.Node) -> bool:
+    """Whether a node may write into an argument: an op whose schema writes one, an in-place
+    operator, a method or submodule, or a function with no schema to tell (a torch-level
+    graph's)."""
+    if node.op in ("call_method", "call_module"):
+        return True
+    if node.op != "call_function":
+        return False
+    if getattr(node.target, "__module__", None) == "_operator":
+        return node.target.__name__ in IN_PLACE_OPERATORS
+    schema = getattr(node.target, "_schema", None)
+    return schema is None or any(argument.alias_info is not None and argument.alias_info.is_write
+                                 for argument in schema.arguments)
 
 
 def mutated_inputs(module: Any, inputs: Sequence[Any]) -> list[int]:

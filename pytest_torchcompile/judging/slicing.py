@@ -13,15 +13,19 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging.capture import OP_NODES
-from pytest_torchcompile.judging.judge import clone_values, strided_copy
-from pytest_torchcompile.torch_internals.ops import can_mask_a_deviation, is_view_op
+from pytest_torchcompile.judging.judge import clone_values, strided_copy, writes_an_argument
+from pytest_torchcompile.torch_internals.ops import (
+    can_mask_a_deviation,
+    decomposed_from,
+    is_view_op,
+)
 
 Selection = frozenset[str]
 """A candidate: the names of the units (see :class:`GraphSlicer`) it keeps."""
 
 
 ROOTS_TRIED_ALONE = 3
-"""How many places where a deviation starts are tried as one-op candidates."""
+"""How many places where a deviation starts are tried, alone and with their neighbours."""
 
 
 class _RecordingInterpreter(torch.fx.Interpreter):
@@ -104,19 +108,21 @@ class GraphSlicer:
         ops that cannot mask a deviation of what they read (:func:`can_mask_a_deviation`)."""
         exposed = set(self.outputs)
         for node in reversed(list(self.unit_of)):
-            if node not in exposed and (_writes_an_input(node) or any(
+            if node not in exposed and (writes_an_argument(node) or any(
                     user in exposed and not self._can_mask(user) for user in node.users)):
                 exposed.add(node)
         return exposed
 
     def _can_mask(self, node: torch.fx.Node) -> bool:
-        if node.op != "call_function":
-            return True
-        if node.target is operator.getitem or _writes_an_input(node):
+        """Whether ``node`` can hide a deviation of what it reads: as an op of its own, or as part
+        of one that Inductor's decompositions broke up (``x - amax(x)`` of a softmax hides a shift
+        of ``x``, which neither a ``sub`` nor an ``amax`` does alone)."""
+        if node.target is operator.getitem or writes_an_argument(node):
             return False
+        inputs, result = [self.values.get(arg) for arg in node.all_input_nodes], self.values.get(node)
         try:
-            return can_mask_a_deviation(node.target, [self.values.get(arg) for arg in node.all_input_nodes],
-                                        self.values.get(node))
+            return any(can_mask_a_deviation(target, inputs, result)
+                       for target in (node.target, decomposed_from(node)) if target is not None)
         except Exception:
             return True  # unknown values (symbolic sizes): it may
 
@@ -177,8 +183,9 @@ class GraphSlicer:
         index rounded from it), so what reads them deviates because of it."""
         carried = set(diverged)
         for node in self.unit_of:
-            if node not in carried and not _is_floating(self.values.get(node)) \
-                    and any(arg in carried for arg in node.all_input_nodes):
+            value = self.values.get(node)
+            if node not in carried and isinstance(value, torch.Tensor) and not value.is_floating_point() \
+                    and not value.is_complex() and any(arg in carried for arg in node.all_input_nodes):
                 carried.add(node)
         return carried
 
@@ -266,11 +273,6 @@ def side_by_side(
         inputs.extend(cut_inputs)
     graph.output(tuple(outputs))
     return torch.fx.GraphModule(root, graph), inputs, spans
-
-
-def _writes_an_input(node: torch.fx.Node) -> bool:
-    schema = getattr(node.target, "_schema", None)
-    return schema is not None and schema.is_mutable
 
 
 def _is_floating(value: Any) -> bool:

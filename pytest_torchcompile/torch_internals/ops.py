@@ -162,13 +162,21 @@ def _search_path(name: str | None) -> str | None:
     return str(pathlib.Path(file).resolve().parents[depth])
 
 
-_ROUNDING = frozenset({"floor", "ceil", "round", "trunc", "sign", "sgn", "remainder", "fmod"})
+_ROUNDING = frozenset({"floor", "ceil", "round", "trunc", "sign", "sgn", "remainder", "fmod", "floor_divide"})
 
 
 def rounds_to_steps(target: Any) -> bool:
-    """Whether an op maps its floating input onto steps (rounding, a sign, a remainder): a rounding
-    difference of what it reads can move its result by a whole step."""
-    return _packet_name(target) in _ROUNDING
+    """Whether an op maps its floating input onto steps (rounding, a sign, a remainder, a floor or
+    truncating division): a rounding difference of what it reads can move its result by a whole
+    step."""
+    return _packet_name(target) in _ROUNDING or (
+        _packet_name(target) == "div" and str(getattr(target, "_overloadname", "")).endswith("_mode"))
+
+
+def decomposed_from(node: torch.fx.Node) -> Any:
+    """The op a post-AOT graph's node was decomposed from (a softmax's ``amax``, ``sub``, ``exp``,
+    ``sum`` and ``div``: ``aten._softmax``); None where the trace did not record one."""
+    return node.meta.get("original_aten")
 
 
 def _packet_name(target: Any) -> str:
@@ -186,7 +194,8 @@ _SELECTING_OR_SATURATING = frozenset({
     "abs", "cos", "cosh", "pow",
     # Saturating: far from zero, the result no longer depends on the input.
     "tanh", "sigmoid", "erf", "erfc", "gelu", "silu", "mish", "elu", "softplus",
-    # Invariant to a shift or scale of their input (normalisations decompose to these).
+    # Invariant to a shift or scale of their input (a post-AOT graph holds them decomposed: see
+    # decomposed_from).
     "_softmax", "_log_softmax", "logsumexp", "var", "std", "var_mean", "std_mean", "native_layer_norm",
     "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
     "_native_batch_norm_legit_functional", "native_group_norm",
@@ -216,7 +225,7 @@ def can_mask_a_deviation(target: Any, inputs: list[Any], result: Any) -> bool:
     floating = [value for value in inputs if isinstance(value, torch.Tensor) and value.is_floating_point()]
     if not floating:
         return False
-    if name in _SELECTING_OR_SATURATING or name in _ROUNDING:
+    if name in _SELECTING_OR_SATURATING or rounds_to_steps(target):
         return True
     results = [value for value in (result if isinstance(result, (tuple, list)) else (result,))
                if isinstance(value, torch.Tensor)]

@@ -336,3 +336,20 @@ def test_a_probe_that_raises_leaves_the_tests_call_alone_and_says_so(monkeypatch
     torch.testing.assert_close(result, sin_relu_cos(x))
     [unchecked] = checker.unchecked
     assert "intermediates not judged: the probe raised (KeyError" in unchecked and not checker.failures
+
+
+def scaled_into_softmax(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x * w, -1)
+
+
+def test_a_value_behind_a_decomposed_softmax_is_probed() -> None:
+    """Inductor receives a softmax as ``amax``, ``sub``, ``exp``, ``sum`` and ``div``: the ``sub``
+    carries its input to the output, yet together they hide a shift of it."""
+    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True)
+    x, w = torch.randn(4, 8), torch.randn(8)
+    with checker.watching():
+        torch.compile(scaled_into_softmax)(x, w)
+    reset()
+    [graph] = checker.capture.graphs
+    observed = [node.name for node in GraphSlicer(graph.gm, graph.calls[0]).observed_nodes()]
+    assert observed[0] == "mul" and "div" not in observed

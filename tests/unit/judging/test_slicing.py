@@ -42,3 +42,17 @@ def test_a_deviation_carried_by_an_index_starts_where_the_index_comes_from() -> 
     diverged = {node for node in slicer.unit_of if node.name in ("sin", "mul", "round_1", "index", "mul_1")}
     assert slicer.divergence_roots(diverged, set()) == ["sin", "index"]
     assert slicer.divergence_roots(slicer.carried(diverged), set()) == ["sin"]
+
+
+def relu_of_a_mean(x: torch.Tensor) -> torch.Tensor:
+    _, mean = torch.var_mean(x * 3, 0)
+    return mean.relu()
+
+
+def test_only_tensors_that_are_not_floating_carry_a_deviation() -> None:
+    """An op of several results (a variance and a mean) is no index: what reads its mean still
+    starts a deviation of its own when the mean deviates while the value it came from did too."""
+    x = torch.randn(6, 3)
+    slicer = GraphSlicer(make_fx(relu_of_a_mean)(x), [x])
+    diverged = {node for node in slicer.unit_of if node.name in ("mul", "relu")}
+    assert slicer.divergence_roots(slicer.carried(diverged), set()) == ["mul", "relu"]

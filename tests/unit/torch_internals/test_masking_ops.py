@@ -22,6 +22,7 @@ x = torch.randn(4, 6)
     (aten.gt.Scalar, [x]),
     (aten._to_copy.default, [x]),
     (aten.index_put.default, [x]),
+    (aten.div.Tensor_mode, [x, x]),
 ])
 def test_ops_that_select_saturate_normalise_drop_or_narrow_can_mask(target: object, inputs: list[object]) -> None:
     results = {
