@@ -349,7 +349,7 @@ def writes_an_argument(node: torch.fx.Node) -> bool:
     if node.op != "call_function":
         return False
     if getattr(node.target, "__module__", None) == "_operator":
-        return node.target.__name__ in IN_PLACE_OPERATORS
+        return getattr(node.target, "__name__", None) in IN_PLACE_OPERATORS
     schema = getattr(node.target, "_schema", None)
     return schema is None or any(argument.alias_info is not None and argument.alias_info.is_write
                                  for argument in schema.arguments)
