@@ -151,7 +151,8 @@ class ConcurrentProbes:
             judge = self.children.judge(_accelerator([spec.device for spec in graph.input_specs]))
             if judge is None:
                 return
-            probe, _, observed = GraphSlicer(graph.gm, None).probe()
+            slicer = GraphSlicer(graph.gm, None)
+            probe, _, observed = slicer.probe(slicer.hidden_nodes())
             if not observed:
                 return
             key = next(self.children.keys)
@@ -213,7 +214,7 @@ def find_masked_divergence(gm: torch.fx.GraphModule, inputs: Sequence[Any], tol:
         observed = [by_name[name] for name in prepared.observed]
         verdict = remote
     else:
-        probe, probe_inputs, observed = slicer.probe()
+        probe, probe_inputs, observed = slicer.probe(slicer.hidden_nodes())
         if not observed:
             return None
         verdict = judge_graph(probe, probe_inputs, tol, check_non_float=False)

@@ -93,14 +93,19 @@ class GraphSlicer:
         return sum(len(self.units[unit]) for unit in selection)
 
     def observed_nodes(self) -> list[torch.fx.Node]:
-        """The floating values a probe judges: those whose every path to the graph's outputs
-        crosses an op that can mask a deviation (:meth:`exposed`: the others' deviations reach
-        the outputs, which are judged), but the views that only rearrange all of another value's
-        elements (judged, they would repeat their base's verdict; returned, each costs the compile
-        an output). None in a graph where no op can mask: it needs no probe."""
-        exposed = self.exposed
+        """The floating values a probe of every intermediate judges: all but the views that only
+        rearrange all of another value's elements (judged, they would repeat their base's verdict;
+        returned, each costs the compile an output), which are observed only as outputs of the
+        graph."""
         return [node for node in self.unit_of if _is_floating(self.values.get(node))
-                and node not in exposed and node not in self._view_bases]
+                and (node in self.outputs or node not in self._view_bases)]
+
+    def hidden_nodes(self) -> list[torch.fx.Node]:
+        """The observed values a later op can hide: those whose every path to the graph's outputs
+        crosses an op that can mask a deviation (:meth:`exposed`: the others' deviations reach the
+        outputs, which are judged). None in a graph where no op can mask."""
+        exposed = self.exposed
+        return [node for node in self.observed_nodes() if node not in exposed]
 
     @functools.cached_property
     def exposed(self) -> set[torch.fx.Node]:
@@ -126,10 +131,11 @@ class GraphSlicer:
         except Exception:
             return True  # unknown values (symbolic sizes): it may
 
-    def probe(self) -> tuple[torch.fx.GraphModule, list[Any], list[torch.fx.Node]]:
-        """The graph up to the observed values (:meth:`observed_nodes`), returning them, its
+    def probe(self, observed: list[torch.fx.Node] | None = None,
+              ) -> tuple[torch.fx.GraphModule, list[Any], list[torch.fx.Node]]:
+        """The graph up to ``observed`` (default: :meth:`observed_nodes`), returning them, its
         inputs, and those values in the order it returns them."""
-        observed = self.observed_nodes()
+        observed = self.observed_nodes() if observed is None else observed
         gm, inputs = self.slice(self._upstream({self.unit_of[node] for node in observed}), outputs=observed,
                                 every_input=True)
         return gm, inputs, observed

@@ -149,7 +149,7 @@ def test_views_are_judged_through_their_base_only() -> None:
     x = torch.randn(16, 32)
     gm = make_fx(relu_behind_views)(x)
     slicer = GraphSlicer(gm, [x])
-    observed = {node.target for node in slicer.observed_nodes()}
+    observed = {node.target for node in slicer.hidden_nodes()}
     aten = torch.ops.aten
     assert {aten.relu.default, aten.sin.default, aten.cos.default} <= observed
     assert not {aten.slice.Tensor, aten.sum.dim_IntList, aten.view.default} & observed
@@ -257,12 +257,12 @@ def test_a_graph_where_no_op_can_mask_a_deviation_is_not_probed() -> None:
     it crosses are probed; a masking op that another path bypasses (the abs of a kernel the graph
     also divides by it) hides nothing."""
     x = torch.randn(8, 8)
-    assert GraphSlicer(make_fx(smooth_chain)(x), [x]).observed_nodes() == []
+    assert GraphSlicer(make_fx(smooth_chain)(x), [x]).hidden_nodes() == []
     normalised = make_fx(lambda v: smooth_chain(v / v.abs().sum()))(x)
-    assert GraphSlicer(normalised, [x]).observed_nodes() == []
+    assert GraphSlicer(normalised, [x]).hidden_nodes() == []
     masked = make_fx(lambda v: smooth_chain(v).relu().exp())(x)
     aten = torch.ops.aten
-    assert [node.target for node in GraphSlicer(masked, [x]).observed_nodes()] == [
+    assert [node.target for node in GraphSlicer(masked, [x]).hidden_nodes()] == [
         aten.mul.Tensor, aten.add.Tensor, aten.exp.default, aten.mm.default]
 
 
@@ -351,5 +351,5 @@ def test_a_value_behind_a_decomposed_softmax_is_probed() -> None:
         torch.compile(scaled_into_softmax)(x, w)
     reset()
     [graph] = checker.capture.graphs
-    observed = [node.name for node in GraphSlicer(graph.gm, graph.calls[0]).observed_nodes()]
+    observed = [node.name for node in GraphSlicer(graph.gm, graph.calls[0]).hidden_nodes()]
     assert observed[0] == "mul" and "div" not in observed
