@@ -2,11 +2,11 @@
 
 A relu miscompiled at layer 61 of a 100-layer tanh MLP does not reach the output above tolerance;
 judging the floating intermediates of the compiled graph that a later op can hide (tanh saturates)
-against their own fp64 values still sees it. An intermediate can also cross the line only because the (correct) rounding of compiled code
-upstream of it adds up, so a finding counts only when the op where the deviation starts deviates
-on its own: fed with eager's values, alone or with its nearest neighbours (a fusion bug needs
-them). That small graph is the evidence handed back; its repro reproduces and minifies like any
-other.
+against their own fp64 values still sees it. An intermediate can also cross the line only because
+the (correct) rounding of compiled code upstream of it adds up, so a finding counts only when the
+op where the deviation starts deviates on its own: fed with eager's values, alone or with its
+nearest neighbours (a fusion bug needs them). That small graph is the evidence handed back; its
+repro reproduces and minifies like any other.
 """
 
 from __future__ import annotations

@@ -335,6 +335,14 @@ IN_PLACE_OPERATORS = frozenset({"setitem", "delitem", "iadd", "iand", "iconcat",
 """The functions of ``operator`` that write into their first argument."""
 
 
+def operator_name(target: Any) -> str | None:
+    """The name of ``target`` in ``operator`` (``setitem``, ``iadd``...), or None for anything
+    else: fx records ``operator``'s functions under their C module, ``_operator``."""
+    if getattr(target, "__module__", None) != "_operator":
+        return None
+    return getattr(target, "__name__", None)
+
+
 def may_write_inputs(gm: Any) -> bool:
     """Whether a graph calls anything that may write into an argument (:func:`writes_an_argument`)."""
     return any(writes_an_argument(node) for node in gm.graph.nodes)
@@ -348,8 +356,9 @@ def writes_an_argument(node: torch.fx.Node) -> bool:
         return True
     if node.op != "call_function":
         return False
-    if getattr(node.target, "__module__", None) == "_operator":
-        return getattr(node.target, "__name__", None) in IN_PLACE_OPERATORS
+    name = operator_name(node.target)
+    if name is not None:
+        return name in IN_PLACE_OPERATORS
     schema = getattr(node.target, "_schema", None)
     return schema is None or any(argument.alias_info is not None and argument.alias_info.is_write
                                  for argument in schema.arguments)

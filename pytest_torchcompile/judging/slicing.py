@@ -113,16 +113,21 @@ class GraphSlicer:
         ops that cannot mask a deviation of what they read (:func:`can_mask_a_deviation`)."""
         exposed = set(self.outputs)
         for node in reversed(list(self.unit_of)):
-            if node not in exposed and (writes_an_argument(node) or any(
+            if node not in exposed and (node in self._writers or any(
                     user in exposed and not self._can_mask(user) for user in node.users)):
                 exposed.add(node)
         return exposed
+
+    @functools.cached_property
+    def _writers(self) -> set[torch.fx.Node]:
+        """The nodes that may write into an argument: what they write is a result, never masked."""
+        return {node for node in self.unit_of if writes_an_argument(node)}
 
     def _can_mask(self, node: torch.fx.Node) -> bool:
         """Whether ``node`` can hide a deviation of what it reads: as an op of its own, or as part
         of one that Inductor's decompositions broke up (``x - amax(x)`` of a softmax hides a shift
         of ``x``, which neither a ``sub`` nor an ``amax`` does alone)."""
-        if node.target is operator.getitem or writes_an_argument(node):
+        if node.target is operator.getitem or node in self._writers:
             return False
         inputs, result = [self.values.get(arg) for arg in node.all_input_nodes], self.values.get(node)
         try:

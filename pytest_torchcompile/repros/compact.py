@@ -34,6 +34,7 @@ from pytest_torchcompile.judging.judge import (
     clone_values,
     draws_random,
     mutated_inputs,
+    operator_name,
     reference_outputs,
     unwritten_elements,
 )
@@ -289,7 +290,8 @@ def _in_place_operators(gm: torch.fx.GraphModule) -> list[str]:
 
 def _operators(gm: torch.fx.GraphModule) -> set[str]:
     """The functions of ``operator`` a graph calls, by name."""
-    return {node.target.__name__ for node in gm.graph.nodes if getattr(node.target, "__module__", None) == "_operator"}
+    names = (operator_name(node.target) for node in gm.graph.nodes)
+    return {name for name in names if name is not None}
 
 
 def _registering_modules(case: ReproCase) -> dict[str, list[str]]:

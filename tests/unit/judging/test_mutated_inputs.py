@@ -3,6 +3,7 @@ candidates, the confirmation) and by the repro file, which embeds it."""
 
 from __future__ import annotations
 
+import operator
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,10 @@ from pytest_torchcompile.judging.judge import (
     ACCURACY,
     REPRODUCED_EXIT,
     judge_graph,
+    may_write_inputs,
     mutated_input_path,
     mutated_inputs,
+    operator_name,
 )
 from pytest_torchcompile.repros.repro import write_repro
 from pytest_torchcompile.torch_internals.config import inductor_config
@@ -33,6 +36,24 @@ def write_relu_into(dst: torch.Tensor, src: torch.Tensor) -> tuple[torch.Tensor]
 def graph_and_inputs() -> tuple[torch.fx.GraphModule, list[torch.Tensor]]:
     inputs = [torch.zeros(16), torch.linspace(-2, 2, 16)]
     return make_fx(write_relu_into)(*[value.clone() for value in inputs]), inputs
+
+
+def test_a_graph_that_copies_into_an_input_may_write_inputs() -> None:
+    gm, _ = graph_and_inputs()
+    assert may_write_inputs(gm)
+    assert not may_write_inputs(make_fx(lambda x: (torch.relu(x) * 2,))(torch.ones(4)))
+
+
+def test_an_item_assignment_of_a_torch_level_graph_writes_an_argument() -> None:
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.call_function(operator.setitem, (x, 0, 1.0))
+    graph.output((graph.call_function(operator.add, (x, 1)),))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    assert may_write_inputs(gm)
+    assert [operator_name(node.target) for node in gm.graph.nodes if node.op == "call_function"] == [
+        "setitem", "add"]
+    assert operator_name(torch.add) is None
 
 
 def test_the_inputs_a_graph_writes_into_are_found_by_an_eager_run() -> None:
