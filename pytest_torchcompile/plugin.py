@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ SELECTED_IDS = "torchcompile_selected_ids"
 """``config.workeroutput`` key: the collected test ids an xdist worker did not deselect."""
 FEATURES_OFF = "torchcompile_features_off"
 """``config.workeroutput`` key: the features the installed torch leaves off, as an xdist worker found."""
+ENVIRONMENT = "torchcompile_environment"
+"""``config.workeroutput`` key: an xdist worker's environment for the JSON report, as JSON (None without one)."""
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -135,6 +138,8 @@ class ControllerHooks:
         self.state.collected_ids.update(output.get(COLLECTED_IDS, ()))
         self.state.selected_ids.update(output.get(SELECTED_IDS, ()))
         self.state.note_features_off(output.get(FEATURES_OFF, ()))
+        environment = output.get(ENVIRONMENT)
+        self.state.note_environment(None if environment is None else json.loads(environment))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -165,6 +170,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config.stash[SESSION_KEY].note_features_off()
     if _is_worker(config):
         config.workeroutput[FEATURES_OFF] = config.stash[SESSION_KEY].features_off  # type: ignore[attr-defined]
+        # As JSON text: execnet carries only builtin types, and the report is JSON anyway.
+        environment = config.stash[SESSION_KEY].environment
+        config.workeroutput[ENVIRONMENT] = None if environment is None else json.dumps(  # type: ignore[attr-defined]
+            environment, default=repr)
     if run_minify_phase(config, config.stash[SESSION_KEY]):
         session.exitstatus = pytest.ExitCode.INTERRUPTED
     reporter = config.pluginmanager.get_plugin("terminalreporter")

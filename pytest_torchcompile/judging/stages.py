@@ -5,7 +5,7 @@ the same rule as the failure itself: for a torch-level (Dynamo) graph, Dynamo al
 AOT autograd alone (``aot_eager``), AOT autograd with Inductor's decompositions
 (``aot_eager_decomp_partition``), then Inductor; for a post-AOT graph (already decomposed) only
 Inductor's stages remain. Within Inductor, a subsystem is to blame when switching it off cures
-the failure: its graph passes, fusion, the lowering of one op (Inductor then calls the aten op
+the failure: its graph passes (the bisector's subsystems, then each pass by name), fusion, the lowering of one op (Inductor then calls the aten op
 instead), and within a lowered op its code generation when restoring a codegen config value or
 leaving vectorisation out cures it. The graph is minimal, so this costs a few small compiles.
 """
@@ -36,6 +36,7 @@ from pytest_torchcompile.judging.judge import (
     same_failure,
 )
 from pytest_torchcompile.torch_internals.bisector import (
+    GRAPH_PASSES,
     bisector_config_changes,
     can_skip_subsystems,
     subsystems_skipped,
@@ -45,6 +46,7 @@ from pytest_torchcompile.torch_internals.config import (
     defaults_missing,
     inductor_config,
     inductor_config_default,
+    inductor_config_has,
 )
 from pytest_torchcompile.torch_internals.ops import is_op_overload
 
@@ -74,7 +76,8 @@ class FailureKind:
 class StageAttribution:
     """Where a failure appears. ``stage`` is a stable key (``aot_autograd``, ``decompositions``,
     ``inductor.post_grad_passes``, ``inductor.fusion``, ``inductor.lowering``,
-    ``inductor.codegen.cpp``, ``inductor.codegen.triton``, ``inductor.config``, ``inductor``,
+    ``inductor.graph_pass``, ``inductor.codegen.cpp``, ``inductor.codegen.triton``,
+    ``inductor.config``, ``inductor``,
     ...); ``culprits`` the ops, passes or config values it names; ``summary`` the sentence."""
 
     stage: str
@@ -111,13 +114,28 @@ class _Stages:
         if skip is not None and not self.can_skip:
             self.trail.append(f"{step}: not tried (this torch cannot switch subsystems off)")
             return True
+        verdict = self._judge(skip, config, compiler)
+        failing = same_failure(verdict, self.failure.kind, self.failure.expected_error, self.failure.error_pattern)
+        self.trail.append(f"{step}: {'fails' if failing else _outcome(verdict)}")
+        return failing
+
+    def passes(self, step: str, compiler: Compiler, *, skip: Callable[[str, str, str], bool] | None = None,
+               config: dict[str, Any] | None = None) -> bool:
+        """Whether the graph passes (not merely fails otherwise) under this setting."""
+        if skip is not None and not self.can_skip:
+            self.trail.append(f"{step}: not tried (this torch cannot switch subsystems off)")
+            return False
+        verdict = self._judge(skip, config, compiler)
+        self.trail.append(f"{step}: {_outcome(verdict)}")
+        return verdict.failure is None
+
+    def _judge(self, skip: Callable[[str, str, str], bool] | None, config: dict[str, Any] | None,
+               compiler: Compiler = compile_graph) -> GraphVerdict:
         with subsystems_skipped(skip or _skip_nothing), inductor_config(config):
             verdict = judge_graph(private_copy(self.gm), self.inputs, self.tol, self.check_non_float, self.references, compiler,
                                   self.level)
         self.compiles += 1
-        failing = same_failure(verdict, self.failure.kind, self.failure.expected_error, self.failure.error_pattern)
-        self.trail.append(f"{step}: {'fails' if failing else _outcome(verdict)}")
-        return failing
+        return verdict
 
     def fails_at_default(self, name: str, compiler: Compiler) -> bool:
         step = f"inductor with {name} at its default"
@@ -254,6 +272,9 @@ def _within_inductor(stages: _Stages, compiler: Compiler, passes: Sequence[str],
             return stages.result(f"inductor.{subsystem}",
                                  f"deviation appears in Inductor's {label}" + (f": {', '.join(named)}" if named else ""),
                                  named)
+    found = _graph_pass(stages, compiler)
+    if found is not None:
+        return found
     if _op_count(stages.gm) > 1 and not stages.fails("inductor without fusion", compiler, config={"max_fusion_size": 1}):
         return stages.result("inductor.fusion", "deviation appears when Inductor fuses its kernels (scheduler)")
     everything = _Skipper("inductor", "lowerings")
@@ -269,6 +290,31 @@ def _within_inductor(stages: _Stages, compiler: Compiler, passes: Sequence[str],
                                  [_assignments(change)])
     return stages.result("inductor", "deviation appears in Inductor; no subsystem it can switch off "
                                      "(graph passes, fusion, lowerings, config) isolates it")
+
+
+def _graph_pass(stages: _Stages, compiler: Compiler) -> StageAttribution | None:
+    """The one graph pass, of any of Inductor's (``remove_noop_ops`` belongs to no subsystem the
+    bisector switches), whose skipping alone makes the graph pass; None where there is none (or
+    where skipping it breaks the compile instead, which is no cure). Where
+    the installed torch has ``disabled_passes``, the pass is confirmed through it, so that the
+    sentence names a switch the reader can flip."""
+    everything = _Skipper("inductor", GRAPH_PASSES)
+    if stages.fails("inductor without its graph passes", compiler, skip=everything):
+        return None
+    named = _culprit(stages, "inductor without the graph passes", compiler, everything)
+    if not named:
+        return None
+    name = named[0]
+    if inductor_config_has("disabled_passes"):
+        if not stages.passes(f"inductor with disabled_passes={name!r}", compiler, config={"disabled_passes": name}):
+            return None
+        switch = f" (it goes with torch._inductor.config.disabled_passes = {name!r})"
+    elif not stages.passes(f"inductor without the graph pass {name}", compiler,
+                           skip=_Skipper("inductor", GRAPH_PASSES, {name})):
+        return None
+    else:
+        switch = ""
+    return stages.result("inductor.graph_pass", f"deviation appears in Inductor's graph pass {name}{switch}", [name])
 
 
 def _lowered(stages: _Stages, compiler: Compiler, everything: _Skipper, config: dict[str, Any]) -> StageAttribution:

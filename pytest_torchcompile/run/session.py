@@ -122,6 +122,19 @@ class AccuracySession:
         if self.runner is not None:
             self.runner.close()
 
+    @property
+    def environment(self) -> dict[str, Any] | None:
+        """The report's environment as described before any test ran; None before, or where no
+        report is written."""
+        return self._environment
+
+    def note_environment(self, environment: Mapping[str, Any] | None) -> None:
+        """Take a worker's environment for the report (the first one sent): an xdist controller
+        would otherwise import torch and its compiler only to describe it, seconds at the end of
+        every run."""
+        if environment and self._environment is None:
+            self._environment = dict(environment)
+
     def note_features_off(self, lines: Sequence[str] = ()) -> None:
         """Add ``lines`` (a worker's) to :attr:`features_off`, or without any, this process's
         checker's; each line once."""
@@ -174,7 +187,7 @@ class AccuracySession:
         self.gating = gating
         if gating.report is not None and runs_tests:
             # Before any test runs: the Inductor config the run was given, not what tests left set.
-            # An xdist controller, where no test runs, takes it as it writes the report.
+            # An xdist controller, where no test runs, takes a worker's (note_environment).
             self._environment = self.describe_environment()
         if gating.baseline is not None:
             try:

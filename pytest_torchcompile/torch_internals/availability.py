@@ -13,6 +13,7 @@ import torch
 
 from pytest_torchcompile.torch_internals.bisector import (
     config_changes_missing,
+    graph_pass_switch_missing,
     subsystem_switch_missing,
 )
 from pytest_torchcompile.torch_internals.compiling import (
@@ -62,6 +63,8 @@ _FEATURES = (
              "they compile under the random-op config (fallback_random) too", overrides_missing),
     _Feature("finding a failure's stage by switching Inductor passes and lowerings off",
              "the stage is looked for by config alone", subsystem_switch_missing),
+    _Feature("finding a failure's stage by switching named Inductor graph passes off",
+             "a pass outside the compiler bisector's subsystems is not named", graph_pass_switch_missing),
     _Feature("finding a failure's stage by setting config values back to their defaults",
              "those steps are not tried", defaults_missing),
     _Feature("finding a failure's stage by the compiler bisector's config changes", "those steps are not tried",

@@ -12,7 +12,12 @@ from pytest_torchcompile.torch_internals.config import inductor_config
 SubsystemDecision = Callable[[str, str, str], bool]
 """Called as (backend, subsystem, what) wherever Inductor asks its CompilerBisector whether to
 skip a subsystem (a pass, a decomposition, one op's lowering); ``what`` names the pass, op or
-node ("" where torch gives nothing). True skips it."""
+node ("" where torch gives nothing). True skips it. Every graph pass Inductor runs through its
+transform observer is asked about too, as (``"inductor"``, :data:`GRAPH_PASSES`, pass name):
+many (``remove_noop_ops``, ``pass_pattern_0``...) belong to no subsystem the bisector knows."""
+
+GRAPH_PASSES = "graph_passes"
+"""The pseudo-subsystem under which :func:`subsystems_skipped` asks about every named graph pass."""
 
 
 @contextlib.contextmanager
@@ -37,10 +42,47 @@ def subsystems_skipped(decide: SubsystemDecision) -> Iterator[bool]:
     try:
         # A cached compile would skip the passes and lowerings being asked about. (Not
         # force_disable_caches: that one warns, and a run under -W error would fail on it.)
-        with no_compile_caches(), inductor_config({"fx_graph_cache": False}):
+        with no_compile_caches(), inductor_config({"fx_graph_cache": False}), _graph_passes_asked(decide):
             yield True
     finally:
         setattr(CompilerBisector, "disable_subsystem", original)  # noqa: B010
+
+
+@contextlib.contextmanager
+def _graph_passes_asked(decide: SubsystemDecision) -> Iterator[None]:
+    """Ask ``decide`` about each graph pass the transform observer is about to run, before the
+    observer's own check (the bisector's subsystem, ``disabled_passes``); nothing where this
+    torch's observer has no such check."""
+    observer = _transform_observer()
+    if observer is None:
+        yield
+        return
+    original = observer.__dict__["_check_disable_pass"]
+
+    def check_disable_pass(self: Any) -> bool:
+        return decide("inductor", GRAPH_PASSES, str(self.passname)) or original(self)
+
+    setattr(observer, "_check_disable_pass", check_disable_pass)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(observer, "_check_disable_pass", original)  # noqa: B010
+
+
+def _transform_observer() -> Any:
+    """torch's GraphTransformObserver where it checks each pass before running it, else None."""
+    try:
+        from torch.fx.passes.graph_transform_observer import GraphTransformObserver
+    except ImportError:
+        return None
+    return GraphTransformObserver if "_check_disable_pass" in GraphTransformObserver.__dict__ else None
+
+
+def graph_pass_switch_missing() -> str | None:
+    """The internal that switching a named graph pass off needs and this torch lacks; None where
+    it has it."""
+    return None if _transform_observer() is not None else \
+        "torch.fx.passes.graph_transform_observer.GraphTransformObserver._check_disable_pass"
 
 
 def can_skip_subsystems() -> bool:

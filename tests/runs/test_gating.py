@@ -265,12 +265,24 @@ def check_junit(cases: dict[str, dict[str, Any]], pytester: pytest.Pytester) -> 
     assert not any(case["failed"] for case in cases.values())
 
 
+CONTROLLER_IMPORTS = """
+import sys
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        with open("controller-imports.txt", "w") as file:
+            file.write(str("torch._inductor.compile_fx" in sys.modules))
+"""
+
+
 @pytest.mark.slow
 def test_reports_field_by_field_and_identical_under_xdist(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     write_suite(pytester, "abcd", broken="ac")
     (pytester.path / "baseline.txt").write_text(BASELINE_FOR_REPORTS)
+    pytester.makeconftest(CONTROLLER_IMPORTS)
     outputs = {}
     for workers in ("0", "2"):
         shutil.rmtree(pytester.path / ".compile-accuracy", ignore_errors=True)
@@ -295,6 +307,9 @@ def test_reports_field_by_field_and_identical_under_xdist(
         assert_said(result, "  flaky test_models.py::test_c: fail_accuracy (flaky in the baseline) [thread count]")
         report = json.loads((pytester.path / f"report-{workers}.json").read_text())
         check_json_report(report, pytester)
+        if workers == "2":
+            # The workers described the environment: the controller imported no compiler for it.
+            assert (pytester.path / "controller-imports.txt").read_text() == "False"
         cases = junit_cases(pytester.path / f"junit-{workers}.xml")
         check_junit(cases, pytester)
         markdown = github.read_text()

@@ -154,6 +154,49 @@ def test_a_graph_pass_mutant_is_attributed_to_the_pass_by_name() -> None:
 
 
 @pytest.fixture
+def relu_breaking_noop_removal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor's ``remove_noop_ops``, which runs in the joint-graph passes and again in the
+    post-grad ones, turning each relu into a neg as well: skipping either subsystem leaves the
+    other breaking it."""
+    from torch._inductor.fx_passes import post_grad
+
+    original = post_grad.remove_noop_ops
+
+    def remove_noop_ops(graph: torch.fx.Graph) -> None:
+        original(graph)
+        break_relu(graph)
+
+    monkeypatch.setattr(post_grad, "remove_noop_ops", remove_noop_ops)
+
+
+def relu_sin(x: torch.Tensor) -> tuple[torch.Tensor]:
+    return (torch.relu(x.sin()) * 2,)
+
+
+@pytest.mark.usefixtures("relu_breaking_noop_removal")
+def test_a_pass_of_several_subsystems_is_attributed_to_the_pass_by_name() -> None:
+    gm = torch.fx.symbolic_trace(relu_sin)
+
+    found = stages.attribute_stage(gm, [torch.randn(64)], stages.DYNAMO, 1e-4)
+
+    assert found.stage == "inductor.graph_pass" and found.culprits == ["remove_noop_ops"]
+    assert found.summary == ("deviation appears in Inductor's graph pass remove_noop_ops "
+                             "(it goes with torch._inductor.config.disabled_passes = 'remove_noop_ops')")
+    assert "inductor without joint_graph_passes: fails" in found.trail
+    assert "inductor without post_grad_passes: fails" in found.trail
+    assert found.trail[-1] == "inductor with disabled_passes='remove_noop_ops': passes"
+
+
+def test_a_lowering_bug_is_not_blamed_on_a_graph_pass() -> None:
+    gm = torch.fx.symbolic_trace(relu_sin)
+    with inductor_config({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
+        found = stages.attribute_stage(gm, [torch.randn(64)], stages.DYNAMO, 1e-4,
+                                       config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
+
+    assert found.stage == "inductor.codegen.cpp" and "inductor without its graph passes: fails" in found.trail
+
+
+@pytest.fixture
 def wrong_layer_norm_decomposition() -> Iterator[None]:
     """Inductor's decomposition of native_layer_norm, shifted by 0.1 (the table Inductor and
     aot_eager_decomp_partition use; restored afterwards)."""

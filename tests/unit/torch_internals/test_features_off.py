@@ -16,7 +16,11 @@ from torch._inductor import compiler_bisector, cpu_vec_isa
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.torch_internals.availability import FeatureOff, core_missing, features_off
-from pytest_torchcompile.torch_internals.bisector import bisector_config_changes, subsystems_skipped
+from pytest_torchcompile.torch_internals.bisector import (
+    GRAPH_PASSES,
+    bisector_config_changes,
+    subsystems_skipped,
+)
 from pytest_torchcompile.torch_internals.compiling import probe_cpu_vector_isas, reset
 from pytest_torchcompile.torch_internals.config import (
     config_values,
@@ -103,6 +107,25 @@ def test_without_the_bisectors_subsystem_switch_stages_are_found_by_config(monke
         "torch._inductor.compiler_bisector.CompilerBisector.disable_subsystem"
     with subsystems_skipped(lambda backend, subsystem, what: True) as skipping:
         assert skipping is False
+
+
+def test_without_the_transform_observers_check_no_pass_is_switched_off_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch.fx.passes.graph_transform_observer import GraphTransformObserver
+
+    monkeypatch.delattr(GraphTransformObserver, "_check_disable_pass")
+    assert the_feature_off("finding a failure's stage by switching named").internal == \
+        "torch.fx.passes.graph_transform_observer.GraphTransformObserver._check_disable_pass"
+    with subsystems_skipped(lambda backend, subsystem, what: True) as skipping:
+        assert skipping, "the bisector's own subsystems are still switched"
+        assert "_check_disable_pass" not in vars(GraphTransformObserver)
+
+
+def test_every_named_graph_pass_is_asked_about() -> None:
+    asked: list[tuple[str, str]] = []
+    with subsystems_skipped(lambda backend, subsystem, what: asked.append((subsystem, what)) is not None):
+        torch._dynamo.reset()
+        torch.compile(lambda x: x.sin() + 1)(torch.ones(4))
+    assert (GRAPH_PASSES, "remove_noop_ops") in asked
 
 
 def test_without_the_bisectors_config_changes_none_are_tried(monkeypatch: pytest.MonkeyPatch) -> None:
