@@ -14,6 +14,7 @@ import torch.fx
 
 from pytest_torchcompile.judging.capture import OP_NODES
 from pytest_torchcompile.judging.judge import clone_values, strided_copy, writes_an_argument
+from pytest_torchcompile.torch_internals.graph_compile import visible_outputs, with_visible_outputs
 from pytest_torchcompile.torch_internals.ops import (
     can_mask_a_deviation,
     decomposed_from,
@@ -257,7 +258,19 @@ class GraphSlicer:
             outputs = [node for node in kept if isinstance(self.values.get(node), torch.Tensor)
                        and (node in self.outputs or not any(user in kept_set for user in node.users))]
         graph.output(tuple(env[node] for node in outputs))
-        return torch.fx.GraphModule(self.gm, graph), inputs
+        return with_visible_outputs(torch.fx.GraphModule(self.gm, graph), self._visible(outputs)), inputs
+
+    def _visible(self, outputs: Sequence[torch.fx.Node]) -> list[int] | None:
+        """Which of a candidate's ``outputs`` Inductor is to take for the user's: those the graph
+        marked so, and those it did not return at all (an output of a smaller graph is the
+        user's); None where the graph marks none."""
+        marked = visible_outputs(self.gm)
+        if marked is None:
+            return None
+        returned = self.gm.graph.find_nodes(op="output")[0].args[0]
+        returned = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+        shown = {node for index, node in enumerate(returned) if index in marked}
+        return [index for index, node in enumerate(outputs) if node in shown or node not in returned]
 
 
 def side_by_side(

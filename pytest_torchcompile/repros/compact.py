@@ -39,6 +39,7 @@ from pytest_torchcompile.judging.judge import (
     unwritten_elements,
 )
 from pytest_torchcompile.repros.runtime import embedded_source
+from pytest_torchcompile.torch_internals.graph_compile import VISIBLE_OUTPUTS_KEY, visible_outputs
 
 RULE_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {
     ACCURACY: (rule.leaf_verdict,),
@@ -170,6 +171,10 @@ def whole_stack(gm):  # as torch.compile compiles a Dynamo graph: AOT autograd, 
     return (lambda compiled: lambda args: compiled(*args))(torch.compile(gm, backend="inductor", fullgraph=True, dynamic=False))
 '''
 
+_SHOWN = '''\
+shown = lambda gm: gm.graph.find_nodes(op="output")[0].meta.update({VISIBLE_OUTPUTS_KEY: VISIBLE_OUTPUTS}) or gm  # the outputs Inductor was told the user sees: it keeps their traced strides
+'''
+
 _ACCURACY_MAIN = '''\
 def main():
     try:
@@ -223,7 +228,9 @@ def _runtime(case: ReproCase) -> str:
     the compile its graph needs, ``main``."""
     factories, in_place = makes_tensors_from_nothing(case.gm), _in_place_operators(case.gm)
     whole_stack = case.level == DYNAMO
+    visible = visible_outputs(case.gm)
     main = (_ACCURACY_MAIN if case.kind == ACCURACY else _ERROR_MAIN).replace(
+        "TRACE(Repro())", "shown(TRACE(Repro()))" if visible is not None else "TRACE(Repro())").replace(
         "TRACE(", "trace(" if factories or in_place else "torch.fx.symbolic_trace(").replace(
         "COMPILE", _COMPILE_WHOLE_STACK if whole_stack else _COMPILE_POST_AOT)
     trace = ""
@@ -235,7 +242,8 @@ def _runtime(case: ReproCase) -> str:
     return "".join([
         _LOAD, _COPIES_WITH_GRADIENTS if whole_stack else _COPIES,
         _REFERENCES, _REFERENCES_RETURN_DEFAULT_FP64 if factories else _REFERENCES_RETURN,
-        trace, _WHOLE_STACK if whole_stack else "", main, _END,
+        trace, _SHOWN.replace("VISIBLE_OUTPUTS_KEY", repr(VISIBLE_OUTPUTS_KEY)).replace("VISIBLE_OUTPUTS", repr(visible)) if visible is not None else "",
+        _WHOLE_STACK if whole_stack else "", main, _END,
     ])
 
 

@@ -52,6 +52,7 @@ from pytest_torchcompile.run.processes import own_start, pid_alive
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, out_of_memory
 from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_restored
 from pytest_torchcompile.torch_internals.environment import environment
+from pytest_torchcompile.torch_internals.graph_compile import visible_outputs, with_visible_outputs
 from pytest_torchcompile.torch_internals.ops import OpOrigin
 
 INLINE_NUMEL = 32
@@ -277,7 +278,7 @@ def build():
     if BROKEN is not None:
         raise ReproBroken(BROKEN)
     try:
-        return _trace(Repro()), make_inputs()
+        return with_visible_outputs(_trace(Repro()), VISIBLE_OUTPUTS), make_inputs()
     except Exception as error:
         raise ReproBroken(f"the graph cannot be built: {type(error).__name__}: {error}") from error
 
@@ -386,6 +387,8 @@ def render_repro(case: ReproCase, compact: bool = False) -> tuple[str, dict[str,
         "# Ops outside aten: (op, the module that registers it (None: torch), its sys.path entry)",
         f"REQUIRED_OPS = {[(o.qualname, o.module, o.search_path) for o in required]!r}",
         f"LEVEL = {case.level!r}",
+        "# The outputs Inductor was told the user sees (it keeps their traced strides); None: unmarked",
+        f"VISIBLE_OUTPUTS = {visible_outputs(case.gm)!r}",
     ])
     source = "\n\n".join([
         "\n".join(header),
@@ -596,7 +599,9 @@ def _build(module: ModuleType) -> tuple[torch.fx.GraphModule, list[Any]]:
     try:
         if hasattr(module, "build"):
             return module.build()
-        return compact_trace(module)(module.Repro()), module.make_inputs()
+        gm = compact_trace(module)(module.Repro())
+        # A compact file marks the outputs Inductor was told the user sees as it traces (``shown``).
+        return getattr(module, "shown", lambda traced: traced)(gm), module.make_inputs()
     except Exception as error:
         reason = str(error) if type(error).__name__ == "ReproBroken" else f"{type(error).__name__}: {error}"
         raise ReproBroken(reason) from error

@@ -42,3 +42,22 @@ def compile_dynamo_graph(gm: torch.fx.GraphModule, inputs: Sequence[Any] = ()) -
             return compiled(*args)
 
     return run
+
+
+VISIBLE_OUTPUTS_KEY = "user_visible_output_idxs"
+
+
+def visible_outputs(gm: torch.fx.GraphModule) -> list[int] | None:
+    """The outputs AOT autograd told Inductor the user sees, by position: Inductor lays those out
+    with the strides of their traced values, the others as it likes. None where the graph is
+    unmarked (a torch-level graph, one rebuilt from code)."""
+    marked = gm.graph.find_nodes(op="output")[0].meta.get(VISIBLE_OUTPUTS_KEY)
+    return None if marked is None else list(marked)
+
+
+def with_visible_outputs(gm: torch.fx.GraphModule, outputs: Sequence[int] | None) -> torch.fx.GraphModule:
+    """``gm`` with ``outputs`` marked as :func:`visible_outputs` reads them (unchanged where None):
+    a graph rebuilt from code has lost the mark, and Inductor would lay its outputs out otherwise."""
+    if outputs is not None:
+        gm.graph.find_nodes(op="output")[0].meta[VISIBLE_OUTPUTS_KEY] = list(outputs)
+    return gm

@@ -23,6 +23,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.torch_internals.graph_compile import visible_outputs, with_visible_outputs
+
 
 @dataclass(frozen=True)
 class _NodeName:
@@ -36,8 +38,10 @@ def _by_name(node: torch.fx.Node) -> Any:
 
 
 def _graph_module(class_name: str, attributes: dict[str, Any], codegen: Any,
-                  nodes: list[tuple[str, str, Any, Any, Any, Any]]) -> torch.fx.GraphModule:
-    """Unpickle: the graph built from its nodes (op, name, target, args, kwargs, type) in order."""
+                  nodes: list[tuple[str, str, Any, Any, Any, Any]], visible: list[int] | None = None,
+                  ) -> torch.fx.GraphModule:
+    """Unpickle: the graph built from its nodes (op, name, target, args, kwargs, type) in order,
+    its outputs marked ``visible`` as they were (:func:`graph_compile.visible_outputs`)."""
     graph = torch.fx.Graph()
     graph.set_codegen(codegen)
     built: dict[str, torch.fx.Node] = {}
@@ -48,7 +52,7 @@ def _graph_module(class_name: str, attributes: dict[str, Any], codegen: Any,
     for op, name, target, args, kwargs, type_expr in nodes:
         built[name] = graph.create_node(op, target, torch.fx.node.map_aggregate(args, resolve),
                                         torch.fx.node.map_aggregate(kwargs, resolve), name, type_expr)
-    return torch.fx.GraphModule(attributes, graph, class_name)
+    return with_visible_outputs(torch.fx.GraphModule(attributes, graph, class_name), visible)
 
 
 def _op_overload(namespace: str, name: str, overload: str) -> Any:
@@ -79,7 +83,7 @@ def _reduced_graph_module(gm: torch.fx.GraphModule) -> tuple[Any, ...]:
     # graph module is pickled by this same rule).
     targets = {str(node.target) for node in gm.graph.nodes if node.op in ("get_attr", "call_module")}
     attributes = {target: _attribute(gm, target) for target in sorted(targets)}
-    return _graph_module, (type(gm).__name__, attributes, gm.graph._codegen, nodes)
+    return _graph_module, (type(gm).__name__, attributes, gm.graph._codegen, nodes, visible_outputs(gm))
 
 
 def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
