@@ -320,9 +320,8 @@ def _graph_pass(stages: _Stages, compiler: Compiler) -> StageAttribution | None:
 def _lowered(stages: _Stages, compiler: Compiler, everything: _Skipper, config: dict[str, Any]) -> StageAttribution:
     """The failure goes when ops fall back to aten: name the op, then tell its lowering from the
     code generated for it."""
-    nodes = _ops_by_node_name(stages.gm)
     culprits = _culprit(stages, "inductor with aten's", compiler, everything)
-    ops = ", ".join(dict.fromkeys(nodes.get(name, name) for name in culprits))
+    ops = ", ".join(dict.fromkeys(lowered_op(name, stages.gm) for name in culprits))
     generator = "C++" if not devices_of(stages.inputs) else "Triton"
     for name, value in config.items():
         prefix = _codegen_prefix(name)
@@ -339,8 +338,15 @@ def _lowered(stages: _Stages, compiler: Compiler, everything: _Skipper, config: 
     return stages.result("inductor.lowering", f"deviation appears in Inductor's lowering of {ops}", [ops])
 
 
-def _ops_by_node_name(gm: torch.fx.GraphModule) -> dict[str, str]:
-    return {node.name: op_name(node.target) for node in gm.graph.nodes if node.op == "call_function"}
+def lowered_op(node_name: str, gm: torch.fx.GraphModule) -> str:
+    """The op of the node Inductor asked about lowering, by its name: a node of ``gm``, or one that
+    Inductor's own passes made (``copy__default`` of a ``diagonal_scatter``), named as its op and
+    what it was made from."""
+    ops = {node.name: op_name(node.target) for node in gm.graph.nodes if node.op == "call_function"}
+    if node_name in ops:
+        return ops[node_name]
+    made = re.sub(r"_default(_\d+)?$", "", node_name)
+    return f"{made} (a node Inductor made of {', '.join(graph_ops(gm))})"
 
 
 def op_name(target: Any) -> str:

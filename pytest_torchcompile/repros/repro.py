@@ -52,7 +52,7 @@ from pytest_torchcompile.run.processes import own_start, pid_alive
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, out_of_memory
 from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_restored
 from pytest_torchcompile.torch_internals.environment import environment
-from pytest_torchcompile.torch_internals.graph_compile import visible_outputs, with_visible_outputs
+from pytest_torchcompile.torch_internals.graph_compile import visible_outputs
 from pytest_torchcompile.torch_internals.ops import OpOrigin
 
 INLINE_NUMEL = 32

@@ -392,3 +392,11 @@ def test_two_tests_with_one_bug_are_one_root_cause(pytester: pytest.Pytester, wo
     groups = json.loads((pytester.path / "report.json").read_text())["root_causes"]
     assert [(group["stage"], group["ops"], group["tests"]) for group in groups] == [
         ("inductor.codegen.cpp", ["aten.relu"], ["test_suite.py::test_first", "test_suite.py::test_second"])]
+
+
+def test_a_node_inductor_made_is_named_as_its_op_and_what_it_was_made_of() -> None:
+    gm = make_fx(lambda x, src: (torch.diagonal_scatter(x, src),))(torch.zeros(8, 8), torch.ones(8))
+
+    assert stages.lowered_op("diagonal_scatter", gm) == "aten.diagonal_scatter"
+    assert stages.lowered_op("copy__default", gm) == "copy_ (a node Inductor made of aten.diagonal_scatter)"
+    assert stages.lowered_op("copy__default_1", gm) == "copy_ (a node Inductor made of aten.diagonal_scatter)"
