@@ -68,8 +68,8 @@ def compact_obstacle(case: ReproCase) -> str | None:
             return "an input that is not a plain strided real tensor"
         if value.requires_grad and case.level != DYNAMO:
             return "inputs that require grad"
-        if _overlaps_itself(value):
-            return "an input whose elements share memory (an expanded tensor)"
+        if _overlaps_itself(_one_per_broadcast(value)):
+            return "an input whose elements share memory other than by broadcasting"
     try:
         allocates_unwritten = unwritten_elements(case.gm, case.inputs) is not None
     except Exception:
@@ -77,6 +77,22 @@ def compact_obstacle(case: ReproCase) -> str | None:
     if allocates_unwritten:
         return "memory no op writes, which the full form leaves unjudged"
     return None
+
+
+def _broadcasts(value: Any) -> bool:
+    """Whether ``value`` is a tensor with a broadcast dimension (stride 0, more than one element):
+    an expanded tensor, such as the gradient of a sum."""
+    return isinstance(value, torch.Tensor) and any(
+        stride == 0 and size > 1 for size, stride in zip(value.shape, value.stride(), strict=True))
+
+
+def _one_per_broadcast(value: torch.Tensor) -> torch.Tensor:
+    """``value`` with each broadcast dimension narrowed to its one element: what a compact file
+    writes of it before laying it out with its strides again."""
+    for dim, (size, stride) in enumerate(zip(value.shape, value.stride(), strict=True)):
+        if stride == 0 and size > 1:
+            value = value.narrow(dim, 0, 1)
+    return value
 
 
 def _overlaps_itself(value: torch.Tensor) -> bool:
@@ -106,6 +122,14 @@ def _load(values, dtype, shape, stride, device, offset=0):  # laid out as the in
     values = torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensors", values + ".pt")) if isinstance(values, str) else values  # a file in tensors/
     out = torch.empty(offset + 1 + sum(max(n - 1, 0) * s for n, s in zip(shape, stride)), dtype=dtype, device=device)
     return out.as_strided(shape, stride, offset).copy_(torch.as_tensor(values).reshape(shape))
+'''
+_LOAD_BROADCAST = '''\
+def _load(values, dtype, shape, stride, device, offset=0):  # laid out as the input was: compiled code may assume it
+    values = torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensors", values + ".pt")) if isinstance(values, str) else values  # a file in tensors/
+    out = torch.empty(offset + 1 + sum(max(n - 1, 0) * s for n, s in zip(shape, stride)), dtype=dtype, device=device).as_strided(shape, stride, offset)
+    once = tuple(slice(0, 1) if s == 0 else slice(None) for s in stride)  # a broadcast dim (stride 0) holds one element
+    out[once].copy_(torch.as_tensor(values).reshape(shape)[once])
+    return out
 '''
 _COPIES = '''\
 def copies(inputs, dtype=None): return [(x.to(dtype) if dtype and x.is_floating_point() else _load(x, x.dtype, x.shape, x.stride(), x.device, x.storage_offset())) if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -240,7 +264,8 @@ def _runtime(case: ReproCase) -> str:
         trace = ((_TRACE_IN_PLACE.replace("IN_PLACE_LOOP", loop) if in_place else _TRACE)
                  + (_TRACE_FACTORIES if factories else _TRACE_PLAIN_END))
     return "".join([
-        _LOAD, _COPIES_WITH_GRADIENTS if whole_stack else _COPIES,
+        _LOAD_BROADCAST if any(_broadcasts(value) for value in case.inputs) else _LOAD,
+        _COPIES_WITH_GRADIENTS if whole_stack else _COPIES,
         _REFERENCES, _REFERENCES_RETURN_DEFAULT_FP64 if factories else _REFERENCES_RETURN,
         trace, _SHOWN.replace("VISIBLE_OUTPUTS_KEY", repr(VISIBLE_OUTPUTS_KEY)).replace("VISIBLE_OUTPUTS", repr(visible)) if visible is not None else "",
         _WHOLE_STACK if whole_stack else "", main, _END,

@@ -98,7 +98,7 @@ def with_unwritten(x: torch.Tensor) -> tuple[torch.Tensor]:
 @pytest.mark.parametrize(("fn", "inputs", "reason"), [
     (with_random, [torch.randn(8)], "random ops"),
     (with_unwritten, [torch.randn(8, 2)], "memory no op writes"),
-    (one_relu, [torch.randn(4, 1).expand(4, 4)], "an input whose elements share memory"),
+    (one_relu, [torch.arange(10.0).as_strided((4, 3), (2, 1))], "an input whose elements share memory other than"),
     (one_relu, [torch.randn(8, requires_grad=True)], "inputs that require grad"),
 ], ids=["random", "unwritten", "overlapping", "requires_grad"])
 def test_a_case_the_compact_form_cannot_express_keeps_the_full_form_and_says_why(
@@ -164,6 +164,19 @@ def test_an_input_with_gaps_and_an_offset_keeps_its_layout_in_the_compact_file(t
     assert (loaded.stride(), loaded.storage_offset()) == ((20, 2), 1)
     assert torch.equal(loaded, strided)
     assert run(path).returncode == 1
+
+
+def test_an_expanded_input_keeps_its_broadcast_strides_in_the_compact_file(tmp_path: Path) -> None:
+    gradient = torch.linspace(-1, 1, 8).expand(8, 8)
+    path = minified(tmp_path, lambda x: (torch.relu(x) + x.sum(0),), [gradient])
+    text = path.read_text()
+
+    assert FULL_FORM not in text
+    loaded = load_case(path).inputs[0]
+    assert (loaded.shape, loaded.stride(), loaded.storage_offset()) == ((8, 8), (0, 1), 0)
+    assert torch.equal(loaded, gradient)
+    reproduced = run(path)
+    assert (reproduced.returncode, reproduced.stdout.splitlines()[-1]) == (1, "REPRODUCED"), reproduced
 
 
 def test_a_compact_file_whose_references_differ_from_the_plugins_is_found_out(tmp_path: Path) -> None:
