@@ -195,10 +195,6 @@ def whole_stack(gm):  # as torch.compile compiles a Dynamo graph: AOT autograd, 
     return (lambda compiled: lambda args: compiled(*args))(torch.compile(gm, backend="inductor", fullgraph=True, dynamic=False))
 '''
 
-_SHOWN = '''\
-shown = lambda gm: gm.graph.find_nodes(op="output")[0].meta.update({VISIBLE_OUTPUTS_KEY: VISIBLE_OUTPUTS}) or gm  # the outputs Inductor was told the user sees: it keeps their traced strides
-'''
-
 _ACCURACY_MAIN = '''\
 def main():
     try:
@@ -252,9 +248,11 @@ def _runtime(case: ReproCase) -> str:
     the compile its graph needs, ``main``."""
     factories, in_place = makes_tensors_from_nothing(case.gm), _in_place_operators(case.gm)
     whole_stack = case.level == DYNAMO
-    visible = visible_outputs(case.gm)
     main = (_ACCURACY_MAIN if case.kind == ACCURACY else _ERROR_MAIN).replace(
-        "TRACE(Repro())", "shown(TRACE(Repro()))" if visible is not None else "TRACE(Repro())").replace(
+        "TRACE(Repro()), make_inputs()", "TRACE(Repro()), make_inputs()" + (
+            f"; gm.graph.find_nodes(op='output')[0].meta[{VISIBLE_OUTPUTS_KEY!r}] = VISIBLE_OUTPUTS  # the outputs "
+            "Inductor was told the user sees: it keeps their traced strides" if visible_outputs(case.gm) is not None
+            else "")).replace(
         "TRACE(", "trace(" if factories or in_place else "torch.fx.symbolic_trace(").replace(
         "COMPILE", _COMPILE_WHOLE_STACK if whole_stack else _COMPILE_POST_AOT)
     trace = ""
@@ -267,8 +265,7 @@ def _runtime(case: ReproCase) -> str:
         _LOAD_BROADCAST if any(_broadcasts(value) for value in case.inputs) else _LOAD,
         _COPIES_WITH_GRADIENTS if whole_stack else _COPIES,
         _REFERENCES, _REFERENCES_RETURN_DEFAULT_FP64 if factories else _REFERENCES_RETURN,
-        trace, _SHOWN.replace("VISIBLE_OUTPUTS_KEY", repr(VISIBLE_OUTPUTS_KEY)).replace("VISIBLE_OUTPUTS", repr(visible)) if visible is not None else "",
-        _WHOLE_STACK if whole_stack else "", main, _END,
+        trace, _WHOLE_STACK if whole_stack else "", main, _END,
     ])
 
 
@@ -283,13 +280,18 @@ def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
     precision = ("torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # fp32 as fp32\n"
                  if "cuda" in devices else "")
     written = mutated_inputs(case.gm, case.inputs) if case.kind == ACCURACY else []
-    settings = (f"KIND, TOL, CHECK_NON_FLOAT, WRITTEN_INPUTS = {case.kind!r}, {case.tol!r}, {case.check_non_float!r}, "
-                f"{written!r}" + ("  # judged after the outputs, as the graph left them" if written else "")
-                + ("\nNON_FLOAT_FAILURE = True  # the failure is in integer or bool outputs" if case.non_float_failure
-                   else "")
-                if case.kind == ACCURACY else
-                f"KIND, EXPECTED_ERROR, ERROR_PATTERN, WRITTEN_INPUTS = {case.kind!r}, {case.expected_error!r}, "
-                f"{case.error_pattern!r}, []")
+    settings_of: dict[str, Any] = ({"KIND": case.kind, "TOL": case.tol, "CHECK_NON_FLOAT": case.check_non_float,
+                                    "WRITTEN_INPUTS": written} if case.kind == ACCURACY else
+                                   {"KIND": case.kind, "EXPECTED_ERROR": case.expected_error,
+                                    "ERROR_PATTERN": case.error_pattern, "WRITTEN_INPUTS": []})
+    visible = visible_outputs(case.gm)
+    if visible is not None:
+        settings_of["VISIBLE_OUTPUTS"] = visible  # one line in main marks them on the traced graph
+    names, values = list(settings_of), list(settings_of.values())
+    settings = (f"{', '.join(names)} = {', '.join(repr(value) for value in values)}"
+                + ("  # judged after the outputs, as the graph left them" if written else "")
+                + ("\nNON_FLOAT_FAILURE = True  # the failure is in integer or bool outputs"
+                   if case.kind == ACCURACY and case.non_float_failure else ""))
     inputs = ", ".join(input_expressions)
     functions = [embedded_source(function) for function in RULE_FUNCTIONS[case.kind]]
     graph_code = _strip_init(module_source).rstrip()

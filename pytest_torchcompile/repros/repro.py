@@ -52,7 +52,7 @@ from pytest_torchcompile.run.processes import own_start, pid_alive
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, out_of_memory
 from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_restored
 from pytest_torchcompile.torch_internals.environment import environment
-from pytest_torchcompile.torch_internals.graph_compile import visible_outputs
+from pytest_torchcompile.torch_internals.graph_compile import visible_outputs, with_visible_outputs
 from pytest_torchcompile.torch_internals.ops import OpOrigin
 
 INLINE_NUMEL = 32
@@ -600,8 +600,7 @@ def _build(module: ModuleType) -> tuple[torch.fx.GraphModule, list[Any]]:
         if hasattr(module, "build"):
             return module.build()
         gm = compact_trace(module)(module.Repro())
-        # A compact file marks the outputs Inductor was told the user sees as it traces (``shown``).
-        return getattr(module, "shown", lambda traced: traced)(gm), module.make_inputs()
+        return with_visible_outputs(gm, getattr(module, "VISIBLE_OUTPUTS", None)), module.make_inputs()
     except Exception as error:
         reason = str(error) if type(error).__name__ == "ReproBroken" else f"{type(error).__name__}: {error}"
         raise ReproBroken(reason) from error
