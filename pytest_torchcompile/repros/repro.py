@@ -50,7 +50,7 @@ from pytest_torchcompile.repros.runtime import runtime_source
 from pytest_torchcompile.run.files import atomic_write, locked, replace_directory
 from pytest_torchcompile.run.processes import own_start, pid_alive
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, out_of_memory
-from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_restored
+from pytest_torchcompile.torch_internals.config import inductor_config, with_inductor_config_undone
 from pytest_torchcompile.torch_internals.environment import environment
 from pytest_torchcompile.torch_internals.graph_compile import visible_outputs, with_visible_outputs
 from pytest_torchcompile.torch_internals.ops import OpOrigin
@@ -567,11 +567,10 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import repro {path}")
-    module = importlib.util.module_from_spec(spec)
+    module, loader = importlib.util.module_from_spec(spec), spec.loader
     sys.modules[name] = module
     try:
-        with inductor_config_restored():
-            spec.loader.exec_module(module)
+        with_inductor_config_undone(lambda: loader.exec_module(module))
     except Exception as error:
         raise ReproBroken(f"the repro file does not load: {type(error).__name__}: {error}") from error
     finally:

@@ -4,6 +4,7 @@ the plugin itself warns of nothing, on every torch it supports."""
 from __future__ import annotations
 
 import importlib.metadata
+import re
 
 import pytest
 from packaging.requirements import Requirement
@@ -35,3 +36,41 @@ def test_a_checked_suite_passes_under_w_error(pytester: pytest.Pytester) -> None
                                            "-p", "no:benchmark")
     result.assert_outcomes(passed=2)
     assert "warning" not in (result.stdout.str() + result.stderr.str()).lower()
+
+
+TWO_FAILURES = """
+import pytest
+import torch
+
+BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
+
+
+@pytest.mark.inductor_repro(inductor_config=BUG)
+def test_first(compile_accuracy):
+    compile_accuracy(lambda x: torch.relu(x) * 2, torch.randn(16))
+
+
+@pytest.mark.inductor_repro(inductor_config=BUG)
+def test_second(compile_accuracy):
+    compile_accuracy(lambda x: torch.relu(x - 1) + 3, torch.randn(16))
+"""
+
+
+def test_every_failing_check_of_a_process_gets_a_loading_minified_repro_under_w_error(
+        pytester: pytest.Pytester) -> None:
+    # The first repro loaded in a process must leave Inductor's config as the user had it: on
+    # torch 2.15, writing every key back made the next repro's config unreadable and touched
+    # deprecated keys, whose warnings -W error raises.
+    pytester.makepyfile(TWO_FAILURES)
+    # Under -W error over the plugin's own imports: a process of its own.
+    result = pytester.runpytest_subprocess("-W", "error", "--compile-accuracy", "-p", "no:cacheprovider",
+                                           "-p", "no:benchmark")
+    result.assert_outcomes(failed=2)
+    output = result.stdout.str() + result.stderr.str()
+    # (A failing test's captured log may hold torch's own logging, a CUDA build's on a CPU host.)
+    assert "warnings summary" not in output and not re.search(r"[A-Za-z]+Warning\b", output)
+    assert "defect of pytest-torchcompile" not in output
+    minified = sorted((pytester.path / ".compile-accuracy").glob("*/minified.py"))
+    assert len(minified) == 2
+    for path in minified:
+        assert "load_config" not in path.read_text()
