@@ -6,7 +6,7 @@ The compiled forward saves the pooling indices in the input's channels-last layo
 backward kernel the backward graph calls reads them as contiguous and scatters the gradient to
 the wrong positions. Forward values are right.
 
-Reproduces: torch 2.13.0 CPU, 2.14.1 (CPU). Fixed: not as of 2.14.1.
+Reproduces: torch 2.13.0 CPU, 2.14.1 (CPU). Fixed: 2.15.0.
 Measured (2.13.0, CPU): input gradient max abs error 3 (values are 0/1/2 counts), RMSE against
 fp64 0.46 where eager's is 0.
 """
@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-pytestmark = pytest.mark.realbug(issue=197888)
+pytestmark = pytest.mark.realbug(issue=197888, fixed_in="2.15.0")
 
 
 class Pool(torch.nn.Module):

@@ -4,14 +4,14 @@ mutated before the copy's user runs).
 
 The wrong value is in a mutated input (``dst``), not in the returned tensor.
 
-Reproduces: torch 2.13.0 CPU, 2.14.1 (CPU). Fixed: not as of 2.14.1.
+Reproduces: torch 2.13.0 CPU, 2.14.1 (CPU). Fixed: 2.15.0.
 Measured (2.13.0, CPU): every element of ``dst`` off by 1 (max abs error 1).
 """
 
 import pytest
 import torch
 
-pytestmark = pytest.mark.realbug(issue=198131)
+pytestmark = pytest.mark.realbug(issue=198131, fixed_in="2.15.0")
 
 
 def snapshot_then_step(dst, src):

@@ -3,14 +3,14 @@ back into x is fused with a read of x at other positions (silent wrong results, 
 
 Compiled with ``dynamic=True``; wrong at every size on CPU.
 
-Reproduces: torch 2.13.0 CPU (static and dynamic shapes), 2.14.1 (CPU). Fixed: not as of 2.14.1.
+Reproduces: torch 2.13.0 CPU (static and dynamic shapes), 2.14.1 (CPU). Fixed: 2.15.0.
 Measured (2.13.0, CPU, 6x8): max abs error 1.9, RMSE ratio against fp64 1.5e7.
 """
 
 import pytest
 import torch
 
-pytestmark = pytest.mark.realbug(issue=198270)
+pytestmark = pytest.mark.realbug(issue=198270, fixed_in="2.15.0")
 
 
 def symmetrize(x):
