@@ -4,7 +4,8 @@ An int64 ``arange`` times an int64 tensor holding 1e9: the compiled kernel compu
 in 32 bits and wraps around (3e9 comes out as -1294967296). The graph computes from constants
 only; its input is unused.
 
-Reproduces: torch 2.13.0 CPU, 2.14.1 (CPU). Fixed: not as of 2.14.1.
+Reproduces: torch 2.13.0 CPU, 2.14.1 (CPU), 2.15.0 (CPU). Fixed: not as of
+2.15.0.
 Measured (2.13.0, CPU): 8 of 11 int64 elements wrong, max abs error 8.59e9.
 """
 

@@ -5,7 +5,8 @@ Reported for CUDA; the C++ backend wraps around the same way: ``arange(n) * 1500
 int64 is computed in 32 bits. Here the product is added to an int64 input, so the graph has a
 real input (compare #175966, whose graph computes from constants only).
 
-Reproduces: torch 2.13.0 CPU, 2.14.1 (CPU). Fixed: not as of 2.14.1.
+Reproduces: torch 2.13.0 CPU, 2.14.1 (CPU), 2.15.0 (CPU). Fixed: not as of
+2.15.0.
 Measured (2.13.0, CPU): 7 of 9 int64 elements wrong, max abs error 1.29e10.
 """
 

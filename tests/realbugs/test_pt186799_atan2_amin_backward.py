@@ -4,7 +4,8 @@ atan2(x, y).amin(dim) on float32.
 The gradient at the argmin positions is dropped (0.0) instead of receiving the upstream value;
 forward is exact, aot_eager is correct.
 
-Reproduces: torch 2.13.0 CPU, 2.14.1 (CPU). Fixed: not as of 2.14.1.
+Reproduces: torch 2.13.0 CPU, 2.14.1 (CPU), 2.15.0 (CPU). Fixed: not as of
+2.15.0.
 Measured (2.13.0, CPU): gradient of x max abs error 0.137, RMSE ratio against fp64 9.4e6.
 """
 

@@ -6,8 +6,8 @@ elements returns 0 when all values are positive (and max returns 0 when all are 
 static and dynamic shapes alike. Here a row-wise ``amin`` of int8 rows of 36 elements, compiled
 with ``dynamic=True``.
 
-Reproduces: torch 2.13.0 CPU (AVX-512), 2.14.1 (CPU). Fixed: not as of 2.14.1. Not on an
-AVX2-only CPU (an AMD EPYC, torch 2.13.0): there the compiled minima are right.
+Reproduces: torch 2.13.0 CPU (AVX-512), 2.14.1 (CPU), 2.15.0 (CPU, AVX-512). Fixed: not as of
+2.15.0. Not on an AVX2-only CPU (an AMD EPYC, torch 2.13.0): there the compiled minima are right.
 Measured (2.13.0, CPU): all 4 row minima wrong (0 instead of 1), max abs error 1.
 """
 

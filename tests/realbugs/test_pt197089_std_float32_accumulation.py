@@ -6,7 +6,8 @@ For values distributed as N(1e5, 1) CPU eager (which accumulates in double) give
 deviation to 5e-8, Inductor's float32 Welford to 3e-3. Compiled here with
 ``mode="max-autotune"``, which keeps the bug.
 
-Reproduces: torch 2.13.0 CPU (default and max-autotune), 2.14.1 (CPU). Fixed: not as of 2.14.1.
+Reproduces: torch 2.13.0 CPU (default and max-autotune), 2.14.1 (CPU), 2.15.0 (CPU). Fixed: not as of
+2.15.0.
 Measured (2.13.0, CPU): max abs error 5.1e-4 on values near 1, RMSE ratio against fp64 1.7e4.
 """
 

@@ -5,7 +5,8 @@ and aot_eager agree; forward is correct.
 Written as a user checking the gradients of a function: nothing requires grad in the fixture
 call (the gradients meant are those with respect to the floating input).
 
-Reproduces: torch 2.13.0 CPU, 2.14.1 (CPU). Fixed: not as of 2.14.1.
+Reproduces: torch 2.13.0 CPU, 2.14.1 (CPU), 2.15.0 (CPU). Fixed: not as of
+2.15.0.
 Measured (2.13.0, CPU): input gradient max abs error 0.25, RMSE ratio against fp64 7.2e6.
 """
 
