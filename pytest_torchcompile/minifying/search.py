@@ -62,7 +62,7 @@ from pytest_torchcompile.judging.stages import FailureKind, StageAttribution, gr
 from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME, bug_report
 from pytest_torchcompile.repros.repro import MINIFIED_NAME, config_lines, load_case, write_minified
 from pytest_torchcompile.run.files import atomic_write, locked
-from pytest_torchcompile.run.leaves import format_table, summarized_leaves
+from pytest_torchcompile.run.leaves import shown_table
 from pytest_torchcompile.run.results import MinifyProgress, MinifyResult, StopReason
 from pytest_torchcompile.torch_internals.compiling import cpp_kernels
 
@@ -462,7 +462,7 @@ def _outcome(verdict: GraphVerdict | None) -> str:
     if verdict is None:
         return ""
     if verdict.leaves:
-        return format_table(summarized_leaves(verdict.leaves)[0])
+        return shown_table(verdict.leaves)
     return verdict.error or ""
 
 
