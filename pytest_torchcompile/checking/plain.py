@@ -152,7 +152,8 @@ class GraphChecker:
     def _observe_torch_level(self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
         """Judge a torch-level graph's call on its outputs when its post-AOT graphs did not fail on
         their own; a training call (its outputs require grad) is kept, to be judged forward and
-        backward once the block ends, if a backward ran."""
+        backward once the block ends, if a backward ran (where its forward graph failed, for the
+        gradients that failure then shows too)."""
         if not graph.judgeable():
             return
         training = differentiating(inputs) and any(isinstance(value, torch.Tensor) and value.requires_grad
@@ -199,6 +200,8 @@ class GraphChecker:
         self._training_calls.clear()
 
     def _add_failing_gradients(self, failed: int, graph: DynamoGraph, inputs: list[Any], returned: int) -> None:
+        """The gradients (and written inputs) of a training call that its compiled forward and
+        backward get wrong, added to the table of the failure at ``failed``: its forward graph's."""
         judged = self._training_leaves(graph, inputs, returned)
         if judged is None:
             return
