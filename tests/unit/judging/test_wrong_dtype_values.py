@@ -114,6 +114,8 @@ def test_every_file_judges_the_values_behind_a_wrong_dtype(tmp_path: Path, monke
     shown = run_under(widened, repro)
     assert shown.returncode == 1, shown.stdout + shown.stderr
     assert "as int64 the values differ (2 of 4 elements differ)" in shown.stdout
+    compact = run_under(widened, minified)
+    assert compact.returncode == 1 and "metadata (compiled (4,) torch.int64) FAIL" in compact.stdout, compact.stdout
     for path in (repro, minified):  # a fix that restores the dtype and leaves the values wrong
         fixed_dtype = run_under(values_wrong, path)
         assert fixed_dtype.returncode == 1, path.name + fixed_dtype.stdout + fixed_dtype.stderr
