@@ -152,8 +152,15 @@ class GraphChecker:
     def _observe_torch_level(self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
         """Judge a torch-level graph's call on its outputs when its post-AOT graphs did not fail on
         their own; a training call (its outputs require grad) is kept, to be judged forward and
-        backward once the block ends, if a backward ran."""
-        if self._lowered_failed(graph) or not graph.judgeable():
+        backward once the block ends, if a backward ran (where its forward graph failed, for the
+        gradients that failure then shows too)."""
+        if not graph.judgeable():
+            return
+        training = differentiating(inputs) and any(isinstance(value, torch.Tensor) and value.requires_grad
+                                                   for value in outputs)
+        if self._lowered_failed(graph):
+            if training:  # its gradients are shown beside its failing forward graph
+                self._training_calls.append((graph, inputs, len(outputs)))
             return
         try:
             mutated = mutated_inputs(graph.gm, inputs)
@@ -172,8 +179,7 @@ class GraphChecker:
                 f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule",
                 leaves, note=TORCH_LEVEL_NOTE, dynamo=graph,
             ))
-        elif differentiating(inputs) and any(isinstance(value, torch.Tensor) and value.requires_grad
-                                             for value in outputs):
+        elif training:
             self._training_calls.append((graph, inputs, len(outputs)))
 
     def _judge_training_calls(self) -> None:
@@ -181,10 +187,32 @@ class GraphChecker:
         theirs ran), after the test's own calls: what runs is only code the test ran (no backward
         is compiled for a call that had none), and nothing runs inside the test's calls."""
         for graph, inputs, returned in self._training_calls:
-            backward_ran = any(lowered.kind == "backward" and lowered.calls for lowered in graph.lowered)
-            if backward_ran and not self._lowered_failed(graph):
+            if not any(lowered.kind == "backward" and lowered.calls for lowered in graph.lowered):
+                continue
+            failed = self._lowered_failures(graph)
+            if not failed:
                 self._judge_training_call(graph, inputs, returned)
+            elif [self.failures[index].graph.kind for index in failed] == ["forward"]:
+                # A wrong loss rarely comes alone: the gradients its backward computes from the
+                # forward's results are shown in its table, as the fixture's check shows them. A
+                # backward graph that fails on its own shows them in its own.
+                self._add_failing_gradients(failed[0], graph, inputs, returned)
         self._training_calls.clear()
+
+    def _add_failing_gradients(self, failed: int, graph: DynamoGraph, inputs: list[Any], returned: int) -> None:
+        """The gradients (and written inputs) of a training call that its compiled forward and
+        backward get wrong, added to the table of the failure at ``failed``: its forward graph's."""
+        judged = self._training_leaves(graph, inputs, returned)
+        if judged is None:
+            return
+        leaves = judged[0]
+        failing = [leaf for leaf in leaves if not leaf.passed]
+        if failing:
+            failure = self.failures[failed]
+            self.failures[failed] = dataclasses.replace(
+                failure, leaves=[*failure.leaves, *failing],
+                message=f"{failure.message}; {len(failing)} of {len(leaves)} results of its training call's "
+                        "backward deviate too")
 
     def _judge_training_call(self, graph: DynamoGraph, inputs: list[Any], returned: int) -> None:
         """Judge a training call end to end: the code it ran (Dynamo's compiled callable: the
@@ -196,6 +224,24 @@ class GraphChecker:
         is wrong only here: each post-AOT graph re-run eagerly on its own inputs agrees with its
         compiled code. Copies only: the test's tensors get no gradient, its generators keep
         their states."""
+        judged = self._training_leaves(graph, inputs, returned)
+        if judged is None:
+            return
+        leaves, mutated = judged
+        failing = [leaf for leaf in leaves if not leaf.passed]
+        if failing:
+            self.failures.append(GraphFailure(
+                graph.lowered[0], inputs, Status.FAIL_ACCURACY,
+                f"{len(failing)} of {len(leaves)} gradients{' and written inputs' if mutated else ''} of "
+                f"{graph.label} deviate beyond the fp64 rule (its compiled forward and backward against eager's)",
+                leaves, note=TRAINING_NOTE, dynamo=graph,
+            ))
+
+    def _training_leaves(self, graph: DynamoGraph, inputs: list[Any],
+                         returned: int) -> tuple[list[LeafResult], list[int]] | None:
+        """A training call's gradients and written inputs judged (:meth:`_judge_training_call`),
+        and the positions of the inputs it writes into; None where they could not be judged (the
+        reason in :attr:`unchecked`)."""
         assert graph.compiled is not None
         try:
             with generators_kept():
@@ -207,11 +253,11 @@ class GraphChecker:
             if not any(lowered.compile_error or lowered.runtime_error for lowered in graph.lowered):
                 self.unchecked.append(f"{graph.label}: gradients not judged: its forward and backward raised when "
                                       f"run again ({error_signature(error, max_chars=300)})")
-            return
+            return None
         if len(compiled) != len(eager):
             self.unchecked.append(f"{graph.label}: gradients not judged: its compiled call gives "
                                   f"{len(compiled)} outputs and gradients, eager {len(eager)}")
-            return
+            return None
         # Its outputs, judged as the call ran, are scaled here (_mean_loss): its gradients and the
         # inputs it writes into are what is judged.
         outputs = {f"out[{index}]" for index in range(returned)}
@@ -220,19 +266,17 @@ class GraphChecker:
                   compare_graph_outputs(compiled, eager, fp64, self.training_tol, self.check_non_float, "out", unwritten,
                                         mutated)
                   if leaf.path not in outputs]
-        failing = [leaf for leaf in leaves if not leaf.passed]
-        if failing:
-            self.failures.append(GraphFailure(
-                graph.lowered[0], inputs, Status.FAIL_ACCURACY,
-                f"{len(failing)} of {len(leaves)} gradients{' and written inputs' if mutated else ''} of "
-                f"{graph.label} deviate beyond the fp64 rule (its compiled forward and backward against eager's)",
-                leaves, note=TRAINING_NOTE, dynamo=graph,
-            ))
+        return leaves, mutated
 
     def _lowered_failed(self, graph: DynamoGraph) -> bool:
         """Whether a graph lowered from ``graph`` failed, or ``graph`` did (that failure says more)."""
+        return bool(self._lowered_failures(graph))
+
+    def _lowered_failures(self, graph: DynamoGraph) -> list[int]:
+        """The positions in :attr:`failures` of the failures of graphs lowered from ``graph`` (or
+        of ``graph``)."""
         lowered = set(map(id, graph.lowered))
-        return any(id(failure.graph) in lowered for failure in self.failures)
+        return [index for index, failure in enumerate(self.failures) if id(failure.graph) in lowered]
 
     def error_failures(self) -> list[GraphFailure]:
         """Graphs that failed to compile or whose compiled code raised."""

@@ -34,7 +34,7 @@ from pytest_torchcompile.judging.judge import (
     full_fp32_precision,
 )
 from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case
-from pytest_torchcompile.run.leaves import format_table
+from pytest_torchcompile.run.leaves import shown_table
 from pytest_torchcompile.run.report import TerminalLayout
 from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import AccuracySession, MinifyJob, junit_fields
@@ -291,7 +291,7 @@ def failure_message(result: CaseResult, outcome: CheckOutcome, layout: TerminalL
     lines = [f"compile accuracy: {result.status}: {result.message}"]
     if outcome.comparison is not None and outcome.comparison.leaves:
         lines.append(f"reference: {outcome.reference}")
-        lines.append(format_table(outcome.comparison.leaves, layout.width))
+        lines.append(shown_table(outcome.comparison.leaves, layout.width))
     if result.graph:
         lines.append(f"failing graph: {result.graph}")
     lines += _repro_lines(result)
@@ -306,7 +306,7 @@ def graph_failures_message(results: list[CaseResult], failures: list[GraphFailur
     for result, failure in zip(results, failures, strict=True):
         lines.append(f"{result.status}: {failure.message}")
         if failure.leaves:
-            lines.append(format_table(failure.leaves, layout.width))
+            lines.append(shown_table(failure.leaves, layout.width))
         lines += _repro_lines(result)
     return layout.fit("\n".join(lines))
 

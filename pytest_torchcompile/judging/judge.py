@@ -472,7 +472,12 @@ def compare_graph_outputs(
 ) -> list[LeafResult]:
     """Judge each tensor a compiled graph returned against the graph's own eager and fp64 results,
     but for the elements ``unwritten`` marks (:func:`unwritten_elements`); the last ones are the
-    inputs at the positions ``mutated``, as :func:`run_graph` returns them."""
+    inputs at the positions ``mutated``, as :func:`run_graph` returns them. Compiled code that
+    returns another number of results than eager (an op of several results whose graph node
+    lists fewer) fails on that, as a wrong shape does."""
+    if len(outputs) != len(eager):
+        return [LeafResult(name, (), "", False, "metadata",
+                           detail=f"compiled returned {len(outputs)} results, eager {len(eager)}")]
     masks = list(unwritten) if unwritten is not None else [None] * len(eager)
     returned = len(eager) - len(mutated)
     paths = [f"{name}[{index}]" for index in range(returned)] + [mutated_input_path(index) for index in mutated]

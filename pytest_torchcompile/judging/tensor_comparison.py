@@ -50,10 +50,10 @@ def compare_tensor(
     eager = eager.detach().to(judged_on)
     reference = reference.detach().to(judged_on) if reference is not None else None
     if tuple(compiled.shape) != shape or compiled.dtype != eager.dtype:
-        return LeafResult(
-            path, shape, dtype, False, "metadata",
-            detail=f"compiled gave {tuple(compiled.shape)} {compiled.dtype}, eager {shape} {eager.dtype}",
-        )
+        gave = f"compiled gave {tuple(compiled.shape)} {compiled.dtype}, eager {shape} {eager.dtype}"
+        if tuple(compiled.shape) != shape:
+            return LeafResult(path, shape, dtype, False, "metadata", detail=gave)
+        return _wrong_dtype(path, dtype, gave, compiled, eager, reference, tol)
     if compiled.is_complex():
         compiled, eager = torch.view_as_real(compiled), torch.view_as_real(eager)
         reference = torch.view_as_real(reference) if reference is not None else None
@@ -82,6 +82,26 @@ def compare_tensor(
         path, shape, dtype, passed, how,
         rmse_compiled=compiled_error, rmse_eager=eager_error, multiplier=multiplier,
         max_abs_error=worst, max_error_index=where,
+    )
+
+
+def _wrong_dtype(path: str, dtype: str, gave: str, compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor | None,
+                 tol: float) -> LeafResult:
+    """A result of the right shape in another dtype fails, and its values are judged too, so that
+    the table shows them (a wrong dtype often comes with wrong values: an int8 wrap-around lost in
+    int64). They are judged in the expected dtype where the compiled values fit it (a cast that
+    changes none), else in a dtype that holds both, where values out of the expected range
+    differ as they are."""
+    cast = compiled.to(eager.dtype)
+    fits = (compiled.is_floating_point() and eager.is_floating_point()) or torch.equal(cast.to(compiled.dtype), compiled)
+    common = eager.dtype if fits else torch.promote_types(compiled.dtype, eager.dtype)
+    values = compare_tensor(path, compiled.to(common), eager.to(common), reference, tol, check_non_float=True)
+    verdict = "match" if values.passed else f"differ ({values.detail or values.rule})"
+    return LeafResult(
+        path, values.shape, dtype, False, "metadata",
+        rmse_compiled=values.rmse_compiled, rmse_eager=values.rmse_eager, multiplier=values.multiplier,
+        max_abs_error=values.max_abs_error, max_error_index=values.max_error_index,
+        detail=f"{gave}; as {str(common).replace('torch.', '')} the values {verdict}",
     )
 
 

@@ -62,7 +62,7 @@ from pytest_torchcompile.judging.stages import FailureKind, StageAttribution, gr
 from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME, bug_report
 from pytest_torchcompile.repros.repro import MINIFIED_NAME, config_lines, load_case, write_minified
 from pytest_torchcompile.run.files import atomic_write, locked
-from pytest_torchcompile.run.leaves import format_table, summarized_leaves
+from pytest_torchcompile.run.leaves import shown_table
 from pytest_torchcompile.run.results import MinifyProgress, MinifyResult, StopReason
 from pytest_torchcompile.torch_internals.compiling import cpp_kernels
 
@@ -77,6 +77,15 @@ times over with the references) is skipped for delta debugging."""
 ATTRIBUTABLE = (ACCURACY, COMPILE_ERROR, RUNTIME_ERROR)
 """Failures whose stage is looked for: a case recorded as a crash of the judging process would
 crash it again at every stage."""
+
+SPREAD_MIN_OPS = 20
+"""A deviation that shows in at least this many ops, starting at none that fails alone or with
+its neighbours (:data:`SPREAD_RADIUS`), is taken for accumulated rounding: the search stops
+there instead of reducing a graph that fails only nearly whole."""
+
+SPREAD_RADIUS = 2
+"""How far around the first op where a deviation shows a failing window is looked for before
+the deviation is called spread (a fusion bug fails with its ops within a step or two)."""
 
 FRESH_PROCESS_GRACE_S = 120.0
 """Beyond its time budget, how long a minifying process may take to start and write its files."""
@@ -106,6 +115,10 @@ class Reduction:
 
 class _OutOfTime(Exception):
     pass
+
+
+class _Spread(Exception):
+    """The deviation is spread over the graph (:data:`SPREAD_MIN_OPS`); the message says how."""
 
 
 class _Search:
@@ -196,13 +209,15 @@ def minify_graph(
     except _OutOfTime:
         return search.reduction(search.smallest_failing, StopReason.TIME_BUDGET,
                                 f"time budget of {budget_s:.0f} s ran out")
+    except _Spread as spread:
+        return search.reduction(None, StopReason.SPREAD, str(spread))
     return replace(search.reduction(minimal, StopReason.MINIMAL, how), needs=_why_each_op_stays(search, minimal))
 
 
 def _failing_core(search: _Search) -> tuple[Selection | None, str]:
     """A small failing selection to reduce further, and how it was found; None when the whole
     graph does not fail as recorded."""
-    roots = _locate_divergence(search) if search.case.kind == ACCURACY else []
+    roots, deviating = _locate_divergence(search) if search.case.kind == ACCURACY else ([], 0)
     if not search.fails(search.everything):
         return None, "the whole graph does not fail as recorded"
     universe = search.everything
@@ -213,6 +228,9 @@ def _failing_core(search: _Search) -> tuple[Selection | None, str]:
     for root in roots[:ROOTS_TRIED_ALONE]:
         if search.fails(frozenset({root})):
             return frozenset({root}), f"{locating} ({root}); it fails alone"
+    if roots and deviating >= SPREAD_MIN_OPS and _grow_window(search, roots[0], universe, SPREAD_RADIUS) is None:
+        raise _Spread(f"spread over {deviating} ops, consistent with accumulated rounding (where it first shows, "
+                      f"{', '.join(roots[:ROOTS_TRIED_ALONE])}, fails neither alone nor with its neighbours)")
     window = _grow_window(search, roots[0], universe) if roots else None
     if window is not None:
         return window, (f"{locating} ({roots[0]}); it fails only together with its neighbours "
@@ -233,14 +251,15 @@ def _why_not_reproduced(verdict: GraphVerdict) -> tuple[StopReason, str]:
     return StopReason.NOT_REPRODUCED, f"it fails differently now ({verdict.failure}{error})"
 
 
-def _locate_divergence(search: _Search) -> list[str]:
+def _locate_divergence(search: _Search) -> tuple[list[str], int]:
     """Units where a floating deviation starts, earliest first, from one compile of the whole
     graph returning every floating intermediate, each judged against its own fp64 value by the
-    oracle rule. That run doubles as the reproduction check when an original output fails."""
+    oracle rule; and how many units deviate. That run doubles as the reproduction check when an
+    original output fails."""
     slicer = search.slicer
     probe, probe_inputs, observed = slicer.probe()
     if not observed or sum(slicer.values[node].nbytes for node in observed) > LOCATE_BYTES_LIMIT:
-        return []
+        return [], 0
     verdict = search.judge_graph(probe, probe_inputs)
     # A torch-level graph in a training call also returns its gradients: those follow the outputs,
     # and the inputs the graph writes into follow them.
@@ -251,7 +270,9 @@ def _locate_divergence(search: _Search) -> list[str]:
         search.record(search.everything, verdict)
     else:
         search.report()
-    return slicer.divergence_roots(diverged, failing_outputs) if verdict.failure == ACCURACY else []
+    if verdict.failure != ACCURACY:
+        return [], 0
+    return slicer.divergence_roots(diverged, failing_outputs), len({slicer.unit_of[node] for node in diverged})
 
 
 
@@ -268,18 +289,19 @@ def _bisect_prefixes(search: _Search) -> Selection:
     return frozenset(order[:failing])
 
 
-def _grow_window(search: _Search, centre: str, universe: Selection) -> Selection | None:
-    """The first failing neighbourhood of ``centre`` at radius 1, 2, 4, ...; None once it would
-    be all of ``universe``."""
+def _grow_window(search: _Search, centre: str, universe: Selection, max_radius: int | None = None) -> Selection | None:
+    """The first failing neighbourhood of ``centre`` at radius 1, 2, 4, ... (up to ``max_radius``);
+    None once it would be all of ``universe``, or past ``max_radius``."""
     radius = 1
     window = frozenset({centre})
-    while True:
+    while max_radius is None or radius <= max_radius:
         wider = search.slicer.neighbourhood(centre, radius, universe)
         if wider in (window, universe):
             return None
         if search.fails(wider):
             return wider
         window, radius = wider, radius * 2
+    return None
 
 
 def _ddmin(search: _Search, selection: Selection) -> Selection:
@@ -462,7 +484,7 @@ def _outcome(verdict: GraphVerdict | None) -> str:
     if verdict is None:
         return ""
     if verdict.leaves:
-        return format_table(summarized_leaves(verdict.leaves)[0])
+        return shown_table(verdict.leaves)
     return verdict.error or ""
 
 

@@ -208,7 +208,7 @@ def main():
         return print("FAILS DIFFERENTLY:", repr(error)) or 2
     for index, (got, expected, wide) in enumerate(zip(outputs, eager, reference)):
         passed, rule, figures = leaf_verdict(got, expected, wide, TOL, CHECK_NON_FLOAT) if (
-            got.shape, got.dtype) == (expected.shape, expected.dtype) else (False, "metadata", ())
+            got.shape, got.dtype) == (expected.shape, expected.dtype) else (False, f"metadata (compiled {tuple(got.shape)} {got.dtype})", ())
         failed |= not passed  # figures: rmse(compiled, fp64), rmse(eager, fp64), the ratio allowed
         print(f"out[{index}] {tuple(expected.shape)} {expected.dtype}: {rule}{'' if passed else ' FAIL'}", *(f"{f:.3e}" for f in figures))
     print("REPRODUCED" if failed else "PASS: the compiled graph matches the reference: the bug is fixed")

@@ -283,9 +283,6 @@ def build():
         raise ReproBroken(f"the graph cannot be built: {type(error).__name__}: {error}") from error
 
 
-FULL_TABLE_VARIABLE = "PYTEST_TORCHCOMPILE_FULL_TABLE"
-
-
 def run_check():
     """Compile and judge the graph; return (exit status, report)."""
     torch.manual_seed(0)
@@ -302,11 +299,7 @@ def run_check():
         lines.append(f"note: Inductor config keys this torch ({torch.__version__}) lacks were skipped: "
                      f"{', '.join(SKIPPED_CONFIG)}")
     if verdict.leaves:
-        full = os.environ.get(FULL_TABLE_VARIABLE, "") not in ("", "0")
-        shown, left_out = (verdict.leaves, 0) if full else summarized_leaves(verdict.leaves)
-        lines.append(format_table(shown))
-        if left_out:
-            lines.append(f"({left_out} more outputs pass; {FULL_TABLE_VARIABLE}=1 shows every row)")
+        lines.append(shown_table(verdict.leaves))
     if verdict.failure is None:
         lines.append("PASS: the compiled graph matches the reference: the bug is fixed")
         return FIXED_EXIT, "\\n".join(lines)

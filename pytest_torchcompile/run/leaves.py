@@ -6,7 +6,12 @@ module whole, and the processes that only report results read it too."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+
+FULL_TABLE_VARIABLE = "PYTEST_TORCHCOMPILE_FULL_TABLE"
+"""Set (not "0"), a failure's table shows every row: a repro file reads it, and so does the
+terminal's failure message."""
 
 
 @dataclass(frozen=True)
@@ -85,3 +90,14 @@ def summarized_leaves(leaves: list[LeafResult], passing_rows: int = 5) -> tuple[
 
     shown = set(sorted(passing, key=closeness, reverse=True)[:passing_rows])
     return [leaf for index, leaf in enumerate(leaves) if not leaf.passed or index in shown], len(passing) - passing_rows
+
+
+def shown_table(leaves: list[LeafResult], width: int | None = None) -> str:
+    """The table of a failure as a reader sees it, in the terminal and in a repro file's output:
+    the failing rows and the passing ones closest to failing (:func:`summarized_leaves`), with a
+    count of the rest; every row where :data:`FULL_TABLE_VARIABLE` is set."""
+    if os.environ.get(FULL_TABLE_VARIABLE, "") not in ("", "0"):
+        return format_table(leaves, width)
+    shown, left_out = summarized_leaves(leaves)
+    table = format_table(shown, width)
+    return table + (f"\n({left_out} more outputs pass; {FULL_TABLE_VARIABLE}=1 shows every row)" if left_out else "")

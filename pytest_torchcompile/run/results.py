@@ -27,6 +27,9 @@ class StopReason(enum.StrEnum):
     """The minifier could not judge candidates, or the process minifying died or failed."""
     INTERRUPTED = "interrupted"
     """The run stopped before this case was minified."""
+    SPREAD = "spread"
+    """The deviation shows in many ops and starts at none that fails alone or with its
+    neighbours: what accumulated rounding looks like, with no graph to reduce to."""
 
     @property
     def label(self) -> str:
@@ -40,6 +43,7 @@ _STOP_LABELS = {
     StopReason.REPRO_BROKEN: "the repro is broken",
     StopReason.CRASHED: "the minifier crashed",
     StopReason.INTERRUPTED: "the run stopped first",
+    StopReason.SPREAD: "no op where the deviation starts",
 }
 
 

@@ -56,13 +56,21 @@ class Comparison:
     @property
     def fails_only_in_non_float(self) -> bool:
         """Some output fails, and each failing one is non-floating (an integer or bool output,
-        judged by the rule "exact"): no floating output is wrong."""
-        return bool(self.failing) and all(leaf.rule == "exact" for leaf in self.failing)
+        judged by the rule "exact", or one eager gives so that compiled code gives in another
+        dtype, whose values its repro judges after a fix of the dtype): no floating output is
+        wrong."""
+        return bool(self.failing) and all(
+            leaf.rule == "exact" or (leaf.rule == "metadata" and _non_floating(leaf.dtype)) for leaf in self.failing)
 
     @property
     def worst_ratio(self) -> float | None:
         ratios = [leaf.ratio for leaf in self.leaves if leaf.ratio is not None]
         return max(ratios) if ratios else None
+
+
+def _non_floating(dtype: str) -> bool:
+    """Whether a leaf's dtype (``int8``, ``torch.bool``...) is an integer or bool one."""
+    return dtype.removeprefix("torch.").startswith(("int", "uint", "bool"))
 
 
 _POISONING_ERRORS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError")

@@ -48,7 +48,8 @@ def stage_of(query: StageQuery, gm: torch.fx.GraphModule, inputs: list[Any],
 
 def unattributed(query: StageQuery, error: str | None) -> StageAttribution:
     """The answer when attributing the stage itself failed (raised, crashed, hung)."""
-    return StageAttribution("unattributed", f"stage attribution failed: {error}", level=query.settings.level)
+    return StageAttribution("unattributed", f"stage unknown: its attribution stopped on {error}",
+                            level=query.settings.level)
 
 
 def kernel_source(gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> str | None:

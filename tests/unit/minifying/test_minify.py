@@ -38,6 +38,7 @@ from pytest_torchcompile.minifying.search import (
     minify_repro,
 )
 from pytest_torchcompile.repros.repro import load_case, repro_defect, write_repro
+from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.results import MinifyProgress, StopReason
 from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_diff
 
@@ -464,3 +465,52 @@ def test_a_repro_whose_graph_fails_eagerly_is_a_defect_unless_memory_ran_out(
 
     monkeypatch.setattr("pytest_torchcompile.repros.repro.load_case", out_of_memory)
     assert repro_defect(good) is None
+
+
+# --- a deviation spread over the graph -------------------------------------------------------------
+
+
+def sines(count: int) -> Callable[[torch.Tensor], tuple[torch.Tensor]]:
+    def chain(x: torch.Tensor) -> tuple[torch.Tensor]:
+        for _ in range(count):
+            x = torch.sin(x)
+        return (x,)
+
+    return chain
+
+
+def accumulating(deviates_from: int, fails_with_ops: int, culprit: Any = None) -> Callable[..., GraphVerdict]:
+    """A fake judge of a chain: the probe of every intermediate finds them deviating from the
+    ``deviates_from``-th on; a candidate fails only with ``fails_with_ops`` ops or more, as
+    rounding that accumulates does, or where it keeps ``culprit``."""
+
+    def judge(gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
+        outputs = gm(*inputs)
+        if len(outputs) > 1:  # the probe: every intermediate, in order
+            passed = [index < deviates_from for index in range(len(outputs))]
+        else:
+            passed = [len(ops_of(gm)) < fails_with_ops and culprit not in targets_of(gm)]
+        leaves = [LeafResult(f"graph_out[{index}]", (4,), "float32", ok, "fp64 rmse") for index, ok in enumerate(passed)]
+        return GraphVerdict(None if all(passed) else ACCURACY, leaves)
+
+    return judge
+
+
+def test_a_deviation_spread_over_many_ops_is_called_rounding_early() -> None:
+    case = aten_case(sines(60), [torch.randn(4)])
+    reduction = minify_graph(case, accumulating(deviates_from=30, fails_with_ops=50))
+    assert reduction.stop is StopReason.SPREAD and reduction.gm is None
+    assert reduction.how.startswith("spread over 30 ops, consistent with accumulated rounding")
+    assert reduction.compiles <= 4  # the locate run, the op where it first shows, two windows
+
+
+def test_an_op_that_fails_alone_among_many_deviating_ones_is_still_found() -> None:
+    def planted(x: torch.Tensor) -> tuple[torch.Tensor]:
+        for index in range(60):
+            x = torch.relu(x) if index == 30 else torch.sin(x)
+        return (x,)
+
+    case = aten_case(planted, [torch.randn(4)])
+    reduction = minify_graph(case, accumulating(deviates_from=30, fails_with_ops=50, culprit=aten.relu.default))
+    assert reduction.stop is StopReason.MINIMAL and reduction.gm is not None
+    assert targets_of(reduction.gm) == [aten.relu.default]
