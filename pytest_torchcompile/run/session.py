@@ -8,6 +8,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import threading
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -97,6 +99,18 @@ class AccuracySession:
     under xdist, sent by the workers."""
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     """Names this session in the case directories it claims (``repro.unique_case_dir``)."""
+    _sigterm_handler: Any = field(default=None, init=False, repr=False)
+    """SIGTERM's handler before :meth:`stop_on_sigterm` replaced it; None where it did not."""
+
+    def stop_on_sigterm(self) -> None:
+        """Have SIGTERM (what a CI job's timeout sends) stop the run as Ctrl-C does, as a
+        ``KeyboardInterrupt``: the summary, the reports, the queue and the judging children are
+        then ended as after Ctrl-C, where SIGTERM's default would end the process on the spot.
+        Only from the main thread (Python's rule), and only over the default handler: one set
+        by the user or another plugin is theirs. :meth:`close` puts it back."""
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self._sigterm_handler = signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
         from pytest_torchcompile.run.settings import marker_settings
@@ -119,7 +133,11 @@ class AccuracySession:
         return self.runner.running_test(nodeid, settings, watch)
 
     def close(self) -> None:
-        """End what this process started for its checks (from ``pytest_unconfigure``)."""
+        """End what this process started for its checks (from ``pytest_unconfigure``), and give
+        SIGTERM its handler back."""
+        if self._sigterm_handler is not None:
+            signal.signal(signal.SIGTERM, self._sigterm_handler)
+            self._sigterm_handler = None
         if self.runner is not None:
             self.runner.close()
 
