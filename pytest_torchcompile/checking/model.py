@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import math
 import time
 import traceback
@@ -195,6 +196,30 @@ def _differentiable(fn: Callable[..., Any], arguments: Arguments, options: Check
     return ((tuple(promoted(a) for a in arguments[0]), {k: promoted(v) for k, v in arguments[1].items()}),
             f"backward=True with nothing requiring grad: gradients taken with respect to the floating "
             f"inputs {', '.join(chosen)}")
+
+
+def unjudgeable_input(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    """Why the check cannot judge a call given these inputs, or None: a tensor not laid out in
+    strided memory (sparse, mkldnn) among the arguments or the model's weights, which the copies,
+    comparisons and fp64 widening of a check do not support (``torch.equal`` raises on a sparse
+    tensor)."""
+    named: list[tuple[str, Any]] = [(f"args[{index}]", arg) for index, arg in enumerate(args)]
+    named += [(f"kwargs[{key!r}]", value) for key, value in kwargs.items()]
+    if isinstance(fn, torch.nn.Module):
+        named += [*fn.named_parameters(), *fn.named_buffers()]
+    found: list[tuple[str, torch.layout]] = []
+    for name, value in named:
+        tree_map(functools.partial(_note_layout, found, name), value)
+    if not found:
+        return None
+    name, layout = found[0]
+    return f"not judged: {name} holds a tensor of layout {layout}, which the check cannot compare; the model ran eagerly"
+
+
+def _note_layout(found: list[tuple[str, torch.layout]], name: str, leaf: Any) -> Any:
+    if isinstance(leaf, torch.Tensor) and leaf.layout != torch.strided:
+        found.append((name, leaf.layout))
+    return leaf
 
 
 def _mutated_positions(original: Sequence[Any], after: Sequence[Any]) -> list[int]:

@@ -20,6 +20,7 @@ from pytest_torchcompile.checking.model import (
     CompiledCache,
     EagerRunError,
     check_model,
+    unjudgeable_input,
 )
 from pytest_torchcompile.checking.plain import GraphChecker, GraphFailure
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph
@@ -123,8 +124,9 @@ class CheckRunner:
         run keeps the example hypothesis reports last (the shrunk one) and minifies only that."""
         if supersede:
             self.session.drop_unreported_checks(nodeid)
-        if self.torch_unusable is not None:
-            self.session.results.append(CaseResult(nodeid, Status.NOT_JUDGED, self.torch_unusable))
+        unjudged = self.torch_unusable or unjudgeable_input(fn, args, kwargs)
+        if unjudged is not None:
+            self.session.results.append(CaseResult(nodeid, Status.NOT_JUDGED, unjudged))
             return fn(*args, **kwargs)
         try:
             outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache, self.probe_children)
