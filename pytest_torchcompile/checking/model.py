@@ -53,6 +53,10 @@ from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Comparison, Status, out_of_memory
 from pytest_torchcompile.torch_internals.compiling import no_compile_caches, reset, strict_dynamo
 from pytest_torchcompile.torch_internals.config import inductor_config
+from pytest_torchcompile.torch_internals.environment import (
+    ENVIRONMENT_NOT_JUDGED,
+    environment_failure,
+)
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
 from pytest_torchcompile.torch_internals.interception import not_intercepted
 from pytest_torchcompile.torch_internals.rng import (
@@ -213,7 +217,7 @@ def unjudgeable_input(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[
     if not found:
         return None
     name, layout = found[0]
-    return f"not judged: {name} holds a tensor of layout {layout}, which the check cannot compare; the model ran eagerly"
+    return f"{name} holds a tensor of layout {layout}, which the check cannot compare; the model ran eagerly"
 
 
 def _note_layout(found: list[tuple[str, torch.layout]], name: str, leaf: Any) -> Any:
@@ -428,7 +432,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         graphs = entry.capture.graphs if entry is not None else []
         if entry is not None and cache is not None and entry in cache.entries:
             cache.entries.remove(entry)
-        return _compiler_error_outcome(error, graphs, time.perf_counter() - started)
+        return _compiler_error_outcome(error, graphs, time.perf_counter() - started, eager_parts["out"])
     elapsed = time.perf_counter() - started
     if cache is not None and not training and not reused:
         cache.entries.append(entry)
@@ -521,7 +525,15 @@ def _fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:
                for t in tensors)
 
 
-def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], elapsed: float) -> CheckOutcome:
+def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], elapsed: float,
+                            eager_output: Any) -> CheckOutcome:
+    environment = environment_failure(error) or next(
+        (found for graph in graphs if (found := environment_failure(graph.compile_error or graph.runtime_error))), None)
+    if environment is not None:
+        # The compiler is not at fault: no repro, no minification; the test gets eager's result.
+        return CheckOutcome(Status.NOT_JUDGED, f"{ENVIRONMENT_NOT_JUDGED}: {error_signature(environment, max_chars=300)}; "
+                            "the model ran eagerly", graphs=graphs, compile_seconds=elapsed, compiled_output=eager_output,
+                            error=error)
     if out_of_memory(error) or any(out_of_memory(g.compile_error or g.runtime_error) for g in graphs):
         return CheckOutcome(Status.OUT_OF_MEMORY, f"compiling or running the compiled model ran out of memory: "
                             f"{error_signature(error, max_chars=300)}", graphs=graphs, compile_seconds=elapsed, error=error)

@@ -35,6 +35,7 @@ from pytest_torchcompile.judging.judge import (
     full_fp32_precision,
 )
 from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case
+from pytest_torchcompile.run.files import unusable_directory
 from pytest_torchcompile.run.leaves import format_table
 from pytest_torchcompile.run.report import TerminalLayout
 from pytest_torchcompile.run.results import CaseResult
@@ -48,6 +49,10 @@ from pytest_torchcompile.torch_internals.compiling import (
     reset_if_compiled,
 )
 from pytest_torchcompile.torch_internals.config import inductor_config
+from pytest_torchcompile.torch_internals.environment import (
+    INDUCTOR_CACHE_VARIABLE,
+    named_inductor_cache,
+)
 
 FAILURE_KINDS = {
     Status.FAIL_ACCURACY: ACCURACY,
@@ -77,6 +82,12 @@ class CheckRunner:
         run whose tests compile nothing does not pay its import (seconds), and one that compiles
         pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
         child started now pays Inductor's first compile while the tests are collected."""
+        cache = named_inductor_cache()
+        unusable = None if cache is None else unusable_directory(cache)
+        if unusable is not None:
+            # Every compile would fail on it, each reported as the compiler's failure otherwise.
+            raise pytest.UsageError(f"compile accuracy: cannot write in Inductor's cache directory {cache} "
+                                    f"({INDUCTOR_CACHE_VARIABLE}): {unusable}; give a writable one")
         runner = cls(session, layout)
         if not trace_log:
             runner.restore_trace_log = quiet_trace_log()

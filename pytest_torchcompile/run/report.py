@@ -343,8 +343,10 @@ def _table(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | No
         row_line = line(row, nodeid)
         lines.extend([row_line] if len(row_line) <= layout.width else layout.wrap(row_line, ""))
         for check in checks:
-            # A passing check's details (its message, ratio, compile time) only at -vv.
-            if layout.verbosity > 1 or is_failing(check.status) or check.unconfirmed:
+            # A passing check's details (its message, ratio, compile time) only at -vv; a fixture
+            # check not judged says why (a plain graph's reason is its unchecked line below).
+            if layout.verbosity > 1 or is_failing(check.status) or check.unconfirmed or (
+                    check.status is Status.NOT_JUDGED and check.graphs_judged is None):
                 lines.extend(_check_details(check, layout))
         for check in checks:
             for entry in check.unchecked:
