@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shlex
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -332,4 +333,5 @@ def _repro_lines(result: CaseResult) -> list[str]:
     if result.repro_defect is not None:
         return [f"repro: {result.repro_path}",
                 f"the repro is broken, a defect of pytest-torchcompile (please report it): {result.repro_defect}"]
-    return [f"repro: {result.repro_path}", f"rerun: python {relative(result.repro_path)}"]
+    # Quoted for the shell it is pasted into: a repro directory may hold spaces or a ``$``.
+    return [f"repro: {result.repro_path}", f"rerun: python {shlex.quote(relative(result.repro_path))}"]

@@ -27,6 +27,8 @@ class StopReason(enum.StrEnum):
     """The minifier could not judge candidates, or the process minifying died or failed."""
     INTERRUPTED = "interrupted"
     """The run stopped before this case was minified."""
+    UNWRITTEN = "unwritten"
+    """The case was minified, but its files could not be written (a read-only or full disk)."""
 
     @property
     def label(self) -> str:
@@ -40,6 +42,7 @@ _STOP_LABELS = {
     StopReason.REPRO_BROKEN: "the repro is broken",
     StopReason.CRASHED: "the minifier crashed",
     StopReason.INTERRUPTED: "the run stopped first",
+    StopReason.UNWRITTEN: "its files could not be written",
 }
 
 
