@@ -145,6 +145,12 @@ class CheckRunner:
         except EagerRunError as error:
             self.session.results.append(CaseResult(nodeid, Status.EAGER_FAIL, str(error)))
             raise error.__cause__ or error from None
+        except (pytest.fail.Exception, KeyboardInterrupt) as error:
+            # Stopped from outside the model (pytest-timeout's signal fails the test from wherever
+            # it runs, Ctrl-C): the test keeps a row that says so, and stops as it was told.
+            self.session.results.append(CaseResult(
+                nodeid, Status.NOT_JUDGED, f"the check was stopped before its verdict: {error_signature(error)}"))
+            raise
         result = CaseResult(
             nodeid=nodeid, status=outcome.status, message=outcome.message, reference=outcome.reference,
             worst_ratio=outcome.comparison.worst_ratio if outcome.comparison else None,
