@@ -15,8 +15,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import stat
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -103,11 +105,35 @@ def refusal(path: Path) -> str | None:
     return None
 
 
+_OWN_DESCRIPTOR = re.compile(r"/(?:dev|proc/self)/fd/(\d+)")
+
+
+def _own_descriptor(path: Path) -> int | None:
+    """The descriptor of this process that ``path`` names (``/dev/stdout``, ``/dev/fd/1``,
+    ``/proc/self/fd/1``), or None."""
+    name = os.path.abspath(path)
+    with contextlib.suppress(OSError):
+        if os.path.islink(name) and not _OWN_DESCRIPTOR.fullmatch(name):
+            name = os.readlink(name)  # /dev/stdout -> /proc/self/fd/1
+    match = _OWN_DESCRIPTOR.fullmatch(name)
+    return int(match.group(1)) if match else None
+
+
 def _write_through(path: Path, data: bytes) -> None:
-    """Write ``data`` into the device or pipe at ``path``, as a shell's redirection would."""
+    """Write ``data`` into the device, pipe or stream at ``path``, as a shell's ``>>`` would:
+    appended. A descriptor of this process is written through itself, at its own offset, after
+    what Python holds for it: a file it was redirected to keeps what was written before and
+    after."""
+    descriptor = _own_descriptor(path)
+    if descriptor is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with os.fdopen(descriptor, "wb", closefd=False) as stream:
+            stream.write(data)
+        return
     try:
         # Not blocking on a pipe no process reads: that is a refusal, not a hang.
-        handle = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as error:
         if error.errno == errno.ENXIO:
             raise RefusedPath("it is a pipe that no process reads") from None
@@ -130,7 +156,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, within: Path | None 
         if refused is not None:
             raise RefusedPath(refused)
         with contextlib.suppress(FileNotFoundError):
-            if not stat.S_ISREG(path.stat().st_mode):
+            # A name under /dev or /proc (/dev/stdout, /proc/self/fd/1) is a stream of this
+            # process even where it leads to a regular file: replacing that file would take
+            # the rest of the stream's output with it.
+            if not stat.S_ISREG(path.stat().st_mode) or Path(os.path.abspath(path)).parts[1:2] in (("dev",), ("proc",)):
                 _write_through(path, data)
                 return
         path = Path(os.path.realpath(path))

@@ -9,6 +9,8 @@ import json
 import os
 import socket
 import stat
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,6 +128,23 @@ def test_what_cannot_take_a_file_is_refused_and_left_as_it_is(tmp_path: Path, ki
     assert entries(tmp_path) == ["report.json"]
     if kind == "read-only file":
         assert path.read_text() == "the user's"
+
+
+WRITES_TO_STDOUT = """
+import sys
+from pytest_torchcompile.run.files import atomic_write
+print("before", flush=True)
+atomic_write("/dev/stdout", b"{}\\n")
+print("after", flush=True)
+"""
+
+
+def test_stdout_redirected_to_a_file_is_written_through_not_replaced(tmp_path: Path) -> None:
+    output = tmp_path / "output.txt"
+    with output.open("w") as stdout:
+        subprocess.run([sys.executable, "-c", WRITES_TO_STDOUT], stdout=stdout, check=True, timeout=120)
+    assert output.read_text() == "before\n{}\nafter\n"
+    assert entries(tmp_path) == ["output.txt"]
 
 
 def test_a_link_the_user_named_stays_a_link_and_its_target_is_written(tmp_path: Path) -> None:
