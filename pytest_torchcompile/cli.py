@@ -29,6 +29,7 @@ REPRO, MINIFIED = "repro.py", "minified.py"
 EXIT_STATUSES = {
     StopReason.MINIMAL: 0, StopReason.TIME_BUDGET: 0, StopReason.NOT_REPRODUCED: 1,
     StopReason.REPRO_BROKEN: 3, StopReason.CRASHED: 1, StopReason.INTERRUPTED: 1, StopReason.SPREAD: 1,
+    StopReason.UNWRITTEN: 1,
 }
 """``minify``'s exit status by why it stopped."""
 

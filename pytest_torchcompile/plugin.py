@@ -62,6 +62,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                                 shard=shard_of(config))
     config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config),
                                                runs_tests=not _is_xdist_controller(config))
+    if enabled:
+        config.stash[SESSION_KEY].stop_on_sigterm()
     from pytest_torchcompile.minifying.phase import configure as configure_minify_phase
 
     configure_minify_phase(config, config.stash[SESSION_KEY])

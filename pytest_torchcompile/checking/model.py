@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import math
 import time
 import traceback
@@ -52,6 +53,10 @@ from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Comparison, Status, out_of_memory
 from pytest_torchcompile.torch_internals.compiling import no_compile_caches, reset, strict_dynamo
 from pytest_torchcompile.torch_internals.config import inductor_config
+from pytest_torchcompile.torch_internals.environment import (
+    ENVIRONMENT_NOT_JUDGED,
+    environment_failure,
+)
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
 from pytest_torchcompile.torch_internals.interception import not_intercepted
 from pytest_torchcompile.torch_internals.rng import (
@@ -195,6 +200,30 @@ def _differentiable(fn: Callable[..., Any], arguments: Arguments, options: Check
     return ((tuple(promoted(a) for a in arguments[0]), {k: promoted(v) for k, v in arguments[1].items()}),
             f"backward=True with nothing requiring grad: gradients taken with respect to the floating "
             f"inputs {', '.join(chosen)}")
+
+
+def unjudgeable_input(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    """Why the check cannot judge a call given these inputs, or None: a tensor not laid out in
+    strided memory (sparse, mkldnn) among the arguments or the model's weights, which the copies,
+    comparisons and fp64 widening of a check do not support (``torch.equal`` raises on a sparse
+    tensor)."""
+    named: list[tuple[str, Any]] = [(f"args[{index}]", arg) for index, arg in enumerate(args)]
+    named += [(f"kwargs[{key!r}]", value) for key, value in kwargs.items()]
+    if isinstance(fn, torch.nn.Module):
+        named += [*fn.named_parameters(), *fn.named_buffers()]
+    found: list[tuple[str, torch.layout]] = []
+    for name, value in named:
+        tree_map(functools.partial(_note_layout, found, name), value)
+    if not found:
+        return None
+    name, layout = found[0]
+    return f"{name} holds a tensor of layout {layout}, which the check cannot compare; the model ran eagerly"
+
+
+def _note_layout(found: list[tuple[str, torch.layout]], name: str, leaf: Any) -> Any:
+    if isinstance(leaf, torch.Tensor) and leaf.layout != torch.strided:
+        found.append((name, leaf.layout))
+    return leaf
 
 
 def _mutated_positions(original: Sequence[Any], after: Sequence[Any]) -> list[int]:
@@ -403,7 +432,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         graphs = entry.capture.graphs if entry is not None else []
         if entry is not None and cache is not None and entry in cache.entries:
             cache.entries.remove(entry)
-        return _compiler_error_outcome(error, graphs, time.perf_counter() - started)
+        return _compiler_error_outcome(error, graphs, time.perf_counter() - started, eager_parts["out"])
     elapsed = time.perf_counter() - started
     if cache is not None and not training and not reused:
         cache.entries.append(entry)
@@ -496,7 +525,15 @@ def _fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:
                for t in tensors)
 
 
-def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], elapsed: float) -> CheckOutcome:
+def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], elapsed: float,
+                            eager_output: Any) -> CheckOutcome:
+    environment = environment_failure(error) or next(
+        (found for graph in graphs if (found := environment_failure(graph.compile_error or graph.runtime_error))), None)
+    if environment is not None:
+        # The compiler is not at fault: no repro, no minification; the test gets eager's result.
+        return CheckOutcome(Status.NOT_JUDGED, f"{ENVIRONMENT_NOT_JUDGED}: {error_signature(environment, max_chars=300)}; "
+                            "the model ran eagerly", graphs=graphs, compile_seconds=elapsed, compiled_output=eager_output,
+                            error=error)
     if out_of_memory(error) or any(out_of_memory(g.compile_error or g.runtime_error) for g in graphs):
         return CheckOutcome(Status.OUT_OF_MEMORY, f"compiling or running the compiled model ran out of memory: "
                             f"{error_signature(error, max_chars=300)}", graphs=graphs, compile_seconds=elapsed, error=error)

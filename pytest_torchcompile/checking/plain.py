@@ -49,6 +49,10 @@ from pytest_torchcompile.judging.judge import (
 )
 from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.verdict import Comparison, Status, out_of_memory
+from pytest_torchcompile.torch_internals.environment import (
+    ENVIRONMENT_NOT_JUDGED,
+    environment_failure,
+)
 from pytest_torchcompile.torch_internals.interception import intercept_inductor
 from pytest_torchcompile.torch_internals.rng import (
     EAGER_RNG_CONFIG,
@@ -282,7 +286,12 @@ class GraphChecker:
         """Graphs that failed to compile or whose compiled code raised."""
         failures = []
         for graph in self.capture.graphs:
-            if out_of_memory(graph.compile_error or graph.runtime_error):
+            environment = environment_failure(graph.compile_error or graph.runtime_error)
+            if environment is not None:
+                # No bug of the compiler's: no repro, no minification, no failure of the check.
+                self.unchecked.append(f"{graph.label}: not judged: {ENVIRONMENT_NOT_JUDGED}: "
+                                      f"{error_signature(environment, max_chars=300)}")
+            elif out_of_memory(graph.compile_error or graph.runtime_error):
                 failures.append(GraphFailure(graph, [], Status.OUT_OF_MEMORY,
                                              f"{graph.label} ran out of memory "
                                              f"{'compiling' if graph.compile_error else 'running'}"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shlex
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from pytest_torchcompile.checking.model import (
     CompiledCache,
     EagerRunError,
     check_model,
+    unjudgeable_input,
 )
 from pytest_torchcompile.checking.plain import GraphChecker, GraphFailure
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph
@@ -34,6 +36,7 @@ from pytest_torchcompile.judging.judge import (
     full_fp32_precision,
 )
 from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case
+from pytest_torchcompile.run.files import unusable_directory
 from pytest_torchcompile.run.leaves import shown_table
 from pytest_torchcompile.run.report import TerminalLayout
 from pytest_torchcompile.run.results import CaseResult
@@ -47,6 +50,10 @@ from pytest_torchcompile.torch_internals.compiling import (
     reset_if_compiled,
 )
 from pytest_torchcompile.torch_internals.config import inductor_config
+from pytest_torchcompile.torch_internals.environment import (
+    INDUCTOR_CACHE_VARIABLE,
+    named_inductor_cache,
+)
 
 FAILURE_KINDS = {
     Status.FAIL_ACCURACY: ACCURACY,
@@ -76,6 +83,12 @@ class CheckRunner:
         run whose tests compile nothing does not pay its import (seconds), and one that compiles
         pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
         child started now pays Inductor's first compile while the tests are collected."""
+        cache = named_inductor_cache()
+        unusable = None if cache is None else unusable_directory(cache)
+        if unusable is not None:
+            # Every compile would fail on it, each reported as the compiler's failure otherwise.
+            raise pytest.UsageError(f"compile accuracy: cannot write in Inductor's cache directory {cache} "
+                                    f"({INDUCTOR_CACHE_VARIABLE}): {unusable}; give a writable one")
         runner = cls(session, layout)
         if not trace_log:
             runner.restore_trace_log = quiet_trace_log()
@@ -123,14 +136,21 @@ class CheckRunner:
         run keeps the example hypothesis reports last (the shrunk one) and minifies only that."""
         if supersede:
             self.session.drop_unreported_checks(nodeid)
-        if self.torch_unusable is not None:
-            self.session.results.append(CaseResult(nodeid, Status.NOT_JUDGED, self.torch_unusable))
+        unjudged = self.torch_unusable or unjudgeable_input(fn, args, kwargs)
+        if unjudged is not None:
+            self.session.results.append(CaseResult(nodeid, Status.NOT_JUDGED, unjudged))
             return fn(*args, **kwargs)
         try:
             outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache, self.probe_children)
         except EagerRunError as error:
             self.session.results.append(CaseResult(nodeid, Status.EAGER_FAIL, str(error)))
             raise error.__cause__ or error from None
+        except (pytest.fail.Exception, KeyboardInterrupt) as error:
+            # Stopped from outside the model (pytest-timeout's signal fails the test from wherever
+            # it runs, Ctrl-C): the test keeps a row that says so, and stops as it was told.
+            self.session.results.append(CaseResult(
+                nodeid, Status.NOT_JUDGED, f"the check was stopped before its verdict: {error_signature(error)}"))
+            raise
         result = CaseResult(
             nodeid=nodeid, status=outcome.status, message=outcome.message, reference=outcome.reference,
             worst_ratio=outcome.comparison.worst_ratio if outcome.comparison else None,
@@ -319,4 +339,5 @@ def _repro_lines(result: CaseResult) -> list[str]:
     if result.repro_defect is not None:
         return [f"repro: {result.repro_path}",
                 f"the repro is broken, a defect of pytest-torchcompile (please report it): {result.repro_defect}"]
-    return [f"repro: {result.repro_path}", f"rerun: python {relative(result.repro_path)}"]
+    # Quoted for the shell it is pasted into: a repro directory may hold spaces or a ``$``.
+    return [f"repro: {result.repro_path}", f"rerun: python {shlex.quote(relative(result.repro_path))}"]

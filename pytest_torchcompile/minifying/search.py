@@ -420,14 +420,22 @@ def minify_repro(
     else:
         generated = _generated_code(kernel)
         comment = generated[0] if generated else ""
-    # Only into the case directory itself: a symbolic link there (at tensors/) is not followed.
-    minified = write_minified(_minified_case(case, reduction, note, comment, stage), path.with_name(MINIFIED_NAME),
-                              within=path.parent)
-    kernel_path = _write_kernel(generated, path.parent)
     ops = graph_ops(reduction.gm)
     report_path = path.with_name(BUG_REPORT_NAME)
-    with locked(path.parent):
-        atomic_write(report_path, bug_report(path.parent, _outcome(reduction.verdict), ops).encode(), within=path.parent)
+    try:
+        # Only into the case directory itself: a symbolic link there (at tensors/) is not followed.
+        minified = write_minified(_minified_case(case, reduction, note, comment, stage),
+                                  path.with_name(MINIFIED_NAME), within=path.parent)
+        kernel_path = _write_kernel(generated, path.parent)
+        with locked(path.parent):
+            atomic_write(report_path, bug_report(path.parent, _outcome(reduction.verdict), ops).encode(),
+                         within=path.parent)
+    except OSError as error:
+        # The directory turned read-only or full since the repro was written: the minifier did
+        # its work, the disk refused it.
+        return MinifyResult(reduction.ops_before, reduction.ops_after, seconds, compiles, StopReason.UNWRITTEN,
+                            note=f"{error.strerror or error} in {path.parent}; unminified repro kept: {path}",
+                            ops=ops, judge_deaths=list(judge.deaths))
     result = MinifyResult(
         reduction.ops_before, reduction.ops_after, seconds, compiles,
         reduction.stop, str(minified), str(kernel_path) if kernel_path else None, note,

@@ -13,7 +13,11 @@ separated by one tab character (shown as ``<TAB>`` here)::
 
 Each row is ``<test id><TAB><expected status>[<TAB><note>]``:
 
-- *test id*: the pytest node id, exactly as pytest prints it.
+- *test id*: the pytest node id, exactly as pytest prints it. An id that a row cannot hold as
+  it is (a tab or another control character, which pytest escapes unless its
+  ``disable_test_id_escaping_and_forfeit_all_rights_to_community_support`` ini option is set;
+  surrounding spaces; a leading ``#`` or ``"``) is written as a JSON string, ``"...\t..."``, and
+  read back as the id it stands for.
 - *expected status*: one of ``pass``, ``fail_accuracy``, ``fail_compile``, ``fail_runtime``,
   ``eager_fail``, ``eager_nondeterministic``, ``out_of_memory``, ``unconfirmed``,
   ``no_fp64_reference``, ``not_judged`` (see ``verdict.Status``), or
@@ -62,8 +66,10 @@ collected in this run but whose test id was not.
 from __future__ import annotations
 
 import enum
+import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +87,9 @@ Expectation: TypeAlias = Status | Literal["flaky"]
 
 _HEADER_PATTERN = re.compile(r"#\s*pytest-torchcompile baseline v(\d+)\s*$")
 _ROW_SHAPE = "<test id><TAB><expected status>[<TAB><note>]"
+# Characters a row cannot hold as they are: control characters and the line separators that
+# str.splitlines() breaks lines at.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 # Statuses under which a test counts as passing: without an fp64 reference the weaker check ran
 # and agreed, a finding its repro does not confirm fails no test, and a check with nothing to judge
@@ -189,12 +198,35 @@ def _parse_expectation(text: str) -> Expectation | None:
         return None
 
 
+def _stored_test_id(test_id: str) -> str:
+    """``test_id`` as a row holds it: as it is, or, where it would read back otherwise (a tab or
+    another control character, surrounding spaces, a leading ``#`` or ``"``), as a JSON string.
+    pytest escapes such characters in its ids unless told not to (its
+    ``disable_test_id_escaping_and_forfeit_all_rights_to_community_support`` ini option)."""
+    if test_id and test_id == test_id.strip() and test_id[0] not in '#"' and not _CONTROL.search(test_id):
+        return test_id
+    return json.dumps(test_id)
+
+
+def _read_test_id(field: str, where: str) -> str:
+    """The test id a row's first field holds (see :func:`_stored_test_id`)."""
+    if not field.startswith('"'):
+        return field
+    try:
+        test_id = json.loads(field)
+    except json.JSONDecodeError:
+        test_id = None
+    if not isinstance(test_id, str):
+        raise BaselineError(f"{where}: test id {field} starts with a quote but is no JSON string")
+    return test_id
+
+
 def _parse_row(raw: str, path: Path, line: int) -> BaselineEntry:
     where = f"{path}:{line}"
     fields = [field.strip() for field in raw.split("\t", 2)]
     if len(fields) < 2 or not fields[0] or not fields[1]:
         raise BaselineError(f"{where}: malformed row {raw.strip()!r}: expected {_ROW_SHAPE}")
-    test_id, status_text = fields[0], fields[1]
+    test_id, status_text = _read_test_id(fields[0], where), fields[1]
     expected = _parse_expectation(status_text)
     if expected is None:
         allowed = ", ".join([*(str(s) for s in Status), FLAKY])
@@ -207,7 +239,7 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     """Read a baseline file; raise :class:`BaselineError` naming the file and line on any problem."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")  # an editor's byte order mark is no row
+        text = _read_text(path)
     except FileNotFoundError:
         raise BaselineError(f"{path}: baseline file not found") from None
     except (OSError, UnicodeDecodeError) as error:
@@ -231,6 +263,26 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
             raise BaselineError(f"{where}: duplicate test id {entry.test_id} (first listed on line {first.line})")
         entries[entry.test_id] = entry
     return Baseline(path, entries)
+
+
+MAX_BYTES = 64 * 2**20
+"""The largest baseline read: about half a million rows; a larger file is no baseline."""
+
+
+def _read_text(path: Path) -> str:
+    """The text of a regular file of at most :data:`MAX_BYTES`; a device, a pipe or a directory
+    (which may never end: ``/dev/zero``) or a larger file raises :class:`BaselineError`."""
+    # Opened without blocking: a pipe would wait for a writer before it could be looked at.
+    handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    if not stat.S_ISREG(os.fstat(handle).st_mode):
+        os.close(handle)
+        raise BaselineError(f"{path}: not a regular file: a baseline is a text file")
+    with os.fdopen(handle, "rb") as stream:
+        # Read one byte past the limit: a file's size can change, or be untold, as it is read.
+        data = stream.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise BaselineError(f"{path}: larger than {MAX_BYTES // 2**20} MiB: not a baseline file")
+    return data.decode("utf-8-sig")  # an editor's byte order mark is no row
 
 
 def unknown_entries(baseline: Baseline, collected_ids: Iterable[str]) -> list[BaselineEntry]:
@@ -300,9 +352,6 @@ def write_baseline(
     path = _target(path)
     entries: dict[str, BaselineEntry] = dict(previous.entries) if previous else {}
     for test_id, status in statuses.items():
-        # Such ids would read back differently: as a comment, trimmed, or split across fields.
-        if not test_id or test_id.startswith("#") or test_id != test_id.strip() or any(c in test_id for c in "\t\r\n"):
-            raise BaselineError(f"{path}: test id {test_id!r} cannot be stored in a baseline row")
         old = entries.get(test_id)
         if old is not None and old.is_flaky:
             continue
@@ -319,7 +368,7 @@ def format_baseline(entries: Iterable[BaselineEntry]) -> str:
     """The file text for ``entries``: header, then one row per test, sorted by test id."""
     rows = [HEADER]
     for entry in sorted(entries, key=lambda entry: entry.test_id):
-        row = f"{entry.test_id}\t{entry.expected}"
+        row = f"{_stored_test_id(entry.test_id)}\t{entry.expected}"
         rows.append(f"{row}\t{entry.note}" if entry.note else row)
     return "\n".join(rows) + "\n"
 

@@ -3,14 +3,22 @@
 Every file the plugin writes goes through :func:`atomic_write`. Given the directory a file must
 stay in (``within``), it writes only through real directories below it: a symbolic link there
 is refused, never followed, and a link at the file itself is replaced, its target left alone.
+
+Without ``within`` the path is one the user named (a report, the baseline): a link there is
+followed and stays a link, a device or a pipe is written through (never replaced by a regular
+file), and what cannot take the file (a directory, a socket, a read-only file) is refused with
+:class:`RefusedPath` before anything is written; :func:`refusal` tells it ahead of the run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import shutil
 import stat
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -22,6 +30,11 @@ import filelock
 class UnsafePath(OSError):
     """A path the plugin does not write through: a symbolic link, or a file where a directory
     belongs, between the directory a file must stay in and the file."""
+
+
+class RefusedPath(OSError):
+    """A path the user named that cannot take the file: its message says why, in a few words
+    that leave the path to the caller (``it is a directory``)."""
 
 
 @contextlib.contextmanager
@@ -71,12 +84,85 @@ def make_directory(directory: Path, within: Path | None = None) -> None:
             raise UnsafePath(f"{current} is not a directory; remove it")
 
 
+def refusal(path: Path) -> str | None:
+    """Why :func:`atomic_write` without ``within`` refuses ``path`` (followed through links), or
+    None: a directory, a socket or a block device is no file to write; a read-only file is the
+    user's word that it is not to change (a rename would replace it whatever its mode)."""
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return error.strerror or str(error)
+    mode = found.st_mode
+    if stat.S_ISDIR(mode):
+        return "it is a directory"
+    if stat.S_ISSOCK(mode) or stat.S_ISBLK(mode):
+        return f"it is a {'socket' if stat.S_ISSOCK(mode) else 'block device'}, not a file"
+    if stat.S_ISREG(mode) and not mode & 0o222:
+        return (f"it is read-only (mode {stat.S_IMODE(mode):04o}), so it is left as it is; "
+                "make it writable to have it written")
+    return None
+
+
+_OWN_DESCRIPTOR = re.compile(r"/(?:dev|proc/self)/fd/(\d+)")
+
+
+def _own_descriptor(path: Path) -> int | None:
+    """The descriptor of this process that ``path`` names (``/dev/stdout``, ``/dev/fd/1``,
+    ``/proc/self/fd/1``), or None."""
+    name = os.path.abspath(path)
+    with contextlib.suppress(OSError):
+        if os.path.islink(name) and not _OWN_DESCRIPTOR.fullmatch(name):
+            name = os.readlink(name)  # /dev/stdout -> /proc/self/fd/1
+    match = _OWN_DESCRIPTOR.fullmatch(name)
+    return int(match.group(1)) if match else None
+
+
+def _write_through(path: Path, data: bytes) -> None:
+    """Write ``data`` into the device, pipe or stream at ``path``, as a shell's ``>>`` would:
+    appended. A descriptor of this process is written through itself, at its own offset, after
+    what Python holds for it: a file it was redirected to keeps what was written before and
+    after."""
+    descriptor = _own_descriptor(path)
+    if descriptor is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with os.fdopen(descriptor, "wb", closefd=False) as stream:
+            stream.write(data)
+        return
+    try:
+        # Not blocking on a pipe no process reads: that is a refusal, not a hang.
+        handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as error:
+        if error.errno == errno.ENXIO:
+            raise RefusedPath("it is a pipe that no process reads") from None
+        raise
+    os.set_blocking(handle, True)
+    with os.fdopen(handle, "wb") as stream:
+        stream.write(data)
+
+
 def atomic_write(path: str | os.PathLike[str], data: bytes, within: Path | None = None) -> None:
     """Replace ``path`` with ``data`` so that a crash or a concurrent reader never sees half a file.
 
-    A symbolic link at ``path`` is replaced by the file (its target is not written); with
-    ``within``, the directories from there down must be real ones (see :func:`make_directory`)."""
+    With ``within``, a symbolic link (or anything but a regular file) at ``path`` is replaced by
+    the file (a link's target is not written), and the directories from there down must be real
+    ones (see :func:`make_directory`). Without it, ``path`` is one the user named: see the module's
+    docstring."""
     path = Path(path)
+    if within is None:
+        refused = refusal(path)
+        if refused is not None:
+            raise RefusedPath(refused)
+        with contextlib.suppress(FileNotFoundError):
+            # A name under /dev or /proc (/dev/stdout, /proc/self/fd/1) is a stream of this
+            # process even where it leads to a regular file: replacing that file would take
+            # the rest of the stream's output with it.
+            if not stat.S_ISREG(path.stat().st_mode) or Path(os.path.abspath(path)).parts[1:2] in (("dev",), ("proc",)):
+                _write_through(path, data)
+                return
+        path = Path(os.path.realpath(path))
     make_directory(path.parent, within)
     # mkstemp creates the file 0600; keep the mode of the file being replaced (or a usual 0644)
     # so that repros, a committed baseline or a CI artifact stay readable.

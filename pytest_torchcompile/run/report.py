@@ -67,7 +67,7 @@ does not).
     intermediates, that could not be judged), ``minify`` (null or an
     object: ``ops_before``, ``ops_after``, ``seconds``, ``compiles``, ``stop`` (why minification
     stopped: ``minimal``, ``time_budget`` (not minimal), ``not_reproduced``, ``repro_broken``,
-    ``crashed``, ``interrupted``), ``path`` (null when nothing was written), ``kernel_path``, ``bug_report_path``,
+    ``crashed``, ``interrupted``, ``unwritten`` (minified, but its files could not be written)), ``path`` (null when nothing was written), ``kernel_path``, ``bug_report_path``,
     ``note`` (how it was minified, or why not), ``ops`` (array of the
     minimal graph's distinct ops), ``stage`` (where the failure appears: ``inductor.lowering``,
     ``inductor.codegen.cpp``, ``decompositions``, ... or null), ``stage_summary`` (that in
@@ -90,6 +90,7 @@ import importlib.metadata
 import json
 import math
 import os
+import re
 import shutil
 import textwrap
 import xml.etree.ElementTree as ET
@@ -236,6 +237,15 @@ class _PathWrapper(textwrap.TextWrapper):
         reversed_chunks[-1] = chunk[end:]
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\\x1b``, ``\\t``), as pytest shows them
+    in test ids: a test id or message holding an ANSI escape must not drive the terminal."""
+    return _CONTROL.sub(lambda match: repr(match.group())[1:-1], text)
+
+
 @dataclass(frozen=True)
 class TerminalLayout:
     """How the terminal section is laid out for the terminal at hand."""
@@ -268,16 +278,16 @@ class TerminalLayout:
 
     def wrap(self, text: str, indent: str, width: int | None = None) -> list[str]:
         """``text`` wrapped to ``width`` (default: the text's width) at spaces; a path or test id
-        longer than the terminal at a ``/`` or ``::``."""
+        longer than the terminal at a ``/`` or ``::``. Control characters are shown escaped."""
         return _PathWrapper(max(self.width, 40), width=width or self.line_width, initial_indent=indent,
-                            subsequent_indent=f"{indent}  ", break_on_hyphens=False).wrap(text)
+                            subsequent_indent=f"{indent}  ", break_on_hyphens=False).wrap(printable(text))
 
     def fit(self, text: str) -> str:
         """Lines of ``text`` wider than the terminal wrapped as :meth:`wrap` does, each under its
         own indent."""
         width = max(self.width, 40)
         lines = []
-        for line in text.splitlines():
+        for line in map(printable, text.splitlines()):
             if len(line) <= width:
                 lines.append(line)
             else:
@@ -340,11 +350,13 @@ def _table(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | No
             continue
         blank_ratio = blank_ratio or row[1] == "-"
         # Whole where the terminal has room (the test id can be pasted into pytest), else wrapped.
-        row_line = line(row, nodeid)
+        row_line = line(row, printable(nodeid))
         lines.extend([row_line] if len(row_line) <= layout.width else layout.wrap(row_line, ""))
         for check in checks:
-            # A passing check's details (its message, ratio, compile time) only at -vv.
-            if layout.verbosity > 1 or is_failing(check.status) or check.unconfirmed:
+            # A passing check's details (its message, ratio, compile time) only at -vv; a fixture
+            # check not judged says why (a plain graph's reason is its unchecked line below).
+            if layout.verbosity > 1 or is_failing(check.status) or check.unconfirmed or (
+                    check.status is Status.NOT_JUDGED and check.graphs_judged is None):
                 lines.extend(_check_details(check, layout))
         for check in checks:
             for entry in check.unchecked:

@@ -30,6 +30,8 @@ class StopReason(enum.StrEnum):
     SPREAD = "spread"
     """The deviation shows in many ops and starts at none that fails alone or with its
     neighbours: what accumulated rounding looks like, with no graph to reduce to."""
+    UNWRITTEN = "unwritten"
+    """The case was minified, but its files could not be written (a read-only or full disk)."""
 
     @property
     def label(self) -> str:
@@ -44,6 +46,7 @@ _STOP_LABELS = {
     StopReason.CRASHED: "the minifier crashed",
     StopReason.INTERRUPTED: "the run stopped first",
     StopReason.SPREAD: "no op where the deviation starts",
+    StopReason.UNWRITTEN: "its files could not be written",
 }
 
 

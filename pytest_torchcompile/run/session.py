@@ -8,6 +8,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import threading
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 from pytest_torchcompile.run.baseline import BaselineError, Decision, Gate, is_failing
+from pytest_torchcompile.run.files import refusal
 from pytest_torchcompile.run.results import CaseResult, MinifyResult
 from pytest_torchcompile.run.settings import CheckSettings, GatingSettings
 from pytest_torchcompile.run.shard import Shard
@@ -96,6 +99,18 @@ class AccuracySession:
     under xdist, sent by the workers."""
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     """Names this session in the case directories it claims (``repro.unique_case_dir``)."""
+    _sigterm_handler: Any = field(default=None, init=False, repr=False)
+    """SIGTERM's handler before :meth:`stop_on_sigterm` replaced it; None where it did not."""
+
+    def stop_on_sigterm(self) -> None:
+        """Have SIGTERM (what a CI job's timeout sends) stop the run as Ctrl-C does, as a
+        ``KeyboardInterrupt``: the summary, the reports, the queue and the judging children are
+        then ended as after Ctrl-C, where SIGTERM's default would end the process on the spot.
+        Only from the main thread (Python's rule), and only over the default handler: one set
+        by the user or another plugin is theirs. :meth:`close` puts it back."""
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self._sigterm_handler = signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
         from pytest_torchcompile.run.settings import marker_settings
@@ -118,7 +133,11 @@ class AccuracySession:
         return self.runner.running_test(nodeid, settings, watch)
 
     def close(self) -> None:
-        """End what this process started for its checks (from ``pytest_unconfigure``)."""
+        """End what this process started for its checks (from ``pytest_unconfigure``), and give
+        SIGTERM its handler back."""
+        if self._sigterm_handler is not None:
+            signal.signal(signal.SIGTERM, self._sigterm_handler)
+            self._sigterm_handler = None
         if self.runner is not None:
             self.runner.close()
 
@@ -183,8 +202,16 @@ class AccuracySession:
     # run take one path; everything is decided and written once, on the controller.
 
     def configure_gating(self, gating: GatingSettings, runs_tests: bool) -> None:
-        """Load the baseline; a file that cannot be used stops the run before any test runs."""
+        """Load the baseline; a file that cannot be used, or a report or baseline path that
+        cannot be written, stops the run before any test runs."""
         self.gating = gating
+        written = [("JSON report", gating.report)]
+        if gating.update_baseline:
+            written.append(("baseline", gating.baseline))
+        for what, path in written:
+            refused = None if path is None else refusal(path)
+            if refused is not None:
+                raise pytest.UsageError(f"compile accuracy: cannot write the {what} {path}: {refused}")
         if gating.report is not None and runs_tests:
             # Before any test runs: the Inductor config the run was given, not what tests left set.
             # An xdist controller, where no test runs, takes a worker's (note_environment).
@@ -334,32 +361,47 @@ def conclude_run(record: RunRecord, gate: Gate | None, outputs: RunOutputs,
     said: list[str] = []  # lines below the table, wrapped to the terminal at the end
     # A recording run writes what it finds to the baseline: nothing in it fails the run.
     failures = gate.run_failures(decisions or {}, unknown) if gate is not None and not recording else []
-    unwritten: str | None = None
     recorded = 0
     if gate is not None:
         said.extend(gate.unknown_lines(unknown))
         if not results:
             said.append(f"baseline {gate.path}: no test ran a compile-accuracy check"
                         + ("" if enabled else " (--compile-accuracy is off)"))
-    try:
-        if outputs.report is not None:
-            write_json_report(outputs.report, results, decisions, environment(), record.to_json())
-            said.append(f"JSON report written to {outputs.report}")
-        if outputs.github_summary and (results or gate is not None):
-            append_github_summary(outputs.github_summary, results, decisions)
-        if outputs.junit is not None:
-            write_junit(outputs.junit, results, decisions, record.failed_reports)
-            said.append(f"JUnit file written to {outputs.junit}")
-        if gate is not None and gate.update:
-            said.append(gate.update_file(results, unknown))
+    unwritten: list[str] = []
+
+    def written(what: str, path: str | os.PathLike[str], write: Callable[[], object]) -> bool:
+        """Whether ``write`` wrote ``what``; where not, the run fails for it: one line each,
+        and one file that cannot be written keeps none of the others from being written."""
+        try:
+            write()
+        except BaselineError as error:  # it names the file, and the line at fault
+            unwritten.append(f"cannot write {what}: {error}")
+            return False
+        except OSError as error:
+            # Its strerror leaves out the temporary file it was written through.
+            unwritten.append(f"cannot write {what} {path}: {error.strerror or error}")
+            return False
+        return True
+
+    report, summary, junit = outputs.report, outputs.github_summary, outputs.junit
+    if report is not None and written("the JSON report", report, lambda: write_json_report(
+            report, results, decisions, environment(), record.to_json())):
+        said.append(f"JSON report written to {report}")
+    if summary and (results or gate is not None):
+        written("the GitHub step summary", summary, lambda: append_github_summary(summary, results, decisions))
+    if junit is not None and written("the JUnit file", junit, lambda: write_junit(
+            junit, results, decisions, record.failed_reports)):
+        said.append(f"JUnit file written to {junit}")
+    if gate is not None and gate.update:
+        updated: list[str] = []
+        if written("the baseline", gate.path, lambda: updated.append(gate.update_file(results, unknown))):
+            said.extend(updated)
             recorded, line = recorded_failures(record.failed_reports, decisions or {})
             said.extend([line] if line else [])
-    except (BaselineError, OSError) as error:
-        unwritten = f"cannot write a report: {error}"
-        failures.append(unwritten)
+    failures.extend(unwritten)
     lines.extend(wrapped for line in said for wrapped in layout.wrap(layout.shown(line), ""))
     # A run whose reports could not be written fails for that, whatever the baseline says.
-    heading = "the run fails against the baseline" if gate is not None and unwritten is None else "the run fails"
+    heading = "the run fails against the baseline" if gate is not None and not unwritten else "the run fails"
     shown = [wrapped for reason in failures for wrapped in layout.wrap(layout.shown(reason), "  ")]
     return RunEnd(lines, failures, recorded, heading, shown)
 

@@ -175,7 +175,7 @@ def pytest_configure(config):
 
 def minify(repro_path, *, timeout_s=300.0, progress=None, isolate=True, device=None):
     with IsolatedJudge() as judge:
-        Path(os.environ["CHILD_PID_FILE"]).write_text(str(judge._child.process.pid))
+        Path(os.environ["CHILD_PID_FILE"]).write_text(f"{judge._child.process.pid} {judge._workdir}")
         time.sleep(600)
 """
 
@@ -199,13 +199,21 @@ def as_from_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def interrupt(run: subprocess.Popen[str]) -> None:
+def interrupt(run: subprocess.Popen[str], how: str = "Ctrl-C") -> None:
     """Ctrl-C as a terminal gives it: SIGINT to the run's whole process group, its judging
-    children and Inductor's compile workers with it."""
-    os.killpg(run.pid, signal.SIGINT)
+    children and Inductor's compile workers with it; or SIGTERM, as a CI job's timeout or
+    ``kill`` gives it, to pytest's process alone (what it started must be ended by it)."""
+    if how == "Ctrl-C":
+        os.killpg(run.pid, signal.SIGINT)
+    else:
+        os.kill(run.pid, signal.SIGTERM)
 
 
-def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pytest.Pytester) -> None:
+STOPS = ["Ctrl-C", "SIGTERM"]
+
+
+@pytest.mark.parametrize("how", STOPS)
+def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pytest.Pytester, how: str) -> None:
     from pytest_torchcompile.run.processes import pid_alive
 
     pytester.makepyfile(test_model=TWO_FAILING)
@@ -223,9 +231,10 @@ def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pyte
                 break
             assert run.poll() is None, run.communicate()[0]
             time.sleep(0.5)
-        child = int(child_pid_file.read_text())
-        assert pid_alive(child)
-        interrupt(run)
+        pid, workdir = child_pid_file.read_text().split(" ", 1)
+        child = int(pid)
+        assert pid_alive(child) and Path(workdir).is_dir()
+        interrupt(run, how)
         output, _ = run.communicate(timeout=120)
     finally:
         run.kill()
@@ -235,7 +244,8 @@ def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pyte
     for seed in (0, 1):
         assert (f"not minified test_model.py::test_mlp[{seed}]: the run stopped first: minify: interrupted; "
                 "unminified repro kept: ") in output, output
-    assert not pid_alive(child)
+    assert not pid_alive(child) and not Path(workdir).exists()
+    assert not (pytester.path / ".compile-accuracy" / ".queue").exists()
     data = json.loads(report.read_text())
     assert [check["minify"]["stop"] for test in data["tests"] for check in test["checks"]] == ["interrupted"] * 2
     repros = sorted((pytester.path / ".compile-accuracy").glob("*/repro.py"))
@@ -263,10 +273,13 @@ def test_slow(compile_accuracy):
 """
 
 
-def test_ctrl_c_during_a_check_exits_as_pytest_does(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("how", STOPS)
+def test_ctrl_c_during_a_check_exits_as_pytest_does(pytester: pytest.Pytester, how: str) -> None:
     pytester.makepyfile(test_model=SLEEPS_IN_ITS_CHECK)
     checking = pytester.path / "checking"
-    run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-accuracy"],
+    report = pytester.path / "report.json"
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-accuracy",
+                            f"--compile-accuracy-report={report}"],
                            cwd=pytester.path, env={**os.environ, "CHECKING_FILE": str(checking)},
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                            preexec_fn=as_from_a_terminal)
@@ -276,12 +289,14 @@ def test_ctrl_c_during_a_check_exits_as_pytest_does(pytester: pytest.Pytester) -
                 break
             assert run.poll() is None, run.communicate()[0]
             time.sleep(0.5)
-        interrupt(run)
+        interrupt(run, how)
         output, _ = run.communicate(timeout=120)
     finally:
         run.kill()
     assert run.returncode == pytest.ExitCode.INTERRUPTED, output
     assert "INTERNALERROR" not in output and "Traceback" not in output, output
+    assert json.loads(report.read_text())["run"]["exitstatus"] == pytest.ExitCode.INTERRUPTED
+    assert not (pytester.path / ".compile-accuracy" / ".queue").exists()
 
 
 def test_a_linked_queue_directory_is_a_usage_error_and_nothing_outside_is_touched(pytester: pytest.Pytester) -> None:

@@ -281,10 +281,12 @@ def test_an_input_holding_a_nan_is_not_called_mutated() -> None:
 
 def test_a_report_that_cannot_be_written_fails_the_run_but_not_against_a_baseline(tmp_path: Path) -> None:
     session = AccuracySession(True, tmp_path / "repros", CheckSettings(), lambda: {})
-    session.configure_gating(GatingSettings(None, False, False, tmp_path), runs_tests=False)  # a directory
+    report = tmp_path / "report.json"
+    session.configure_gating(GatingSettings(None, False, False, report), runs_tests=False)
+    report.mkdir()  # after the run started: a path that is a directory then is refused up front
     session.results.append(_results("tests/test_a.py::test_a")[0])
     end = session.end_run(set())
-    assert [reason.split(":")[0] for reason in end.failures] == ["cannot write a report"]
+    assert end.failures == [f"cannot write the JSON report {report}: it is a directory"]
     assert end.heading == "the run fails"
 
 

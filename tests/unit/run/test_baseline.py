@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -144,12 +145,29 @@ def test_write_without_previous_creates_directories_and_sorts(tmp_path: Path) ->
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
-@pytest.mark.parametrize("test_id", ["t.py::a\tb", "t.py::a\nb", "", " t.py::a", "#t.py::a"])
-def test_write_rejects_ids_a_row_cannot_hold(tmp_path: Path, test_id: str) -> None:
+@pytest.mark.parametrize("test_id", ["t.py::a\tb", "t.py::a\nb", "", " t.py::a", "#t.py::a", '"t.py::a"',
+                                     "t.py::a[\x1b[31m]", "t.py::a[\u2028]", "t.py::a[\x85]"])
+def test_ids_a_row_cannot_hold_as_they_are_are_stored_as_json_and_read_back(tmp_path: Path, test_id: str) -> None:
     path = tmp_path / "baseline.txt"
-    with pytest.raises(BaselineError, match="cannot be stored"):
-        write_baseline(path, {test_id: Status.PASS}, None)
-    assert not path.exists()
+    others = {f"t.py::other{i}": Status.PASS for i in range(3)}
+    write_baseline(path, {test_id: Status.FAIL_ACCURACY, **others}, None)
+    rows = path.read_text(encoding="utf-8").splitlines()
+    assert f'{json.dumps(test_id)}\tfail_accuracy' in rows
+    loaded = load_baseline(path)
+    assert {entry.test_id: entry.expected for entry in loaded.entries.values()} == {
+        test_id: Status.FAIL_ACCURACY, **others}
+
+
+def test_an_id_pytest_escaped_is_stored_as_pytest_shows_it(tmp_path: Path) -> None:
+    path = tmp_path / "baseline.txt"
+    write_baseline(path, {"t.py::a[\\u00e9]": Status.PASS}, None)
+    assert path.read_text(encoding="utf-8") == f"{HEADER}\nt.py::a[\\u00e9]\tpass\n"
+
+
+def test_a_quoted_id_that_is_no_json_string_is_one_line(tmp_path: Path) -> None:
+    path = write(tmp_path, '"t.py::a\tpass\n')
+    with pytest.raises(BaselineError, match=r"baseline.txt:1: test id \"t.py::a starts with a quote"):
+        load_baseline(path)
 
 
 def test_write_keeps_file_mode_and_leaves_no_temporary_files(tmp_path: Path) -> None:
