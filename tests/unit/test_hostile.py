@@ -281,7 +281,7 @@ def test_an_input_holding_a_nan_is_not_called_mutated() -> None:
 
 def test_a_report_that_cannot_be_written_fails_the_run_but_not_against_a_baseline(tmp_path: Path) -> None:
     session = AccuracySession(True, tmp_path / "repros", CheckSettings(), lambda: {})
-    session.configure_gating(GatingSettings(None, False, False, tmp_path), runs_tests=False)  # a directory
+    session.configure_gating(GatingSettings(None, False, False, tmp_path))  # a directory
     session.results.append(_results("tests/test_a.py::test_a")[0])
     end = session.end_run(set())
     assert [reason.split(":")[0] for reason in end.failures] == ["cannot write a report"]
