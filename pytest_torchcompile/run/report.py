@@ -344,7 +344,8 @@ def _table(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | No
         lines.extend([row_line] if len(row_line) <= layout.width else layout.wrap(row_line, ""))
         for check in checks:
             # A passing check's details (its message, ratio, compile time) only at -vv.
-            if layout.verbosity > 1 or is_failing(check.status) or check.unconfirmed:
+            if layout.verbosity > 1 or is_failing(check.status) or check.unconfirmed \
+                    or check.status is Status.HANDLED_ERROR:
                 lines.extend(_check_details(check, layout))
         for check in checks:
             for entry in check.unchecked:

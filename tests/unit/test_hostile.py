@@ -353,7 +353,7 @@ def test_a_plain_graph_out_of_memory_is_not_fail_compile() -> None:
     checker = GraphChecker(1e-4, True, False)
     checker.capture.graphs.append(SimpleNamespace(  # type: ignore[arg-type]
         label="graph 0", compile_error=exhausted, runtime_error=None, runtime_inputs=None))
-    (failure,) = checker.error_failures()
+    (failure,) = checker.error_failures(handled=False)
     assert failure.status is Status.OUT_OF_MEMORY and failure.message == "graph 0 ran out of memory compiling"
 
 
