@@ -4,17 +4,22 @@ Installs each suite's released package from PyPI with its dependencies, the plug
 this checkout) and a torch pin into a virtual environment (one per torch pin: the CPU pin of
 ``constraints.txt`` unless a suite names its own), runs a subset of the suite's own tests that
 exercises ``torch.compile`` plainly and with the plugin (serially, then under ``-n N``), and prints
-per suite: tests, outcomes both ways, checks judged, false alarms, plugin crashes and wall time
-both ways.
+per suite: tests, outcomes both ways, checks judged, outcome differences, plugin crashes and wall
+time both ways.
 
 Tests come from the suite's PyPI sdist where it ships them. Where it does not, they come from a
 copy of the project's repository at the release tag, named with ``--source NAME=DIR`` (the help
 lists which suites need one, and which repository and tag).
 
-A false alarm is a test that passes plainly but fails under ``--compile-accuracy``; a plugin crash
-is a test of the checked run that fails through pytest-torchcompile's own code (its traceback runs
-through the plugin, or it names a defect of the plugin), or an INTERNALERROR. The exit status is 1
-when either appears, 2 when a suite cannot be downloaded, installed or collected, else 0.
+The differential view: per test, its outcome plainly against its outcome under
+``--compile-accuracy``. A checked run must decide every test as the plain one does; the one
+difference allowed is a test failed by a compiler failure the plugin confirmed (a check of the
+test in the JSON report is ``fail_accuracy``, ``fail_compile`` or ``fail_runtime``). Any other
+(a plain failure that passes checked, a skip that runs, a pass that fails for another reason) is
+an outcome difference, printed with both outcomes. A plugin crash is a test of the checked run
+that fails through pytest-torchcompile's own code (its traceback runs through the plugin, or it
+names a defect of the plugin), or an INTERNALERROR. The exit status is 1 when either appears, 2
+when a suite cannot be downloaded, installed or collected, else 0.
 
     python benchmarks/real_suites.py [--cache DIR] [--suites e3nn,einops,roma] [--workers 2]
         [--source kornia=DIR ...]
@@ -436,13 +441,32 @@ def graphs_judged(report: dict | None) -> str:
     return "?" if judged is None else str(judged)
 
 
-def false_alarms(plain: Outcome, checked: Outcome) -> list[tuple[str, str]]:
-    return [
-        (test_id, checked.results[test_id][1])
-        for test_id, (outcome, _) in sorted(plain.results.items())
-        if outcome == "passed"
-        and checked.results.get(test_id, ("missing", ""))[0] in ("failed", "error", "missing")
-    ]
+COMPILER_FAILURES = frozenset({"fail_accuracy", "fail_compile", "fail_runtime"})
+
+
+def junit_id(nodeid: str) -> str:
+    """A pytest node id as :func:`junit_results` names the test (JUnit's classname and name)."""
+    path, *classes, name = nodeid.split("::")
+    return "::".join((".".join([path.removesuffix(".py").replace("/", "."), *classes]), name))
+
+
+def compiler_failures(report: dict | None) -> set[str]:
+    """The tests (by JUnit id) with a check that found a compiler failure, from the JSON report."""
+    return {junit_id(test["nodeid"]) for test in (report or {}).get("tests", [])
+            if any(check.get("status") in COMPILER_FAILURES for check in test.get("checks", []))}
+
+
+def outcome_differences(plain: Outcome, checked: Outcome) -> list[tuple[str, str, str, str]]:
+    """(test id, plain outcome, checked outcome, the checked failure's first line) of every test
+    the two runs decide differently, but for one failed by a confirmed compiler failure."""
+    confirmed = compiler_failures(checked.report)
+    differences = []
+    for test_id in sorted(plain.results.keys() | checked.results.keys()):
+        before = plain.results.get(test_id, ("missing", ""))[0]
+        after, message = checked.results.get(test_id, ("missing", ""))
+        if before != after and not (after == "failed" and test_id in confirmed):
+            differences.append((test_id, before, after, message))
+    return differences
 
 
 def outcome_cell(outcome: Outcome) -> str:
@@ -520,7 +544,7 @@ def main() -> int:
         text=True,
     ).stdout.split()
 
-    rows, alarms, crashes, failed_setup = [], [], [], []
+    rows, differences, crashes, failed_setup = [], [], [], []
     for suite in suites:
         source = sources[suite.name]
         try:
@@ -548,8 +572,8 @@ def main() -> int:
             continue
         for plain, checked, mode in runs:
             graphs = graph_checks(checked.report)
-            found = false_alarms(plain, checked)
-            alarms += [(suite.name, mode, test_id, reason) for test_id, reason in found]
+            found = outcome_differences(plain, checked)
+            differences += [(suite.name, mode, *difference) for difference in found]
             crashes += [(suite.name, mode, test_id, what) for test_id, what in sorted(checked.crashes.items())]
             rows.append(
                 (
@@ -585,7 +609,7 @@ def main() -> int:
         "checks",
         "graphs judged",
         "check statuses",
-        "false alarms",
+        "outcome differences",
         "plugin crashes",
         "plain s",
         "checked s",
@@ -596,16 +620,15 @@ def main() -> int:
     print("|" + "---|" * len(header))
     for row in rows:
         print("| " + " | ".join(row) + " |")
-    for name, mode, test_id, reason in alarms:
-        print(
-            f"FALSE ALARM ({name}, {mode}): {test_id} passes plainly, fails under --compile-accuracy: {reason}"
-        )
+    for name, mode, test_id, before, after, reason in differences:
+        print(f"OUTCOME DIFFERENCE ({name}, {mode}): {test_id}: {before} plainly, {after} under "
+              f"--compile-accuracy{f': {reason}' if reason else ''}")
     for name, mode, test_id, what in crashes:
         print(f"PLUGIN CRASH ({name}, {mode}): {test_id}: {what}")
     if failed_setup:
         print(f"SETUP FAILED: {', '.join(failed_setup)} (see above)", file=sys.stderr)
         return 2
-    return 1 if alarms or crashes else 0
+    return 1 if differences or crashes else 0
 
 
 if __name__ == "__main__":

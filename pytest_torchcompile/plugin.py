@@ -60,8 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
         root = Path(config.rootpath) / root
     config.stash[SESSION_KEY] = AccuracySession(enabled, root, settings.session_settings(config), _environment,
                                                 shard=shard_of(config))
-    config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config),
-                                               runs_tests=not _is_xdist_controller(config))
+    config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config))
     if enabled:
         config.stash[SESSION_KEY].stop_on_sigterm()
     from pytest_torchcompile.minifying.phase import configure as configure_minify_phase

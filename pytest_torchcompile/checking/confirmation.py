@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 
+from pytest_torchcompile.checking.aside import aside
 from pytest_torchcompile.checking.masked import device_of
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import (
@@ -21,9 +22,8 @@ from pytest_torchcompile.judging.isolation.protocol import (
     TIMED_OUT,
     JudgeSettings,
 )
-from pytest_torchcompile.judging.judge import generators_kept, same_failure
+from pytest_torchcompile.judging.judge import same_failure
 from pytest_torchcompile.repros.repro import load_case
-from pytest_torchcompile.torch_internals.interception import not_intercepted
 
 
 class Confirmer:
@@ -86,7 +86,7 @@ def _what_differed(case: ReproCase, settings: JudgeSettings, there: IsolatedJudg
     there. A disagreement is a fault of the judging or of this process, to be named."""
     try:
         # Not a compile of the test's: no check watching this test may judge it.
-        with generators_kept(), not_intercepted(), InProcessJudge(case.config_source) as here:
+        with aside(), InProcessJudge(case.config_source) as here:
             verdict = here(case.gm, case.inputs, settings)
             if not same_failure(verdict, case.kind, case.expected_error, case.error_pattern):
                 return ("judged again in this process, the repro's graph passes too: the failure was in the "

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.checking.aside import aside
 from pytest_torchcompile.checking.masked import (
     ConcurrentProbes,
     MaskedDivergence,
@@ -33,7 +34,6 @@ from pytest_torchcompile.judging.judge import (
     compare_graph_outputs,
     error_signature,
     full_fp32_precision,
-    generators_kept,
     judge_graph,
     mutated_inputs,
     reference_outputs,
@@ -58,7 +58,6 @@ from pytest_torchcompile.torch_internals.environment import (
     environment_failure,
 )
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
-from pytest_torchcompile.torch_internals.interception import not_intercepted
 from pytest_torchcompile.torch_internals.rng import (
     EAGER_RNG_CONFIG,
     RandomDrawMismatch,
@@ -349,7 +348,7 @@ def check_model(
     arguments, gradient_note = _differentiable(fn, (tuple(args), dict(kwargs or {})), options)
     if options.intermediates and options.backend == "inductor" and probe_children is not None:
         probe_children.start(device_of([*args, *(kwargs or {}).values()]))
-    with full_fp32_precision(), generators_kept(), not_intercepted():
+    with full_fp32_precision(), aside():
         outcome = _check(fn, arguments, options, cache, probe_children)
     outcome.fallback_random = any(graph.has_random_ops for graph in outcome.graphs)
     notes = (gradient_note, FALLBACK_RANDOM_NOTE if outcome.fallback_random else "")

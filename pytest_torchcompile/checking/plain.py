@@ -21,23 +21,29 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.checking.aside import aside
 from pytest_torchcompile.checking.masked import (
     ConcurrentProbes,
     ProbeChildren,
     find_masked_divergence,
 )
-from pytest_torchcompile.checking.model import FALLBACK_RANDOM_NOTE, TORCH_LEVEL_NOTE
+from pytest_torchcompile.checking.model import TORCH_LEVEL_NOTE
 from pytest_torchcompile.judging.capture import (
     CapturedGraph,
     DynamoGraph,
     GraphCapture,
     input_signature,
 )
+from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import (
+    at_full_fp32,
+    clone_values,
     compare_graph_outputs,
+    devices_of,
     differentiating,
     error_signature,
     fp64_outputs,
+    full_fp32_precision,
     generators_kept,
     mutated_inputs,
     reference_outputs,
@@ -49,6 +55,7 @@ from pytest_torchcompile.judging.judge import (
 )
 from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.verdict import Comparison, Status, out_of_memory
+from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.environment import (
     ENVIRONMENT_NOT_JUDGED,
     environment_failure,
@@ -88,7 +95,7 @@ class GraphChecker:
         self.check_non_float = check_non_float
         self.intermediates = intermediates
         self.probes = ConcurrentProbes(probe_children)
-        self.capture = GraphCapture(observer=self._observe, dynamo_observer=self._observe_torch_level,
+        self.capture = GraphCapture(observer=_aside(self._observe), dynamo_observer=_aside(self._observe_torch_level),
                                     lowering_observer=self.probes.prepare if intermediates else None)
         self.failures: list[GraphFailure] = []
         self.unchecked: list[str] = []
@@ -104,6 +111,20 @@ class GraphChecker:
         """Calls of torch-level graphs whose outputs required grad: (graph, inputs, outputs returned)."""
 
     def _observe(self, graph: CapturedGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
+        """Judge a call of one of the test's post-AOT graphs; one that draws random numbers drew
+        Inductor's own as the test compiled it, unlike eager's, and is judged through a side
+        compile of its torch-level graph instead (:meth:`_judge_random_graph`)."""
+        compiled = graph.compiled
+        if not graph.has_random_ops:
+            if compiled is not None and not at_full_fp32(bool(devices_of(inputs))):
+                outputs, given = _again_at_full_fp32(lambda args: compiled(list(args)), inputs)
+            with full_fp32_precision():
+                self._judge_call(graph, inputs, outputs, given)
+        elif graph.dynamo is None:
+            self.unchecked.append(f"{graph.label}: not judged: it draws random numbers, and the torch-level "
+                                  "graph to judge it through, compiled aside, is unknown")
+
+    def _judge_call(self, graph: CapturedGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
         key = (graph.index, input_signature(inputs))
         if key in self._judged:
             return
@@ -126,7 +147,7 @@ class GraphChecker:
         self.judged[graph.index] = max(ratios, default=None)
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
-            note = FALLBACK_RANDOM_NOTE if graph.has_random_ops else ""
+            note = SIDE_RANDOM_NOTE if graph.has_random_ops else ""
             self.failures.append(GraphFailure(
                 graph, inputs, Status.FAIL_ACCURACY,
                 f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule"
@@ -158,14 +179,23 @@ class GraphChecker:
         their own; a training call (its outputs require grad) is kept, to be judged forward and
         backward once the block ends, if a backward ran (where its forward graph failed, for the
         gradients that failure then shows too)."""
+        if any(lowered.has_random_ops for lowered in graph.lowered):
+            with full_fp32_precision():
+                self._judge_random_graph(graph, inputs)
+            return
         if not graph.judgeable():
             return
-        training = differentiating(inputs) and any(isinstance(value, torch.Tensor) and value.requires_grad
-                                                   for value in outputs)
         if self._lowered_failed(graph):
-            if training:  # its gradients are shown beside its failing forward graph
+            if _training_call(inputs, outputs):  # its gradients are shown beside its failing forward graph
                 self._training_calls.append((graph, inputs, len(outputs)))
             return
+        compiled = graph.compiled
+        if compiled is not None and not at_full_fp32(bool(devices_of(inputs))):
+            outputs, given = _again_at_full_fp32(lambda args: compiled(*args), inputs)
+        with full_fp32_precision():
+            self._judge_torch_level_call(graph, inputs, outputs, given)
+
+    def _judge_torch_level_call(self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
         try:
             mutated = mutated_inputs(graph.gm, inputs)
             eager, fp64 = reference_outputs(graph.gm, inputs, mutated=mutated)
@@ -183,8 +213,31 @@ class GraphChecker:
                 f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule",
                 leaves, note=TORCH_LEVEL_NOTE, dynamo=graph,
             ))
-        elif training:
+        elif _training_call(inputs, outputs):
             self._training_calls.append((graph, inputs, len(outputs)))
+
+    def _judge_random_graph(self, graph: DynamoGraph, inputs: list[Any]) -> None:
+        """Judge the post-AOT graphs of a torch-level graph that draws random numbers: compiled
+        aside (the test's own compile stays as the test made it) with Inductor's
+        ``fallback_random``, run from the generators' states before the test's call, so that its
+        compiled and eager runs draw alike (:func:`_references_drawing_like`); each of its graphs is
+        judged under the index of the test's graph it stands for."""
+        if graph.rng_before_call is None:
+            return
+        standing_for = iter(graph.lowered)
+
+        def stand_for(side_graph: CapturedGraph) -> None:
+            side_graph.index = next(standing_for, side_graph).index
+
+        side = GraphCapture(observer=self._judge_call, lowering_observer=stand_for)
+        try:
+            with inductor_config({**config_patches(graph.config_source), **EAGER_RNG_CONFIG}):
+                compiled = torch.compile(graph.gm, backend=side.backend(), fullgraph=True, dynamic=False)
+                set_rng_states(graph.rng_before_call)
+                compiled(*clone_values(inputs, keep_grad=True))
+        except Exception as error:
+            self.unchecked.append(f"{graph.label}: not judged: it draws random numbers, and its compile aside "
+                                  f"with fallback_random raised ({error_signature(error, max_chars=300)})")
 
     def _judge_training_calls(self) -> None:
         """Judge end to end the training calls a backward followed (a backward graph lowered from
@@ -282,16 +335,26 @@ class GraphChecker:
         lowered = set(map(id, graph.lowered))
         return [index for index, failure in enumerate(self.failures) if id(failure.graph) in lowered]
 
-    def error_failures(self) -> list[GraphFailure]:
-        """Graphs that failed to compile or whose compiled code raised."""
+    def error_failures(self, handled: bool) -> list[GraphFailure]:
+        """Graphs that failed to compile or whose compiled code raised; where the test ``handled``
+        what they raised into it (its call returned), each is the test's (a ``pytest.raises``
+        around a compile it expects to fail), reported as such. A compile error Dynamo suppressed
+        (running the frame eagerly) reached no code of the test, and stays a failure."""
         failures = []
         for graph in self.capture.graphs:
-            environment = environment_failure(graph.compile_error or graph.runtime_error)
+            error = graph.compile_error or graph.runtime_error
+            environment = environment_failure(error)
             if environment is not None:
                 # No bug of the compiler's: no repro, no minification, no failure of the check.
                 self.unchecked.append(f"{graph.label}: not judged: {ENVIRONMENT_NOT_JUDGED}: "
                                       f"{error_signature(environment, max_chars=300)}")
-            elif out_of_memory(graph.compile_error or graph.runtime_error):
+            elif error is not None and handled and not graph.compile_error_suppressed:
+                doing = "compiling" if graph.compile_error is not None else "running"
+                failures.append(GraphFailure(graph, [], Status.HANDLED_ERROR,
+                                             f"{graph.label} raised {doing} "
+                                             f"({error_signature(error, max_chars=300)}), "
+                                             "and the test handled the error"))
+            elif out_of_memory(error):
                 failures.append(GraphFailure(graph, [], Status.OUT_OF_MEMORY,
                                              f"{graph.label} ran out of memory "
                                              f"{'compiling' if graph.compile_error else 'running'}"))
@@ -305,11 +368,20 @@ class GraphChecker:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
-        with intercept_inductor(self.capture.hook, self.capture.dynamo_hook, EAGER_RNG_CONFIG):
+        with intercept_inductor(self.capture.hook, self.capture.dynamo_hook):
             try:
                 yield
             finally:
-                self._judge_training_calls()
+                if self._training_calls:
+                    with aside(), full_fp32_precision():
+                        self._judge_training_calls()
+
+
+def _training_call(inputs: list[Any], outputs: Any) -> bool:
+    """Whether a torch-level graph's call is one a backward can follow: it differentiates its
+    inputs and an output requires grad."""
+    return differentiating(inputs) and any(isinstance(value, torch.Tensor) and value.requires_grad
+                                           for value in outputs)
 
 
 def _eager_references(graph: CapturedGraph,
@@ -352,6 +424,28 @@ def _references_drawing_like(graph: CapturedGraph, inputs: list[Any],
     finally:
         set_rng_states(after)
     return eager, fp64
+
+
+SIDE_RANDOM_NOTE = ("the graph draws random numbers: judged as compiled aside with Inductor's fallback_random=True "
+                    "(the test's own compile keeps its config), so that compiled and eager runs draw the same "
+                    "numbers; the fp64 run replays eager's draws")
+
+
+def _aside(observe: Callable[..., None]) -> Callable[..., None]:
+    """``observe`` run as the plugin's work (:func:`aside`)."""
+    def observed(*args: Any) -> None:
+        with aside():
+            observe(*args)
+    return observed
+
+
+def _again_at_full_fp32(call: Callable[[list[Any]], Any], inputs: list[Any]) -> tuple[Any, list[Any]]:
+    """A call of the test's compiled code made again, at full fp32 precision (where the test made
+    it at another, which stays the test's), on copies of its inputs: its outputs, and the copies
+    as it left them."""
+    args = clone_values(inputs, keep_grad=True)
+    with full_fp32_precision():
+        return call(list(args)), args
 
 
 TRAINING_NOTE = ("its post-AOT graphs pass on their own inputs: the deviation shows only when its compiled "

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 
+from pytest_torchcompile.checking.aside import aside
 from pytest_torchcompile.checking.confirmation import Confirmer
 from pytest_torchcompile.checking.masked import ProbeChildren, current_device
 from pytest_torchcompile.checking.model import (
@@ -33,7 +34,6 @@ from pytest_torchcompile.judging.judge import (
     POST_AOT,
     RUNTIME_ERROR,
     error_signature,
-    full_fp32_precision,
 )
 from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case
 from pytest_torchcompile.run.files import unusable_directory
@@ -140,6 +140,11 @@ class CheckRunner:
         if unjudged is not None:
             self.session.results.append(CaseResult(nodeid, Status.NOT_JUDGED, unjudged))
             return fn(*args, **kwargs)
+        with aside():
+            return self._check(nodeid, fn, args, kwargs, settings, record_property)
+
+    def _check(self, nodeid: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
+               settings: CheckSettings, record_property: Callable[[str, object], None] | None) -> Any:
         try:
             outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache, self.probe_children)
         except EagerRunError as error:
@@ -236,16 +241,20 @@ class CheckRunner:
     @contextlib.contextmanager
     def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> Iterator[None]:
         """Around one test's call: its plain ``torch.compile`` graphs are checked when ``watch``;
-        its compiled models are dropped at the end."""
+        its compiled models are dropped at the end. The test runs as it would without the plugin
+        (its precision, its generators, its config): what the checks need they set up for
+        themselves."""
         try:
-            with full_fp32_precision():
-                if watch:
-                    with self.watch_graphs(nodeid, settings):
-                        yield
-                else:
+            if watch:
+                with self.watch_graphs(nodeid, settings):
                     yield
+            else:
+                yield
         finally:
-            self.compiled_cache.clear()
+            # Only where the test checked a model: a test that compiled nothing imports no compiler.
+            if self.compiled_cache.entries:
+                with aside():
+                    self.compiled_cache.clear()
 
     @contextlib.contextmanager
     def watch_graphs(self, nodeid: str, settings: CheckSettings) -> Iterator[None]:
@@ -255,32 +264,43 @@ class CheckRunner:
                                self.probe_children, training_tol=settings.tolerance_for(training=True))
         # Code compiled by an earlier test would be reused without reaching the capture hook.
         reset_if_compiled()
+        handled = False
         with inductor_config(settings.inductor_config):
             try:
                 # Ended first: the training calls a backward followed are judged as it ends.
                 with checker.watching():
                     yield
+                # The test's call returned: whatever a compiled graph raised into it, it handled.
+                handled = True
             finally:
-                failures = checker.failures + checker.error_failures()
-                failed = []
-                for failure in failures:
-                    result = CaseResult(nodeid, failure.status, failure.message,
-                                        worst_ratio=Comparison(failure.leaves).worst_ratio,
-                                        leaves=failure.leaves, fallback_random=failure.fallback_random,
-                                        graphs_judged=1)
-                    if failure.status.is_compiler_failure:
-                        self._record_failing_graph(result, failure.graph, failure.inputs, settings,
-                                                   [failure.note] if failure.note else [], failure.gm,
-                                                   failure.dynamo)
-                    failed.append(result)
+                failures = checker.failures + checker.error_failures(handled)
+                failed = self._graph_failures(nodeid, failures, settings) if failures else []
                 self.session.results.extend(failed)
                 rest = other_graphs_result(nodeid, checker, failures)
                 if rest is not None:
                     self.session.results.append(rest)
-        confirmed = [index for index, result in enumerate(failed) if result.status is not Status.UNCONFIRMED]
+        confirmed = [index for index, result in enumerate(failed)
+                     if result.status not in (Status.UNCONFIRMED, Status.HANDLED_ERROR)]
         if confirmed:
             pytest.fail(graph_failures_message([failed[index] for index in confirmed],
                                                [failures[index] for index in confirmed], self.layout), pytrace=False)
+
+    def _graph_failures(self, nodeid: str, failures: list[GraphFailure], settings: CheckSettings) -> list[CaseResult]:
+        """A result per failing graph of a test, its repro written and confirmed where it is the
+        compiler's."""
+        results = []
+        with aside():
+            for failure in failures:
+                result = CaseResult(nodeid, failure.status, failure.message,
+                                    worst_ratio=Comparison(failure.leaves).worst_ratio,
+                                    leaves=failure.leaves, fallback_random=failure.fallback_random,
+                                    graphs_judged=1)
+                if failure.status.is_compiler_failure:
+                    self._record_failing_graph(result, failure.graph, failure.inputs, settings,
+                                               [failure.note] if failure.note else [], failure.gm,
+                                               failure.dynamo)
+                results.append(result)
+        return results
 
 
 def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[GraphFailure]) -> CaseResult | None:

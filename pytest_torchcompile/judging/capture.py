@@ -23,6 +23,7 @@ from pytest_torchcompile.judging.judge import (
     rng_states,
     synchronize,
 )
+from pytest_torchcompile.torch_internals.compiling import compile_errors_suppressed
 from pytest_torchcompile.torch_internals.config import inductor_config_source
 from pytest_torchcompile.torch_internals.interception import (
     capturing_backend,
@@ -77,6 +78,8 @@ class CapturedGraph:
     location: str
     compiled: Callable[..., Any] | None = None
     compile_error: BaseException | None = None
+    compile_error_suppressed: bool = False
+    """Dynamo ran the frame eagerly where the compile failed: the error reached no code of the test."""
     runtime_error: BaseException | None = None
     calls: list[list[Any]] = field(default_factory=list)
     input_specs: list[Any] = field(default_factory=list)
@@ -140,6 +143,9 @@ class DynamoGraph:
     compiled: Callable[..., Any] | None = None
     """What the compile made of it (AOT autograd's function over Inductor's kernels): the code the
     test's calls run, forward and backward."""
+    rng_before_call: list[torch.Tensor] | None = None
+    """Where a graph lowered from it draws random numbers: the generators' states before its
+    latest new-shape call, so that a compile of it aside can draw what eager draws there."""
 
     @functools.cached_property
     def gm(self) -> torch.fx.GraphModule:
@@ -375,6 +381,7 @@ class GraphCapture:
             compiled = compile_fn()
         except BaseException as error:
             record.compile_error = error
+            record.compile_error_suppressed = compile_errors_suppressed()
             raise
         record.compiled = compiled
         # Dynamo guards on devices: every call of this compiled graph finds its inputs there.
@@ -433,6 +440,8 @@ class GraphCapture:
 
         def run(*args: Any) -> Any:
             fresh, inputs = capture._note_call(record.calls, args, keep_grad=True)
+            if fresh and any(lowered.has_random_ops for lowered in record.lowered):
+                record.rng_before_call = rng_states()
             outputs = compiled(*args)
             if fresh and capture._dynamo_observer is not None:
                 capture._dynamo_observer(record, inputs, outputs, list(args))

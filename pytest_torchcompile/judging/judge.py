@@ -122,6 +122,38 @@ def full_fp32_precision() -> Iterator[None]:
 LEGACY_TF32_WARNING = "Please use the new API settings to control TF32 behavior"
 
 
+def at_full_fp32(cuda: bool) -> bool:
+    """Whether code runs now at the precision :func:`full_fp32_precision` sets: the flags it sets
+    read alike (cuDNN's and CUDA matmuls' only for ``cuda``). A test's compiled call made
+    otherwise is run again under it to be judged: its references are taken there."""
+    outside = _precision_flags(cuda)
+    with full_fp32_precision():
+        inside = _precision_flags(cuda)
+    # A per-operation precision of "none" follows the global one, which is read beside it.
+    return all(flag == full or "none" in (flag, full) for flag, full in zip(outside, inside, strict=True))
+
+
+def _precision_flags(cuda: bool) -> list[Any]:
+    """The flags that decide the precision of fp32 matmuls (and, for ``cuda``, convolutions);
+    None for one this torch lacks or refuses to read (set both ways, in disagreement)."""
+    reads: list[Callable[[], Any]] = [
+        torch.get_float32_matmul_precision,
+        lambda: torch.backends.mkldnn.matmul.fp32_precision,  # type: ignore[attr-defined]
+    ]
+    if cuda:
+        reads += [lambda: torch.backends.cudnn.allow_tf32, lambda: torch.backends.cuda.matmul.allow_tf32,
+                  lambda: torch.backends.cudnn.conv.fp32_precision,  # type: ignore[attr-defined]
+                  lambda: torch.backends.cuda.matmul.fp32_precision]
+    flags = []
+    with _legacy_tf32_api_quiet():
+        for read in reads:
+            try:
+                flags.append(read())
+            except (AttributeError, RuntimeError):
+                flags.append(None)
+    return flags
+
+
 @contextlib.contextmanager
 def _legacy_tf32_api_quiet() -> Iterator[None]:
     with warnings.catch_warnings():

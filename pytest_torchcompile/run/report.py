@@ -355,8 +355,9 @@ def _table(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | No
         for check in checks:
             # A passing check's details (its message, ratio, compile time) only at -vv; a fixture
             # check not judged says why (a plain graph's reason is its unchecked line below).
-            if layout.verbosity > 1 or is_failing(check.status) or check.unconfirmed or (
-                    check.status is Status.NOT_JUDGED and check.graphs_judged is None):
+            if layout.verbosity > 1 or is_failing(check.status) or check.unconfirmed \
+                    or check.status is Status.HANDLED_ERROR \
+                    or (check.status is Status.NOT_JUDGED and check.graphs_judged is None):
                 lines.extend(_check_details(check, layout))
         for check in checks:
             for entry in check.unchecked:

@@ -143,8 +143,12 @@ class AccuracySession:
 
     @property
     def environment(self) -> dict[str, Any] | None:
-        """The report's environment as described before any test ran; None before, or where no
-        report is written."""
+        """The report's environment, described at the first ask, after the tests (an xdist
+        worker's, as its session finishes); None where no report is written. Not before them:
+        describing it imports the compiler, whose modules warn as they are first imported, and
+        those warnings are the tests' to see, as in a run without the plugin."""
+        if self._environment is None and self.gating is not None and self.gating.report is not None:
+            self._environment = self.describe_environment()
         return self._environment
 
     def note_environment(self, environment: Mapping[str, Any] | None) -> None:
@@ -201,7 +205,7 @@ class AccuracySession:
     # --- gating and reports: results travel on test reports, so that xdist workers and a plain
     # run take one path; everything is decided and written once, on the controller.
 
-    def configure_gating(self, gating: GatingSettings, runs_tests: bool) -> None:
+    def configure_gating(self, gating: GatingSettings) -> None:
         """Load the baseline; a file that cannot be used, or a report or baseline path that
         cannot be written, stops the run before any test runs."""
         self.gating = gating
@@ -212,10 +216,6 @@ class AccuracySession:
             refused = None if path is None else refusal(path)
             if refused is not None:
                 raise pytest.UsageError(f"compile accuracy: cannot write the {what} {path}: {refused}")
-        if gating.report is not None and runs_tests:
-            # Before any test runs: the Inductor config the run was given, not what tests left set.
-            # An xdist controller, where no test runs, takes a worker's (note_environment).
-            self._environment = self.describe_environment()
         if gating.baseline is not None:
             try:
                 self.gate = Gate.load(gating.baseline, gating.strict, gating.update_baseline)

@@ -24,6 +24,10 @@ class Status(enum.StrEnum):
     UNCONFIRMED = "unconfirmed"
     """The check found a failure that its repro, judged in a fresh process, does not show: not
     failed, reported with the reason."""
+    HANDLED_ERROR = "handled_error"
+    """A compiled graph raised (compiling or running) into the test, which handled the error (a
+    ``pytest.raises`` around it) and went on as it does without the plugin: the error is the
+    test's to expect. Reported for what it is, neither a failure nor minified."""
     NOT_JUDGED = "not_judged"
     """The check ran, but its results hold no tensor to judge (the model returned None, a string,
     an opaque object): not a failure of the compiler, and no evidence that it is right."""

@@ -191,6 +191,14 @@ def empty_compile_cache() -> Iterator[None]:
         yield
 
 
+def compile_errors_suppressed() -> bool:
+    """Whether Dynamo runs a frame eagerly where its compile fails, instead of raising the error
+    to the code that called it (``torch._dynamo.config.suppress_errors``)."""
+    import torch._dynamo.config as dynamo_config
+
+    return bool(dynamo_config.suppress_errors)
+
+
 @contextlib.contextmanager
 def strict_dynamo() -> Iterator[None]:
     """Compile errors must surface instead of silently falling back to eager."""

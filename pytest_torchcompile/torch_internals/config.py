@@ -122,16 +122,19 @@ def _equal(value: Any, default: Any) -> bool:
 
 def inductor_config_diff() -> dict[str, Any]:
     """Inductor config values that differ from their defaults, JSON-friendly (repr for others);
-    none where this torch cannot tell (:func:`default_test_missing`)."""
+    none where this torch cannot tell (:func:`default_test_missing`). A value set back to its
+    default counts as the default: a config patch put back, or a config copy loaded (as the
+    checks do), leaves the value marked as set."""
     import torch._inductor.config as inductor_config_module
 
     if default_test_missing() is not None:
         return {}
     # Private on the config module and absent from its type stubs.
     is_default: Callable[[str], bool] = getattr(inductor_config_module, "_is_default")  # noqa: B009
+    entries = _entries() if defaults_missing() is None else None
     diff: dict[str, Any] = {}
     for name, value in inductor_config_module.get_config_copy().items():
-        if is_default(name):
+        if is_default(name) or (entries is not None and name in entries and _equal(value, entries[name].default)):
             continue
         diff[name] = value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
     return diff

@@ -64,15 +64,13 @@ def capturing_backend(
 
 
 @contextlib.contextmanager
-def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | None = None,
-                       random_config: dict[str, Any] | None = None) -> Iterator[None]:
+def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | None = None) -> Iterator[None]:
     """Route every Inductor compilation started while active (plain ``torch.compile(model)``
     included) through ``hook``, and the torch-level graph it starts from through ``dynamo_hook``;
-    each compiles without the caches that would skip ``hook``, a graph that draws random numbers
-    under the Inductor config patches ``random_config`` (:func:`config.where_random`). Those are
-    applied per compilation, not for the block: a test that compiles nothing pays only the swap of
-    one attribute, and where the compiler is not imported yet, not even its import (the swap is
-    made as the block imports it, if it does).
+    each compiles without the caches that would skip ``hook``, and otherwise as its caller set it
+    up, config and all: the code it makes is the caller's. A test that compiles nothing pays only
+    the swap of one attribute, and where the compiler is not imported yet, not even its import
+    (the swap is made as the block imports it, if it does).
 
     ``torch.compile``'s default backend and the registered "inductor" backend both look
     ``compile_fx`` up on its module at call time, so replacing that attribute catches them while
@@ -88,18 +86,17 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
         def compile_fx(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get("inner_compile", compile_fx_module.compile_fx_inner) is not compile_fx_module.compile_fx_inner:
                 return original(model, example_inputs, *args, **kwargs)
-            outside = config_values(tracing_part(random_config))
 
             def inner_compile(gm: torch.fx.GraphModule, inputs: Sequence[Any], **inner_kwargs: Any) -> Any:
-                # Patched here too: a backward graph is compiled at its first call, after compile_fx returned.
-                with no_compile_caches(), inductor_config(where_random(gm, random_config, outside)):
+                # Here too: a backward graph is compiled at its first call, after compile_fx returned.
+                with no_compile_caches():
                     return hook(
                         gm, inputs, inner_kwargs,
                         lambda: compile_fx_module.compile_fx_inner(gm, inputs, **inner_kwargs),
                     )
 
             kwargs["inner_compile"] = inner_compile
-            with no_compile_caches(), inductor_config(tracing_part(random_config)):
+            with no_compile_caches():
                 if dynamo_hook is None:
                     return original(model, example_inputs, *args, **kwargs)
                 return dynamo_hook(model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs))

@@ -282,7 +282,7 @@ def test_an_input_holding_a_nan_is_not_called_mutated() -> None:
 def test_a_report_that_cannot_be_written_fails_the_run_but_not_against_a_baseline(tmp_path: Path) -> None:
     session = AccuracySession(True, tmp_path / "repros", CheckSettings(), lambda: {})
     report = tmp_path / "report.json"
-    session.configure_gating(GatingSettings(None, False, False, report), runs_tests=False)
+    session.configure_gating(GatingSettings(None, False, False, report))
     report.mkdir()  # after the run started: a path that is a directory then is refused up front
     session.results.append(_results("tests/test_a.py::test_a")[0])
     end = session.end_run(set())
@@ -355,7 +355,7 @@ def test_a_plain_graph_out_of_memory_is_not_fail_compile() -> None:
     checker = GraphChecker(1e-4, True, False)
     checker.capture.graphs.append(SimpleNamespace(  # type: ignore[arg-type]
         label="graph 0", compile_error=exhausted, runtime_error=None, runtime_inputs=None))
-    (failure,) = checker.error_failures()
+    (failure,) = checker.error_failures(handled=False)
     assert failure.status is Status.OUT_OF_MEMORY and failure.message == "graph 0 ran out of memory compiling"
 
 

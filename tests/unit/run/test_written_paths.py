@@ -33,7 +33,7 @@ TEST = "tests/test_a.py::test_a"
 def session(tmp_path: Path, report: Path | None = None, baseline: Path | None = None,
             update: bool = False) -> AccuracySession:
     made = AccuracySession(True, tmp_path / "repros", CheckSettings(), lambda: {})
-    made.configure_gating(GatingSettings(baseline, update, False, report), runs_tests=True)
+    made.configure_gating(GatingSettings(baseline, update, False, report))
     made.results.append(CaseResult(TEST, Status.PASS))
     return made
 

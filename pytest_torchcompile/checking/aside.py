@@ -1,0 +1,19 @@
+"""The plugin's own work inside a test's call, kept beside the test's."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from pytest_torchcompile.judging.judge import generators_kept
+from pytest_torchcompile.torch_internals.interception import not_intercepted
+from pytest_torchcompile.torch_internals.observable import unobserved
+
+
+@contextlib.contextmanager
+def aside() -> Iterator[None]:
+    """Run the block as the plugin's work, not the test's: what it compiles is not judged as the
+    test's compiles are and leaves no trace in what a suite reads of the compiler (its counters,
+    compile ids, metrics), and what it draws leaves torch's generators as they were."""
+    with unobserved(), generators_kept(), not_intercepted():
+        yield
