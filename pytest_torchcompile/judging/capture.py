@@ -341,6 +341,10 @@ class GraphCapture:
         self._compiling: DynamoGraph | None = None
         self._owners: dict[Any, DynamoGraph] = {}
         """The torch-level graph each of Inductor's compiles (its ``graph_id``) started from."""
+        self._copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        """While a torch-level graph's call runs, the copies it made of its inputs (each with the
+        input, by the input's id): its post-AOT graph, called before anything writes into them,
+        receives the same tensors (a model's weights) and shares those copies."""
 
     def hook(
         self,
@@ -413,10 +417,18 @@ class GraphCapture:
         # Shapes already recorded were judged then: a training loop pays no copy per step.
         if any(input_signature(call) == signature for call in calls):
             return False, []
-        inputs = clone_values(args, keep_grad=keep_grad)
+        inputs = [self._shared_copy(value, keep_grad) for value in args]
         if len(calls) < self._max_calls_kept:
             calls.append(inputs)
         return True, inputs
+
+    def _shared_copy(self, value: Any, keep_grad: bool) -> Any:
+        """A copy of ``value`` as :func:`clone_values` makes it, sharing the memory of the copy
+        the running torch-level call made of the same tensor."""
+        copied = self._copies.get(id(value))
+        if copied is None or copied[0] is not value:
+            return clone_values([value], keep_grad=keep_grad)[0]
+        return copied[1].detach().requires_grad_(keep_grad and value.requires_grad)
 
     def dynamo_hook(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], compile_fn: Callable[[], Any]) -> Any:
         """Record the torch-level graph and, on each call of what it compiles to, its real inputs;
@@ -433,7 +445,13 @@ class GraphCapture:
 
         def run(*args: Any) -> Any:
             fresh, inputs = capture._note_call(record.calls, args, keep_grad=True)
-            outputs = compiled(*args)
+            outer, capture._copies = capture._copies, {
+                id(value): (value, copied) for value, copied in zip(args, inputs, strict=False)
+                if isinstance(value, torch.Tensor)}
+            try:
+                outputs = compiled(*args)
+            finally:
+                capture._copies = outer
             if fresh and capture._dynamo_observer is not None:
                 capture._dynamo_observer(record, inputs, outputs, list(args))
             return outputs
