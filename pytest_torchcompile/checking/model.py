@@ -312,12 +312,24 @@ def _compile(fn: Callable[..., Any], options: CheckOptions, probe_children: Prob
     reset()
     copy_ = _copy_callable(fn)
     probes = ConcurrentProbes(probe_children)
-    capture = GraphCapture(lowering_observer=probes.prepare if options.intermediates else None)
+    # The calls of a copy no optimizer steps record the caller's weights while they are alike,
+    # instead of a second copy of them.
+    originals = dict(_state(fn)) if not options.steps else {}
+    capture = GraphCapture(lowering_observer=probes.prepare if options.intermediates else None,
+                           originals=[(tensor, originals[name]) for name, tensor in _state(copy_)
+                                      if name in originals])
     backend = capture.backend(options.mode, random_config=EAGER_RNG_CONFIG) \
         if options.backend == "inductor" else options.backend
     compiled = torch.compile(copy_, backend=backend, dynamic=options.dynamic, fullgraph=options.fullgraph)
     module = copy_ if isinstance(copy_, torch.nn.Module) else None
     return CompiledEntry(fn, module, compiled, capture, probes)
+
+
+def _state(module: Any) -> list[tuple[str, torch.Tensor]]:
+    """A module's parameters and buffers, by name (none for a plain function)."""
+    if not isinstance(module, torch.nn.Module):
+        return []
+    return [*module.named_parameters(), *module.named_buffers()]
 
 
 def check_model(

@@ -89,3 +89,15 @@ def test_the_fp64_copy_keeps_tied_weights_tied_and_the_callers_in_fp32() -> None
     assert isinstance(wide, torch.nn.Sequential) and wide[0].weight is wide[1].weight
     assert wide[0].weight.dtype == torch.float64 and isinstance(wide[0].weight, torch.nn.Parameter)
     assert model[0].weight.dtype == torch.float32 and torch.equal(wide[0].weight, model[0].weight.double())
+
+
+@pytest.mark.parametrize("steps", [0, 1])
+def test_the_compiled_calls_record_the_callers_weights_unless_an_optimizer_steps(steps: int) -> None:
+    model = _mlp()
+    outcome = check_model(model, [torch.randn(3, 8)], options=CheckOptions(steps=steps, intermediates=False))
+    assert outcome.status is Status.PASS, outcome.message
+    weights = {weight.untyped_storage().data_ptr() for weight in model.parameters()}
+    recorded = [value for graph in outcome.graphs if graph.kind != "backward" for call in graph.calls
+                for value in call if isinstance(value, torch.Tensor)]
+    shared = [value for value in recorded if value.untyped_storage().data_ptr() in weights]
+    assert len(shared) == (4 if not steps else 0)

@@ -81,3 +81,17 @@ def test_a_slicer_runs_a_graph_that_writes_its_input_on_a_copy() -> None:
     assert torch.equal(x, torch.ones(4))
     assert any(torch.equal(value, torch.full((4,), 2.0)) for node, value in slicer.values.items()
                if node.op == "call_function")
+
+
+@pytest.mark.parametrize("alike", [True, False])
+def test_a_call_shares_an_original_only_while_it_holds_the_same_values(alike: bool) -> None:
+    model = torch.nn.Linear(8, 8)
+    original = model.weight.detach().clone() + (0 if alike else 1)
+    capture = GraphCapture(originals=[(model.weight, original)])
+    with torch.no_grad():
+        torch.compile(model, backend=capture.backend())(torch.randn(2, 8))
+    recorded = [value for call in (capture.dynamo_graphs[0].calls[0], capture.graphs[0].calls[0])
+                for value in call if isinstance(value, torch.Tensor) and value.shape == (8, 8)]
+    assert len(recorded) == 2 and all(torch.equal(value, model.weight) for value in recorded)
+    shares = {value.untyped_storage().data_ptr() == original.untyped_storage().data_ptr() for value in recorded}
+    assert shares == {alike}
