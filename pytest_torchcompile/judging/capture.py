@@ -437,10 +437,13 @@ class GraphCapture:
 
     def _shared_copy(self, value: Any, keep_grad: bool) -> Any:
         """A copy of ``value`` as :func:`clone_values` makes it, sharing the memory of the copy
-        the running torch-level call made of the same tensor."""
-        copied = self._copies.get(id(value)) or self._originals.get(id(value))
-        if copied is None or copied[0] is not value or not _alike(value, copied[1]):
-            return clone_values([value], keep_grad=keep_grad)[0]
+        the running torch-level call made of the same tensor, or of its original while alike
+        (compared only there: a torch-level call's copy is alike by construction)."""
+        copied = self._copies.get(id(value))
+        if copied is None or copied[0] is not value:
+            copied = self._originals.get(id(value))
+            if copied is None or copied[0] is not value or not _alike(value, copied[1]):
+                return clone_values([value], keep_grad=keep_grad)[0]
         return copied[1].detach().requires_grad_(keep_grad and value.requires_grad)
 
     def dynamo_hook(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], compile_fn: Callable[[], Any]) -> Any:
