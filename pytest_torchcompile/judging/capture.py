@@ -17,6 +17,7 @@ import torch.fx
 
 from pytest_torchcompile.judging.judge import (
     IN_PLACE_OPERATORS,
+    changed,
     clone_values,
     devices_of,
     draws_random,
@@ -326,6 +327,14 @@ def _user_frame() -> str:
     return "<unknown>"
 
 
+def _alike(value: torch.Tensor, other: torch.Tensor) -> bool:
+    """Whether ``other`` holds what a copy of ``value`` would: its layout and its elements."""
+    plain = all(type(tensor.detach()) is torch.Tensor and tensor.layout == torch.strided
+                and not tensor.is_quantized for tensor in (value, other))
+    return (plain and value.dtype == other.dtype and value.device == other.device and value.shape == other.shape and value.stride() == other.stride()
+            and value.storage_offset() == other.storage_offset() and not changed(value, other))
+
+
 class GraphCapture:
     """Collects every graph compiled through :meth:`hook`.
 
@@ -335,7 +344,8 @@ class GraphCapture:
 
     def __init__(self, observer: GraphCallObserver | None = None, max_calls_kept: int = 4,
                  dynamo_observer: DynamoCallObserver | None = None,
-                 lowering_observer: LoweringObserver | None = None) -> None:
+                 lowering_observer: LoweringObserver | None = None,
+                 originals: Sequence[tuple[torch.Tensor, torch.Tensor]] = ()) -> None:
         self.graphs: list[CapturedGraph] = []
         self.dynamo_graphs: list[DynamoGraph] = []
         self._observer = observer
@@ -347,6 +357,13 @@ class GraphCapture:
         self._compiling: DynamoGraph | None = None
         self._owners: dict[Any, DynamoGraph] = {}
         """The torch-level graph each of Inductor's compiles (its ``graph_id``) started from."""
+        self._originals = {id(tensor): (tensor, original) for tensor, original in originals}
+        """Tensors calls receive (a compiled copy's weights), each with the one it was copied from,
+        which a call's record shares while the two are alike instead of copying it once more."""
+        self._copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        """While a torch-level graph's call runs, the copies it made of its inputs (each with the
+        input, by the input's id): its post-AOT graph, called before anything writes into them,
+        receives the same tensors (a model's weights) and shares those copies."""
 
     def hook(
         self,
@@ -420,10 +437,21 @@ class GraphCapture:
         # Shapes already recorded were judged then: a training loop pays no copy per step.
         if any(input_signature(call) == signature for call in calls):
             return False, []
-        inputs = clone_values(args, keep_grad=keep_grad)
+        inputs = [self._shared_copy(value, keep_grad) for value in args]
         if len(calls) < self._max_calls_kept:
             calls.append(inputs)
         return True, inputs
+
+    def _shared_copy(self, value: Any, keep_grad: bool) -> Any:
+        """A copy of ``value`` as :func:`clone_values` makes it, sharing the memory of the copy
+        the running torch-level call made of the same tensor, or of its original while alike
+        (compared only there: a torch-level call's copy is alike by construction)."""
+        copied = self._copies.get(id(value))
+        if copied is None or copied[0] is not value:
+            copied = self._originals.get(id(value))
+            if copied is None or copied[0] is not value or not _alike(value, copied[1]):
+                return clone_values([value], keep_grad=keep_grad)[0]
+        return copied[1].detach().requires_grad_(keep_grad and value.requires_grad)
 
     def dynamo_hook(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], compile_fn: Callable[[], Any]) -> Any:
         """Record the torch-level graph and, on each call of what it compiles to, its real inputs;
@@ -442,7 +470,13 @@ class GraphCapture:
             fresh, inputs = capture._note_call(record.calls, args, keep_grad=True)
             if fresh and any(lowered.has_random_ops for lowered in record.lowered):
                 record.rng_before_call = rng_states()
-            outputs = compiled(*args)
+            outer, capture._copies = capture._copies, {
+                id(value): (value, copied) for value, copied in zip(args, inputs, strict=False)
+                if isinstance(value, torch.Tensor)}
+            try:
+                outputs = compiled(*args)
+            finally:
+                capture._copies = outer
             if fresh and capture._dynamo_observer is not None:
                 capture._dynamo_observer(record, inputs, outputs, list(args))
             return outputs

@@ -423,16 +423,17 @@ def changed(before: torch.Tensor, after: torch.Tensor) -> bool:
 
 
 def run_graph(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False,
-              mutated: Sequence[int] = ()) -> list[Any]:
+              mutated: Sequence[int] = (), copied: bool = False) -> list[Any]:
     """The outputs of ``module`` on copies of ``inputs``; with ``backward``, followed by the
     gradients of the summed floating outputs with respect to every input that requires grad; then
     the copies of the inputs at the positions ``mutated`` (:func:`mutated_inputs`) as the call left
-    them."""
+    them. ``copied``: ``inputs`` are already such copies, made for this run alone (detached, the
+    floating ones that require grad leaves that do), and are used as they are."""
     if not backward:
-        args = clone_values(inputs)
+        args = list(inputs) if copied else clone_values(inputs)
         with torch.no_grad():
             return [*module(*args), *(args[index] for index in mutated)]
-    args = clone_values(inputs, keep_grad=True)
+    args = list(inputs) if copied else clone_values(inputs, keep_grad=True)
     written = [args[index] for index in mutated]
     with torch.enable_grad():
         outputs = list(module(*args))
@@ -487,9 +488,23 @@ def fp64_outputs(module: Callable[..., Any], inputs: Sequence[Any], backward: bo
     """The outputs of ``module`` run in fp64, or None where it cannot run in fp64."""
     try:
         with float64_everywhere():
-            return run_graph(module, [widened(v) for v in inputs], backward, mutated)
+            # Widened copies serve as the run's own: a second copy would double the fp64 inputs
+            # (a graph's inputs hold a model's weights), the most memory a check needs.
+            return run_graph(module, [_widened_copy(v, backward) for v in inputs], backward, mutated,
+                             copied=True)
     except Exception:
         return None
+
+
+def _widened_copy(value: Any, keep_grad: bool) -> Any:
+    """``value`` widened (:func:`widened`) as :func:`run_graph` copies an input: a tensor in fp64
+    or complex128 already, which widening leaves in its own storage, is copied."""
+    wide = widened(value)
+    if not isinstance(wide, torch.Tensor):
+        return wide
+    if wide.dtype == value.dtype and (wide.is_floating_point() or wide.is_complex()):
+        return clone_values([wide], keep_grad)[0]
+    return wide.requires_grad_(keep_grad and wide.requires_grad)
 
 
 def compare_graph_outputs(

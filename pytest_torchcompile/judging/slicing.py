@@ -13,7 +13,12 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging.capture import OP_NODES
-from pytest_torchcompile.judging.judge import clone_values, strided_copy, writes_an_argument
+from pytest_torchcompile.judging.judge import (
+    clone_values,
+    may_write_inputs,
+    strided_copy,
+    writes_an_argument,
+)
 from pytest_torchcompile.torch_internals.graph_compile import visible_outputs, with_visible_outputs
 from pytest_torchcompile.torch_internals.ops import (
     can_mask_a_deviation,
@@ -79,8 +84,10 @@ class GraphSlicer:
 
     def _eager_values(self, inputs: Sequence[Any]) -> dict[torch.fx.Node, Any]:
         interpreter = _RecordingInterpreter(self.gm)
+        # Copied only where the run may write into them: the values of views (a weight's
+        # transpose) would otherwise keep a copy of every input (a model's weights) alive.
         with torch.no_grad():
-            interpreter.run(*clone_values(inputs))
+            interpreter.run(*(clone_values(inputs) if may_write_inputs(self.gm) else inputs))
         values = interpreter.values
         placeholders = [node for node in self.gm.graph.nodes if node.op == "placeholder"]
         # The inputs as given, not as the run may have left them (graphs can mutate inputs).

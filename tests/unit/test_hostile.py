@@ -307,13 +307,15 @@ def allocates_too_much(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def test_an_fp64_reference_out_of_memory_gets_its_own_status_and_size() -> None:
+def test_an_fp64_reference_out_of_memory_falls_back_to_the_same_precision_check() -> None:
     outcome = check_model(_Fp64Hungry(), [torch.ones(4096, 256)])
     weights_and_inputs = (256 * 256 + 256 + 4096 * 256) * 8
-    assert outcome.status is Status.OUT_OF_MEMORY
-    assert outcome.message.startswith("the fp64 reference ran out of memory: the model's weights and inputs "
-                                      f"alone take {weights_and_inputs / 2**30:.2f} GiB in fp64 (RuntimeError: ")
-    assert "can't allocate memory" in outcome.message and not outcome.status.is_compiler_failure
+    assert outcome.status is Status.NO_FP64_REFERENCE and outcome.comparison is not None
+    assert outcome.reference.startswith("same-precision cosine check: the fp64 reference does not fit in memory: "
+                                        f"the model's weights and inputs alone take {weights_and_inputs / 2**30:.2f} "
+                                        "GiB in fp64 (RuntimeError: ")
+    assert "can't allocate memory" in outcome.reference
+    assert [leaf.passed for leaf in outcome.comparison.leaves] == [True]
 
 
 class _Fp64Hungry(torch.nn.Module):
