@@ -67,8 +67,9 @@ def test_hostile_ids_and_a_hostile_repro_directory(pytester: pytest.Pytester) ->
     section = output[output.index("= compile accuracy ="):]
     assert "\x1b" not in section and "\t" not in section, section
     assert "test_model.py::test_mlp[ansi\\x1b[31mred]" in section
-    # The rerun hint runs as pasted into a shell.
-    (rerun,) = [line for line in output.splitlines() if line.startswith("rerun: ")]
+    # The rerun hint runs as pasted into a shell. (Under CI=true pytest's short summary repeats
+    # the whole failure message, the hint's line among them.)
+    (rerun,) = {line for line in output.splitlines() if line.startswith("rerun: ")}
     repro = repros / "test_model.py__test_mlp_bug" / "repro.py"
     assert rerun == f"rerun: python {shlex.quote(os.path.relpath(repro))}"
     pasted = subprocess.run(["sh", "-c", f"ls {rerun.removeprefix('rerun: python ')}"], capture_output=True,
