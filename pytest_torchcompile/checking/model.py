@@ -48,6 +48,7 @@ from pytest_torchcompile.judging.oracle import (
     flatten_outputs,
     unwritten_leaves,
 )
+from pytest_torchcompile.judging.reordering import Arguments, noise_floors, reversed_batch
 from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Comparison, Status, out_of_memory
@@ -99,7 +100,7 @@ class CheckOutcome:
 
     @property
     def passed(self) -> bool:
-        return self.status in (Status.PASS, Status.NO_FP64_REFERENCE, Status.NOT_JUDGED)
+        return self.status in (Status.PASS, Status.NO_FP64_REFERENCE, Status.INCONCLUSIVE, Status.NOT_JUDGED)
 
 
 def _clone_tree(value: Any) -> Any:
@@ -141,9 +142,6 @@ def _released(parts: dict[str, Any], model: Callable[..., Any]) -> dict[str, Any
 
 class EagerRunError(Exception):
     """The model raised when run eagerly: a defect of the test, not of the compiler."""
-
-
-Arguments = tuple[tuple[Any, ...], dict[str, Any]]
 
 
 def _loss(output: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:
@@ -258,11 +256,13 @@ def _judged(parts: dict[str, Any], call_args: Sequence[Any], mutated: list[int])
 
 
 def _compare(compiled: dict[str, Any], eager: dict[str, Any], reference: dict[str, Any] | None,
-             options: CheckOptions, unwritten: dict[str, torch.Tensor] | None = None) -> Comparison:
+             options: CheckOptions, unwritten: dict[str, torch.Tensor] | None = None,
+             noise: dict[str, float] | None = None) -> Comparison:
     leaves: list[LeafResult] = []
     for root, value in eager.items():
         part = compare_outputs(compiled[root], value, reference[root] if reference is not None else None,
-                               options.tolerance, not options.ignore_non_float, root=root, unwritten=unwritten)
+                               options.tolerance, not options.ignore_non_float, root=root, unwritten=unwritten,
+                               noise=noise)
         if part.structure_error:
             return part
         leaves += part.leaves
@@ -476,9 +476,12 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     reference_label = "fp64"
     for arguments, (eager_out, eager_call_args), (compiled_out, compiled_call_args) in results:
         reference, reference_label = _reference(fn, arguments, options, mutated, model_draws_random)
-        comparison = _compare(_judged(compiled_out, compiled_call_args, mutated),
-                              _judged(eager_out, eager_call_args, mutated), reference, options,
-                              unwritten(arguments, (eager_out, eager_call_args)))
+        compared = (_judged(compiled_out, compiled_call_args, mutated), _judged(eager_out, eager_call_args, mutated),
+                    reference, options, unwritten(arguments, (eager_out, eager_call_args)))
+        comparison = _compare(*compared)
+        if not comparison.passed and reference is not None and not model_draws_random and \
+                any(leaf.rule == "fp64 rmse" for leaf in comparison.failing):
+            comparison = _compare(*compared, _noise_floors(fn, arguments, options, mutated, reference, eager_run))
         if not comparison.passed:
             where = f" at {_describe(arguments)}" if len(sets) > 1 else ""
             message = comparison.structure_error or (
@@ -502,6 +505,10 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         kinds = sorted({type(leaf).__name__ for root in judged for _, leaf in flatten_outputs(judged[root], root)})
         return CheckOutcome(Status.NOT_JUDGED, f"nothing judged: the results hold no tensor (only {', '.join(kinds)})",
                             comparison, reference_label, graphs, compile_seconds=elapsed, compiled_output=output)
+    if inconclusive := comparison.inconclusive:
+        return CheckOutcome(Status.INCONCLUSIVE, f"{len(inconclusive)} of {len(comparison.leaves)} outputs "
+                            f"inconclusive, {inconclusive[0].path}: {inconclusive[0].detail}", comparison,
+                            reference_label, graphs, compile_seconds=elapsed, compiled_output=output)
     status = Status.PASS if reference_label == "fp64" else Status.NO_FP64_REFERENCE
     return CheckOutcome(status, "", comparison, reference_label, graphs, compile_seconds=elapsed,
                         compiled_output=output)
@@ -539,6 +546,26 @@ def _reference(
                  else "the model cannot run in fp64")
         return None, f"same-precision cosine check: {cause} ({error_signature(error, max_chars=300)})"
     return _judged(parts, call_args, mutated), "fp64"
+
+
+def _noise_floors(fn: Callable[..., Any], arguments: Arguments, options: CheckOptions, mutated: list[int],
+                  reference: dict[str, Any], eager_run: Callable[[Arguments], tuple[dict[str, Any], list[Any]]],
+                  ) -> dict[str, float]:
+    """By output path, the error of a second legitimate evaluation (:mod:`reordering`: eager on
+    the batch reversed); run only for a check that fails by the fp64 rule, which it may
+    overturn. Empty where the arguments have no batch or a run of the reversed batch fails."""
+    reordered = reversed_batch(arguments)
+    if reordered is None:
+        return {}
+    reversed_arguments, batch = reordered
+    try:
+        parts, call_args = eager_run(reversed_arguments)
+        fp64, _ = _reference(fn, reversed_arguments, options, mutated, model_draws_random=False)
+    except Exception:  # the model may not take a reordered batch: no second sample, nothing lost
+        return {}
+    if fp64 is None:
+        return {}
+    return noise_floors(_judged(parts, call_args, mutated), fp64, reference, batch)
 
 
 def _fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:

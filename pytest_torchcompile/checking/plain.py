@@ -146,6 +146,9 @@ class GraphChecker:
         ratios = [ratio for ratio in (self.judged.get(graph.index), Comparison(leaves).worst_ratio) if ratio is not None]
         self.judged[graph.index] = max(ratios, default=None)
         failing = [leaf for leaf in leaves if not leaf.passed]
+        if not failing and (inconclusive := Comparison(leaves).inconclusive):
+            self.unchecked.append(f"{graph.label}: {len(inconclusive)} output(s) inconclusive, "
+                                  f"{inconclusive[0].path}: {inconclusive[0].detail}")
         if failing:
             note = SIDE_RANDOM_NOTE if graph.has_random_ops else ""
             self.failures.append(GraphFailure(

@@ -71,9 +71,11 @@ def compare_outputs(
     check_non_float: bool = True,
     root: str = "out",
     unwritten: dict[str, torch.Tensor] | None = None,
+    noise: dict[str, float] | None = None,
 ) -> Comparison:
     """Compare nested outputs leaf by leaf; ``reference`` None selects the weaker check. The
-    elements ``unwritten`` marks, by leaf path (:func:`unwritten_leaves`), are not judged."""
+    elements ``unwritten`` marks, by leaf path (:func:`unwritten_leaves`), are not judged;
+    ``noise``, by leaf path, is a second legitimate evaluation's error (:mod:`reordering`)."""
     compiled_leaves = list(flatten_outputs(compiled, root))
     eager_leaves = list(flatten_outputs(eager, root))
     reference_leaves = list(flatten_outputs(reference, root)) if reference is not None else None
@@ -93,7 +95,7 @@ def compare_outputs(
             mask = (unwritten or {}).get(path)
             leaves.append(compare_tensor(path, written_only(comp, mask), written_only(eag, mask),
                                          written_only(ref, mask) if isinstance(ref, torch.Tensor) else None,
-                                         tol, check_non_float))
+                                         tol, check_non_float, (noise or {}).get(path)))
         elif isinstance(eag, float) and isinstance(comp, float):
             leaves.append(compare_tensor(path, torch.tensor(comp), torch.tensor(eag),
                                          torch.tensor(ref, dtype=torch.float64) if isinstance(ref, float) else None,

@@ -47,6 +47,68 @@ def leaf_verdict(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.T
     return errors[0] <= multiplier * errors[1] + tol / 10.0, "fp64 rmse", (*errors, multiplier)
 
 
+ILL_CONDITIONED = 0.1
+"""Eager's rmse against fp64 as a share of the fp64 values' rms, from which a failing output is
+inconclusive: eager's own result is then mostly rounding (an ill-conditioned output, magnitudes
+that grow through random weights), and a compiled result that rounds otherwise is as far off
+without being wrong. A wrong value of a well-conditioned output stays a failure: eager is within
+a few percent of fp64 there, even in bfloat16."""
+
+ILL_CONDITIONED_REACH = 10.0
+"""How much further than the rule allows a compiled result of an ill-conditioned output may be
+and still be inconclusive; beyond it, it fails: rounding that eager shows to be large does not
+make an error ten times larger than that plausible."""
+
+
+def within_noise(figures: tuple[float, ...], noise: float, tol: float) -> bool:
+    """Whether a compiled result that :func:`leaf_verdict` failed by ``fp64 rmse`` (``figures``)
+    passes measured against ``noise``, the rmse against fp64 of a second legitimate evaluation
+    (:mod:`reordering`), where that is larger than eager's: eager's error is one sample of the
+    rounding a result may carry, and the larger one is the floor."""
+    compiled_error, eager_error, multiplier = figures
+    return compiled_error <= multiplier * max(eager_error, noise) + tol / 10.0
+
+
+def inconclusive_reason(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor | None, how: str,
+                        figures: tuple[float, ...]) -> str | None:
+    """Why an output that :func:`leaf_verdict` failed by ``how`` (with ``figures``) cannot be
+    judged in its dtype, or None: eager itself far from fp64 (:data:`ILL_CONDITIONED`), or
+    non-finite values that differ only by an overflow at the edge of the dtype's range.
+
+    The compact form of a minified repro judges by :func:`leaf_verdict` alone: its graph failed
+    this fuller rule, and stays failed without it."""
+    if reference is None:
+        return None
+    dtype = str(eager.dtype).replace("torch.", "")
+    if how == "non-finite pattern" and _overflow_at_range_edge(compiled, eager, reference):
+        return f"overflow at the edge of {dtype}'s range"
+    if how != "fp64 rmse":
+        return None
+    compiled_error, eager_error, multiplier = figures
+    finite = compiled.isfinite() & eager.isfinite() & reference.isfinite()
+    scale = float(torch.sqrt(torch.mean(torch.square(reference[finite].double())))) if bool(finite.any()) else 0.0
+    if 0.0 < ILL_CONDITIONED * scale < eager_error and compiled_error <= ILL_CONDITIONED_REACH * multiplier * eager_error:
+        return f"ill-conditioned in {dtype}: eager itself is {eager_error / scale:.0%} off fp64"
+    return None
+
+
+def _overflow_at_range_edge(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor) -> bool:
+    """Whether compiled and eager differ in non-finite values only where one of them overflowed
+    at the edge of the dtype's range: one result finite, the other an infinity of its sign, where
+    the finite one or the fp64 value is at least half the largest finite value (fp64 an infinity
+    of that sign, or NaN, included). Rounding alone decides which side of the edge such a result
+    falls on; a NaN against a number, or infinities of two signs, are no overflow."""
+    patterns = [torch.stack([t.isnan(), t == math.inf, t == -math.inf]) for t in (compiled, eager)]
+    differs = (patterns[0] != patterns[1]).any(dim=0)
+    compiled_finite = compiled.isfinite()
+    finite_side = torch.where(compiled_finite, compiled, eager).double()
+    other_side = torch.where(compiled_finite, eager, compiled).double()
+    edge = torch.finfo(eager.dtype).max / 2
+    overflowed = (compiled_finite ^ eager.isfinite()) & other_side.isinf() & (other_side.sign() == finite_side.sign())
+    near_edge = (finite_side.abs() >= edge) | ((reference.abs() >= edge) & (reference.sign() == other_side.sign()))
+    return bool((overflowed & (near_edge | reference.isnan()))[differs].all())
+
+
 def error_signature(error: BaseException, max_chars: int | None = None) -> str:
     """``Type: first line of the message`` (its first ``max_chars``); the identity of a compile
     or runtime failure. A message that carries the traceback of an error raised in another

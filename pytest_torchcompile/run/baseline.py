@@ -20,7 +20,8 @@ Each row is ``<test id><TAB><expected status>[<TAB><note>]``:
   read back as the id it stands for.
 - *expected status*: one of ``pass``, ``fail_accuracy``, ``fail_compile``, ``fail_runtime``,
   ``eager_fail``, ``eager_nondeterministic``, ``out_of_memory``, ``unconfirmed``,
-  ``handled_error``, ``no_fp64_reference``, ``not_judged`` (see ``verdict.Status``), or
+  ``handled_error``, ``inconclusive``, ``no_fp64_reference``, ``not_judged`` (see
+  ``verdict.Status``), or
   ``flaky``: a flaky test never fails the run; its result is still shown.
 - *note*: optional free text kept as written, e.g. a link to the upstream bug.
 
@@ -38,8 +39,9 @@ lines other than the header are not preserved: put lasting remarks in a row's no
 A test that ran several checks is judged by one status (``test_status``), the first present in
 this order: ``fail_compile``, ``fail_runtime``, ``fail_accuracy``, ``eager_fail``,
 ``eager_nondeterministic``, ``out_of_memory``, ``unconfirmed``, ``handled_error``,
-``no_fp64_reference``, ``not_judged``, ``pass``. *Failing* below means any status other than
-``pass``, ``unconfirmed``, ``handled_error``, ``no_fp64_reference`` and ``not_judged``.
+``inconclusive``, ``no_fp64_reference``, ``not_judged``, ``pass``. *Failing* below means any
+status other than ``pass``, ``unconfirmed``, ``handled_error``, ``inconclusive``,
+``no_fp64_reference`` and ``not_judged``.
 
 What a test's status means against its row (``decide``):
 
@@ -95,7 +97,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # and agreed, a finding its repro does not confirm fails no test, and a check with nothing to judge
 # found nothing, and an error the test handled is the test's; none is a compiler failure.
 PASSING_STATUSES = frozenset({Status.PASS, Status.NO_FP64_REFERENCE, Status.UNCONFIRMED, Status.HANDLED_ERROR,
-                              Status.NOT_JUDGED})
+                              Status.INCONCLUSIVE, Status.NOT_JUDGED})
 
 # The status that represents a test with several checks, most important first: a compiler failure
 # is what the plugin exists to find; eager problems make the check meaningless; a weaker check
@@ -110,6 +112,7 @@ STATUS_PRIORITY: tuple[Status, ...] = (
     Status.OUT_OF_MEMORY,
     Status.UNCONFIRMED,
     Status.HANDLED_ERROR,
+    Status.INCONCLUSIVE,
     Status.NO_FP64_REFERENCE,
     Status.NOT_JUDGED,
     Status.PASS,

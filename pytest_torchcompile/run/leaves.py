@@ -14,6 +14,12 @@ FULL_TABLE_VARIABLE = "PYTEST_TORCHCOMPILE_FULL_TABLE"
 terminal's failure message."""
 
 
+INCONCLUSIVE = "inconclusive"
+"""The rule of an output that the fp64 rule fails but that no result in its dtype can be judged
+by (ill-conditioned, or an overflow at the edge of the dtype's range): it passes, as no evidence
+of a compiler defect, and its detail says why."""
+
+
 @dataclass(frozen=True)
 class LeafResult:
     """How one output leaf of the compiled run compares with eager and the reference."""

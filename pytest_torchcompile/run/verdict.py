@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from pytest_torchcompile.run.leaves import LeafResult
+from pytest_torchcompile.run.leaves import INCONCLUSIVE, LeafResult
 
 
 class Status(enum.StrEnum):
@@ -28,6 +28,11 @@ class Status(enum.StrEnum):
     """A compiled graph raised (compiling or running) into the test, which handled the error (a
     ``pytest.raises`` around it) and went on as it does without the plugin: the error is the
     test's to expect. Reported for what it is, neither a failure nor minified."""
+    INCONCLUSIVE = "inconclusive"
+    """Every output the fp64 rule fails is one that no result in its dtype can be judged by
+    (eager itself far from fp64: an ill-conditioned output; an overflow at the edge of the
+    dtype's range): not failed, and no evidence that the compiled code is right either; reported
+    with the reason."""
     NOT_JUDGED = "not_judged"
     """The check ran, but its results hold no tensor to judge (the model returned None, a string,
     an opaque object): not a failure of the compiler, and no evidence that it is right."""
@@ -65,6 +70,11 @@ class Comparison:
         wrong."""
         return bool(self.failing) and all(
             leaf.rule == "exact" or (leaf.rule == "metadata" and _non_floating(leaf.dtype)) for leaf in self.failing)
+
+    @property
+    def inconclusive(self) -> list[LeafResult]:
+        """The outputs that passed as inconclusive (:data:`leaves.INCONCLUSIVE`)."""
+        return [leaf for leaf in self.leaves if leaf.rule == INCONCLUSIVE]
 
     @property
     def worst_ratio(self) -> float | None:

@@ -199,7 +199,7 @@ def check_json_report(report: dict[str, Any], pytester: pytest.Pytester) -> None
     assert environment["inductor_config"] == {}
     assert report["counts"]["checks"] == {
         "pass": 2, "fail_accuracy": 2, "fail_compile": 0, "fail_runtime": 0, "eager_fail": 0,
-        "eager_nondeterministic": 0, "out_of_memory": 0, "no_fp64_reference": 0, "unconfirmed": 0, "handled_error": 0, "not_judged": 0,
+        "eager_nondeterministic": 0, "out_of_memory": 0, "no_fp64_reference": 0, "unconfirmed": 0, "handled_error": 0, "inconclusive": 0, "not_judged": 0,
     }
     assert report["counts"]["tests"] == report["counts"]["checks"]
     assert report["counts"]["baseline"] == {

@@ -92,7 +92,7 @@ def test_load_errors_name_file_and_line(tmp_path: Path, text: str, line: int, fr
 
 
 def test_unknown_status_message_lists_the_allowed_values(tmp_path: Path) -> None:
-    with pytest.raises(BaselineError, match=r"expected one of pass, fail_accuracy, .*no_fp64_reference, unconfirmed, handled_error, not_judged, flaky"):
+    with pytest.raises(BaselineError, match=r"expected one of pass, fail_accuracy, .*no_fp64_reference, unconfirmed, handled_error, inconclusive, not_judged, flaky"):
         load_baseline(write(tmp_path, "t.py::a\tfailed\n"))
 
 

@@ -232,11 +232,11 @@ def test_json_report_top_level_and_counts() -> None:
     assert report["environment"] == ENVIRONMENT
     assert report["counts"]["checks"] == {
         "pass": 2, "fail_accuracy": 1, "fail_compile": 0, "fail_runtime": 0, "eager_fail": 0,
-        "eager_nondeterministic": 0, "out_of_memory": 0, "no_fp64_reference": 1, "unconfirmed": 0, "handled_error": 0, "not_judged": 0,
+        "eager_nondeterministic": 0, "out_of_memory": 0, "no_fp64_reference": 1, "unconfirmed": 0, "handled_error": 0, "inconclusive": 0, "not_judged": 0,
     }
     assert report["counts"]["tests"] == {
         "pass": 1, "fail_accuracy": 1, "fail_compile": 0, "fail_runtime": 0, "eager_fail": 0,
-        "eager_nondeterministic": 0, "out_of_memory": 0, "no_fp64_reference": 1, "unconfirmed": 0, "handled_error": 0, "not_judged": 0,
+        "eager_nondeterministic": 0, "out_of_memory": 0, "no_fp64_reference": 1, "unconfirmed": 0, "handled_error": 0, "inconclusive": 0, "not_judged": 0,
     }
     assert report["counts"]["baseline"] == {
         "ok": 1, "expected_failure": 0, "new_failure": 1, "improved": 0, "missing": 1, "flaky": 0,

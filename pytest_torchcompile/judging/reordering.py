@@ -1,0 +1,91 @@
+"""A second legitimate evaluation of a model's eager run: the batch in reverse order.
+
+A gradient that sums over the batch sums in another order then, and a result that is one of many
+roundings of the same quantity shows how far another rounding may fall from fp64. Eager's own
+error is one sample of that spread, and sometimes a lucky one: a batch-norm bias gradient that
+eager computes 200 times closer to fp64 than the reversed batch does (torchvision
+``regnet_y_400mf``, fp32 training, CUDA), which compiled code then "fails" by that factor. The
+fp64 rule measures compiled code against the larger of the two errors (:func:`rule.within_noise`).
+
+An output counts only where reversing the batch is an exact symmetry of it: the fp64 run of the
+reversed batch, mapped back (reversed again along its first dimension, or as it is), matches
+the fp64 run to within fp64's rounding. Anything else (an output that mixes the batch in order,
+a first dimension that is not the batch) gets no second sample and is judged as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from pytest_torchcompile.judging.oracle import flatten_outputs
+
+Arguments = tuple[tuple[Any, ...], dict[str, Any]]
+
+FP64_SYMMETRY_TOLERANCE = 1e-9
+"""How far, relative to the fp64 values' largest magnitude, the fp64 run of the reversed batch
+may be from the fp64 run for the reversal to count as a symmetry of an output: far above fp64's
+rounding (1e-16, amplified by cancellation), far below what any change of the computed quantity
+gives."""
+
+
+def reversed_batch(arguments: Arguments) -> tuple[Arguments, int] | None:
+    """The arguments with every tensor whose first dimension is the batch (the first tensor
+    argument's first dimension, of at least 2) reversed along it, and the batch size; None where
+    there is no such batch."""
+    tensors = [value for value in (*arguments[0], *arguments[1].values())
+               if isinstance(value, torch.Tensor) and value.dim() > 0]
+    if not tensors or tensors[0].shape[0] < 2:
+        return None
+    batch = int(tensors[0].shape[0])
+
+    def reverse(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch:
+            return value.detach().flip(0).requires_grad_(value.requires_grad)
+        return value
+
+    return (tuple(reverse(a) for a in arguments[0]), {k: reverse(v) for k, v in arguments[1].items()}), batch
+
+
+def noise_floors(eager_reversed: dict[str, Any], fp64_reversed: dict[str, Any], reference: dict[str, Any],
+                 batch: int) -> dict[str, float]:
+    """By output path: the rmse against fp64 of the reversed-batch eager run, mapped back, for
+    every floating output that the reversal is an exact symmetry of (the module docstring)."""
+    floors: dict[str, float] = {}
+    for root, value in reference.items():
+        expected = dict(flatten_outputs(value, root))
+        reversed_fp64 = dict(flatten_outputs(fp64_reversed.get(root), root))
+        for path, eager in flatten_outputs(eager_reversed.get(root), root):
+            wide, again = expected.get(path), reversed_fp64.get(path)
+            if not (isinstance(eager, torch.Tensor) and isinstance(wide, torch.Tensor) and isinstance(again, torch.Tensor)
+                    and wide.is_floating_point() and eager.shape == wide.shape):
+                continue
+            mapped = _mapped_back(again, wide, batch)
+            if mapped is not None:
+                floors[path] = _rmse(mapped(eager.detach()), wide)
+    return floors
+
+
+def _mapped_back(reversed_fp64: torch.Tensor, fp64: torch.Tensor,
+                 batch: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """How to map a result of the reversed batch back onto the original one (reverse its first
+    dimension again, or leave it), where that makes its fp64 value the original's; else None."""
+    if reversed_fp64.shape != fp64.shape:
+        return None
+    largest = float(fp64.detach().abs().nan_to_num(posinf=0.0, neginf=0.0).max()) if fp64.numel() else 0.0
+    flipped: list[Callable[[torch.Tensor], torch.Tensor]] = [lambda t: t.flip(0)] if fp64.dim() > 0 and fp64.shape[0] == batch else []
+    for candidate in [*flipped, lambda t: t]:
+        difference = (candidate(reversed_fp64.detach()) - fp64.detach()).abs()
+        if bool(torch.all((difference <= FP64_SYMMETRY_TOLERANCE * largest) | (difference != difference)
+                          | torch.isinf(fp64.detach()))):
+            return candidate
+    return None
+
+
+def _rmse(value: torch.Tensor, reference: torch.Tensor) -> float:
+    finite = value.isfinite() & reference.isfinite()
+    if not bool(finite.any()):
+        return 0.0
+    return float(torch.sqrt(torch.mean(torch.square(reference[finite].double() - value[finite].double().to(reference.device)))))

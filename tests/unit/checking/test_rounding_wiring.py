@@ -1,0 +1,55 @@
+"""How a check uses the fp64 rule's two ways of telling rounding from a miscompilation: the
+reversed-batch floor, computed only for a check that fails, and inconclusive outputs, which make
+the check's status ``inconclusive`` instead of a failure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from pytest_torchcompile.checking import model as checking_model
+from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.judging import tensor_comparison
+from pytest_torchcompile.run.settings import CheckOptions
+from pytest_torchcompile.run.verdict import Status
+
+RELU_BUG = CheckOptions(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}, intermediates=False)
+
+
+def relu_of_linear() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()).eval()
+
+
+def test_a_failure_the_reversed_batch_run_explains_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[int] = []
+
+    def floors(*args: Any) -> dict[str, float]:
+        asked.append(args[-1])
+        return {"out": 1e6}
+
+    monkeypatch.setattr(checking_model, "noise_floors", floors)
+
+    outcome = check_model(relu_of_linear(), (torch.randn(4, 8),), options=RELU_BUG)
+
+    assert outcome.status is Status.PASS, outcome.message
+    assert asked == [4]
+    assert outcome.comparison.leaves[0].detail.startswith("measured against a reversed-batch eager run's rmse")
+
+
+def test_a_passing_check_runs_no_reversed_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checking_model, "reversed_batch", lambda *args: pytest.fail("a passing check reordered"))
+
+    assert check_model(relu_of_linear(), (torch.randn(4, 8),)).status is Status.PASS
+
+
+def test_a_check_whose_only_failures_are_inconclusive_is_inconclusive(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tensor_comparison, "inconclusive_reason", lambda *args: "ill-conditioned in float32: test")
+
+    outcome = check_model(relu_of_linear(), (torch.randn(4, 8),), options=RELU_BUG)
+
+    assert outcome.status is Status.INCONCLUSIVE and outcome.passed
+    assert outcome.message.startswith("1 of 1 outputs inconclusive, out: ")
+    assert outcome.message.endswith("ill-conditioned in float32: test")

@@ -1,0 +1,136 @@
+"""What the fp64 rule calls rounding and what it calls a miscompilation: a second legitimate
+evaluation's error as the floor (the batch reversed), outputs no result in their dtype can be
+judged by (inconclusive), and the wrong values that stay failures."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pytest_torchcompile.judging.reordering import noise_floors, reversed_batch
+from pytest_torchcompile.judging.tensor_comparison import compare_tensor
+from pytest_torchcompile.run.leaves import INCONCLUSIVE
+from pytest_torchcompile.run.verdict import Comparison
+
+TOL = 1e-4
+
+
+def noisy(reference: torch.Tensor, relative: float, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``reference`` plus Gaussian noise of rms ``relative`` times its rms, in ``dtype``."""
+    noise = torch.randn(reference.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return (reference + relative * float(reference.square().mean().sqrt()) * noise).to(dtype)
+
+
+@pytest.fixture
+def reference() -> torch.Tensor:
+    return torch.randn(4000, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 50
+
+
+def test_an_ill_conditioned_output_is_inconclusive_with_the_reason(reference: torch.Tensor) -> None:
+    eager, compiled = noisy(reference, 0.2, 1), noisy(reference, 0.8, 2)  # eager itself 20% off fp64
+
+    leaf = compare_tensor("out", compiled, eager, reference, TOL)
+
+    assert (leaf.passed, leaf.rule) == (True, INCONCLUSIVE)
+    assert "ill-conditioned in float32: eager itself is 20% off fp64" in leaf.detail
+    assert leaf.ratio == pytest.approx(4.0, rel=0.1)
+    assert Comparison([leaf]).inconclusive == [leaf] and Comparison([leaf]).passed
+
+
+def test_a_wrong_value_of_a_well_conditioned_output_still_fails(reference: torch.Tensor) -> None:
+    eager, compiled = noisy(reference, 1e-3, 1), noisy(reference, 1e-2, 2)
+
+    leaf = compare_tensor("out", compiled, eager, reference, TOL)
+
+    assert (leaf.passed, leaf.rule, leaf.detail) == (False, "fp64 rmse", "")
+
+
+def test_an_ill_conditioned_output_fails_beyond_ten_times_what_the_rule_allows(reference: torch.Tensor) -> None:
+    eager, compiled = noisy(reference, 0.2, 1), noisy(reference, 0.2 * 2 * 10 * 1.5, 2)
+
+    assert compare_tensor("out", compiled, eager, reference, TOL).rule == "fp64 rmse"
+
+
+def test_an_overflow_at_the_edge_of_float16_is_inconclusive() -> None:
+    reference = torch.tensor([1.0, 60000.0, 65400.0, 2.0], dtype=torch.float64)
+    eager = reference.to(torch.float16)
+    compiled = eager.clone()
+    compiled[2] = torch.inf  # rounded up past 65504 where eager stayed finite
+
+    leaf = compare_tensor("out", compiled, eager, reference, TOL)
+
+    assert (leaf.passed, leaf.rule) == (True, INCONCLUSIVE)
+    assert leaf.detail.startswith("overflow at the edge of float16's range; compiled has 1 non-finite")
+
+
+@pytest.mark.parametrize("wrong", [torch.inf, torch.nan, -torch.inf])
+def test_a_non_finite_value_away_from_the_edge_fails(wrong: float) -> None:
+    reference = torch.tensor([1.0, 60000.0, 3.0, 2.0], dtype=torch.float64)
+    eager = reference.to(torch.float16)
+    compiled = eager.clone()
+    compiled[2] = wrong
+
+    leaf = compare_tensor("out", compiled, eager, reference, TOL)
+
+    assert (leaf.passed, leaf.rule) == (False, "non-finite pattern")
+
+
+@pytest.mark.parametrize("fp64", [70000.0, -70000.0, 3.0])
+def test_an_infinity_of_the_other_sign_is_no_overflow(fp64: float) -> None:
+    reference = torch.tensor([1.0, fp64], dtype=torch.float64)
+    eager = torch.tensor([1.0, torch.inf], dtype=torch.float16)
+    compiled = torch.tensor([1.0, -torch.inf], dtype=torch.float16)
+
+    assert compare_tensor("out", compiled, eager, reference, TOL).rule == "non-finite pattern"
+
+
+def test_an_infinity_against_a_finite_value_of_the_other_sign_is_no_overflow() -> None:
+    reference = torch.tensor([1.0, 65000.0], dtype=torch.float64)
+    eager = torch.tensor([1.0, 65000.0], dtype=torch.float16)
+    compiled = torch.tensor([1.0, -torch.inf], dtype=torch.float16)
+
+    assert compare_tensor("out", compiled, eager, reference, TOL).rule == "non-finite pattern"
+
+
+def test_a_lucky_eager_is_measured_against_the_reversed_batch_run(reference: torch.Tensor) -> None:
+    # eager 100x luckier than compiled and than the same computation on the batch reversed
+    eager, compiled = noisy(reference, 1e-5, 1, torch.float64), noisy(reference, 1e-3, 2, torch.float64)
+    reordered_error = 1.2e-3 * float(reference.square().mean().sqrt())
+
+    leaf = compare_tensor("out", compiled, eager, reference, TOL, noise=reordered_error)
+    alone = compare_tensor("out", compiled, eager, reference, TOL)
+
+    assert not alone.passed
+    assert leaf.passed and leaf.rule == "fp64 rmse"
+    assert leaf.detail.startswith("measured against a reversed-batch eager run's rmse")
+
+
+def test_a_reordered_run_as_noisy_as_eager_changes_nothing(reference: torch.Tensor) -> None:
+    eager, compiled = noisy(reference, 1e-5, 1, torch.float64), noisy(reference, 1e-3, 2, torch.float64)
+    same_noise = 1e-5 * float(reference.square().mean().sqrt())
+
+    assert not compare_tensor("out", compiled, eager, reference, TOL, noise=same_noise).passed
+
+
+def per_sample_and_batch_sum(x: torch.Tensor) -> dict[str, torch.Tensor]:
+    return {"out": x * 2, "sum": x.sum(0), "running": x.cumsum(0)}
+
+
+def test_the_floor_counts_only_outputs_the_reversal_is_a_symmetry_of() -> None:
+    x = torch.randn(6, 5, generator=torch.Generator().manual_seed(0))
+    reordered = reversed_batch(((x,), {}))
+    assert reordered is not None
+    (reversed_args, _), batch = reordered
+    assert batch == 6 and torch.equal(reversed_args[0], x.flip(0))
+
+    reference = {"out": per_sample_and_batch_sum(x.double())}
+    floors = noise_floors({"out": per_sample_and_batch_sum(reversed_args[0])},
+                          {"out": per_sample_and_batch_sum(reversed_args[0].double())}, reference, batch)
+
+    assert set(floors) == {"out['out']", "out['sum']"}  # a cumulative sum depends on the order
+    assert floors["out['out']"] < 1e-6 and floors["out['sum']"] < 1e-5
+
+
+def test_no_batch_no_floor() -> None:
+    assert reversed_batch(((torch.randn(1, 3),), {})) is None
+    assert reversed_batch(((2.0,), {"x": torch.tensor(3.0)})) is None
