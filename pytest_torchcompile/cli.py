@@ -8,6 +8,7 @@ returns the exit status. Without a verb, the usage and the verbs are printed (ex
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import json
 import subprocess
@@ -196,6 +197,43 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hunt_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--minutes", type=float, default=10.0, help="time to draw programs for (default 10)")
+    parser.add_argument("--seed", type=int, default=0, help="hypothesis' seed: one seed, one sequence of programs")
+    parser.add_argument("--dir", type=Path, default=Path(".compile-accuracy-hunt"),
+                        help="where findings are written (default: .compile-accuracy-hunt)")
+    parser.add_argument("--minify-timeout", type=float, default=120.0, help="seconds to minify one finding")
+    parser.add_argument("--max-ops", type=int, default=6, help="the most steps of a program (default 6)")
+    parser.add_argument("--known", type=Path, action="append", default=[],
+                        help="a repro directory of known cases: causes matching one are marked known")
+    parser.add_argument("--intermediates", action="store_true",
+                        help="also probe each graph for masked deviations (slower)")
+    parser.add_argument("--inductor-config", type=_config_entry, action="append", default=[],
+                        metavar="KEY=VALUE", help="an Inductor config entry to hunt under, e.g. cpp_wrapper=True")
+
+
+def _config_entry(text: str) -> tuple[str, object]:
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError):
+        return key.strip(), value.strip()
+
+
+def hunt(args: argparse.Namespace) -> int:
+    from pytest_torchcompile.hunt import hunt as run_hunt
+    from pytest_torchcompile.hunt import hunt_options
+
+    if args.minutes <= 0:
+        raise UsageError("--minutes must be positive")
+    result = run_hunt(**hunt_options(args), progress=lambda line: print(line, file=sys.stderr))
+    for line in result.lines():
+        print(line)
+    return 1 if any(cause.known is None for cause in result.causes) else 0
+
+
 def _merge(args: argparse.Namespace) -> int:
     problem = merge_usage_error(args)
     if problem is not None:
@@ -223,6 +261,10 @@ VERBS: tuple[Verb, ...] = (
           "shard-*/report.json --repros shard-*/.compile-accuracy --into .compile-accuracy"),
          merge_arguments, _merge,
          "as the unsharded run's would be; 4 when the reports cannot be merged (one line says why)"),
+    Verb("hunt", "check drawn torch programs for a time budget; print each root cause found",
+         ("--minutes 30", "--minutes 5 --seed 7 --dir hunt --known .compile-accuracy"),
+         _hunt_arguments, hunt,
+         "1 when a cause not known was found, else 0"),
 )
 
 

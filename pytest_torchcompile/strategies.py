@@ -28,6 +28,13 @@ Arguments that must agree on a dimension are built from one drawn size::
 too.) For keyword arguments, give each one its own ``@given`` keyword, or use
 ``st.fixed_dictionaries``.
 
+Whole torch programs, valid by construction, with :func:`programs` (see
+``pytest_torchcompile.programs``)::
+
+    @given(programs())
+    def test_inductor(compile_accuracy, program):
+        compile_accuracy(program.fn, *program.make_inputs(), **program.options)
+
 Values stay in ranges where the arithmetic a model does stays finite, in every dtype: floats in
 ``[-4, 4]`` and integers in ``[-8, 8]`` (``[0, 8]`` unsigned) unless ``elements`` says otherwise.
 Up to 16 elements per tensor are drawn one by one (all of a small tensor; evenly spread over a
@@ -47,12 +54,16 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
+from pytest_torchcompile.programs import Program, programs
+
 __all__ = [
     "FLOAT_DTYPES",
     "INTEGER_DTYPES",
     "Layout",
+    "Program",
     "batched",
     "model_args",
+    "programs",
     "shapes",
     "tensors",
 ]

@@ -228,15 +228,34 @@ def _before_inductor(stages: _Stages) -> StageAttribution | None:
     if stages.fails("aot_eager_decomp_partition without decompositions", decomposing, skip=everything):
         return stages.result("aot_autograd.partition",
                              "deviation appears with AOT autograd's partitioner (aot_eager_decomp_partition)")
-    ops = _culprit(stages, "aot_eager_decomp_partition without the decompositions of", decomposing, everything)
-    return stages.result("decompositions", "deviation appears with decompositions: " + ", ".join(_op_names(ops)),
-                         _op_names(ops))
+    found = _culprit(stages, "aot_eager_decomp_partition without the decompositions of", decomposing, everything)
+    if not found.named:
+        return stages.result("decompositions", f"deviation appears with decompositions; no one op's alone shown "
+                                               f"at fault ({', '.join(_op_names([found.shown]))})")
+    return stages.result("decompositions", "deviation appears with decompositions: " + ", ".join(_op_names(found.named)),
+                         _op_names(found.named))
 
 
-def _culprit(stages: _Stages, step: str, compiler: Compiler, everything: _Skipper) -> list[str]:
-    """The part of a subsystem whose skipping cures the failure (skipping all of it did): the
-    shortest prefix of the parts, in the order torch asked about them, whose skipping cures it
-    ends with it, found by bisection as the compiler bisector does, in log2(parts) compiles."""
+@dataclass(frozen=True)
+class _Culprit:
+    """What switching parts of a subsystem off showed: ``named``, the one part whose switching
+    off alone cures the failure where no other part's alone does (else empty), and ``shown``,
+    what was shown where no part is named."""
+
+    named: list[str]
+    shown: str = ""
+
+
+_MOST_PARTS_TRIED_ALONE = 8
+"""Beyond this many parts, the others are not each switched off alone (a minimal graph has few)."""
+
+
+def _culprit(stages: _Stages, step: str, compiler: Compiler, everything: _Skipper) -> _Culprit:
+    """The part of a subsystem whose switching off alone cures the failure (switching all of it
+    off did), and no other part's alone does. The shortest prefix of the parts, in the order
+    torch asked about them, whose switching off cures it is found by bisection as the compiler
+    bisector does, in log2(parts) compiles; its last part is then switched off alone, and each
+    other part alone, so that a part is named only where it alone is shown to be at fault."""
     parts = everything.seen
     passing, failing = 0, len(parts)
     while failing - passing > 1:
@@ -248,7 +267,24 @@ def _culprit(stages: _Stages, step: str, compiler: Compiler, everything: _Skippe
             passing = middle
         else:
             failing = middle
-    return parts[failing - 1:failing]
+    if failing == 0:
+        return _Culprit([])
+    last = parts[failing - 1]
+
+    def cures(part: str) -> bool:
+        return not stages.fails(f"{step} {part} alone", compiler,
+                                skip=_Skipper(everything.backend, everything.subsystem, {part}))
+
+    if failing > 1 and not cures(last):
+        return _Culprit([], f"switching off {parts[0]} .. {last} together removes it; "
+                            f"{last} alone does not")
+    others = [part for part in parts if part != last]
+    if len(parts) <= _MOST_PARTS_TRIED_ALONE:
+        curing = [part for part in others if cures(part)]
+        if curing:
+            return _Culprit([], f"switching off {last} alone removes it, and so does "
+                                f"{', '.join(curing)} alone")
+    return _Culprit([last])
 
 
 def _op_names(reprs: Iterable[str]) -> list[str]:
@@ -267,11 +303,12 @@ def _within_inductor(stages: _Stages, compiler: Compiler, passes: Sequence[str],
     for subsystem in passes:
         everything = _Skipper("inductor", subsystem)
         if not stages.fails(f"inductor without {subsystem}", compiler, skip=everything):
-            named = _culprit(stages, "inductor without", compiler, everything)
+            culprit = _culprit(stages, "inductor without", compiler, everything)
             label = subsystem.replace("_", "-").replace("-passes", " passes")
-            return stages.result(f"inductor.{subsystem}",
-                                 f"deviation appears in Inductor's {label}" + (f": {', '.join(named)}" if named else ""),
-                                 named)
+            detail = f": {', '.join(culprit.named)}" if culprit.named else \
+                f" ({culprit.shown}; no one pass alone shown at fault)" if culprit.shown else ""
+            return stages.result(f"inductor.{subsystem}", f"deviation appears in Inductor's {label}{detail}",
+                                 culprit.named)
     found = _graph_pass(stages, compiler)
     if found is not None:
         return found
@@ -301,7 +338,7 @@ def _graph_pass(stages: _Stages, compiler: Compiler) -> StageAttribution | None:
     everything = _Skipper("inductor", GRAPH_PASSES)
     if stages.fails("inductor without its graph passes", compiler, skip=everything):
         return None
-    named = _culprit(stages, "inductor without the graph passes", compiler, everything)
+    named = _culprit(stages, "inductor without the graph passes", compiler, everything).named
     if not named:
         return None
     name = named[0]
@@ -320,8 +357,11 @@ def _graph_pass(stages: _Stages, compiler: Compiler) -> StageAttribution | None:
 def _lowered(stages: _Stages, compiler: Compiler, everything: _Skipper, config: dict[str, Any]) -> StageAttribution:
     """The failure goes when ops fall back to aten: name the op, then tell its lowering from the
     code generated for it."""
-    culprits = _culprit(stages, "inductor with aten's", compiler, everything)
-    ops = ", ".join(dict.fromkeys(lowered_op(name, stages.gm) for name in culprits))
+    found = _culprit(stages, "inductor with aten's", compiler, everything)
+    if not found.named:
+        return stages.result("inductor.lowering", "deviation goes when Inductor's lowerings fall back to aten, "
+                                                  f"but no one op's alone is shown at fault ({found.shown})")
+    ops = ", ".join(dict.fromkeys(lowered_op(name, stages.gm) for name in found.named))
     generator = "C++" if not devices_of(stages.inputs) else "Triton"
     for name, value in config.items():
         prefix = _codegen_prefix(name)

@@ -400,3 +400,35 @@ def test_a_node_inductor_made_is_named_as_its_op_and_what_it_was_made_of() -> No
     assert stages.lowered_op("diagonal_scatter", gm) == "aten.diagonal_scatter"
     assert stages.lowered_op("copy__default", gm) == "copy_ (a node Inductor made of aten.diagonal_scatter)"
     assert stages.lowered_op("copy__default_1", gm) == "copy_ (a node Inductor made of aten.diagonal_scatter)"
+
+
+@pytest.fixture
+def abs_and_cos_lowered_wrong() -> Iterator[None]:
+    """abs lowered as neg and cos as sin (Inductor's lowering table; restored afterwards): each
+    op deviates on its own, so that no one op's fallback to aten cures the graph."""
+    from torch._inductor import lowering
+
+    originals = {op: lowering.lowerings[op] for op in (aten.abs.default, aten.cos.default)}
+    lowering.lowerings[aten.abs.default] = lowering.lowerings[aten.neg.default]
+    lowering.lowerings[aten.cos.default] = lowering.lowerings[aten.sin.default]
+    try:
+        yield
+    finally:
+        lowering.lowerings.update(originals)
+
+
+def abs_plus_cos(x: torch.Tensor) -> tuple[torch.Tensor]:
+    return (torch.abs(x) * 2 + torch.cos(x),)
+
+
+@pytest.mark.usefixtures("abs_and_cos_lowered_wrong")
+def test_no_op_is_named_where_no_one_fallback_alone_cures() -> None:
+    """Two ops lowered wrong: all lowerings falling back cures the graph, neither one's alone
+    does, so the stage says what was shown and names no op."""
+    gm = make_fx(abs_plus_cos)(torch.randn(8))
+
+    found = stages.attribute_stage(gm, [torch.randn(8)], stages.POST_AOT, 1e-4)
+
+    assert found.stage == "inductor.lowering" and found.culprits == [], found.trail
+    assert "no one op's alone is shown at fault" in found.summary
+    assert any(line.endswith("alone: fails") for line in found.trail), found.trail

@@ -1,0 +1,95 @@
+"""Property tests for the program strategies (pytest_torchcompile.programs)."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from hypothesis import HealthCheck, Phase, find, given, settings
+
+from pytest_torchcompile.programs import ALL_DTYPES, Program, programs
+
+# No example database: these tests must not write .hypothesis/ into the checkout.
+many = settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+# Derandomized: a shrink's result does not depend on the run.
+search = settings(max_examples=2000, deadline=None, database=None, phases=[Phase.generate, Phase.shrink],
+                  derandomize=True)
+
+
+def run_eagerly(program: Program) -> tuple[torch.Tensor, ...]:
+    """The program's outputs, with the backward of its floating outputs where it trains (as the
+    check runs it: gradients of its floating inputs), every warning an error."""
+    inputs = program.make_inputs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        if not program.options.get("backward"):
+            return tuple(program.fn(*inputs))
+        inputs = tuple(x.detach().requires_grad_() if x.is_floating_point() else x for x in inputs)
+        with torch.enable_grad():
+            outputs = tuple(program.fn(*inputs))
+            differentiable = [out for out in outputs if out.is_floating_point() and out.requires_grad]
+            assert differentiable, program
+            torch.stack([out.float().sum() for out in differentiable]).sum().backward()
+        return outputs
+
+
+@many
+@given(programs())
+def test_every_drawn_program_runs_eagerly(program: Program) -> None:
+    outputs = run_eagerly(program)
+    assert outputs and all(isinstance(out, torch.Tensor) for out in outputs)
+
+
+@many
+@given(programs(training=True))
+def test_a_training_program_writes_nothing_in_place_and_has_a_gradient(program: Program) -> None:
+    assert program.options["backward"] is True
+    assert "_(" not in program.source
+    run_eagerly(program)
+
+
+@many
+@given(programs(training=False, dynamic=True))
+def test_a_dynamic_program_is_checked_at_its_drawn_sizes_only(program: Program) -> None:
+    assert program.options == {"dynamic": True, "sizes": ()}
+
+
+def test_the_inputs_cover_every_dtype() -> None:
+    for dtype in ALL_DTYPES:
+        found = find(programs(dtypes=[dtype]), lambda program: True, settings=search)
+        assert all(x.dtype == dtype for x in found.make_inputs())
+
+
+def test_shrinking_gives_a_one_step_program_of_one_small_input() -> None:
+    found = find(programs(), lambda program: "cumsum" in program.source, settings=search)
+    assert found.ops == 1, found
+    assert len(found.input_sources) == 1, found
+    assert max(x.numel() for x in found.make_inputs()) <= 2, found
+
+
+def test_shrinking_keeps_the_steps_a_failure_needs() -> None:
+    """A failure that needs a scan and an addition shrinks to those two steps and at most one
+    more (a step's operand is drawn among the values before it, so deleting a step can change
+    what later steps read, and hypothesis does not always find the smallest), of one input."""
+    found = find(programs(), lambda program: "cumsum" in program.source and "+" in program.source,
+                 settings=search)
+    assert 2 <= found.ops <= 3, found
+    assert len(found.input_sources) == 1, found
+
+
+def test_a_program_prints_as_a_script_that_runs(tmp_path) -> None:
+    program = find(programs(), lambda program: program.ops >= 3, settings=search)
+    shown = repr(program)
+    assert program.source in shown
+    script = tmp_path / "program.py"
+    script.write_text(program.script())
+    namespace: dict[str, object] = {}
+    exec(compile(script.read_text(), str(script), "exec"), namespace)
+    assert "program" in namespace
+
+
+def test_make_inputs_gives_fresh_tensors_each_time() -> None:
+    program = find(programs(training=False), lambda program: "x0.neg_(" in program.source, settings=search)
+    first = program.make_inputs()
+    program.fn(*first)
+    assert all(torch.equal(a, b) for a, b in zip(program.make_inputs(), program.make_inputs(), strict=True))
