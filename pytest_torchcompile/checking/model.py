@@ -440,6 +440,9 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
             "changed by a call) to check it",
         )
 
+    # The fp64 runs come before the compile: the fp64 copy of the model (twice its fp32 weights)
+    # is gone before the compiled copy is made, never beside it.
+    references = [_reference(fn, arguments, options, mutated, model_draws_random) for arguments in sets]
     training = options.training
     entry = cache.lookup(fn) if cache is not None and not training else None
     reused = entry is not None
@@ -474,8 +477,8 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
     graphs = entry.capture.graphs
     comparison = Comparison([])
     reference_label = "fp64"
-    for arguments, (eager_out, eager_call_args), (compiled_out, compiled_call_args) in results:
-        reference, reference_label = _reference(fn, arguments, options, mutated, model_draws_random)
+    for (arguments, (eager_out, eager_call_args), (compiled_out, compiled_call_args)), (reference, reference_label) \
+            in zip(results, references, strict=True):
         compared = (_judged(compiled_out, compiled_call_args, mutated), _judged(eager_out, eager_call_args, mutated),
                     reference, options, unwritten(arguments, (eager_out, eager_call_args)))
         comparison = _compare(*compared)

@@ -12,6 +12,7 @@ judges exactly as the plugin did. Hence: torch and the standard library only.
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import re
 import sys
@@ -375,6 +376,12 @@ def operator_name(target: Any) -> str | None:
     return getattr(target, "__name__", None)
 
 
+def _may_write(module: Callable[..., Any]) -> bool:
+    """Whether a call of ``module`` may write into its arguments: anything but a graph module
+    whose graph calls nothing that writes one (:func:`may_write_inputs`) may."""
+    return not isinstance(module, torch.fx.GraphModule) or may_write_inputs(module)
+
+
 def may_write_inputs(gm: Any) -> bool:
     """Whether a graph calls anything that may write into an argument (:func:`writes_an_argument`)."""
     return any(writes_an_argument(node) for node in gm.graph.nodes)
@@ -430,7 +437,9 @@ def run_graph(module: Callable[..., Any], inputs: Sequence[Any], backward: bool 
     them. ``copied``: ``inputs`` are already such copies, made for this run alone (detached, the
     floating ones that require grad leaves that do), and are used as they are."""
     if not backward:
-        args = list(inputs) if copied else clone_values(inputs)
+        # A graph that writes into no argument runs on the inputs themselves: a copy of them
+        # (a model's weights) would sit beside the copy the caller keeps.
+        args = list(inputs) if copied or not _may_write(module) else clone_values(inputs)
         with torch.no_grad():
             return [*module(*args), *(args[index] for index in mutated)]
     args = list(inputs) if copied else clone_values(inputs, keep_grad=True)
@@ -488,12 +497,31 @@ def fp64_outputs(module: Callable[..., Any], inputs: Sequence[Any], backward: bo
     """The outputs of ``module`` run in fp64, or None where it cannot run in fp64."""
     try:
         with float64_everywhere():
+            if isinstance(module, torch.fx.GraphModule) and not backward and not mutated:
+                return run_graph(_widening_at_first_use(module), inputs, copied=True)
             # Widened copies serve as the run's own: a second copy would double the fp64 inputs
             # (a graph's inputs hold a model's weights), the most memory a check needs.
             return run_graph(module, [_widened_copy(v, backward) for v in inputs], backward, mutated,
                              copied=True)
     except Exception:
         return None
+
+
+def _widening_at_first_use(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm`` taking its inputs as they are and widening each (:func:`_widened_copy`) right before
+    the first op that reads it, every use reading the widened value. A graph module's code drops
+    each value after its last use: an fp64 run then holds the widened inputs of a few ops at a
+    time (a layer's weights), not a widened copy of every input (all of a model's weights, twice
+    their fp32 size). Its results are those of the graph run on widened copies."""
+    graph = copy.deepcopy(gm.graph)
+    order = {node: position for position, node in enumerate(graph.nodes)}
+    for node in list(graph.find_nodes(op="placeholder")):
+        if not node.users:
+            continue
+        with graph.inserting_before(min(node.users, key=order.__getitem__)):
+            wide = graph.call_function(_widened_copy, (node, False))
+        node.replace_all_uses_with(wide, delete_user_cb=lambda user, wide=wide: user is not wide)
+    return torch.fx.GraphModule(gm, graph)
 
 
 def _widened_copy(value: Any, keep_grad: bool) -> Any:

@@ -71,13 +71,18 @@ import enum
 import json
 import os
 import re
-import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeAlias
 
-from pytest_torchcompile.run.files import atomic_write, locked
+from pytest_torchcompile.run.files import (
+    NotARegularFile,
+    TooLarge,
+    atomic_write,
+    locked,
+    read_bounded,
+)
 from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.verdict import Status
 
@@ -277,16 +282,12 @@ MAX_BYTES = 64 * 2**20
 def _read_text(path: Path) -> str:
     """The text of a regular file of at most :data:`MAX_BYTES`; a device, a pipe or a directory
     (which may never end: ``/dev/zero``) or a larger file raises :class:`BaselineError`."""
-    # Opened without blocking: a pipe would wait for a writer before it could be looked at.
-    handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    if not stat.S_ISREG(os.fstat(handle).st_mode):
-        os.close(handle)
-        raise BaselineError(f"{path}: not a regular file: a baseline is a text file")
-    with os.fdopen(handle, "rb") as stream:
-        # Read one byte past the limit: a file's size can change, or be untold, as it is read.
-        data = stream.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise BaselineError(f"{path}: larger than {MAX_BYTES // 2**20} MiB: not a baseline file")
+    try:
+        data = read_bounded(path, MAX_BYTES)
+    except NotARegularFile:
+        raise BaselineError(f"{path}: not a regular file: a baseline is a text file") from None
+    except TooLarge:
+        raise BaselineError(f"{path}: larger than {MAX_BYTES // 2**20} MiB: not a baseline file") from None
     return data.decode("utf-8-sig")  # an editor's byte order mark is no row
 
 

@@ -8,6 +8,9 @@ Without ``within`` the path is one the user named (a report, the baseline): a li
 followed and stays a link, a device or a pipe is written through (never replaced by a regular
 file), and what cannot take the file (a directory, a socket, a read-only file) is refused with
 :class:`RefusedPath` before anything is written; :func:`refusal` tells it ahead of the run.
+
+A file the user names for the plugin to read (a baseline, a shard's report) is read by
+:func:`read_bounded`: a regular file of a sane size, never a device or a pipe that may not end.
 """
 
 from __future__ import annotations
@@ -35,6 +38,30 @@ class UnsafePath(OSError):
 class RefusedPath(OSError):
     """A path the user named that cannot take the file: its message says why, in a few words
     that leave the path to the caller (``it is a directory``)."""
+
+
+class NotARegularFile(Exception):
+    """A path named for reading is a device, a pipe or a directory (which may never end)."""
+
+
+class TooLarge(Exception):
+    """A file named for reading is larger than what it holds can be."""
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file at ``path``, of at most ``limit`` bytes; raises
+    :class:`NotARegularFile` or :class:`TooLarge` (:class:`OSError` where it cannot be opened)."""
+    # Opened without blocking: a pipe would wait for a writer before it could be looked at.
+    handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    if not stat.S_ISREG(os.fstat(handle).st_mode):
+        os.close(handle)
+        raise NotARegularFile(path)
+    with os.fdopen(handle, "rb") as stream:
+        # Read one byte past the limit: a file's size can change, or be untold, as it is read.
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(path)
+    return data
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from pytest_torchcompile.run.baseline import BaselineError, Gate
+from pytest_torchcompile.run.files import NotARegularFile, TooLarge, read_bounded
 from pytest_torchcompile.run.merge_repros import ReproDirError, merge_repro_dirs
 from pytest_torchcompile.run.report import SCHEMA_VERSION, TerminalLayout
 from pytest_torchcompile.run.results import CaseResult
@@ -56,12 +57,21 @@ class ShardReport:
     record: RunRecord
 
 
+MAX_REPORT_BYTES = 256 * 2**20
+"""The largest shard report read: some hundred thousand tests' checks; a larger file is no report
+(and parsing it would take many times its size in memory)."""
+
+
 def load_report(path: Path) -> ShardReport:
     """Read one shard's report; :class:`MergeError` when it is not a whole report this merge can use."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_bounded(path, MAX_REPORT_BYTES).decode("utf-8"))
     except FileNotFoundError:
         raise MergeError(f"{path}: no such report") from None
+    except NotARegularFile:
+        raise MergeError(f"{path}: not a regular file: a report is a JSON file") from None
+    except TooLarge:
+        raise MergeError(f"{path}: larger than {MAX_REPORT_BYTES // 2**20} MiB: not a report") from None
     except (OSError, UnicodeDecodeError) as error:
         raise MergeError(f"{path}: cannot read the report: {error}") from None
     except json.JSONDecodeError as error:

@@ -1,7 +1,8 @@
 """The copies of a model a check makes live no longer than their run: each eager copy is gone
-before the fp64 copy is made, the fp64 copy before the intermediates are probed, so that at most
-the caller's model, the compiled copy and one copy more are alive at once. An fp64 copy that does
-not fit in memory leaves the check to the labelled same-precision rule."""
+before the fp64 copy is made, the fp64 copy before the compiled copy is made, so that at most the
+caller's model and the fp64 copy, or the caller's model, the compiled copy and one copy of a
+graph's inputs, are alive at once. An fp64 copy that does not fit in memory leaves the check to
+the labelled same-precision rule."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def _alive(made: Copies, fp64: bool) -> int:
 
 
 @pytest.mark.parametrize("backward", [False, True])
-def test_only_the_compiled_copy_outlives_its_run(monkeypatch: pytest.MonkeyPatch, backward: bool) -> None:
+def test_no_copy_is_alive_beside_the_fp64_one_and_only_the_compiled_one_outlives_its_run(monkeypatch: pytest.MonkeyPatch, backward: bool) -> None:
     made = _copies(monkeypatch)
     seen: dict[str, tuple[int, int]] = {}
 
@@ -61,8 +62,10 @@ def test_only_the_compiled_copy_outlives_its_run(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(checking, "_masked_divergence", noting("probe", checking._masked_divergence))
     outcome = check_model(_mlp(), [torch.randn(3, 8)], options=CheckOptions(backward=backward))
     assert outcome.status is Status.PASS, outcome.message
-    # Two eager runs and the compiled copy came before the fp64 run; only the compiled one is left.
-    assert len(made) == 4 and seen == {"fp64 run": (1, 0), "probe": (1, 0)}
+    # Two eager runs came before the fp64 run, none of them left; the compiled copy came after it,
+    # and is the only one left for the probe.
+    assert len(made) == 4 and [wide for wide, _ in made] == [False, False, True, False]
+    assert seen == {"fp64 run": (0, 0), "probe": (1, 0)}
 
 
 def test_an_fp64_copy_that_does_not_fit_leaves_the_same_precision_check(monkeypatch: pytest.MonkeyPatch) -> None:

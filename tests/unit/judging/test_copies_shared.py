@@ -95,3 +95,66 @@ def test_a_call_shares_an_original_only_while_it_holds_the_same_values(alike: bo
     assert len(recorded) == 2 and all(torch.equal(value, model.weight) for value in recorded)
     shares = {value.untyped_storage().data_ptr() == original.untyped_storage().data_ptr() for value in recorded}
     assert shares == {alike}
+
+
+def _widenings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of fp64 tensors alive (by weak reference) as each input is widened."""
+    import weakref
+
+    alive: list[weakref.ref[torch.Tensor]] = []
+    counts: list[int] = []
+    original = judge._widened_copy
+
+    def spy(value: Any, keep_grad: bool) -> Any:
+        counts.append(sum(ref() is not None for ref in alive))
+        wide = original(value, keep_grad)
+        if isinstance(wide, torch.Tensor):
+            alive.append(weakref.ref(wide))
+        return wide
+
+    monkeypatch.setattr(judge, "_widened_copy", spy)
+    return counts
+
+
+def layers(x: torch.Tensor, *weights: torch.Tensor) -> tuple[torch.Tensor]:
+    for weight in weights:
+        x = (x @ weight.t()).relu()
+    return (x,)
+
+
+def test_the_fp64_run_of_a_graph_widens_each_input_as_it_is_first_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    x, weights = torch.randn(3, 4), [torch.randn(4, 4) for _ in range(6)]
+    counts = _widenings(monkeypatch)
+    gm = make_fx(layers)(x, *weights)
+    copied = _copies_made(monkeypatch)
+    outputs = judge.fp64_outputs(gm, [x, *weights])
+    assert outputs is not None and outputs[0].dtype == torch.float64
+    expected = x.double()
+    for weight in weights:
+        expected = (expected @ weight.double().t()).relu()
+    assert torch.equal(outputs[0], expected)
+    # Each layer's widened weight is dropped once read: never more than two others are alive
+    # (the widened activation and the weight just read), whatever the number of layers.
+    assert len(counts) == 7 and max(counts) <= 2 and copied == []
+
+
+def test_a_graph_that_writes_an_input_is_widened_up_front_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.ones(4)
+    gm = make_fx(scale_in_place)(x.clone())
+    counts = _widenings(monkeypatch)
+    outputs = judge.fp64_outputs(gm, [x], mutated=[0])
+    assert outputs is not None and torch.equal(outputs[1], torch.full((4,), 2.0, dtype=torch.float64))
+    assert torch.equal(x, torch.ones(4)) and counts == [0]
+
+
+def test_the_eager_run_of_a_graph_that_writes_no_input_reads_the_inputs_themselves(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    x, weight = torch.randn(3, 4), torch.randn(5, 4)
+    copied = _copies_made(monkeypatch)
+    [output] = judge.run_graph(make_fx(linear)(x, weight), [x, weight])
+    assert torch.equal(output, x @ weight.t()) and copied == []
+    # A graph that writes an input, or code that is no graph, runs on copies.
+    y = torch.ones(4)
+    judge.run_graph(make_fx(scale_in_place)(y.clone()), [y])
+    judge.run_graph(linear, [x, weight])
+    assert torch.equal(y, torch.ones(4)) and len(copied) == 3

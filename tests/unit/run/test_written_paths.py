@@ -19,8 +19,10 @@ import pytest
 
 from pytest_torchcompile.__main__ import main
 from pytest_torchcompile.run import baseline as baseline_module
+from pytest_torchcompile.run import merge as merge_module
 from pytest_torchcompile.run.baseline import BaselineError, load_baseline
 from pytest_torchcompile.run.files import RefusedPath, atomic_write
+from pytest_torchcompile.run.merge import REFUSED
 from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import AccuracySession
 from pytest_torchcompile.run.settings import CheckSettings, GatingSettings
@@ -244,3 +246,39 @@ def test_a_baseline_larger_than_any_is_refused_in_one_line(tmp_path: Path, monke
     with pytest.raises(BaselineError) as refused:
         load_baseline(path)
     assert str(refused.value) == f"{path}: larger than 1 MiB: not a baseline file"
+
+
+# --- reading a shard's report ----------------------------------------------------------------------
+
+
+def _merge_refusal(shard: Path, merged: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    status = main(["merge", str(shard), "--report", str(merged)])
+    captured = capsys.readouterr()
+    return status, [line for line in (captured.out + captured.err).splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "pipe", "directory"])
+def test_a_shard_report_that_is_no_regular_file_is_refused_in_one_line(
+        tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    path = Path(kind) if kind.startswith("/") else tmp_path / kind
+    if kind == "pipe":
+        os.mkfifo(path)  # no writer: a read would wait for one, forever
+    elif kind == "directory":
+        path.mkdir()
+    merged = tmp_path / "merged.json"
+    status, lines = _merge_refusal(path, merged, capsys)
+    assert status == REFUSED
+    assert lines == [f"merge refused: {path}: not a regular file: a report is a JSON file"]
+    assert not merged.exists() and sorted(tmp_path.iterdir()) == ([path] if kind != "/dev/zero" else [])
+
+
+def test_a_shard_report_larger_than_any_is_refused_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(merge_module, "MAX_REPORT_BYTES", 2**20)
+    shard = tmp_path / "shard.json"
+    shard.write_bytes(b" " * (2**20 + 1))
+    merged = tmp_path / "merged.json"
+    status, lines = _merge_refusal(shard, merged, capsys)
+    assert status == REFUSED
+    assert lines == [f"merge refused: {shard}: larger than 1 MiB: not a report"]
+    assert not merged.exists() and shard.stat().st_size == 2**20 + 1
