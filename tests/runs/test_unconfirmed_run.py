@@ -28,6 +28,7 @@ def test_gated(compile_accuracy):
 """
 
 
+@pytest.mark.slow  # unit/checking/test_confirmation_differences.py judges the finding in process
 def test_a_finding_its_repro_does_not_confirm_fails_no_test_and_is_reported_unconfirmed(
     pytester: pytest.Pytester,
 ) -> None:
