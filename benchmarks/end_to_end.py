@@ -3,7 +3,7 @@
 Contenders, each a fresh process with a fresh ``TORCHINDUCTOR_CACHE_DIR`` of its own:
 
 - ``pytest --compile-accuracy`` on one test that checks the anchor model
-  (``../shared/bench/anchor_model.py``) through the ``compile_accuracy`` fixture: its clock runs
+  (``benchmarks/anchor_model.py``) through the ``compile_accuracy`` fixture: its clock runs
   from the pytest command's start until it exits with ``minified.py`` written;
 - torch's path: the anchor script with ``TORCHDYNAMO_REPRO_AFTER=aot`` / repro level 4 (detects the
   deviation, writes ``minifier_launcher.py``), then that launcher's ``minify --no-isolate``; its

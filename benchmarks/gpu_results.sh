@@ -7,7 +7,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-docs/gpu}
-anchor=${ANCHOR:-../shared/bench/anchor_model.py}
+anchor=${ANCHOR:-benchmarks/anchor_model.py}
 mkdir -p "$out"
 status=0
 failed() { [ "$status" -ne 0 ] || status=$1; }

@@ -1,6 +1,6 @@
-"""Time this package's minifier against torch's own on the shared anchor workload, side by side.
+"""Time this package's minifier against torch's own on the anchor workload, side by side.
 
-The anchor model (``../shared/bench/anchor_model.py``: an MLP with one injected relu accuracy
+The anchor model (``benchmarks/anchor_model.py``: an MLP with one injected relu accuracy
 bug) is compiled once through ``check_model`` to write this package's repro, and once as the anchor
 script itself, with ``TORCHDYNAMO_REPRO_AFTER=aot`` / repro level 4, which writes torch's
 ``minifier_launcher.py``. Then every contender runs as its own process with a fresh
@@ -35,10 +35,8 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-ANCHOR = next((parent / "shared" / "bench" / "anchor_model.py" for parent in ROOT.parents
-               if (parent / "shared" / "bench" / "anchor_model.py").is_file()),
-              ROOT.parent / "shared" / "bench" / "anchor_model.py")
-"""``shared/bench/anchor_model.py`` beside this checkout or beside one of its parents."""
+ANCHOR = ROOT / "benchmarks" / "anchor_model.py"
+"""The anchor workload, beside this script."""
 
 sys.path.insert(0, str(ROOT))
 

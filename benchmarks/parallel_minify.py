@@ -1,6 +1,6 @@
 """Parallel minification across xdist workers: minify-phase wall time with ``-n 1`` vs ``-n K``.
 
-K failing cases, variants of the anchor model (../shared/bench/anchor_model.py: a 12-layer MLP,
+K failing cases, variants of the anchor model (benchmarks/anchor_model.py: a 12-layer MLP,
 tanh after every layer but one, which has a relu that Inductor miscompiles through torch's own
 testing knob), each with the buggy relu at a different layer, are generated into a temporary
 directory and run under ``pytest --compile-accuracy`` twice: ``-n 1`` (one worker minifies all

@@ -36,7 +36,9 @@ def repro_files(pytester: pytest.Pytester, name: str) -> list[Path]:
     return sorted((pytester.path / ".compile-accuracy").glob(f"*/{name}"))
 
 
-@pytest.mark.parametrize("bug", ["accuracy", "compile_error", "runtime_error"])
+# The error kinds run whole in the slow step; unit/checking/test_model.py gives each its status.
+@pytest.mark.parametrize("bug", ["accuracy", pytest.param("compile_error", marks=pytest.mark.slow),
+                                 pytest.param("runtime_error", marks=pytest.mark.slow)])
 def test_injected_bug_fails_with_table_and_repro(pytester: pytest.Pytester, bug: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # the whole table, and paths unwrapped

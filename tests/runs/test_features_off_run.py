@@ -30,7 +30,8 @@ LINE = (f"WARNING naming the module that registers an op outside aten in a repro
         f"{torch.__version__} has no torch._C._dispatch_dump; a repro of such an op may need its import added by hand")
 
 
-@pytest.mark.parametrize("workers", ["0", pytest.param("2", marks=pytest.mark.slow)])
+@pytest.mark.slow  # unit/torch_internals/test_features_off.py is its twin in the default run
+@pytest.mark.parametrize("workers", ["0", "2"])
 def test_a_feature_the_torch_leaves_off_is_named_once(pytester: pytest.Pytester, workers: str) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_models=SUITE)

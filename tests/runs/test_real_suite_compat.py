@@ -178,8 +178,9 @@ def pytest_sessionfinish(session):
 
 @pytest.mark.parametrize(("suite", "args", "seen"), [
     ("def test_plain():\n    assert 1 + 1 == 2\n", [], {"controller": "False"}),
-    ("import torch\n\ndef test_plain():\n    assert torch.ones(1).item() == 1\n",
-     ["--compile-accuracy", "-n", "2"], {"controller": "False", "worker": "True"}),
+    pytest.param("import torch\n\ndef test_plain():\n    assert torch.ones(1).item() == 1\n",
+                 ["--compile-accuracy", "-n", "2"], {"controller": "False", "worker": "True"},
+                 marks=pytest.mark.slow),  # xdist; the "off" run stays in the default run
 ], ids=["off", "xdist-controller"])
 def test_the_plugin_imports_torch_only_where_tests_are_checked(
         pytester: pytest.Pytester, suite: str, args: list[str], seen: dict[str, str]) -> None:
@@ -253,6 +254,7 @@ def _run_with_report(pytester: pytest.Pytester, suite: str) -> tuple[pytest.RunR
     return result, checks
 
 
+@pytest.mark.slow  # its plain twin below stays in the default run
 def test_random_ops_are_judged_with_eagers_numbers(pytester: pytest.Pytester) -> None:
     """Dropout in train mode is checked, not eager_nondeterministic; torch.rand, which draws other
     numbers in fp64, is replayed there, so a miscompiled op after it is still caught."""

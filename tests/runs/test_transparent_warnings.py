@@ -28,7 +28,8 @@ def warnings_seen(pytester: pytest.Pytester, *args: str) -> list[str]:
     return seen
 
 
-@pytest.mark.parametrize("checked", [False, True], ids=["report only", "checked"])
+# Two runs each; the checked one (a report too) stays in the default run.
+@pytest.mark.parametrize("checked", [pytest.param(False, marks=pytest.mark.slow), True], ids=["report only", "checked"])
 def test_first_import_warnings_reach_the_test_with_a_report(pytester: pytest.Pytester, checked: bool) -> None:
     # torch 2.13 warns at the compiler's first import (torch.jit.script_method is deprecated);
     # whatever a torch warns of there, the test sees it as a plain run's test does.

@@ -56,6 +56,7 @@ def test_second(compile_accuracy):
 """
 
 
+@pytest.mark.slow  # two minifications; test_a_checked_suite_passes_under_w_error stays in the default run
 def test_every_failing_check_of_a_process_gets_a_loading_minified_repro_under_w_error(
         pytester: pytest.Pytester) -> None:
     # The first repro loaded in a process must leave Inductor's config as the user had it: on

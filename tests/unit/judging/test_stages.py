@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import torch
 import torch.fx
-from inline import runpytest
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.judging import stages
@@ -25,8 +24,6 @@ from pytest_torchcompile.run.report import github_summary_markdown
 from pytest_torchcompile.run.results import CaseResult, MinifyResult, StopReason
 from pytest_torchcompile.run.verdict import Status
 from pytest_torchcompile.torch_internals.config import inductor_config
-
-pytest_plugins = ["pytester"]
 
 aten = torch.ops.aten
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'"
@@ -346,52 +343,6 @@ def test_the_github_summary_names_each_root_cause_most_tests_first() -> None:
 def test_a_minify_result_with_its_stage_survives_the_trip_to_the_controller() -> None:
     result = failed("t.py::test_a", ["aten.relu"], "inductor.codegen.cpp", "in C++ codegen")
     assert CaseResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
-
-
-SUITE = """
-import pytest, torch
-
-
-def mlp(seed):
-    torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-
-
-@pytest.mark.inductor_repro(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
-def test_first(compile_accuracy):
-    compile_accuracy(mlp(0), torch.randn(4, 8))
-
-
-@pytest.mark.inductor_repro(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
-def test_second(compile_accuracy):
-    compile_accuracy(mlp(1), torch.randn(2, 8))
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("workers", [["-p", "no:xdist"], ["-n", "2"]], ids=["serial", "xdist"])
-def test_two_tests_with_one_bug_are_one_root_cause(pytester: pytest.Pytester, workers: list[str]) -> None:
-    pytester.makepyfile(test_suite=SUITE)
-
-    result = runpytest(pytester, *workers, "--compile-accuracy", "--compile-accuracy-report", "report.json")
-
-    result.assert_outcomes(failed=2)
-    summary = ("[2 tests] deviation appears in Inductor's C++ codegen of aten.relu "
-               "(cpp.inject_relu_bug_TESTING_ONLY='accuracy') | ops: aten.relu | accuracy")
-    result.stdout.fnmatch_lines(["compile accuracy root causes: 1", "  [[]2 tests] deviation appears in *",
-                                 "      test_suite.py::test_first", "      test_suite.py::test_second"])
-    section = result.stdout.lines[result.stdout.lines.index("compile accuracy root causes: 1"):]
-    section = section[:section.index("      test_suite.py::test_first")]
-    assert " ".join(" ".join(section).split()) == f"compile accuracy root causes: 1 {summary}"
-    assert max(map(len, section)) <= 80, "wrapped to pytester's 80-column terminal"
-    # Each failure, printed after the minify phase, names its minified repro and stage.
-    for name in ("test_first", "test_second"):
-        result.stdout.fnmatch_lines([f"_*_ {name} _*_", "*- compile accuracy: minified -*",
-                                     f"minified: .compile-accuracy/test_suite.py__{name}/minified.py",
-                                     "minify: 5 -> 1 ops, *", "stage: deviation appears in Inductor's C++ codegen of*"])
-    groups = json.loads((pytester.path / "report.json").read_text())["root_causes"]
-    assert [(group["stage"], group["ops"], group["tests"]) for group in groups] == [
-        ("inductor.codegen.cpp", ["aten.relu"], ["test_suite.py::test_first", "test_suite.py::test_second"])]
 
 
 def test_a_node_inductor_made_is_named_as_its_op_and_what_it_was_made_of() -> None:

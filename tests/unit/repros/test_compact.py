@@ -70,7 +70,8 @@ def test_the_compact_file_copies_the_rule_the_plugin_runs(tmp_path: Path) -> Non
     assert embedded_source(rule.leaf_verdict).count("\n") > 10
 
 
-@pytest.mark.parametrize("kind", [COMPILE_ERROR, RUNTIME_ERROR])
+# The runtime error runs in the slow step (a fresh process each); the compile error by default.
+@pytest.mark.parametrize("kind", [COMPILE_ERROR, pytest.param(RUNTIME_ERROR, marks=pytest.mark.slow)])
 def test_compile_and_runtime_errors_reproduce_compactly(tmp_path: Path, kind: str) -> None:
     inputs = [torch.randn(16)]
     with InProcessJudge(RELU_BUG.format(kind)) as judge:
@@ -123,6 +124,7 @@ def relu_plus_a_made_constant() -> ReproCase:
                      config_source=RELU_BUG.format("accuracy"))
 
 
+@pytest.mark.slow  # runs its file in a fresh process; the one-relu test above does so by default
 def test_ops_that_make_a_tensor_from_no_input_stay_ops_of_the_compact_graph(tmp_path: Path) -> None:
     path = write_minified(relu_plus_a_made_constant(), tmp_path / MINIFIED_NAME)
 
@@ -145,6 +147,7 @@ def writes_relu_into(x: torch.Tensor, out: torch.Tensor) -> tuple[torch.Tensor]:
     return (x + 1.0,)
 
 
+@pytest.mark.slow  # runs its file in a fresh process; the one-relu test above does so by default
 def test_what_a_graph_writes_into_its_inputs_is_judged_compactly(tmp_path: Path) -> None:
     """The only wrong value is the one written into ``out``: the file judges it after the outputs."""
     path = minified(tmp_path, writes_relu_into, [torch.randn(8), torch.zeros(8)])
@@ -155,6 +158,7 @@ def test_what_a_graph_writes_into_its_inputs_is_judged_compactly(tmp_path: Path)
     assert [line.split(": ")[1][:14] for line in done.stdout.splitlines()[:2]] == ["allclose", "fp64 rmse FAIL"], done
 
 
+@pytest.mark.slow  # runs its file in a fresh process; the one-relu test above does so by default
 def test_an_input_with_gaps_and_an_offset_keeps_its_layout_in_the_compact_file(tmp_path: Path) -> None:
     strided = torch.randn(8, 20)[:, 1:17:2]
     path = minified(tmp_path, one_relu, [strided])
@@ -166,6 +170,7 @@ def test_an_input_with_gaps_and_an_offset_keeps_its_layout_in_the_compact_file(t
     assert run(path).returncode == 1
 
 
+@pytest.mark.slow  # runs its file in a fresh process; the one-relu test above does so by default
 def test_an_expanded_input_keeps_its_broadcast_strides_in_the_compact_file(tmp_path: Path) -> None:
     gradient = torch.linspace(-1, 1, 8).expand(8, 8)
     path = minified(tmp_path, lambda x: (torch.relu(x) + x.sum(0),), [gradient])

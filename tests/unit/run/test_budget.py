@@ -8,55 +8,6 @@ import pytest
 
 from pytest_torchcompile.run import budget
 
-SEEN = """
-import os, subprocess, sys, torch
-import torch._inductor.config as inductor_config
-
-EXPECTED = {expected}
-
-
-def expected():
-    if EXPECTED is not None:
-        return EXPECTED
-    return max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
-
-
-def test_threads_seen(compile_accuracy):
-    threads = expected()
-    assert torch.get_num_threads() == threads
-    assert inductor_config.compile_threads == threads
-    child = subprocess.run(
-        [sys.executable, "-c", "import torch, torch._inductor.config as c; print(torch.get_num_threads(), c.compile_threads)"],
-        capture_output=True, text=True, check=True)
-    assert child.stdout.split() == [str(threads), str(threads)]
-
-
-def test_second(compile_accuracy):
-    assert torch.get_num_threads() == expected()
-"""
-
-
-def _run(pytester: pytest.Pytester, expected: int | None, *flags: str) -> pytest.RunResult:
-    pytester.makepyfile(test_seen=SEEN.format(expected=expected))
-    return pytester.runpytest_subprocess("-n", "2", "--compile-accuracy", "-p", "no:cacheprovider", *flags)
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="needs os.sched_getaffinity")
-def test_xdist_workers_share_the_cpus_with_their_compile_workers_and_children(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    for name in (budget.THREADS_ENV, *budget.CHILD_ENV):
-        monkeypatch.delenv(name, raising=False)
-    _run(pytester, None).assert_outcomes(passed=2)
-
-
-def test_the_command_line_overrides_the_environment_and_the_share(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # 2: within a 2-core machine (OpenMP caps a child's threads at the cores), not its share of 1
-    monkeypatch.setenv(budget.THREADS_ENV, "5")
-    _run(pytester, 2, "--compile-accuracy-threads", "2").assert_outcomes(passed=2)
-
 
 def test_shares_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(budget, "cpus", lambda: 16)
@@ -72,10 +23,3 @@ def test_children_limited_restores_the_environment(monkeypatch: pytest.MonkeyPat
     with budget.children_limited(2):
         assert (os.environ["OMP_NUM_THREADS"], os.environ["TORCHINDUCTOR_COMPILE_THREADS"]) == ("2", "2")
     assert os.environ["OMP_NUM_THREADS"] == "7" and "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ
-
-
-def test_a_bad_thread_count_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile("def test_nothing():\n    pass\n")
-    result = pytester.runpytest_subprocess("-n", "2", "--compile-accuracy", "--compile-accuracy-threads", "many")
-    assert result.ret != 0
-    result.stderr.fnmatch_lines(["*--compile-accuracy-threads: expected a number of threads*"])
