@@ -185,7 +185,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("compile-accuracy-trace-log", "keep the DEBUG records of torch's structured-trace logger "
            "(torch.__trace: hundreds of empty lines per compile) in captured logs; without it they are "
            "dropped unless TORCH_TRACE is set", False, _bool, flag=True),
-    Option("compile-accuracy-report", "write a JSON report of every check to PATH (schema: README, "
+    Option("compile-accuracy-report", "write a JSON report of every check to PATH (schema: docs/reports.md, "
            "'CI gating and reports')", "", metavar="PATH"),
 )
 
