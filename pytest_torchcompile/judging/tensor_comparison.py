@@ -88,7 +88,9 @@ def compare_tensor(
         notes.append(f"measured against a reversed-batch eager run's rmse {noise:.3e}, "
                      f"{noise / max(eager_error, 1e-300):.0f}x eager's")
     # An output the rule fails but cannot judge in its dtype passes; its rule and detail say why.
-    reason = None if passed else inconclusive_reason(compiled, eager, reference, how, figures)
+    # Not inconclusive_reason's ill-conditioned verdict here yet: it let an injected wrong kernel in a
+    # random graph pass (tests/runs/test_real_suite_compat.py); only the overflow edge is applied.
+    reason = None
     worst, where = _worst_element(compiled, reference.to(torch.float64))
     return LeafResult(
         path, shape, dtype, passed or reason is not None, how if reason is None else INCONCLUSIVE,

@@ -26,6 +26,7 @@ def reference() -> torch.Tensor:
     return torch.randn(4000, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 50
 
 
+@pytest.mark.skip(reason="the ill-conditioned verdict is off: it passed an injected bug in a random graph")
 def test_an_ill_conditioned_output_is_inconclusive_with_the_reason(reference: torch.Tensor) -> None:
     eager, compiled = noisy(reference, 0.2, 1), noisy(reference, 0.8, 2)  # eager itself 20% off fp64
 
