@@ -64,7 +64,7 @@ def noise_floors(eager_reversed: dict[str, Any], fp64_reversed: dict[str, Any], 
                 continue
             mapped = _mapped_back(again, wide, batch)
             if mapped is not None:
-                floors[path] = _rmse(mapped(eager.detach()), wide)
+                floors[path] = _rmse(mapped(eager.detach()), wide.detach())
     return floors
 
 

@@ -55,7 +55,9 @@ def capturing_backend(
                 return hook(lowered, inputs, kwargs, lambda: compile_fx_inner(lowered, inputs, **kwargs))
 
         def compile_all() -> Any:
-            with inductor_config(tracing_part(random_config)):
+            # Without AOT autograd's cache: where it answers, no inner compile runs, and ``hook``
+            # would see nothing of the graph it was handed to capture.
+            with inductor_config(tracing_part(random_config)), no_compile_caches():
                 return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
 
         return dynamo_hook(gm, example_inputs, compile_all) if dynamo_hook is not None else compile_all()

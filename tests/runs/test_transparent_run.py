@@ -78,6 +78,14 @@ def test_flags_and_generators_after_a_test():
 """
 
 
+def _differing(plain: dict, checked: dict, path: str = "") -> list[str]:
+    """Where two JSON trees differ: each differing leaf as "path: plain -> checked"."""
+    if not (isinstance(plain, dict) and isinstance(checked, dict)):
+        return [] if plain == checked else [f"{path}: {plain!r} -> {checked!r}"]
+    return [line for key in sorted(set(plain) | set(checked))
+            for line in _differing(plain.get(key), checked.get(key), f"{path}/{key}")]
+
+
 def outcomes(result: pytest.RunResult) -> dict[str, str]:
     return {line.split(" ")[1].split("::")[1]: line.split(" ")[0]
             for line in result.outlines if line.startswith(("PASSED ", "FAILED "))}
@@ -101,10 +109,10 @@ def test_a_checked_run_is_a_plain_one(pytester: pytest.Pytester, monkeypatch: py
     # Every class of difference at once: each is a defect of its own.
     differences = {
         "outcomes": outcomes(plain) != outcomes(checked),
-        "counters": counters[0] != counters[1],
+        "counters": _differing(counters[0], counters[1]),
         "random values": not torch.equal(random[0][0], random[1][0]),
         "generator after random values": not torch.equal(random[0][1], random[1][1]),
         "flags after a test": state[0][0] != state[1][0],
         "generator after a test": not torch.equal(state[0][1], state[1][1]),
     }
-    assert [name for name, differs in differences.items() if differs] == []
+    assert {name: differs for name, differs in differences.items() if differs} == {}
