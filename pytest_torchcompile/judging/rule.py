@@ -47,19 +47,6 @@ def leaf_verdict(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.T
     return errors[0] <= multiplier * errors[1] + tol / 10.0, "fp64 rmse", (*errors, multiplier)
 
 
-ILL_CONDITIONED = 0.1
-"""Eager's rmse against fp64 as a share of the fp64 values' rms, from which a failing output is
-inconclusive: eager's own result is then mostly rounding (an ill-conditioned output, magnitudes
-that grow through random weights), and a compiled result that rounds otherwise is as far off
-without being wrong. A wrong value of a well-conditioned output stays a failure: eager is within
-a few percent of fp64 there, even in bfloat16."""
-
-ILL_CONDITIONED_REACH = 10.0
-"""How much further than the rule allows a compiled result of an ill-conditioned output may be
-and still be inconclusive; beyond it, it fails: rounding that eager shows to be large does not
-make an error ten times larger than that plausible."""
-
-
 def within_noise(figures: tuple[float, ...], noise: float, tol: float) -> bool:
     """Whether a compiled result that :func:`leaf_verdict` failed by ``fp64 rmse`` (``figures``)
     passes measured against ``noise``, the rmse against fp64 of a second legitimate evaluation
@@ -70,26 +57,50 @@ def within_noise(figures: tuple[float, ...], noise: float, tol: float) -> bool:
 
 
 def inconclusive_reason(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor | None, how: str,
-                        figures: tuple[float, ...]) -> str | None:
-    """Why an output that :func:`leaf_verdict` failed by ``how`` (with ``figures``) cannot be
-    judged in its dtype, or None: eager itself far from fp64 (:data:`ILL_CONDITIONED`), or
-    non-finite values that differ only by an overflow at the edge of the dtype's range.
+                        tol: float) -> str | None:
+    """Why an output that :func:`leaf_verdict` failed by its non-finite pattern (``how``) cannot
+    be judged in its dtype, or None: non-finite values that differ only by an overflow at the
+    edge of the dtype's range, or only where eager itself overflowed (non-finite where fp64 is
+    finite), the rest within the rule.
 
     The compact form of a minified repro judges by :func:`leaf_verdict` alone: its graph failed
     this fuller rule, and stays failed without it."""
-    if reference is None:
+    if reference is None or how != "non-finite pattern":
         return None
     dtype = str(eager.dtype).replace("torch.", "")
-    if how == "non-finite pattern" and _overflow_at_range_edge(compiled, eager, reference):
+    if _overflow_at_range_edge(compiled, eager, reference):
         return f"overflow at the edge of {dtype}'s range"
-    if how != "fp64 rmse":
-        return None
-    compiled_error, eager_error, multiplier = figures
-    finite = compiled.isfinite() & eager.isfinite() & reference.isfinite()
-    scale = float(torch.sqrt(torch.mean(torch.square(reference[finite].double())))) if bool(finite.any()) else 0.0
-    if 0.0 < ILL_CONDITIONED * scale < eager_error and compiled_error <= ILL_CONDITIONED_REACH * multiplier * eager_error:
-        return f"ill-conditioned in {dtype}: eager itself is {eager_error / scale:.0%} off fp64"
+    overflowed = _overflowed_in_eager(compiled, eager, reference, tol)
+    if overflowed:
+        return (f"eager itself overflows in {dtype} ({overflowed} values non-finite where fp64 is finite); "
+                "compiled differs only there and at the range's edge, and the rest is within the rule")
     return None
+
+
+def _overflowed_in_eager(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor, tol: float) -> int:
+    """How many of eager's values are non-finite where fp64 is finite, where compiled differs in
+    its non-finite values from eager's only there (an overflow in an intermediate spreads as
+    infinities and NaNs that rounding alone places) or where eager's finite value is at least half
+    the dtype's largest, and the values finite in all three pass the rule; else 0. A non-finite
+    compiled value where eager is finite and in range, or an infinity of the other sign, is never
+    such an overflow."""
+    eager_finite = eager.isfinite()
+    broken = ~eager_finite & reference.isfinite()
+    if not bool(broken.any()):
+        return 0
+    patterns = [torch.stack([t.isnan(), t == math.inf, t == -math.inf]) for t in (compiled, eager)]
+    differs = (patterns[0] != patterns[1]).any(dim=0)
+    at_edge = eager_finite & (eager.double().abs() >= torch.finfo(eager.dtype).max / 2)
+    # An infinity of the other sign than eager's, or than fp64's where eager is NaN, is a sign
+    # flip, not a place the overflow landed.
+    flipped = compiled.isinf() & torch.where(eager.isinf(), eager.sign() != compiled.sign(),
+                                             eager.isnan() & (reference.sign() != compiled.sign()))
+    if bool((differs & (~(broken | at_edge) | flipped)).any()):
+        return 0
+    finite = compiled.isfinite() & eager_finite & reference.isfinite()
+    if bool(finite.any()) and not leaf_verdict(compiled[finite], eager[finite], reference[finite], tol)[0]:
+        return 0
+    return int(broken.sum())
 
 
 def _overflow_at_range_edge(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor) -> bool:

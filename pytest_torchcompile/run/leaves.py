@@ -16,7 +16,7 @@ terminal's failure message."""
 
 INCONCLUSIVE = "inconclusive"
 """The rule of an output that the fp64 rule fails but that no result in its dtype can be judged
-by (ill-conditioned, or an overflow at the edge of the dtype's range): it passes, as no evidence
+by (an overflow at the edge of the dtype's range, or one eager itself made): it passes, as no evidence
 of a compiler defect, and its detail says why."""
 
 

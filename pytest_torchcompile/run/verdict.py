@@ -30,8 +30,8 @@ class Status(enum.StrEnum):
     test's to expect. Reported for what it is, neither a failure nor minified."""
     INCONCLUSIVE = "inconclusive"
     """Every output the fp64 rule fails is one that no result in its dtype can be judged by
-    (eager itself far from fp64: an ill-conditioned output; an overflow at the edge of the
-    dtype's range): not failed, and no evidence that the compiled code is right either; reported
+    (an overflow at the edge of the dtype's range, or one eager itself made, non-finite where
+    fp64 is finite): not failed, and no evidence that the compiled code is right either; reported
     with the reason."""
     NOT_JUDGED = "not_judged"
     """The check ran, but its results hold no tensor to judge (the model returned None, a string,
