@@ -95,7 +95,8 @@ class GraphChecker:
         self.check_non_float = check_non_float
         self.intermediates = intermediates
         self.probes = ConcurrentProbes(probe_children)
-        self.capture = GraphCapture(observer=_aside(self._observe), dynamo_observer=_aside(self._observe_torch_level),
+        self.capture = GraphCapture(observer=_aside(self._stoppable(self._observe)),
+                                    dynamo_observer=_aside(self._stoppable(self._observe_torch_level)),
                                     lowering_observer=self.probes.prepare if intermediates else None)
         self.failures: list[GraphFailure] = []
         self.unchecked: list[str] = []
@@ -109,6 +110,22 @@ class GraphChecker:
         """The graphs whose intermediates were judged (on their first call that passed)."""
         self._training_calls: list[tuple[DynamoGraph, list[Any], int]] = []
         """Calls of torch-level graphs whose outputs required grad: (graph, inputs, outputs returned)."""
+
+    def _stoppable(self, observe: Callable[..., None]) -> Callable[..., None]:
+        """``observe``, a judging of a graph's call, leaving a line in :attr:`unchecked` where it
+        is stopped from outside (pytest-timeout's signal fails the test from wherever it runs,
+        Ctrl-C): the test's row then says why its graph has no verdict, and the test stops as
+        it was told."""
+        def observed(graph: CapturedGraph | DynamoGraph, *args: Any) -> None:
+            try:
+                observe(graph, *args)
+            except Exception:
+                raise
+            except BaseException as stop:
+                self.unchecked.append(f"{graph.label}: not judged: the check was stopped before its verdict: "
+                                      f"{error_signature(stop, max_chars=300)}")
+                raise
+        return observed
 
     def _observe(self, graph: CapturedGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
         """Judge a call of one of the test's post-AOT graphs; one that draws random numbers drew

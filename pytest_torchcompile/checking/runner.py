@@ -36,7 +36,7 @@ from pytest_torchcompile.judging.judge import (
     error_signature,
 )
 from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case
-from pytest_torchcompile.run.files import unusable_directory
+from pytest_torchcompile.run.files import unusable_directory, unwritable_directory
 from pytest_torchcompile.run.leaves import shown_table
 from pytest_torchcompile.run.report import TerminalLayout
 from pytest_torchcompile.run.results import CaseResult
@@ -52,7 +52,7 @@ from pytest_torchcompile.torch_internals.compiling import (
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.environment import (
     INDUCTOR_CACHE_VARIABLE,
-    named_inductor_cache,
+    inductor_cache,
 )
 
 FAILURE_KINDS = {
@@ -83,12 +83,17 @@ class CheckRunner:
         run whose tests compile nothing does not pay its import (seconds), and one that compiles
         pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
         child started now pays Inductor's first compile while the tests are collected."""
-        cache = named_inductor_cache()
-        unusable = None if cache is None else unusable_directory(cache)
+        # Every compile would fail on an unusable cache: each test's check not judged, for one cause.
+        cache, named = inductor_cache()
+        if named:
+            unusable = unusable_directory(cache)
+            source = INDUCTOR_CACHE_VARIABLE
+        else:  # Inductor's own, made at its first compile: a run that compiles nothing makes none
+            unusable = unwritable_directory(cache)
+            source = f"Inductor's default; {INDUCTOR_CACHE_VARIABLE} names another"
         if unusable is not None:
-            # Every compile would fail on it, each reported as the compiler's failure otherwise.
             raise pytest.UsageError(f"compile accuracy: cannot write in Inductor's cache directory {cache} "
-                                    f"({INDUCTOR_CACHE_VARIABLE}): {unusable}; give a writable one")
+                                    f"({source}): {unusable}; give a writable one")
         runner = cls(session, layout)
         if not trace_log:
             runner.restore_trace_log = quiet_trace_log()

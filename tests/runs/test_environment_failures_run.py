@@ -77,3 +77,28 @@ def test_an_inductor_cache_directory_that_cannot_be_written_is_a_one_line_usage_
     assert result.stderr.lines[0] == (f"ERROR: compile accuracy: cannot write in Inductor's cache directory {cache} "
                                       "(TORCHINDUCTOR_CACHE_DIR): Not a directory; give a writable one")
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_default_inductor_cache_directory_that_cannot_be_written_is_a_one_line_usage_error(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    from pytest_torchcompile.torch_internals.environment import inductor_cache
+
+    pytester.makepyfile(test_model=SUITE)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    temporary = pytester.path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    cache, named = inductor_cache()
+    assert not named and cache.parent == temporary
+    cache.write_text("")  # where Inductor would make its cache
+    result = pytester.runpytest("--compile-accuracy")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.lines[0] == (f"ERROR: compile accuracy: cannot write in Inductor's cache directory {cache} "
+                                      "(Inductor's default; TORCHINDUCTOR_CACHE_DIR names another): it is a file, "
+                                      "not a directory; give a writable one")
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    # No test ran, nothing was written: the temporary directory holds what it held.
+    assert list(temporary.iterdir()) == [cache] and cache.read_text() == ""
+    assert not (pytester.path / ".compile-accuracy").exists()
