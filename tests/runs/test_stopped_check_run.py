@@ -4,6 +4,8 @@ section keeps a row for it saying that its check was stopped, rather than a bare
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -47,11 +49,11 @@ from pytest_torchcompile.checking import plain
 
 
 def stopped(*args, **kwargs):
-    pytest.fail("Timeout (>1.0s) from pytest-timeout.")
+    {stop}
 
 
-# The timeout fires while the plugin judges a graph of the test's own compile.
-plain.reference_outputs = stopped
+# The stop comes while the plugin judges a graph of the test's own compile.
+plain.mutated_inputs = stopped
 """
 
 PLAIN_SUITE = """
@@ -65,18 +67,38 @@ def test_plain():
 """
 
 
-def test_a_plain_compile_stopped_while_its_graph_is_judged_keeps_its_row(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(STOPPING_CONFTEST)
+@pytest.mark.parametrize(("stop", "signature", "outcome", "status"), [
+    # pytest-timeout's signal method fails the test from wherever it runs.
+    ('pytest.fail("Timeout (>1.0s) from pytest-timeout.")', "Failed: Timeout (>1.0s) from pytest-timeout.",
+     {"failed": 1}, pytest.ExitCode.TESTS_FAILED),
+    # Ctrl-C (and SIGTERM, which the plugin turns into it) stops the run there.
+    ("raise KeyboardInterrupt", "KeyboardInterrupt: ", {}, pytest.ExitCode.INTERRUPTED),
+], ids=["timeout", "ctrl-c"])
+def test_a_plain_compile_stopped_while_its_graph_is_judged_keeps_its_row(
+        pytester: pytest.Pytester, stop: str, signature: str, outcome: dict[str, int], status: pytest.ExitCode) -> None:
+    pytester.makeconftest(STOPPING_CONFTEST.format(stop=stop))
     pytester.makepyfile(test_model=PLAIN_SUITE)
-    before = {path.name for path in pytester.path.iterdir()}
-    result = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-minify")
-    result.assert_outcomes(failed=1)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    options = ("--compile-accuracy", "--no-compile-accuracy-minify", "--compile-accuracy-report=report.json")
+    # An interrupted run leaves pytest's logging set up in the process that ran it.
+    result = (pytester.runpytest(*options) if status is pytest.ExitCode.TESTS_FAILED
+              else pytester.runpytest_subprocess(*options))
+    result.assert_outcomes(**outcome)
+    assert result.ret == status
+    reason = f"not judged: the check was stopped before its verdict: {signature}"
+    # The summary wraps a reason at its own width, whatever the terminal's.
+    summary = " ".join(line.strip() for line in result.stdout.lines)
     result.stdout.fnmatch_lines([
         "*= compile accuracy =*",
-        "not_judged  -      test_model.py::test_plain",
-        "*graph 0 (inference) from *: not judged: the check was stopped before its verdict: Failed: Timeout (>1.0s) "
-        "from pytest-timeout.",
+        "status      ratio  graphs                 test",
+        "not_judged  -      0 judged, 1 unchecked  test_model.py::test_plain",
+        "    unchecked graph 0 (inference) from test_model.py:7 (test_plain): not judged: *",
+        "compile accuracy: 1 checks in 1 tests: 1 not_judged",
     ])
-    # A stopped check writes no repro: the run's files are those it had.
-    assert {path.name for path in pytester.path.iterdir()} - before <= {"__pycache__"}
+    assert f"unchecked graph 0 (inference) from test_model.py:7 (test_plain): {reason}" in summary
+    [test] = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert test["nodeid"] == "test_model.py::test_plain" and test["status"] == "not_judged"
+    [check] = test["checks"]
+    # The report names the graph's file in full.
+    assert check["unchecked"] == [f"graph 0 (inference) from {pytester.path / 'test_model.py'}:7 (test_plain): {reason}"]
+    # A stopped check writes no repro.
+    assert not list(pytester.path.glob("**/repro.py"))
