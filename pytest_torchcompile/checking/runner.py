@@ -62,6 +62,22 @@ FAILURE_KINDS = {
 }
 
 
+def check_inductor_cache() -> None:
+    """Raise a usage error where Inductor's cache directory cannot be written: every compile
+    would fail on it, each test's check not judged for one cause. Asked before the run makes its
+    repro directory, so that a run stopped here writes nothing."""
+    cache, named = inductor_cache()
+    if named:
+        unusable = unusable_directory(cache)
+        source = INDUCTOR_CACHE_VARIABLE
+    else:  # Inductor's own, made at its first compile: a run that compiles nothing makes none
+        unusable = unwritable_directory(cache)
+        source = f"Inductor's default; {INDUCTOR_CACHE_VARIABLE} names another"
+    if unusable is not None:
+        raise pytest.UsageError(f"compile accuracy: cannot write in Inductor's cache directory {cache} "
+                                f"({source}): {unusable}; give a writable one")
+
+
 class CheckRunner:
     """Runs the checks of this process's tests for ``session``, which gathers their results."""
 
@@ -83,17 +99,6 @@ class CheckRunner:
         run whose tests compile nothing does not pay its import (seconds), and one that compiles
         pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
         child started now pays Inductor's first compile while the tests are collected."""
-        # Every compile would fail on an unusable cache: each test's check not judged, for one cause.
-        cache, named = inductor_cache()
-        if named:
-            unusable = unusable_directory(cache)
-            source = INDUCTOR_CACHE_VARIABLE
-        else:  # Inductor's own, made at its first compile: a run that compiles nothing makes none
-            unusable = unwritable_directory(cache)
-            source = f"Inductor's default; {INDUCTOR_CACHE_VARIABLE} names another"
-        if unusable is not None:
-            raise pytest.UsageError(f"compile accuracy: cannot write in Inductor's cache directory {cache} "
-                                    f"({source}): {unusable}; give a writable one")
         runner = cls(session, layout)
         if not trace_log:
             runner.restore_trace_log = quiet_trace_log()

@@ -76,8 +76,10 @@ INDUCTOR_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 def inductor_cache() -> tuple[Path, bool]:
     """The cache directory Inductor will use, and whether the environment names it (else it is
     Inductor's default). The default is found as ``torch._inductor.runtime.cache_dir_utils``
-    finds it, without importing the compiler (seconds, paid by no run that compiles nothing):
-    ``torchinductor_<user>`` in the temporary directory."""
+    finds it (``torchinductor_<user>`` in the temporary directory), written out here rather than
+    imported: importing that module imports the compiler, seconds at the start of every run (paid
+    by none that compiles nothing), and the warnings its import raises would reach no test that
+    sees them without the plugin."""
     named = os.environ.get(INDUCTOR_CACHE_VARIABLE)
     if named:
         return Path(os.path.abspath(named)), True
