@@ -305,7 +305,9 @@ def test_sigterm_in_the_minify_phase_under_xdist_ends_cleanly_with_the_summary(p
     finally:
         run.kill()
     assert run.returncode == pytest.ExitCode.INTERRUPTED, output
-    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+    # The interrupt reaches the controller in xdist's test loop, which waits for the workers to
+    # end their sessions: pytest says so in its one line, as for any interrupt there.
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output
     assert "compile accuracy: 2 checks in 2 tests: 2 fail_accuracy" in output, output
     for seed in (0, 1):
         assert (f"not minified test_model.py::test_mlp[{seed}]: the run stopped first: minify: interrupted; "
