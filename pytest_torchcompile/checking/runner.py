@@ -24,7 +24,7 @@ from pytest_torchcompile.checking.model import (
     check_model,
     unjudgeable_input,
 )
-from pytest_torchcompile.checking.plain import GraphChecker, GraphFailure
+from pytest_torchcompile.checking.plain import SAME_PRECISION, GraphChecker, GraphFailure
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import (
@@ -301,7 +301,7 @@ class CheckRunner:
         results = []
         with aside():
             for failure in failures:
-                result = CaseResult(nodeid, failure.status, failure.message,
+                result = CaseResult(nodeid, failure.status, failure.message, reference=failure.reference,
                                     worst_ratio=Comparison(failure.leaves).worst_ratio,
                                     leaves=failure.leaves, fallback_random=failure.fallback_random,
                                     graphs_judged=1)
@@ -324,8 +324,13 @@ def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[Graph
     parts = [f"{len(passed)} graph(s) pass"] if passed else []
     if checker.unchecked:
         parts.append(f"{len(checker.unchecked)} unchecked")
+    # A graph that passed without its fp64 reference passed the weaker, labelled check only.
+    failed = {failure.dynamo.label if failure.dynamo is not None else failure.graph.label for failure in failures}
+    without_fp64 = [f"{label}: {why}" for label, why in checker.without_fp64.items() if label not in failed]
+    status = Status.NOT_JUDGED if not passed else Status.NO_FP64_REFERENCE if without_fp64 else Status.PASS
     ratios = [ratio for ratio in passed if ratio is not None]
-    return CaseResult(nodeid, Status.PASS if passed else Status.NOT_JUDGED, ", ".join(parts),
+    return CaseResult(nodeid, status, ", ".join(parts),
+                      reference=f"{SAME_PRECISION}: {'; '.join(without_fp64)}" if without_fp64 else "fp64",
                       worst_ratio=max(ratios, default=None),
                       graphs_judged=len(passed), unchecked=list(checker.unchecked))
 

@@ -52,8 +52,10 @@ def stopped(*args, **kwargs):
     {stop}
 
 
-# The stop comes while the plugin judges a graph of the test's own compile.
-plain.mutated_inputs = stopped
+@pytest.fixture(autouse=True)
+def stop_while_judging(monkeypatch):
+    # The stop comes while the plugin judges a graph of the test's own compile.
+    monkeypatch.setattr(plain, "mutated_inputs", stopped)
 """
 
 PLAIN_SUITE = """
