@@ -283,17 +283,21 @@ class GraphChecker:
         theirs ran), after the test's own calls: what runs is only code the test ran (no backward
         is compiled for a call that had none), and nothing runs inside the test's calls."""
         for graph, inputs, returned in self._training_calls:
-            if not any(lowered.kind == "backward" and lowered.calls for lowered in graph.lowered):
-                continue
-            failed = self._lowered_failures(graph)
-            if not failed:
-                self._judge_training_call(graph, inputs, returned)
-            elif [self.failures[index].graph.kind for index in failed] == ["forward"]:
-                # A wrong loss rarely comes alone: the gradients its backward computes from the
-                # forward's results are shown in its table, as the fixture's check shows them. A
-                # backward graph that fails on its own shows them in its own.
-                self._add_failing_gradients(failed[0], graph, inputs, returned)
+            if any(lowered.kind == "backward" and lowered.calls for lowered in graph.lowered):
+                # Judged as the test's call ends, where pytest-timeout or Ctrl-C may stop it too.
+                self._stoppable(self._judge_training)(graph, inputs, returned)
         self._training_calls.clear()
+
+    def _judge_training(self, graph: DynamoGraph, inputs: list[Any], returned: int) -> None:
+        """One training call of :meth:`_judge_training_calls`."""
+        failed = self._lowered_failures(graph)
+        if not failed:
+            self._judge_training_call(graph, inputs, returned)
+        elif [self.failures[index].graph.kind for index in failed] == ["forward"]:
+            # A wrong loss rarely comes alone: the gradients its backward computes from the
+            # forward's results are shown in its table, as the fixture's check shows them. A
+            # backward graph that fails on its own shows them in its own.
+            self._add_failing_gradients(failed[0], graph, inputs, returned)
 
     def _add_failing_gradients(self, failed: int, graph: DynamoGraph, inputs: list[Any], returned: int) -> None:
         """The gradients (and written inputs) of a training call that its compiled forward and

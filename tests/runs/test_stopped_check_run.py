@@ -104,3 +104,28 @@ def test_a_plain_compile_stopped_while_its_graph_is_judged_keeps_its_row(
     assert check["unchecked"] == [f"graph 0 (inference) from {pytester.path / 'test_model.py'}:7 (test_plain): {reason}"]
     # A stopped check writes no repro.
     assert not list(pytester.path.glob("**/repro.py"))
+
+
+TRAINING_SUITE = """
+import torch
+
+
+def test_train():
+    model = torch.nn.Linear(4, 2)
+    torch.compile(model)(torch.ones(3, 4)).sum().backward()
+"""
+
+
+def test_a_plain_training_call_stopped_while_its_gradients_are_judged_keeps_its_row(pytester: pytest.Pytester) -> None:
+    # The training call is judged as the test's call ends, rerunning its compiled code: stopped there.
+    pytester.makeconftest(STOPPING_CONFTEST.format(stop='pytest.fail("Timeout (>1.0s) from pytest-timeout.")')
+                          .replace('"mutated_inputs"', '"run_graph"'))
+    pytester.makepyfile(test_model=TRAINING_SUITE)
+    result = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-minify",
+                                "--compile-accuracy-report=report.json")
+    result.assert_outcomes(failed=1)
+    [test] = json.loads((pytester.path / "report.json").read_text())["tests"]
+    [check] = test["checks"]
+    assert check["unchecked"] == [f"torch-level graph 0 from {pytester.path / 'test_model.py'}:6 (test_train): not "
+                                  "judged: the check was stopped before its verdict: Failed: Timeout (>1.0s) from "
+                                  "pytest-timeout."]
