@@ -63,6 +63,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config))
     if enabled:
         config.stash[SESSION_KEY].stop_on_sigterm()
+    if enabled and not _is_xdist_controller(config):
+        from pytest_torchcompile.checking.runner import check_inductor_cache
+
+        check_inductor_cache()
     from pytest_torchcompile.minifying.phase import configure as configure_minify_phase
 
     configure_minify_phase(config, config.stash[SESSION_KEY])

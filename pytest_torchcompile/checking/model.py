@@ -545,7 +545,7 @@ def _reference(
     except Exception as error:
         # Eager's and the compiled results fit where the fp64 ones do not: they are still judged.
         cause = (f"the fp64 reference does not fit in memory: the model's weights and inputs alone take "
-                 f"{_fp64_bytes(fn, arguments) / 2**30:.2f} GiB in fp64" if out_of_memory(error)
+                 f"{fp64_bytes(fn, arguments) / 2**30:.2f} GiB in fp64" if out_of_memory(error)
                  else "the model cannot run in fp64")
         return None, f"same-precision cosine check: {cause} ({error_signature(error, max_chars=300)})"
     return _judged(parts, call_args, mutated), "fp64"
@@ -571,7 +571,7 @@ def _noise_floors(fn: Callable[..., Any], arguments: Arguments, options: CheckOp
     return noise_floors(_judged(parts, call_args, mutated), fp64, reference, batch)
 
 
-def _fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:
+def fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:
     """What the model's weights and tensor inputs take once widened to fp64."""
     tensors: list[torch.Tensor] = list(fn.parameters()) + list(fn.buffers()) if isinstance(fn, torch.nn.Module) else []
     tree_map(lambda leaf: tensors.append(leaf) if isinstance(leaf, torch.Tensor) else None,

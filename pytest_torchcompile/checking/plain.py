@@ -27,7 +27,7 @@ from pytest_torchcompile.checking.masked import (
     ProbeChildren,
     find_masked_divergence,
 )
-from pytest_torchcompile.checking.model import TORCH_LEVEL_NOTE
+from pytest_torchcompile.checking.model import TORCH_LEVEL_NOTE, fp64_bytes
 from pytest_torchcompile.judging.capture import (
     CapturedGraph,
     DynamoGraph,
@@ -42,11 +42,11 @@ from pytest_torchcompile.judging.judge import (
     devices_of,
     differentiating,
     error_signature,
-    fp64_outputs,
+    fp64_results,
     full_fp32_precision,
     generators_kept,
     mutated_inputs,
-    reference_outputs,
+    reference_results,
     rng_states,
     run_graph,
     set_rng_states,
@@ -80,6 +80,8 @@ class GraphFailure:
     note: str = ""
     fallback_random: bool = False
     dynamo: DynamoGraph | None = None
+    reference: str = "fp64"
+    """``fp64``, or the label of the same-precision check the graph was judged by without it."""
 
 
 class GraphChecker:
@@ -95,12 +97,16 @@ class GraphChecker:
         self.check_non_float = check_non_float
         self.intermediates = intermediates
         self.probes = ConcurrentProbes(probe_children)
-        self.capture = GraphCapture(observer=_aside(self._observe), dynamo_observer=_aside(self._observe_torch_level),
+        self.capture = GraphCapture(observer=_aside(self._stoppable(self._observe)),
+                                    dynamo_observer=_aside(self._stoppable(self._observe_torch_level)),
                                     lowering_observer=self.probes.prepare if intermediates else None)
         self.failures: list[GraphFailure] = []
         self.unchecked: list[str] = []
         """What could not be judged (a graph, or a judged graph's intermediates), each
         ``"<graph label>: <reason>"``."""
+        self.without_fp64: dict[str, str] = {}
+        """By graph label, why a graph judged on its outputs had no fp64 reference (the fp64 run
+        raised, or did not fit in memory): it was judged by the same-precision rule."""
         self.judged: dict[int, float | None] = {}
         """Every graph judged on its outputs, by index: its worst error ratio over its calls
         (None while all its outputs are within allclose)."""
@@ -109,6 +115,34 @@ class GraphChecker:
         """The graphs whose intermediates were judged (on their first call that passed)."""
         self._training_calls: list[tuple[DynamoGraph, list[Any], int]] = []
         """Calls of torch-level graphs whose outputs required grad: (graph, inputs, outputs returned)."""
+
+    def _stoppable(self, observe: Callable[..., None]) -> Callable[..., None]:
+        """``observe``, a judging of a graph's call, leaving a line in :attr:`unchecked` where it
+        is stopped from outside (pytest-timeout's signal fails the test from wherever it runs,
+        Ctrl-C): the test's row then says why its graph has no verdict, and the test stops as
+        it was told."""
+        def observed(graph: CapturedGraph | DynamoGraph, *args: Any) -> None:
+            try:
+                observe(graph, *args)
+            except Exception:
+                raise
+            except BaseException as stop:
+                self.unchecked.append(f"{graph.label}: not judged: the check was stopped before its verdict: "
+                                      f"{error_signature(stop, max_chars=300)}")
+                raise
+        return observed
+
+    def _reference(self, label: str, gm: torch.fx.GraphModule, inputs: list[Any], fp64_error: Exception | None) -> str:
+        """What a graph's call is judged against: ``fp64``, or where its fp64 run raised
+        (``fp64_error``), the labelled same-precision check, which says why, as the fixture's
+        check does; the graph's reason is kept in :attr:`without_fp64`."""
+        if fp64_error is None:
+            return "fp64"
+        cause = (f"the fp64 reference does not fit in memory: the graph's inputs alone take "
+                 f"{fp64_bytes(gm, (tuple(inputs), {})) / 2**30:.2f} GiB in fp64" if out_of_memory(fp64_error)
+                 else "the graph cannot run in fp64")
+        self.without_fp64.setdefault(label, f"{cause} ({error_signature(fp64_error, max_chars=300)})")
+        return f"{SAME_PRECISION}: {label}: {self.without_fp64[label]}"
 
     def _observe(self, graph: CapturedGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
         """Judge a call of one of the test's post-AOT graphs; one that draws random numbers drew
@@ -130,7 +164,7 @@ class GraphChecker:
             return
         self._judged.add(key)
         try:
-            inputs, mutated, (eager, fp64) = _eager_references(graph, inputs)
+            inputs, mutated, (eager, fp64, fp64_error) = _eager_references(graph, inputs)
         except RandomDrawMismatch as error:
             self.unchecked.append(f"{graph.label}: its eager run draws random numbers unlike the compiled "
                                   f"call ({error})")
@@ -139,6 +173,7 @@ class GraphChecker:
             self.unchecked.append(f"{graph.label}: not judged: it raises when run eagerly on the inputs of its "
                                   f"compiled call ({error_signature(error, max_chars=300)})")
             return
+        reference = self._reference(graph.label, graph.gm, inputs, fp64_error)
         tol = self.training_tol if graph.kind == "backward" else self.tol
         leaves = compare_graph_outputs([*outputs, *(given[index] for index in mutated)], eager, fp64, tol,
                                        self.check_non_float, f"{graph.kind}_out",
@@ -153,9 +188,9 @@ class GraphChecker:
             note = SIDE_RANDOM_NOTE if graph.has_random_ops else ""
             self.failures.append(GraphFailure(
                 graph, inputs, Status.FAIL_ACCURACY,
-                f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule"
+                f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the {_rule(reference)}"
                 + (f"; {note}" if note else ""),
-                leaves, fallback_random=graph.has_random_ops,
+                leaves, fallback_random=graph.has_random_ops, reference=reference,
             ))
         elif self.intermediates and graph.has_random_ops:
             self.unchecked.append(f"{graph.label}: intermediates not judged (the graph draws random numbers, "
@@ -201,11 +236,12 @@ class GraphChecker:
     def _judge_torch_level_call(self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
         try:
             mutated = mutated_inputs(graph.gm, inputs)
-            eager, fp64 = reference_outputs(graph.gm, inputs, mutated=mutated)
+            eager, fp64, fp64_error = reference_results(graph.gm, inputs, mutated=mutated)
         except Exception as error:
             self.unchecked.append(f"{graph.label}: not judged: it raises when run eagerly on the inputs of its "
                                   f"compiled call ({error_signature(error, max_chars=300)})")
             return
+        reference = self._reference(graph.label, graph.gm, inputs, fp64_error)
         leaves = compare_graph_outputs([*outputs, *(given[index] for index in mutated)], eager, fp64, self.tol,
                                        self.check_non_float, "out", unwritten_elements(graph.gm, inputs, mutated=mutated),
                                        mutated)
@@ -213,8 +249,8 @@ class GraphChecker:
         if failing:
             self.failures.append(GraphFailure(
                 graph.lowered[0], inputs, Status.FAIL_ACCURACY,
-                f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the fp64 rule",
-                leaves, note=TORCH_LEVEL_NOTE, dynamo=graph,
+                f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the {_rule(reference)}",
+                leaves, note=TORCH_LEVEL_NOTE, dynamo=graph, reference=reference,
             ))
         elif _training_call(inputs, outputs):
             self._training_calls.append((graph, inputs, len(outputs)))
@@ -247,17 +283,21 @@ class GraphChecker:
         theirs ran), after the test's own calls: what runs is only code the test ran (no backward
         is compiled for a call that had none), and nothing runs inside the test's calls."""
         for graph, inputs, returned in self._training_calls:
-            if not any(lowered.kind == "backward" and lowered.calls for lowered in graph.lowered):
-                continue
-            failed = self._lowered_failures(graph)
-            if not failed:
-                self._judge_training_call(graph, inputs, returned)
-            elif [self.failures[index].graph.kind for index in failed] == ["forward"]:
-                # A wrong loss rarely comes alone: the gradients its backward computes from the
-                # forward's results are shown in its table, as the fixture's check shows them. A
-                # backward graph that fails on its own shows them in its own.
-                self._add_failing_gradients(failed[0], graph, inputs, returned)
+            if any(lowered.kind == "backward" and lowered.calls for lowered in graph.lowered):
+                # Judged as the test's call ends, where pytest-timeout or Ctrl-C may stop it too.
+                self._stoppable(self._judge_training)(graph, inputs, returned)
         self._training_calls.clear()
+
+    def _judge_training(self, graph: DynamoGraph, inputs: list[Any], returned: int) -> None:
+        """One training call of :meth:`_judge_training_calls`."""
+        failed = self._lowered_failures(graph)
+        if not failed:
+            self._judge_training_call(graph, inputs, returned)
+        elif [self.failures[index].graph.kind for index in failed] == ["forward"]:
+            # A wrong loss rarely comes alone: the gradients its backward computes from the
+            # forward's results are shown in its table, as the fixture's check shows them. A
+            # backward graph that fails on its own shows them in its own.
+            self._add_failing_gradients(failed[0], graph, inputs, returned)
 
     def _add_failing_gradients(self, failed: int, graph: DynamoGraph, inputs: list[Any], returned: int) -> None:
         """The gradients (and written inputs) of a training call that its compiled forward and
@@ -307,7 +347,8 @@ class GraphChecker:
             with generators_kept():
                 mutated = mutated_inputs(graph.gm, inputs)
                 compiled = run_graph(_mean_loss(graph.compiled), inputs, backward=True, mutated=mutated)
-                eager, fp64 = reference_outputs(_mean_loss(graph.gm), inputs, backward=True, mutated=mutated)
+                eager, fp64, fp64_error = reference_results(_mean_loss(graph.gm), inputs, backward=True,
+                                                            mutated=mutated)
                 unwritten = unwritten_elements(_mean_loss(graph.gm), inputs, backward=True, mutated=mutated)
         except Exception as error:
             if not any(lowered.compile_error or lowered.runtime_error for lowered in graph.lowered):
@@ -318,6 +359,7 @@ class GraphChecker:
             self.unchecked.append(f"{graph.label}: gradients not judged: its compiled call gives "
                                   f"{len(compiled)} outputs and gradients, eager {len(eager)}")
             return None
+        self._reference(graph.label, graph.gm, inputs, fp64_error)
         # Its outputs, judged as the call ran, are scaled here (_mean_loss): its gradients and the
         # inputs it writes into are what is judged.
         outputs = {f"out[{index}]" for index in range(returned)}
@@ -387,12 +429,14 @@ def _training_call(inputs: list[Any], outputs: Any) -> bool:
                                            for value in outputs)
 
 
-def _eager_references(graph: CapturedGraph,
-                      inputs: list[Any]) -> tuple[list[Any], list[int], tuple[list[Any], list[Any] | None]]:
+def _eager_references(
+    graph: CapturedGraph, inputs: list[Any],
+) -> tuple[list[Any], list[int], tuple[list[Any], list[Any] | None, Exception | None]]:
     """The inputs a post-AOT graph is judged on, the positions it writes into, and its eager and
     fp64 results there: its call's own inputs or, where the graph raises eagerly on them, those
     inputs laid out as the graph was traced (:func:`traced_layout`: a backward graph's activations
-    come in Inductor's layout). The compiled results are those of the call, on Inductor's layout."""
+    come in Inductor's layout), with what stopped the fp64 run, if anything. The compiled results
+    are those of the call, on Inductor's layout."""
     try:
         return inputs, *_references(graph, inputs)
     except RandomDrawMismatch:
@@ -404,14 +448,15 @@ def _eager_references(graph: CapturedGraph,
     return relaid, *_references(graph, relaid)
 
 
-def _references(graph: CapturedGraph, inputs: list[Any]) -> tuple[list[int], tuple[list[Any], list[Any] | None]]:
+def _references(graph: CapturedGraph,
+                inputs: list[Any]) -> tuple[list[int], tuple[list[Any], list[Any] | None, Exception | None]]:
     mutated = mutated_inputs(graph.gm, inputs)
     return mutated, (_references_drawing_like(graph, inputs, mutated) if graph.has_random_ops
-                     else reference_outputs(graph.gm, inputs, mutated=mutated))
+                     else reference_results(graph.gm, inputs, mutated=mutated))
 
 
 def _references_drawing_like(graph: CapturedGraph, inputs: list[Any],
-                             mutated: list[int]) -> tuple[list[Any], list[Any] | None]:
+                             mutated: list[int]) -> tuple[list[Any], list[Any] | None, Exception | None]:
     """The graph run eagerly and in fp64, drawing the numbers its compiled call drew: compiled with
     ``fallback_random``, the call drew from eager's generators, whose states before it were kept;
     the fp64 run replays the eager run's draws. The generators are left as the call left them."""
@@ -423,10 +468,19 @@ def _references_drawing_like(graph: CapturedGraph, inputs: list[Any],
         with recording_random_draws(draws):
             eager = run_graph(graph.gm, inputs, mutated=mutated)
         with replaying_random_draws(draws):
-            fp64 = fp64_outputs(graph.gm, inputs, mutated=mutated)
+            fp64, fp64_error = fp64_results(graph.gm, inputs, mutated=mutated)
     finally:
         set_rng_states(after)
-    return eager, fp64
+    return eager, fp64, fp64_error
+
+
+SAME_PRECISION = "same-precision cosine check"
+"""How a check judged without an fp64 reference is labelled (the fixture's check says the same)."""
+
+
+def _rule(reference: str) -> str:
+    """The rule a failing graph's outputs were judged by, as its message names it."""
+    return "fp64 rule" if reference == "fp64" else "cosine check"
 
 
 SIDE_RANDOM_NOTE = ("the graph draws random numbers: judged as compiled aside with Inductor's fallback_random=True "

@@ -24,7 +24,7 @@ from pytest_torchcompile.checking.model import (
     check_model,
     unjudgeable_input,
 )
-from pytest_torchcompile.checking.plain import GraphChecker, GraphFailure
+from pytest_torchcompile.checking.plain import SAME_PRECISION, GraphChecker, GraphFailure
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import (
@@ -36,7 +36,7 @@ from pytest_torchcompile.judging.judge import (
     error_signature,
 )
 from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case
-from pytest_torchcompile.run.files import unusable_directory
+from pytest_torchcompile.run.files import unusable_directory, unwritable_directory
 from pytest_torchcompile.run.leaves import shown_table
 from pytest_torchcompile.run.report import TerminalLayout
 from pytest_torchcompile.run.results import CaseResult
@@ -52,7 +52,7 @@ from pytest_torchcompile.torch_internals.compiling import (
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.environment import (
     INDUCTOR_CACHE_VARIABLE,
-    named_inductor_cache,
+    inductor_cache,
 )
 
 FAILURE_KINDS = {
@@ -60,6 +60,22 @@ FAILURE_KINDS = {
     Status.FAIL_COMPILE: COMPILE_ERROR,
     Status.FAIL_RUNTIME: RUNTIME_ERROR,
 }
+
+
+def check_inductor_cache() -> None:
+    """Raise a usage error where Inductor's cache directory cannot be written: every compile
+    would fail on it, each test's check not judged for one cause. Asked before the run makes its
+    repro directory, so that a run stopped here writes nothing."""
+    cache, named = inductor_cache()
+    if named:
+        unusable = unusable_directory(cache)
+        source = INDUCTOR_CACHE_VARIABLE
+    else:  # Inductor's own, made at its first compile: a run that compiles nothing makes none
+        unusable = unwritable_directory(cache)
+        source = f"Inductor's default; {INDUCTOR_CACHE_VARIABLE} names another"
+    if unusable is not None:
+        raise pytest.UsageError(f"compile accuracy: cannot write in Inductor's cache directory {cache} "
+                                f"({source}): {unusable}; give a writable one")
 
 
 class CheckRunner:
@@ -83,12 +99,6 @@ class CheckRunner:
         run whose tests compile nothing does not pay its import (seconds), and one that compiles
         pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
         child started now pays Inductor's first compile while the tests are collected."""
-        cache = named_inductor_cache()
-        unusable = None if cache is None else unusable_directory(cache)
-        if unusable is not None:
-            # Every compile would fail on it, each reported as the compiler's failure otherwise.
-            raise pytest.UsageError(f"compile accuracy: cannot write in Inductor's cache directory {cache} "
-                                    f"({INDUCTOR_CACHE_VARIABLE}): {unusable}; give a writable one")
         runner = cls(session, layout)
         if not trace_log:
             runner.restore_trace_log = quiet_trace_log()
@@ -291,7 +301,7 @@ class CheckRunner:
         results = []
         with aside():
             for failure in failures:
-                result = CaseResult(nodeid, failure.status, failure.message,
+                result = CaseResult(nodeid, failure.status, failure.message, reference=failure.reference,
                                     worst_ratio=Comparison(failure.leaves).worst_ratio,
                                     leaves=failure.leaves, fallback_random=failure.fallback_random,
                                     graphs_judged=1)
@@ -314,8 +324,13 @@ def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[Graph
     parts = [f"{len(passed)} graph(s) pass"] if passed else []
     if checker.unchecked:
         parts.append(f"{len(checker.unchecked)} unchecked")
+    # A graph that passed without its fp64 reference passed the weaker, labelled check only.
+    failed = {failure.dynamo.label if failure.dynamo is not None else failure.graph.label for failure in failures}
+    without_fp64 = [f"{label}: {why}" for label, why in checker.without_fp64.items() if label not in failed]
+    status = Status.NOT_JUDGED if not passed else Status.NO_FP64_REFERENCE if without_fp64 else Status.PASS
     ratios = [ratio for ratio in passed if ratio is not None]
-    return CaseResult(nodeid, Status.PASS if passed else Status.NOT_JUDGED, ", ".join(parts),
+    return CaseResult(nodeid, status, ", ".join(parts),
+                      reference=f"{SAME_PRECISION}: {'; '.join(without_fp64)}" if without_fp64 else "fp64",
                       worst_ratio=max(ratios, default=None),
                       graphs_judged=len(passed), unchecked=list(checker.unchecked))
 

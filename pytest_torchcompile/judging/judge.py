@@ -461,10 +461,19 @@ def reference_outputs(
     module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False, mutated: Sequence[int] = (),
 ) -> tuple[list[Any], list[Any] | None]:
     """Eager outputs in the original dtype, and in fp64 (None where the graph cannot run in fp64)."""
+    eager, fp64, _ = reference_results(module, inputs, backward, mutated)
+    return eager, fp64
+
+
+def reference_results(
+    module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False, mutated: Sequence[int] = (),
+) -> tuple[list[Any], list[Any] | None, Exception | None]:
+    """:func:`reference_outputs`, and what stopped the fp64 run where it could not run (None
+    where it ran): a check says why it judged without an fp64 reference."""
     with seeded_alike(module):
         eager = run_graph(module, inputs, backward, mutated)
     with seeded_alike(module):
-        return eager, fp64_outputs(module, inputs, backward, mutated)
+        return eager, *fp64_results(module, inputs, backward, mutated)
 
 
 UNWRITTEN_FILLS = (float("nan"), 7.0)
@@ -495,16 +504,22 @@ def unwritten_elements(
 def fp64_outputs(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False,
                  mutated: Sequence[int] = ()) -> list[Any] | None:
     """The outputs of ``module`` run in fp64, or None where it cannot run in fp64."""
+    return fp64_results(module, inputs, backward, mutated)[0]
+
+
+def fp64_results(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False,
+                 mutated: Sequence[int] = ()) -> tuple[list[Any] | None, Exception | None]:
+    """:func:`fp64_outputs`, and the error that stopped the fp64 run (None where it ran)."""
     try:
         with float64_everywhere():
             if isinstance(module, torch.fx.GraphModule) and not backward and not mutated:
-                return run_graph(_widening_at_first_use(module), inputs, copied=True)
+                return run_graph(_widening_at_first_use(module), inputs, copied=True), None
             # Widened copies serve as the run's own: a second copy would double the fp64 inputs
             # (a graph's inputs hold a model's weights), the most memory a check needs.
             return run_graph(module, [_widened_copy(v, backward) for v in inputs], backward, mutated,
-                             copied=True)
-    except Exception:
-        return None
+                             copied=True), None
+    except Exception as error:
+        return None, error
 
 
 def _widening_at_first_use(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:

@@ -166,6 +166,11 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> bool:
     coordinator.flush()
     if coordinator.interrupted:
         coordinator.leave()
+        if coordinator.role is Role.CONTROLLER and coordinator.queue is not None:
+            # The workers minify in their own session's end, while the controller still waits
+            # for them in its test loop, where the interrupt came: their jobs are recorded as
+            # they stand, those not done kept unminified and saying so.
+            report(config, state, coordinator.queue)
         coordinator.remove_queue()
         return False
     minifiers: list[Minifier] = []

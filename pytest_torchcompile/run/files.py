@@ -85,6 +85,23 @@ def unusable_directory(directory: Path) -> str | None:
     return None
 
 
+def unwritable_directory(directory: Path) -> str | None:
+    """Why files could not be written in ``directory``, found without making it: where it is
+    missing, in the nearest directory above it, where it would be made; or None. Nothing is left
+    behind."""
+    existing = directory
+    while not os.path.lexists(existing) and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        return "it is a file, not a directory" if existing == directory else f"{existing} is a file, not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
 def make_directory(directory: Path, within: Path | None = None) -> None:
     """Create ``directory`` and its parents. With ``within``, each directory from ``within`` down
     to ``directory`` must be a real one: a symbolic link or a file there raises

@@ -386,7 +386,7 @@ def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
     if check.graph and check.graph not in check.message:
         facts.append(("graph", layout.shown(check.graph)))
     if check.reference != "fp64":
-        facts.append(("reference", check.reference))
+        facts.append(("reference", layout.shown(check.reference)))
     if check.repro_path:
         facts.append(("repro", layout.shown(check.repro_path)))
     if check.unconfirmed:

@@ -4,8 +4,11 @@ headers and reports."""
 from __future__ import annotations
 
 import errno
+import getpass
 import os
 import platform
+import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +73,20 @@ def environment_failure(error: BaseException | None) -> BaseException | None:
 INDUCTOR_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 
 
-def named_inductor_cache() -> Path | None:
-    """The cache directory the environment names for Inductor, or None where it names none (the
-    default, found only by importing the compiler, is left to the first compile)."""
+def inductor_cache() -> tuple[Path, bool]:
+    """The cache directory Inductor will use, and whether the environment names it (else it is
+    Inductor's default). The default is found as ``torch._inductor.runtime.cache_dir_utils``
+    finds it (``torchinductor_<user>`` in the temporary directory), written out here rather than
+    imported: importing that module imports the compiler, seconds at the start of every run (paid
+    by none that compiles nothing), and the warnings its import raises would reach no test that
+    sees them without the plugin."""
     named = os.environ.get(INDUCTOR_CACHE_VARIABLE)
-    return Path(os.path.abspath(named)) if named else None
+    if named:
+        return Path(os.path.abspath(named)), True
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        getuid = getattr(os, "getuid", None)
+        user = f"uid_{getuid()}" if callable(getuid) else "unknown_user"
+    directory = os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+    return Path(os.path.abspath(directory)), False

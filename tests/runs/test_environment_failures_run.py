@@ -5,7 +5,9 @@ FAILURE against a baseline), for the fixture and for plain ``torch.compile`` gra
 
 from __future__ import annotations
 
+import getpass
 import json
+import tempfile
 
 import pytest
 
@@ -77,3 +79,26 @@ def test_an_inductor_cache_directory_that_cannot_be_written_is_a_one_line_usage_
     assert result.stderr.lines[0] == (f"ERROR: compile accuracy: cannot write in Inductor's cache directory {cache} "
                                       "(TORCHINDUCTOR_CACHE_DIR): Not a directory; give a writable one")
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert not (pytester.path / ".compile-accuracy").exists()
+
+
+def test_a_default_inductor_cache_directory_that_cannot_be_written_is_a_one_line_usage_error(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_model=SUITE)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    temporary = pytester.path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    # Where Inductor would make its cache (tests/unit/torch_internals asks torch itself): written
+    # out, as importing the plugin's torch modules here would import torch into this process.
+    cache = temporary / f"torchinductor_{getpass.getuser()}"
+    cache.write_text("")
+    result = pytester.runpytest("--compile-accuracy")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.lines[0] == (f"ERROR: compile accuracy: cannot write in Inductor's cache directory {cache} "
+                                      "(Inductor's default; TORCHINDUCTOR_CACHE_DIR names another): it is a file, "
+                                      "not a directory; give a writable one")
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    # No test ran, nothing was written: the temporary directory holds what it held.
+    assert list(temporary.iterdir()) == [cache] and cache.read_text() == ""
+    assert not (pytester.path / ".compile-accuracy").exists()

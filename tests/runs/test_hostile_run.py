@@ -256,6 +256,72 @@ def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pyte
     assert loaded.returncode == 0, loaded.stderr
 
 
+SLOW_MINIFIERS = """
+import os, time
+from pathlib import Path
+from pytest_torchcompile.judging.isolation.parent import IsolatedJudge
+from pytest_torchcompile.minifying.phase import MINIFIER_KEY
+
+
+def pytest_configure(config):
+    config.stash[MINIFIER_KEY] = minify
+
+
+def minify(repro_path, *, timeout_s=300.0, progress=None, isolate=True, device=None):
+    with IsolatedJudge() as judge:
+        with open(os.environ["CHILD_PID_FILE"], "a") as children:
+            children.write(f"{judge._child.process.pid} {judge._workdir}\\n")
+        time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_sigterm_in_the_minify_phase_under_xdist_ends_cleanly_with_the_summary(pytester: pytest.Pytester) -> None:
+    """A CI job's timeout sends SIGTERM to pytest's process alone, the xdist controller, while its
+    workers minify: the run ends as after Ctrl-C, with its summary, its report and every repro,
+    and the workers' judging children and their directories are gone with it."""
+    from pytest_torchcompile.run.processes import pid_alive
+
+    pytester.makepyfile(test_model=TWO_FAILING)
+    pytester.makeconftest(SLOW_MINIFIERS)
+    child_pid_file = pytester.path / "children.txt"
+    report = pytester.path / "report.json"
+    env = {**os.environ, "CHILD_PID_FILE": str(child_pid_file)}
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--compile-accuracy",
+                            f"--compile-accuracy-report={report}"],
+                           cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True, preexec_fn=as_from_a_terminal)
+    try:
+        # Each worker claims a job as its test is done: two minify at once, or one, then the other.
+        for _ in range(1200):
+            if child_pid_file.exists() and child_pid_file.read_text().count("\n") == 2:
+                break
+            assert run.poll() is None, run.communicate()[0]
+            time.sleep(0.5)
+        children = [line.split(" ", 1) for line in child_pid_file.read_text().splitlines()]
+        assert children and all(pid_alive(int(pid)) and Path(workdir).is_dir() for pid, workdir in children)
+        interrupt(run, "SIGTERM")
+        output, _ = run.communicate(timeout=180)
+    finally:
+        run.kill()
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, output
+    # The interrupt reaches the controller in xdist's test loop, which waits for the workers to
+    # end their sessions: pytest says so in its one line, as for any interrupt there.
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output
+    assert "compile accuracy: 2 checks in 2 tests: 2 fail_accuracy" in output, output
+    for seed in (0, 1):
+        assert (f"not minified test_model.py::test_mlp[{seed}]: the run stopped first: minify: interrupted; "
+                "unminified repro kept: ") in output, output
+    for pid, workdir in children:
+        assert not pid_alive(int(pid)) and not Path(workdir).exists()
+    assert not (pytester.path / ".compile-accuracy" / ".queue").exists()
+    data = json.loads(report.read_text())
+    assert [check["minify"]["stop"] for test in data["tests"] for check in test["checks"]] == ["interrupted"] * 2
+    assert len(sorted((pytester.path / ".compile-accuracy").glob("*/repro.py"))) == 2
+    assert sorted(path.name for path in pytester.path.iterdir() if path.name != "__pycache__") == [
+        ".compile-accuracy", "children.txt", "conftest.py", "report.json", "test_model.py"]
+
+
 SLEEPS_IN_ITS_CHECK = """
 import os, time
 from pathlib import Path
