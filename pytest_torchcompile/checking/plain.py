@@ -88,7 +88,8 @@ class GraphChecker:
     """Judges each (graph, input shapes) pair once; collects failures for the running test."""
 
     def __init__(self, tol: float, check_non_float: bool, intermediates: bool,
-                 probe_children: ProbeChildren | None = None, training_tol: float | None = None) -> None:
+                 probe_children: ProbeChildren | None = None, training_tol: float | None = None,
+                 capture: GraphCapture | None = None) -> None:
         self.tol = tol
         self.training_tol = tol if training_tol is None else training_tol
         """For backward graphs and training calls judged end to end: gradients sum over a batch and
@@ -97,9 +98,9 @@ class GraphChecker:
         self.check_non_float = check_non_float
         self.intermediates = intermediates
         self.probes = ConcurrentProbes(probe_children)
-        self.capture = GraphCapture(observer=_aside(self._stoppable(self._observe)),
-                                    dynamo_observer=_aside(self._stoppable(self._observe_torch_level)),
-                                    lowering_observer=self.probes.prepare if intermediates else None)
+        self.capture = capture if capture is not None else GraphCapture(watching=False)
+        """Where the watched compiles are recorded: a run's own (the checking runner's), so
+        that code compiled in one test and called in another is judged there too."""
         self.failures: list[GraphFailure] = []
         self.unchecked: list[str] = []
         """What could not be judged (a graph, or a judged graph's intermediates), each
@@ -277,6 +278,8 @@ class GraphChecker:
         except Exception as error:
             self.unchecked.append(f"{graph.label}: not judged: it draws random numbers, and its compile aside "
                                   f"with fallback_random raised ({error_signature(error, max_chars=300)})")
+        finally:
+            side.stop()
 
     def _judge_training_calls(self) -> None:
         """Judge end to end the training calls a backward followed (a backward graph lowered from
@@ -413,13 +416,22 @@ class GraphChecker:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
-        with intercept_inductor(self.capture.hook, self.capture.dynamo_hook):
+        """Judge the graphs the block compiles and the compiled graphs it calls (those compiled
+        before it too, where they were compiled through :attr:`capture`). What the judging needs
+        after the block is kept until :meth:`release`."""
+        with intercept_inductor(self.capture.hook, self.capture.dynamo_hook), self.capture.watch(
+                _aside(self._stoppable(self._observe)), _aside(self._stoppable(self._observe_torch_level)),
+                self.probes.prepare if self.intermediates else None):
             try:
                 yield
             finally:
                 if self._training_calls:
                     with aside(), full_fp32_precision():
                         self._judge_training_calls()
+
+    def release(self) -> None:
+        """Drop the copies of the watched calls' inputs; the compiled code stays Dynamo's."""
+        self.capture.end_watch()
 
 
 def _training_call(inputs: list[Any], outputs: Any) -> bool:

@@ -25,7 +25,7 @@ from pytest_torchcompile.checking.model import (
     unjudgeable_input,
 )
 from pytest_torchcompile.checking.plain import SAME_PRECISION, GraphChecker, GraphFailure
-from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph
+from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import (
     ACCURACY,
@@ -54,6 +54,7 @@ from pytest_torchcompile.torch_internals.environment import (
     INDUCTOR_CACHE_VARIABLE,
     inductor_cache,
 )
+from pytest_torchcompile.torch_internals.interception import intercept_inductor
 
 FAILURE_KINDS = {
     Status.FAIL_ACCURACY: ACCURACY,
@@ -91,6 +92,11 @@ class CheckRunner:
         self.confirmer = Confirmer()
         self.restore_trace_log: Callable[[], None] | None = None
         """Gives torch's trace logger its level back, where the run quieted it."""
+        self.plain_compiles = GraphCapture(watching=False)
+        """Every Inductor compile of the run's own ``torch.compile`` calls, from its start: Dynamo
+        serves code compiled in one test (or a fixture) to later ones, as in a plain run, and a
+        watched test's calls of it are judged there (no reset, no recompile)."""
+        self._interception = contextlib.ExitStack()
 
     @classmethod
     def start(cls, session: AccuracySession, layout: TerminalLayout, trace_log: bool,
@@ -100,6 +106,11 @@ class CheckRunner:
         pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
         child started now pays Inductor's first compile while the tests are collected."""
         runner = cls(session, layout)
+        # Code compiled before the run (in this process, by an earlier run of pytest or at
+        # import) went through no capture of this one: compiled anew, it is judged where called.
+        reset_if_compiled()
+        runner._interception.enter_context(intercept_inductor(runner.plain_compiles.hook,
+                                                              runner.plain_compiles.dynamo_hook))
         if not trace_log:
             runner.restore_trace_log = quiet_trace_log()
         if probe_child:
@@ -108,6 +119,7 @@ class CheckRunner:
 
     def close(self) -> None:
         """End what this process started for its checks (from ``pytest_unconfigure``)."""
+        self._interception.close()
         self.probe_children.close()
         self.confirmer.close()
         if self.restore_trace_log is not None:
@@ -271,9 +283,12 @@ class CheckRunner:
         """Check every graph Inductor compiles while the block runs (plain ``torch.compile``
         calls of the test); fail the test, with a repro per failing graph, if any deviates."""
         checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates,
-                               self.probe_children, training_tol=settings.tolerance_for(training=True))
-        # Code compiled by an earlier test would be reused without reaching the capture hook.
-        reset_if_compiled()
+                               self.probe_children, training_tol=settings.tolerance_for(training=True),
+                               capture=self.plain_compiles)
+        if settings.inductor_config:
+            # The marker asks for the test's compiles under this config: code compiled under
+            # another one, which Dynamo would serve as it is, is compiled anew.
+            reset_if_compiled()
         handled = False
         with inductor_config(settings.inductor_config):
             try:
@@ -289,6 +304,7 @@ class CheckRunner:
                 rest = other_graphs_result(nodeid, checker, failures)
                 if rest is not None:
                     self.session.results.append(rest)
+                checker.release()
         confirmed = [index for index, result in enumerate(failed)
                      if result.status not in (Status.UNCONFIRMED, Status.HANDLED_ERROR)]
         if confirmed:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import itertools
 import operator
 import sysconfig
 import traceback
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +97,14 @@ class CapturedGraph:
     dynamo: DynamoGraph | None = None
     """The torch-level graph this one was lowered from, where the compile was seen starting (a
     backward graph, compiled at its first call, by the compile its forward graph came from)."""
+    watch_round: int = 0
+    """The watch (:meth:`GraphCapture.watch`) whose calls :attr:`calls` and the errors hold."""
+
+    def forget_calls(self) -> None:
+        self.calls.clear()
+        self.runtime_error = None
+        self.host_copy = None
+        self.rng_before_call = None
 
     @property
     def runtime_inputs(self) -> list[Any] | None:
@@ -147,6 +157,12 @@ class DynamoGraph:
     rng_before_call: list[torch.Tensor] | None = None
     """Where a graph lowered from it draws random numbers: the generators' states before its
     latest new-shape call, so that a compile of it aside can draw what eager draws there."""
+    watch_round: int = 0
+    """The watch (:meth:`GraphCapture.watch`) whose calls :attr:`calls` holds."""
+
+    def forget_calls(self) -> None:
+        self.calls.clear()
+        self.rng_before_call = None
 
     @functools.cached_property
     def gm(self) -> torch.fx.GraphModule:
@@ -345,7 +361,7 @@ class GraphCapture:
     def __init__(self, observer: GraphCallObserver | None = None, max_calls_kept: int = 4,
                  dynamo_observer: DynamoCallObserver | None = None,
                  lowering_observer: LoweringObserver | None = None,
-                 originals: Sequence[tuple[torch.Tensor, torch.Tensor]] = ()) -> None:
+                 originals: Sequence[tuple[torch.Tensor, torch.Tensor]] = (), watching: bool = True) -> None:
         self.graphs: list[CapturedGraph] = []
         self.dynamo_graphs: list[DynamoGraph] = []
         self._observer = observer
@@ -355,8 +371,9 @@ class GraphCapture:
         self._counter = itertools.count()
         self._dynamo_counter = itertools.count()
         self._compiling: DynamoGraph | None = None
-        self._owners: dict[Any, DynamoGraph] = {}
-        """The torch-level graph each of Inductor's compiles (its ``graph_id``) started from."""
+        self._owners: weakref.WeakValueDictionary[Any, DynamoGraph] = weakref.WeakValueDictionary()
+        """The torch-level graph each of Inductor's compiles (its ``graph_id``) started from, while
+        Dynamo keeps what it compiled to (a backward graph compiles at its first call)."""
         self._originals = {id(tensor): (tensor, original) for tensor, original in originals}
         """Tensors calls receive (a compiled copy's weights), each with the one it was copied from,
         which a call's record shares while the two are alike instead of copying it once more."""
@@ -364,6 +381,51 @@ class GraphCapture:
         """While a torch-level graph's call runs, the copies it made of its inputs (each with the
         input, by the input's id): its post-AOT graph, called before anything writes into them,
         receives the same tensors (a model's weights) and shares those copies."""
+        self.watching = watching
+        """Whether calls are recorded and observed now. Outside a :meth:`watch`, what was compiled
+        through this capture runs as compiled, unseen; what compiles is still recorded, so that a
+        later watch judges the calls it makes of it."""
+        self._round = 0
+
+    @contextlib.contextmanager
+    def watch(self, observer: GraphCallObserver | None, dynamo_observer: DynamoCallObserver | None,
+              lowering_observer: LoweringObserver | None) -> Iterator[None]:
+        """Record and observe calls while the block runs (one test's call), of code compiled in
+        it and of code compiled earlier, which Dynamo serves from its cache as a plain run does:
+        each graph the block calls is listed in :attr:`graphs` (or :attr:`dynamo_graphs`) on its
+        first call, numbered in the order the block meets it. What the block recorded stays until
+        :meth:`end_watch`, for the judging after it."""
+        self.end_watch()
+        self._round += 1
+        self._counter, self._dynamo_counter = itertools.count(), itertools.count()
+        self._observer, self._dynamo_observer, self._lowering_observer = observer, dynamo_observer, lowering_observer
+        self.watching = True
+        try:
+            yield
+        finally:
+            self.watching = False
+            self._observer = self._dynamo_observer = self._lowering_observer = None
+
+    def stop(self) -> None:
+        """Stop recording for good (a compile aside, done): what was compiled through this capture
+        runs on unseen where Dynamo serves it again, and its records hold no copies."""
+        self.forget_calls()
+        self.watching = False
+
+    def end_watch(self) -> None:
+        """Drop what the last watch recorded (copies of the inputs of its calls): the compiled code
+        lives on in Dynamo's cache, and these copies must not live with it."""
+        self.forget_calls()
+        self.graphs, self.dynamo_graphs = [], []
+
+    def _enlist(self, record: CapturedGraph | DynamoGraph, listed: list[Any], counter: Iterator[int]) -> None:
+        """List a graph the running watch calls that was compiled before it started (calls of an
+        earlier watch no longer count)."""
+        if record.watch_round != self._round:
+            record.watch_round = self._round
+            record.forget_calls()
+            record.index = next(counter)
+            listed.append(record)
 
     def hook(
         self,
@@ -388,12 +450,15 @@ class GraphCapture:
             input_specs=[input_spec(v) for v in example_inputs],
             config_source=inductor_config_source(cpu_threads=not devices_of(example_inputs)),
             dynamo=owner,
+            # Compiled outside a watch: listed by the first call a watch makes of it.
+            watch_round=self._round if self.watching else -1,
         )
         if owner is not None:
             owner.lowered.append(record)
-        self.graphs.append(record)
-        if self._lowering_observer is not None:
-            self._lowering_observer(record)
+        if self.watching:
+            self.graphs.append(record)
+            if self._lowering_observer is not None:
+                self._lowering_observer(record)
         try:
             compiled = compile_fn()
         except BaseException as error:
@@ -408,6 +473,9 @@ class GraphCapture:
         capture = self
 
         def run(args: list[Any]) -> Any:
+            if not capture.watching:
+                return compiled(args)
+            capture._enlist(record, capture.graphs, capture._counter)
             with outside_dispatch_modes():
                 fresh, inputs = capture._note_call(record.calls, args)
                 if fresh:
@@ -456,8 +524,10 @@ class GraphCapture:
     def dynamo_hook(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], compile_fn: Callable[[], Any]) -> Any:
         """Record the torch-level graph and, on each call of what it compiles to, its real inputs;
         post-AOT graphs lowered while it compiles are linked to it."""
-        record = DynamoGraph(next(self._dynamo_counter), *plain_graph(gm), _user_frame())
-        self.dynamo_graphs.append(record)
+        record = DynamoGraph(next(self._dynamo_counter), *plain_graph(gm), _user_frame(),
+                             watch_round=self._round if self.watching else -1)
+        if self.watching:
+            self.dynamo_graphs.append(record)
         outer, self._compiling = self._compiling, record
         try:
             compiled = compile_fn()
@@ -467,6 +537,9 @@ class GraphCapture:
         capture = self
 
         def run(*args: Any) -> Any:
+            if not capture.watching:
+                return compiled(*args)
+            capture._enlist(record, capture.dynamo_graphs, capture._dynamo_counter)
             fresh, inputs = capture._note_call(record.calls, args, keep_grad=True)
             if fresh and any(lowered.has_random_ops for lowered in record.lowered):
                 record.rng_before_call = rng_states()
@@ -486,11 +559,9 @@ class GraphCapture:
     def forget_calls(self) -> None:
         """Start a new check with the same compiled code: earlier calls and errors no longer count."""
         for graph in self.graphs:
-            graph.calls.clear()
-            graph.runtime_error = None
-            graph.host_copy = None
+            graph.forget_calls()
         for dynamo_graph in self.dynamo_graphs:
-            dynamo_graph.calls.clear()
+            dynamo_graph.forget_calls()
 
     def backend(self, mode: str | None = None, options: dict[str, Any] | None = None,
                 random_config: dict[str, Any] | None = None) -> Callable[..., Any]:

@@ -39,6 +39,10 @@ def mm_relu(x, w):
 
 
 def test_counters_after_a_compile():
+    # As PyTorch's own tests start: both runs share one process here, whose Dynamo state before
+    # them is whatever the tests run in it before left (tests/runs/test_transparent_dynamo_state.py
+    # compares that state itself).
+    torch._dynamo.reset()
     counters.clear()
     torch._inductor.metrics.reset()
     # As PyTorch's own tests compile: a cache hit of an earlier run skips the passes that count.

@@ -55,9 +55,10 @@ def test_a_graph_that_raises_eagerly_on_its_inputs_is_noted_unchecked_not_raised
     gm = torch.fx.symbolic_trace(_viewing)
     transposed = torch.randn(4, 3).t()
     checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False)
-    call = checker.capture.hook(gm, [transposed], {"is_backward": True},
-                                lambda: lambda args: [args[0].reshape(-1) * 2])
-    [output] = call([transposed])
+    with checker.watching():
+        call = checker.capture.hook(gm, [transposed], {"is_backward": True},
+                                    lambda: lambda args: [args[0].reshape(-1) * 2])
+        [output] = call([transposed])
     assert torch.equal(output, transposed.reshape(-1) * 2)
     assert checker.failures == [] and checker.judged == {}
     [note] = checker.unchecked
