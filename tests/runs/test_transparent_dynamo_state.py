@@ -37,7 +37,7 @@ def record(name):
 
 @pytest.fixture(scope="module", autouse=True)
 def own_cache():
-    # Both runs share one process here: each starts from Dynamo's state of a fresh one.
+    # Inductor's cache on disk is shared by both runs: each starts from an empty one.
     torch._dynamo.reset()
     clear_compilation_metrics()
     with torch._inductor.utils.fresh_cache():
@@ -101,9 +101,11 @@ def test_the_cache_answers_with_the_bug():
 def test_dynamo_state_and_caches_read_as_plainly(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(test_suite=SUITE)
     monkeypatch.setenv("RUN", "plain")
-    plain = runpytest(pytester, "-p", "no:cacheprovider")
+    # Each run in a process of its own, as a suite runs: what earlier tests left of Dynamo's state
+    # in this one would read as a difference.
+    plain = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     monkeypatch.setenv("RUN", "checked")
-    checked = runpytest(pytester, "-p", "no:cacheprovider", "--compile-accuracy")
+    checked = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--compile-accuracy")
     plain.assert_outcomes(passed=3)
     checked.assert_outcomes(passed=3)
     for name in ("compiles", "calls_again", "after_reset"):

@@ -10,8 +10,6 @@ import json
 import pytest
 import torch
 
-from tests.inline import runpytest
-
 SUITE = """
 import json
 import os
@@ -39,10 +37,6 @@ def mm_relu(x, w):
 
 
 def test_counters_after_a_compile():
-    # As PyTorch's own tests start: both runs share one process here, whose Dynamo state before
-    # them is whatever the tests run in it before left (tests/runs/test_transparent_dynamo_state.py
-    # compares that state itself).
-    torch._dynamo.reset()
     counters.clear()
     torch._inductor.metrics.reset()
     # As PyTorch's own tests compile: a cache hit of an earlier run skips the passes that count.
@@ -98,9 +92,11 @@ def outcomes(result: pytest.RunResult) -> dict[str, str]:
 def test_a_checked_run_is_a_plain_one(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(test_suite=SUITE)
     monkeypatch.setenv("RUN", "plain")
-    plain = runpytest(pytester, "-rA", "-p", "no:cacheprovider")
+    # Each run in a process of its own, as a suite runs: what earlier tests left of Dynamo's state
+    # in this one made the frame counters differ.
+    plain = pytester.runpytest_subprocess("-rA", "-p", "no:cacheprovider")
     monkeypatch.setenv("RUN", "checked")
-    checked = runpytest(pytester, "-rA", "-p", "no:cacheprovider", "--compile-accuracy")
+    checked = pytester.runpytest_subprocess("-rA", "-p", "no:cacheprovider", "--compile-accuracy")
     assert outcomes(plain) == {
         "test_counters_after_a_compile": "PASSED", "test_compiled_random_numbers_are_eagers": "FAILED",
         "test_random_values_and_generators": "PASSED", "test_sets_flags_and_draws": "PASSED",
