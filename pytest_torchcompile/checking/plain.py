@@ -330,18 +330,19 @@ class GraphChecker:
         judged = self._training_leaves(graph, inputs, returned)
         if judged is None:
             return
-        leaves, mutated = judged
+        leaves, mutated, reference = judged
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
             self.failures.append(GraphFailure(
                 graph.lowered[0], inputs, Status.FAIL_ACCURACY,
                 f"{len(failing)} of {len(leaves)} gradients{' and written inputs' if mutated else ''} of "
-                f"{graph.label} deviate beyond the fp64 rule (its compiled forward and backward against eager's)",
-                leaves, note=TRAINING_NOTE, dynamo=graph,
+                f"{graph.label} deviate beyond the {_rule(reference)} (its compiled forward and backward against "
+                "eager's)",
+                leaves, note=TRAINING_NOTE, dynamo=graph, reference=reference,
             ))
 
     def _training_leaves(self, graph: DynamoGraph, inputs: list[Any],
-                         returned: int) -> tuple[list[LeafResult], list[int]] | None:
+                         returned: int) -> tuple[list[LeafResult], list[int], str] | None:
         """A training call's gradients and written inputs judged (:meth:`_judge_training_call`),
         and the positions of the inputs it writes into; None where they could not be judged (the
         reason in :attr:`unchecked`)."""
@@ -362,7 +363,7 @@ class GraphChecker:
             self.unchecked.append(f"{graph.label}: gradients not judged: its compiled call gives "
                                   f"{len(compiled)} outputs and gradients, eager {len(eager)}")
             return None
-        self._reference(graph.label, graph.gm, inputs, fp64_error)
+        reference = self._reference(graph.label, graph.gm, inputs, fp64_error)
         # Its outputs, judged as the call ran, are scaled here (_mean_loss): its gradients and the
         # inputs it writes into are what is judged.
         outputs = {f"out[{index}]" for index in range(returned)}
@@ -371,7 +372,7 @@ class GraphChecker:
                   compare_graph_outputs(compiled, eager, fp64, self.training_tol, self.check_non_float, "out", unwritten,
                                         mutated)
                   if leaf.path not in outputs]
-        return leaves, mutated
+        return leaves, mutated, reference
 
     def _lowered_failed(self, graph: DynamoGraph) -> bool:
         """Whether a graph lowered from ``graph`` failed, or ``graph`` did (that failure says more)."""

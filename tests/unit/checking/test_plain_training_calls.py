@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Iterator
 
+import pytest
 import torch
 from models import ReluInBackward
 
@@ -198,3 +200,23 @@ def test_gradients_that_cancel_to_nearly_zero_are_no_failure() -> None:
     reset()
     assert checker.failures == [] and checker.unchecked == []
     assert [graph.judgeable() for graph in checker.capture.dynamo_graphs] == [True]
+
+
+def test_gradients_judged_without_an_fp64_reference_name_the_rule_they_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_torchcompile.judging import judge
+
+    @contextlib.contextmanager
+    def no_room() -> Iterator[None]:
+        raise torch.OutOfMemoryError("out of memory: tried to allocate 64.00 GiB")
+        yield
+
+    monkeypatch.setattr(judge, "float64_everywhere", no_room)
+    x, v = _inputs()
+    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False)
+    with checker.watching():
+        torch.compile(scaled_by_cat)(x, v).sum().backward()
+    reset()
+
+    [failure] = checker.failures
+    assert failure.note == TRAINING_NOTE and failure.reference != "fp64"
+    assert "deviate beyond the cosine check (its compiled forward and backward" in failure.message
