@@ -12,6 +12,7 @@ repro reproduces and minifies like any other.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 from collections.abc import Iterable, Sequence
@@ -56,8 +57,14 @@ class MaskedDivergence:
     def message(self) -> str:
         ratio = self.leaf.ratio
         return (f"the outputs pass, but intermediate {self.node!r} deviates"
-                + (f" ({ratio:.1f}x eager's error vs fp64)" if ratio is not None else "")
+                + (f" ({ratio:.1f}x eager's error vs fp64)" if ratio is not None else f" ({self.leaf.rule})")
                 + ": a later op masks it")
+
+    @property
+    def shown_leaf(self) -> LeafResult:
+        """The deviating intermediate as a row of the check's table and report, named by its op
+        (the probe's output position means nothing to a reader)."""
+        return dataclasses.replace(self.leaf, path=f"intermediate {self.node}")
 
     @property
     def note(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import math
 import time
@@ -500,7 +501,8 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         if masked is not None:
             graph, divergence = masked
             return CheckOutcome(
-                Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}", comparison, reference_label,
+                Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}",
+                dataclasses.replace(comparison, leaves=[*comparison.leaves, divergence.shown_leaf]), reference_label,
                 graphs, [FailingGraph(graph, divergence.inputs, divergence.gm, divergence.note)],
                 elapsed, output)
     judged = _judged(eager_parts, eager_args, mutated)

@@ -209,7 +209,7 @@ class GraphChecker:
             if divergence is not None:
                 self.failures.append(GraphFailure(
                     graph, divergence.inputs, Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}",
-                    [divergence.leaf], divergence.gm,
+                    [divergence.shown_leaf], divergence.gm,
                     divergence.note,
                 ))
 

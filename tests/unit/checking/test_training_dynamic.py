@@ -89,6 +89,9 @@ def test_masked_deviation_is_caught_by_intermediate_checks_only() -> None:
     outcome = check_model(sin_relu_cos, (x,), options=CheckOptions(inductor_config=RELU_BUG))
     assert outcome.status is Status.FAIL_ACCURACY
     assert "intermediate 'relu' deviates" in outcome.message and "masks it" in outcome.message
+    # The deviating intermediate is a row of the check's table and report, with its figures.
+    [row] = outcome.comparison.failing
+    assert row.path == "intermediate relu" and row.rule == "fp64 rmse" and row.rmse_compiled is not None
     cut = outcome.failing_graphs[0].gm
     assert cut is not None
     ops = [n.target for n in cut.graph.nodes if n.op == "call_function"]
