@@ -50,7 +50,9 @@ def test_the_hunt_finds_and_minifies_an_injected_bug(tmp_path: Path) -> None:
     assert len(result.causes) == 1, result.lines()
     cause = result.causes[0]
     assert cause.ops == ["aten.relu"] and cause.failure_type == "accuracy"
-    assert sum(len(c.programs) for c in result.causes) == result.findings
+    # Every finding is counted against its cause or listed as not reduced: on a loaded machine a
+    # finding's own minification can run out of its minute.
+    assert sum(len(c.programs) for c in result.causes) + len(result.unreduced) == result.findings
     assert cause.minified and header_fields(Path(cause.minified))["ops"] == "1"
     assert cause.bug_report and "relu" in Path(cause.bug_report).read_text()
     assert cause.program and Path(cause.program).read_text().startswith("import torch")
