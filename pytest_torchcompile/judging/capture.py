@@ -409,8 +409,8 @@ class GraphCapture:
     def stop(self) -> None:
         """Stop recording for good (a compile aside, done): what was compiled through this capture
         runs on unseen where Dynamo serves it again, and its records hold no copies."""
-        self.forget_calls()
         self.watching = False
+        self.end_watch()
 
     def end_watch(self) -> None:
         """Drop what the last watch recorded (copies of the inputs of its calls): the compiled code

@@ -88,8 +88,7 @@ def _overflowed_in_eager(compiled: torch.Tensor, eager: torch.Tensor, reference:
     broken = ~eager_finite & reference.isfinite()
     if not bool(broken.any()):
         return 0
-    patterns = [torch.stack([t.isnan(), t == math.inf, t == -math.inf]) for t in (compiled, eager)]
-    differs = (patterns[0] != patterns[1]).any(dim=0)
+    differs = _non_finite_differs(compiled, eager)
     at_edge = eager_finite & (eager.double().abs() >= torch.finfo(eager.dtype).max / 2)
     # An infinity of the other sign than eager's, or than fp64's where eager is NaN, is a sign
     # flip, not a place the overflow landed.
@@ -103,14 +102,19 @@ def _overflowed_in_eager(compiled: torch.Tensor, eager: torch.Tensor, reference:
     return int(broken.sum())
 
 
+def _non_finite_differs(compiled: torch.Tensor, eager: torch.Tensor) -> torch.Tensor:
+    """Where compiled and eager differ in being NaN, +inf or -inf."""
+    patterns = [torch.stack([t.isnan(), t == math.inf, t == -math.inf]) for t in (compiled, eager)]
+    return (patterns[0] != patterns[1]).any(dim=0)
+
+
 def _overflow_at_range_edge(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor) -> bool:
     """Whether compiled and eager differ in non-finite values only where one of them overflowed
     at the edge of the dtype's range: one result finite, the other an infinity of its sign, where
     the finite one or the fp64 value is at least half the largest finite value (fp64 an infinity
     of that sign, or NaN, included). Rounding alone decides which side of the edge such a result
     falls on; a NaN against a number, or infinities of two signs, are no overflow."""
-    patterns = [torch.stack([t.isnan(), t == math.inf, t == -math.inf]) for t in (compiled, eager)]
-    differs = (patterns[0] != patterns[1]).any(dim=0)
+    differs = _non_finite_differs(compiled, eager)
     compiled_finite = compiled.isfinite()
     finite_side = torch.where(compiled_finite, compiled, eager).double()
     other_side = torch.where(compiled_finite, eager, compiled).double()
