@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 
 from pytest_torchcompile.judging.judge import generators_kept
@@ -14,6 +15,9 @@ from pytest_torchcompile.torch_internals.observable import unobserved
 def aside() -> Iterator[None]:
     """Run the block as the plugin's work, not the test's: what it compiles is not judged as the
     test's compiles are and leaves no trace in what a suite reads of the compiler (its counters,
-    compile ids, metrics), and what it draws leaves torch's generators as they were."""
-    with unobserved(), generators_kept(), not_intercepted():
+    compile ids, metrics), what it draws leaves torch's generators as they were, and what it warns
+    of does not reach the test's warnings (where ``-W error`` would turn it into the test's
+    failure)."""
+    with unobserved(), generators_kept(), not_intercepted(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         yield

@@ -32,6 +32,7 @@ from pytest_torchcompile.torch_internals.interception import (
     capturing_backend,
     outside_dispatch_modes,
 )
+from pytest_torchcompile.torch_internals.ops import attribute_read
 from pytest_torchcompile.torch_internals.values import concrete_int, symbolic_sizes
 
 GraphCallObserver = Callable[["CapturedGraph", list[Any], Any, list[Any]], None]
@@ -61,12 +62,16 @@ def private_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 def plain_graph(gm: torch.fx.GraphModule) -> tuple[torch.fx.Graph, dict[str, Any]]:
     """``gm``'s graph without its nodes' metadata (Dynamo's holds fake tensors and the sources of
-    real values), and the constants and submodules it uses."""
+    real values), its attribute reads spelled as such (:func:`ops.attribute_read`), and the
+    constants and submodules it uses."""
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     for node in gm.graph.nodes:
         env[node] = graph.node_copy(node, env.__getitem__)
         env[node].meta = {}
+        attribute = attribute_read(node.target) if node.op == "call_function" else None
+        if attribute is not None:
+            env[node].target, env[node].args = getattr, (env[node].args[0], attribute)
     return graph, _constants(gm, ("get_attr", "call_module"))
 
 

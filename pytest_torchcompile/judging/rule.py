@@ -47,6 +47,15 @@ def leaf_verdict(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.T
     return errors[0] <= multiplier * errors[1] + tol / 10.0, "fp64 rmse", (*errors, multiplier)
 
 
+def precision_kept(eager: torch.Tensor, reference: torch.Tensor | None) -> bool:
+    """Whether the fp64 run computed this output as eager did: an op may fix an output's precision
+    (a quantized op's ``output_dtype=torch.float32``), and the fp64 run then gives eager's values
+    in eager's dtype. Eager's error, zero, is then no sample of rounding, and the output is judged
+    by the same-precision check, as without a reference. (An fp64 reference equal to eager, a
+    copy's or a gather's, is a real sample, and keeps the fp64 rule.)"""
+    return reference is not None and reference.dtype == eager.dtype != torch.float64 and torch.equal(reference, eager)
+
+
 def within_noise(figures: tuple[float, ...], noise: float, tol: float) -> bool:
     """Whether a compiled result that :func:`leaf_verdict` failed by ``fp64 rmse`` (``figures``)
     passes measured against ``noise``, the rmse against fp64 of a second legitimate evaluation

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile.judging.rule import inconclusive_reason, leaf_verdict, within_noise
+from pytest_torchcompile.judging.rule import inconclusive_reason, leaf_verdict, precision_kept, within_noise
 from pytest_torchcompile.run.leaves import INCONCLUSIVE, LeafResult
 
 
@@ -60,7 +60,10 @@ def compare_tensor(
     if compiled.is_complex():
         compiled, eager = torch.view_as_real(compiled), torch.view_as_real(eager)
         reference = torch.view_as_real(reference) if reference is not None else None
+    kept = precision_kept(eager, reference)
+    reference = None if kept else reference
     passed, how, figures = leaf_verdict(compiled, eager, reference, tol, check_non_float)
+    how = f"cosine vs eager (the fp64 run kept {dtype})" if kept and how.startswith("cosine") else how
     if how in ("not checked (non-floating)", "empty", "allclose"):
         return LeafResult(path, shape, dtype, passed, how)
     if how == "exact":

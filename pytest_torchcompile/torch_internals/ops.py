@@ -35,6 +35,14 @@ def is_random_op(target: Any) -> bool:
     return tag is not None and tag in getattr(target, "tags", ())
 
 
+def attribute_read(target: Any) -> str | None:
+    """The tensor attribute that a torch-level graph's call of ``target`` reads, where Dynamo
+    writes that read as a call of a C function it cannot trace again (``x.data`` as
+    ``torch._C._autograd._get_data_attr(x)``), or None: a graph kept to be compiled again or
+    written out spells the read as the attribute."""
+    return "data" if target is getattr(torch._C._autograd, "_get_data_attr", None) else None
+
+
 def random_tag_missing() -> str | None:
     """The op tag that marks random ops, where this torch lacks it."""
     return None if hasattr(torch.Tag, "nondeterministic_seeded") else "torch.Tag.nondeterministic_seeded"

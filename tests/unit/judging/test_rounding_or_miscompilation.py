@@ -172,3 +172,36 @@ def test_the_floor_counts_only_outputs_the_reversal_is_a_symmetry_of() -> None:
 def test_no_batch_no_floor() -> None:
     assert reversed_batch(((torch.randn(1, 3),), {})) is None
     assert reversed_batch(((2.0,), {"x": torch.tensor(3.0)})) is None
+
+
+def quantized(values: torch.Tensor) -> torch.Tensor:
+    """Through float8 and back, as a quantized model's activations go."""
+    return values.to(torch.float8_e4m3fn).to(torch.float32)
+
+
+def test_an_output_whose_precision_the_graph_fixes_is_judged_against_eager_not_a_zero_error() -> None:
+    """The fp64 run of a graph whose ops fix float32 (torchao's fp8 convolutions:
+    ``output_dtype=torch.float32``) returns eager's values: eager's error is zero, no sample of
+    rounding, and one quantization step moved by another accumulation order is no miscompilation."""
+    activations = torch.rand(4000, generator=torch.Generator().manual_seed(0)) * 4
+    eager = quantized(activations)
+    compiled = quantized(activations * (1 + 2e-2 * (torch.arange(4000) % 97 == 0)))
+    assert not torch.equal(compiled, eager)
+
+    leaf = compare_tensor("out", compiled, eager, eager.clone(), TOL)
+
+    assert (leaf.passed, leaf.rule) == (True, "cosine vs eager (the fp64 run kept float32)")
+    wrong = compare_tensor("out", compiled + 1, eager, eager.clone(), TOL)
+    assert (wrong.passed, wrong.rule) == (False, "cosine vs eager (the fp64 run kept float32)")
+
+
+def test_an_exact_output_of_an_fp64_run_still_fails_a_small_wrong_value() -> None:
+    """Eager's zero error against an fp64 reference is a real sample (a copy, a gather): the fp64
+    rule stands there."""
+    reference = torch.arange(4000, dtype=torch.float64)
+    wrong = reference.to(torch.float32).clone()
+    wrong[7] += 1
+
+    leaf = compare_tensor("out", wrong, reference.to(torch.float32), reference, TOL)
+
+    assert (leaf.passed, leaf.rule) == (False, "fp64 rmse")

@@ -1,0 +1,39 @@
+"""The plugin's own work inside a test's call leaves the test's warnings as they were."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from pytest_torchcompile.checking.aside import aside
+from pytest_torchcompile.torch_internals.compiling import reset
+
+
+def reads_data(x: torch.Tensor) -> torch.Tensor:
+    return torch._C._autograd._get_data_attr(x) * 2
+
+
+def test_what_the_plugins_work_warns_of_does_not_reach_the_test() -> None:
+    """Dynamo warns of a C function it cannot trace (a repro's graph judged again in process):
+    under ``-W error`` the warning would have failed a test that passes plainly."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("error")
+        with aside():
+            reset()
+            try:
+                with pytest.raises(Exception, match="skipped"):
+                    torch.compile(reads_data, fullgraph=True)(torch.randn(4))
+            finally:
+                reset()
+    assert seen == []
+
+
+def test_the_tests_own_warnings_still_reach_it() -> None:
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with aside():
+            pass
+        warnings.warn("the test's own", UserWarning, stacklevel=1)
+    assert [str(warning.message) for warning in seen] == ["the test's own"]
