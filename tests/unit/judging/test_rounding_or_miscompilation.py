@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_torchcompile.judging.reordering import noise_floors, reversed_batch
+from pytest_torchcompile.judging.reordering import channels_last, noise_floors, reversed_batch
 from pytest_torchcompile.judging.tensor_comparison import compare_tensor
 from pytest_torchcompile.run.leaves import INCONCLUSIVE
 from pytest_torchcompile.run.verdict import Comparison
@@ -140,7 +140,7 @@ def test_a_lucky_eager_is_measured_against_the_reversed_batch_run(reference: tor
 
     assert not alone.passed
     assert leaf.passed and leaf.rule == "fp64 rmse"
-    assert leaf.detail.startswith("measured against a reversed-batch eager run's rmse")
+    assert leaf.detail.startswith("measured against another valid eager evaluation's rmse")
 
 
 def test_a_reordered_run_as_noisy_as_eager_changes_nothing(reference: torch.Tensor) -> None:
@@ -172,6 +172,29 @@ def test_the_floor_counts_only_outputs_the_reversal_is_a_symmetry_of() -> None:
 def test_no_batch_no_floor() -> None:
     assert reversed_batch(((torch.randn(1, 3),), {})) is None
     assert reversed_batch(((2.0,), {"x": torch.tensor(3.0)})) is None
+
+
+def test_channels_last_inputs_are_a_floor_where_values_keep_their_places() -> None:
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 8, 3).double()
+    x = torch.randn(2, 3, 9, 9, dtype=torch.float64)
+    laid_out = channels_last(((x,), {"scale": 2.0}))
+    assert laid_out is not None
+    (again,), kwargs = laid_out
+    assert again.is_contiguous(memory_format=torch.channels_last) and torch.equal(again, x) and kwargs == {"scale": 2.0}
+
+    def outputs(value: torch.Tensor, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        return {"out": conv.to(dtype)(value.to(dtype))}
+
+    floors = noise_floors({"out": outputs(again, torch.float32)}, {"out": outputs(again, torch.float64)},
+                          {"out": outputs(x, torch.float64)}, None)
+
+    assert set(floors) == {"out['out']"} and 0 < floors["out['out']"] < 1e-5
+
+
+def test_no_4d_input_or_all_channels_last_already_no_layout_floor() -> None:
+    assert channels_last(((torch.randn(4, 3),), {})) is None
+    assert channels_last(((torch.randn(2, 3, 4, 4).contiguous(memory_format=torch.channels_last),), {})) is None
 
 
 def quantized(values: torch.Tensor) -> torch.Tensor:
