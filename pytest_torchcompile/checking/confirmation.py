@@ -34,6 +34,19 @@ class Confirmer:
     def __init__(self) -> None:
         self._judges: dict[tuple[str, str | None], IsolatedJudge | None] = {}
         self._stack = contextlib.ExitStack()
+        self._prestarted = SpareChildren()
+        self._stack.callback(self._prestarted.close)
+
+    def prestart(self, config_source: str, device: str | None) -> None:
+        """Start the child that will confirm a finding of this config and device, where none
+        runs yet: a check calls this as its outputs deviate, so that the child's start (Python,
+        torch, Inductor) overlaps the rest of the check and the writing of its repro. A child
+        that no finding adopts is ended with the others."""
+        if (config_source, device) not in self._judges:
+            try:
+                self._prestarted.prestart(config_source, device)
+            except (IsolationError, OSError):
+                pass  # started again, or not at all, when a finding needs it
 
     def close(self) -> None:
         """End the children (from ``pytest_unconfigure``, through the check runner)."""
@@ -51,7 +64,8 @@ class Confirmer:
         key = (config_source, device)
         if key not in self._judges:
             try:
-                self._judges[key] = self._stack.enter_context(IsolatedJudge(config_source, device=device))
+                self._judges[key] = self._stack.enter_context(
+                    IsolatedJudge(config_source, device=device, spares=self._prestarted))
             except (IsolationError, OSError):
                 self._judges[key] = None
         return self._judges[key]

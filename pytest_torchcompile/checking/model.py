@@ -368,20 +368,24 @@ def check_model(
     options: CheckOptions | None = None,
     cache: CompiledCache | None = None,
     probe_children: ProbeChildren | None = None,
+    on_deviation: Callable[[str, str | None], None] | None = None,
 ) -> CheckOutcome:
     """Check ``fn(*args, **kwargs)`` compiled by Inductor against eager and an fp64 reference.
 
     The caller's model and tensors are never mutated: every run works on copies. With ``cache``,
     a model checked again unchanged reuses its compiled code (training checks always recompile,
     since they change the compiled copy's weights). With ``probe_children``, the probes of the
-    masked-deviation check compile in a child while the graph compiles here.
+    masked-deviation check compile in a child while the graph compiles here. ``on_deviation``
+    is told the Inductor config source and device of a check as soon as its outputs deviate,
+    before the rest of its verdict (a second evaluation, the failing graphs) is worked out: the
+    child that will confirm the finding starts meanwhile.
     """
     options = options or CheckOptions()
     arguments, gradient_note = _differentiable(fn, (tuple(args), dict(kwargs or {})), options)
     if options.intermediates and options.backend == "inductor" and probe_children is not None:
         probe_children.start(device_of([*args, *(kwargs or {}).values()]))
     with full_fp32_precision(), aside():
-        outcome = _check(fn, arguments, options, cache, probe_children)
+        outcome = _check(fn, arguments, options, cache, probe_children, on_deviation)
     outcome.fallback_random = any(graph.has_random_ops for graph in outcome.graphs)
     notes = (gradient_note, FALLBACK_RANDOM_NOTE if outcome.fallback_random else "")
     outcome.message = "; ".join(part for part in (outcome.message, *notes) if part)
@@ -393,7 +397,8 @@ FALLBACK_RANDOM_NOTE = ("random ops compiled with Inductor's fallback_random=Tru
 
 
 def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
-           cache: CompiledCache | None, probe_children: ProbeChildren | None) -> CheckOutcome:
+           cache: CompiledCache | None, probe_children: ProbeChildren | None,
+           on_deviation: Callable[[str, str | None], None] | None) -> CheckOutcome:
     sets = input_sets(given, options)
 
     allocated: list[int] = []
@@ -463,7 +468,7 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
                 # Dynamo stopped compiling this copy (its recompile limit): start afresh.
                 assert cache is not None
                 cache.entries.remove(entry)
-                return _check(fn, given, options, cache, probe_children)
+                return _check(fn, given, options, cache, probe_children, on_deviation)
     except Exception as error:
         graphs = entry.capture.graphs if entry is not None else []
         if entry is not None and cache is not None and entry in cache.entries:
@@ -483,6 +488,8 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         compared = (_judged(compiled_out, compiled_call_args, mutated), _judged(eager_out, eager_call_args, mutated),
                     reference, options, unwritten(arguments, (eager_out, eager_call_args)))
         comparison = _compare(*compared)
+        if not comparison.passed and on_deviation is not None and graphs:
+            on_deviation(graphs[0].config_source, device_of(list(arguments[0]) + list(arguments[1].values())))
         if not comparison.passed and reference is not None and \
                 any(leaf.rule == "fp64 rmse" for leaf in comparison.failing):
             comparison = _compare(*compared, _noise_floors(fn, arguments, options, mutated, reference, eager_run,

@@ -25,6 +25,7 @@ from pytest_torchcompile.checking.aside import aside
 from pytest_torchcompile.checking.masked import (
     ConcurrentProbes,
     ProbeChildren,
+    device_of,
     find_masked_divergence,
 )
 from pytest_torchcompile.checking.model import TORCH_LEVEL_NOTE, fp64_bytes
@@ -89,8 +90,12 @@ class GraphChecker:
 
     def __init__(self, tol: float, check_non_float: bool, intermediates: bool,
                  probe_children: ProbeChildren | None = None, training_tol: float | None = None,
-                 capture: GraphCapture | None = None) -> None:
+                 capture: GraphCapture | None = None,
+                 on_deviation: Callable[[str, str | None], None] | None = None) -> None:
         self.tol = tol
+        self.on_deviation = on_deviation
+        """Told the Inductor config source and device of each accuracy failure as it is found (the
+        child that will confirm it starts while the test goes on)."""
         self.training_tol = tol if training_tol is None else training_tol
         """For backward graphs and training calls judged end to end: gradients sum over a batch and
         carry the forward's rounding, as PyTorch's training accuracy runs allow for (the fixture's
@@ -187,7 +192,7 @@ class GraphChecker:
                                   f"{inconclusive[0].path}: {inconclusive[0].detail}")
         if failing:
             note = SIDE_RANDOM_NOTE if graph.has_random_ops else ""
-            self.failures.append(GraphFailure(
+            self._failed(GraphFailure(
                 graph, inputs, Status.FAIL_ACCURACY,
                 f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the {_rule(reference)}"
                 + (f"; {note}" if note else ""),
@@ -207,11 +212,17 @@ class GraphChecker:
                                       f"({error_signature(error, max_chars=300)})")
                 return
             if divergence is not None:
-                self.failures.append(GraphFailure(
+                self._failed(GraphFailure(
                     graph, divergence.inputs, Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}",
                     [divergence.shown_leaf], divergence.gm,
                     divergence.note,
                 ))
+
+    def _failed(self, failure: GraphFailure) -> None:
+        self.failures.append(failure)
+        if self.on_deviation is not None:
+            config_source = failure.dynamo.config_source if failure.dynamo is not None else failure.graph.config_source
+            self.on_deviation(config_source, device_of(failure.inputs))
 
     def _observe_torch_level(self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
         """Judge a torch-level graph's call on its outputs when its post-AOT graphs did not fail on
@@ -248,7 +259,7 @@ class GraphChecker:
                                        mutated)
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
-            self.failures.append(GraphFailure(
+            self._failed(GraphFailure(
                 graph.lowered[0], inputs, Status.FAIL_ACCURACY,
                 f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the {_rule(reference)}",
                 leaves, note=TORCH_LEVEL_NOTE, dynamo=graph, reference=reference,
@@ -333,7 +344,7 @@ class GraphChecker:
         leaves, mutated, reference = judged
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
-            self.failures.append(GraphFailure(
+            self._failed(GraphFailure(
                 graph.lowered[0], inputs, Status.FAIL_ACCURACY,
                 f"{len(failing)} of {len(leaves)} gradients{' and written inputs' if mutated else ''} of "
                 f"{graph.label} deviate beyond the {_rule(reference)} (its compiled forward and backward against "

@@ -168,7 +168,8 @@ class CheckRunner:
     def _check(self, nodeid: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
                settings: CheckSettings, record_property: Callable[[str, object], None] | None) -> Any:
         try:
-            outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache, self.probe_children)
+            outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache, self.probe_children,
+                                  self.confirmer.prestart if settings.backend == "inductor" else None)
         except EagerRunError as error:
             self.session.results.append(CaseResult(nodeid, Status.EAGER_FAIL, str(error)))
             raise error.__cause__ or error from None
@@ -284,7 +285,7 @@ class CheckRunner:
         calls of the test); fail the test, with a repro per failing graph, if any deviates."""
         checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates,
                                self.probe_children, training_tol=settings.tolerance_for(training=True),
-                               capture=self.plain_compiles)
+                               capture=self.plain_compiles, on_deviation=self.confirmer.prestart)
         if settings.inductor_config:
             # The marker asks for the test's compiles under this config: code compiled under
             # another one, which Dynamo would serve as it is, is compiled anew.

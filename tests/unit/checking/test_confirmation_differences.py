@@ -45,3 +45,19 @@ def test_a_repro_that_passes_here_too_is_said_not_to_hold_what_the_test_ran(tmp_
     finally:
         confirmer.close()
     assert reason is not None and "judged again in this process, the repro's graph passes too" in reason
+
+
+def test_the_child_started_as_a_check_deviates_is_the_one_that_confirms(tmp_path: Path) -> None:
+    """Started ahead (its Python, torch and Inductor load while the check goes on), adopted by the
+    confirmation: one child, not two."""
+    confirmer = Confirmer()
+    try:
+        confirmer.prestart("", None)
+        assert len(confirmer._prestarted) == 1
+        reason = confirmer.unconfirmed(relu_repro(tmp_path))
+        assert len(confirmer._prestarted) == 0, "adopted"
+        confirmer.prestart("", None)
+        assert len(confirmer._prestarted) == 0, "a judge of this setup runs already"
+    finally:
+        confirmer.close()
+    assert reason is not None and "judged in a fresh process, passes" in reason
