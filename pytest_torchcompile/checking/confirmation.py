@@ -43,10 +43,9 @@ class Confirmer:
         torch, Inductor) overlaps the rest of the check and the writing of its repro. A child
         that no finding adopts is ended with the others."""
         if (config_source, device) not in self._judges:
-            try:
+            # One that cannot start now is started again, or not at all, when a finding needs it.
+            with contextlib.suppress(IsolationError, OSError):
                 self._prestarted.prestart(config_source, device)
-            except (IsolationError, OSError):
-                pass  # started again, or not at all, when a finding needs it
 
     def close(self) -> None:
         """End the children (from ``pytest_unconfigure``, through the check runner)."""

@@ -49,7 +49,12 @@ from pytest_torchcompile.judging.oracle import (
     flatten_outputs,
     unwritten_leaves,
 )
-from pytest_torchcompile.judging.reordering import Arguments, channels_last, noise_floors, reversed_batch
+from pytest_torchcompile.judging.reordering import (
+    Arguments,
+    channels_last,
+    noise_floors,
+    reversed_batch,
+)
 from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Comparison, Status, out_of_memory

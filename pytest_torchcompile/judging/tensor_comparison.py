@@ -13,7 +13,12 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile.judging.rule import inconclusive_reason, leaf_verdict, precision_kept, within_noise
+from pytest_torchcompile.judging.rule import (
+    inconclusive_reason,
+    leaf_verdict,
+    precision_kept,
+    within_noise,
+)
 from pytest_torchcompile.run.leaves import INCONCLUSIVE, LeafResult
 
 
