@@ -574,10 +574,12 @@ def _noise_floors(fn: Callable[..., Any], arguments: Arguments, options: CheckOp
     by the fp64 rule, which they may overturn. A model that draws random numbers gets no reversed
     batch (its draws would land on other samples); its channels-last run draws as eager did, and
     its fp64 run replays those draws."""
+    evaluations: list[tuple[Arguments, int | None]] = []
+    if not model_draws_random and (reordered := reversed_batch(arguments)) is not None:
+        evaluations.append(reordered)
+    if (laid_out := channels_last(arguments)) is not None:
+        evaluations.append((laid_out, None))
     floors: dict[str, float] = {}
-    reordered = None if model_draws_random else reversed_batch(arguments)
-    evaluations = [*([reordered] if reordered is not None else []),
-                   *([(laid_out, None)] if (laid_out := channels_last(arguments)) is not None else [])]
     for evaluated_arguments, batch in evaluations:
         try:
             parts, call_args = eager_run(evaluated_arguments)

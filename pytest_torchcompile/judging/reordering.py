@@ -57,15 +57,16 @@ def reversed_batch(arguments: Arguments) -> tuple[Arguments, int] | None:
 def channels_last(arguments: Arguments) -> Arguments | None:
     """The arguments with every 4-D floating tensor in channels-last memory (a convolution fed one
     runs in that layout); None where no tensor argument is 4-D or all already are."""
+    def image_like(value: Any) -> bool:
+        return isinstance(value, torch.Tensor) and value.dim() == 4 and value.is_floating_point()
+
     def laid_out(value: Any) -> Any:
-        if isinstance(value, torch.Tensor) and value.dim() == 4 and value.is_floating_point():
+        if image_like(value):
             return value.detach().contiguous(memory_format=torch.channels_last).requires_grad_(value.requires_grad)
         return value
 
-    changed = [value for value in (*arguments[0], *arguments[1].values())
-               if isinstance(value, torch.Tensor) and value.dim() == 4 and value.is_floating_point()
-               and not value.is_contiguous(memory_format=torch.channels_last)]
-    if not changed:
+    if all(value.is_contiguous(memory_format=torch.channels_last)
+           for value in (*arguments[0], *arguments[1].values()) if image_like(value)):
         return None
     return tuple(laid_out(a) for a in arguments[0]), {k: laid_out(v) for k, v in arguments[1].items()}
 
@@ -79,9 +80,9 @@ def noise_floors(eager_reordered: dict[str, Any], fp64_reordered: dict[str, Any]
     floors: dict[str, float] = {}
     for root, value in reference.items():
         expected = dict(flatten_outputs(value, root))
-        reversed_fp64 = dict(flatten_outputs(fp64_reordered.get(root), root))
+        reordered_fp64 = dict(flatten_outputs(fp64_reordered.get(root), root))
         for path, eager in flatten_outputs(eager_reordered.get(root), root):
-            wide, again = expected.get(path), reversed_fp64.get(path)
+            wide, again = expected.get(path), reordered_fp64.get(path)
             if not (isinstance(eager, torch.Tensor) and isinstance(wide, torch.Tensor) and isinstance(again, torch.Tensor)
                     and wide.is_floating_point() and eager.shape == wide.shape):
                 continue
@@ -91,16 +92,17 @@ def noise_floors(eager_reordered: dict[str, Any], fp64_reordered: dict[str, Any]
     return floors
 
 
-def _mapped_back(reversed_fp64: torch.Tensor, fp64: torch.Tensor,
+def _mapped_back(reordered_fp64: torch.Tensor, fp64: torch.Tensor,
                  batch: int | None) -> Callable[[torch.Tensor], torch.Tensor] | None:
-    """How to map a result of the reversed batch back onto the original one (reverse its first
-    dimension again, or leave it), where that makes its fp64 value the original's; else None."""
-    if reversed_fp64.shape != fp64.shape:
+    """How to map a result of the second evaluation back onto the original one (reverse its first
+    dimension again where the batch was reversed, or leave it), where that makes its fp64 value
+    the original's; else None."""
+    if reordered_fp64.shape != fp64.shape:
         return None
     largest = float(fp64.detach().abs().nan_to_num(posinf=0.0, neginf=0.0).max()) if fp64.numel() else 0.0
     flipped: list[Callable[[torch.Tensor], torch.Tensor]] = [lambda t: t.flip(0)] if batch is not None and fp64.dim() > 0 and fp64.shape[0] == batch else []
     for candidate in [*flipped, lambda t: t]:
-        difference = (candidate(reversed_fp64.detach()) - fp64.detach()).abs()
+        difference = (candidate(reordered_fp64.detach()) - fp64.detach()).abs()
         if bool(torch.all((difference <= FP64_SYMMETRY_TOLERANCE * largest) | (difference != difference)
                           | torch.isinf(fp64.detach()))):
             return candidate
