@@ -10,7 +10,7 @@ gone (then delete its line). Each module's row (caught by fixture / plain, exit 
 ops and lines, stage, seconds) is printed in the markdown of ``docs/realbugs.md``.
 
 Marked ``realbugs`` and run apart (``pytest -m realbugs``; CI runs it after the slow step): every
-bug is compiled, judged, minified and rerun; the twelve CPU bugs took about 21 minutes of wall
+bug is compiled, judged, minified and rerun; the first twelve CPU bugs took about 21 minutes of wall
 time on a 2-core machine. The CUDA bugs (modules marked ``cuda``) skip where no GPU is visible.
 """
 

@@ -42,13 +42,18 @@ def test_a_short_hunt_checks_programs_and_counts_them(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_hunt_finds_and_minifies_an_injected_bug(tmp_path: Path) -> None:
     """A relu that Inductor miscompiles (its test knob): found within a minute, confirmed,
-    minified to the relu, with a bug report and the program that showed it, as one cause."""
+    minified to the relu, with a bug report and the program that showed it, as one cause.
+
+    A fast machine draws far enough to meet real bugs of the installed torch as well (torch
+    2.13 and 2.14: an ``index_add`` whose source is a slice of its own input, pytorch#156786,
+    from the 197th program of this seed): those are causes of their own, never the relu's."""
     lines: list[str] = []
     result = hunt(1.0, tmp_path, seed=0, minify_timeout=60, inductor_config=RELU_BUG, progress=lines.append)
     assert result.invalid == []
     assert result.findings >= 1
-    assert len(result.causes) == 1, result.lines()
-    cause = result.causes[0]
+    relu_causes = [cause for cause in result.causes if "aten.relu" in cause.ops]
+    assert len(relu_causes) == 1, result.lines()
+    cause = relu_causes[0]
     assert cause.ops == ["aten.relu"] and cause.failure_type == "accuracy"
     # Every finding is counted against its cause or listed as not reduced: on a loaded machine a
     # finding's own minification can run out of its minute.
@@ -57,7 +62,8 @@ def test_the_hunt_finds_and_minifies_an_injected_bug(tmp_path: Path) -> None:
     assert cause.bug_report and "relu" in Path(cause.bug_report).read_text()
     assert cause.program and Path(cause.program).read_text().startswith("import torch")
     shown = "\n".join(result.lines())
-    assert "distinct causes: 1 (1 not known)" in shown and "minified:" in shown
+    count = len(result.causes)
+    assert f"distinct causes: {count} ({count} not known)" in shown and "minified:" in shown
 
 
 @pytest.mark.slow
@@ -66,5 +72,10 @@ def test_a_cause_of_a_known_case_is_marked_known(tmp_path: Path) -> None:
                  progress=lambda line: None)
     again = hunt(1.0, tmp_path / "again", seed=0, minify_timeout=60, inductor_config=RELU_BUG,
                  known=[tmp_path / "first"], progress=lambda line: None)
-    assert [cause.known for cause in first.causes] == [None]
-    assert [cause.known for cause in again.causes] == [Path(first.causes[0].minified or "").parent.name]
+    assert [cause.known for cause in first.causes] == [None] * len(first.causes)
+    # Each hunt draws as far as its minute goes: a cause the first hunt did not reach is not known.
+    found_first = {(cause.failure_type, *sorted(cause.ops)): Path(cause.minified or "").parent.name
+                   for cause in first.causes}
+    assert [cause.known for cause in again.causes] \
+        == [found_first.get((cause.failure_type, *sorted(cause.ops))) for cause in again.causes]
+    assert next(cause.known for cause in again.causes if cause.ops == ["aten.relu"]) is not None
