@@ -238,9 +238,9 @@ def devices_of(values: Sequence[Any]) -> set[torch.device]:
 def synchronize(devices: set[torch.device]) -> None:
     """Wait for the kernels on ``devices``: they run asynchronously, and a device-side error
     must surface on the call that caused it, not at a later read."""
-    for device in devices:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+    for waited in devices:
+        if waited.type == "cuda":
+            torch.cuda.synchronize(waited)
 
 
 def clone_values(values: Sequence[Any], keep_grad: bool = False) -> list[Any]:
@@ -327,16 +327,16 @@ def rng_devices() -> list[int]:
 
 def rng_states() -> list[torch.Tensor]:
     """The states of torch's default generators: the CPU's, then each CUDA device's."""
-    return [torch.random.get_rng_state()] + [torch.cuda.get_rng_state(device) for device in rng_devices()]
+    return [torch.random.get_rng_state()] + [torch.cuda.get_rng_state(index) for index in rng_devices()]
 
 
 def set_rng_states(states: list[torch.Tensor]) -> None:
     torch.random.set_rng_state(states[0])
-    for device, state in zip(rng_devices(), states[1:], strict=False):
+    for index, state in zip(rng_devices(), states[1:], strict=False):
         # A device-side error (an assert in a compiled kernel) leaves the device unusable to this
         # process: its generator cannot be set, and nothing can draw from it any more.
         with contextlib.suppress(RuntimeError):
-            torch.cuda.set_rng_state(state, device)
+            torch.cuda.set_rng_state(state, index)
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ package registers) are registered by importing the modules that define them, nam
 
 from __future__ import annotations
 
+import ast
 import copy
 import hashlib
 import importlib.util
@@ -46,7 +47,7 @@ from pytest_torchcompile.repros.compact import (
     compact_trace,
     render_compact,
 )
-from pytest_torchcompile.repros.runtime import runtime_source
+from pytest_torchcompile.repros.runtime import full_file_code
 from pytest_torchcompile.run.files import atomic_write, locked, replace_directory
 from pytest_torchcompile.run.processes import own_start, pid_alive
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, out_of_memory
@@ -133,212 +134,34 @@ def _module_source(gm: torch.fx.GraphModule, class_name: str, writer: _TensorWri
             init_lines.append(f"self.register_buffer({target!r}, {writer.expression(value)})")
         else:
             init_lines.append(f"self.{target} = {writer.expression(value)}")
-    body = textwrap.indent(gm.code.strip(), "    ")
+    body = textwrap.indent(_forward_code(gm).strip(), "    ")
     init = textwrap.indent("\n".join(["super().__init__()", *init_lines]), "        ")
     return "\n\n".join([*nested, f"class {class_name}(torch.nn.Module):\n    def __init__(self):\n{init}\n\n{body}\n"])
 
 
-_PRELUDE = '''\
-from __future__ import annotations
-
-import os
-import sys
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-if __name__ == "__main__":
-    # Python puts a script's directory first on sys.path: a file planted beside this one
-    # (math.py, inspect.py, ...) must not stand in for the standard library or torch.
-    sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != HERE]
-
-import contextlib
-import inspect
-import math
-import operator
-import re
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from math import inf, nan
-from typing import Any
-
-import torch
-import torch.fx
-from torch import device
-from torch.overrides import TorchFunctionMode
-
-
-def _laid_out(values, dtype, shape, stride, device, offset):
-    """``values`` (dense) in memory laid out as the input was: its size, stride and storage
-    offset, which compiled code may assume; elements that share memory (stride 0) share it."""
-    extent = 1 + sum((size - 1) * step for size, step in zip(shape, stride)) if all(shape) else 0
-    storage = torch.empty(offset + extent, dtype=dtype, device=device)
-    positions = torch.arange(offset + extent, device=device).as_strided(shape, stride, offset)
-    storage[positions.reshape(-1)] = values.to(device).reshape(-1)
-    return torch.empty(0, dtype=dtype, device=device).set_(storage.untyped_storage(), offset, shape, stride)
-
-
-def _inline(values, dtype, shape, stride, device, requires_grad, offset=0):
-    out = _laid_out(torch.tensor(values, dtype=dtype), dtype, shape, stride, device, offset)
-    return out.requires_grad_(requires_grad)
-
-
-class _Proxy(torch.fx.Proxy):
-    """A traced value that records item assignment (``x[i] = v``) and in-place operators
-    (``x += v``), as a torch-level graph writes its setitem and iadd nodes, as nodes of the same
-    ops: plain tracing refuses the first and turns the second into an out-of-place op, which
-    loses a write through a view."""
-
-    def __setitem__(self, key, value):
-        self.tracer.create_proxy("call_function", operator.setitem, (self, key, value), {})
-
-
-def _in_place(op):
-    return lambda self, other: self.tracer.create_proxy("call_function", op, (self, other), {})
-
-
-for _name in ("iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
-              "ilshift", "irshift"):
-    setattr(_Proxy, f"__{_name}__", _in_place(getattr(operator, _name)))
-
-
-class _Factories(TorchFunctionMode):
-    """Records the calls that make a tensor from no traced value (``torch.zeros(4)``,
-    ``aten.empty.memory_format(...)``) as nodes: plain tracing runs them once and keeps their
-    result as a constant, so the compiler would never see the op."""
-
-    def __init__(self, tracer):
-        super().__init__()
-        self.tracer = tracer
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        result = func(*args, **kwargs)
-        if _holds_proxy((args, kwargs)) or not isinstance(result, torch.Tensor):
-            return result
-        return self.tracer.create_proxy("call_function", func, args, kwargs)
-
-
-def _holds_proxy(value):
-    if isinstance(value, (list, tuple)):
-        return any(_holds_proxy(item) for item in value)
-    if isinstance(value, dict):
-        return any(_holds_proxy(item) for item in value.values())
-    return isinstance(value, torch.fx.Proxy)
-
-
-def _trace(module):
-    """The module's graph, ops on constants and factory ops included (plain symbolic_trace runs
-    those and keeps their results as constants)."""
-
-    class Tracer(torch.fx.Tracer):
-        # Defined here: a graph module keeps the class of a tracer defined at module level, so it
-        # would pickle by reference to this file, which another process does not import.
-        proxy_buffer_attributes = True
-
-        def proxy(self, node):
-            return _Proxy(node, self)
-
-    tracer = Tracer()
-    with _Factories(tracer):
-        graph = tracer.trace(module)
-    for node in graph.nodes:
-        if isinstance(node.type, str):  # an annotation this file's postponed evaluation left a string
-            node.type = None
-    return torch.fx.GraphModule(module, graph)
-
-
-def apply_inductor_config(source):
-    """Run the config lines one by one, and return the keys this torch lacks, skipped: a repro
-    written on another torch may set a key that this one renamed or dropped, and the
-    AttributeError would end the run with exit 1, the code that means REPRODUCED."""
-    skipped = []
-    for line in source.strip().splitlines():
-        name = line.split("=", 1)[0].strip().removeprefix("torch._inductor.config.")
-        owner = torch._inductor.config
-        for part in name.split("."):
-            if not hasattr(owner, part):
-                skipped.append(name)
-                break
-            owner = getattr(owner, part)
-        else:
-            exec(line, globals())
-    return skipped
-
-
-def _load(name, dtype, shape, stride, device, requires_grad, offset=0):
-    saved = torch.load(os.path.join(HERE, "tensors", name + ".pt"), weights_only=True)
-    return _laid_out(saved, dtype, shape, stride, device, offset).requires_grad_(requires_grad)
-'''
-
-_MAIN = '''\
-BROKEN = register_ops(REQUIRED_OPS)
-
-
-def build():
-    """The graph and its inputs; raises ReproBroken when the repro cannot run."""
-    if BROKEN is not None:
-        raise ReproBroken(BROKEN)
-    try:
-        return with_visible_outputs(_trace(Repro()), VISIBLE_OUTPUTS), make_inputs()
-    except Exception as error:
-        raise ReproBroken(f"the graph cannot be built: {type(error).__name__}: {error}") from error
-
-
-def run_check():
-    """Compile and judge the graph; return (exit status, report)."""
-    torch.manual_seed(0)
-    try:
-        graph, inputs = build()
-    except ReproBroken as error:
-        return BROKEN_EXIT, f"REPRO BROKEN: {error}"
-    with torch.set_grad_enabled(GRAD_ENABLED):
-        verdict = judge_graph(graph, inputs, TOL, CHECK_NON_FLOAT, level=LEVEL)
-    if verdict.failure == EAGER_ERROR:
-        return BROKEN_EXIT, f"REPRO BROKEN: the graph fails eagerly on its own inputs: {verdict.error}"
-    lines = [f"expected failure: {KIND}" + (f" ({EXPECTED_ERROR})" if EXPECTED_ERROR else "")]
-    if SKIPPED_CONFIG:
-        lines.append(f"note: Inductor config keys this torch ({torch.__version__}) lacks were skipped: "
-                     f"{', '.join(SKIPPED_CONFIG)}")
-    if verdict.leaves:
-        lines.append(shown_table(verdict.leaves))
-    if verdict.failure is None:
-        lines.append("PASS: the compiled graph matches the reference: the bug is fixed")
-        return FIXED_EXIT, "\\n".join(lines)
-    lines.append(f"{verdict.failure}" + (f": {verdict.error}" if verdict.error else ""))
-    if same_failure(verdict, KIND, EXPECTED_ERROR, ERROR_PATTERN):
-        lines.append("REPRODUCED")
-        return REPRODUCED_EXIT, "\\n".join(lines)
-    lines.append("FAILS DIFFERENTLY from the recorded failure")
-    return FAILS_DIFFERENTLY_EXIT, "\\n".join(lines)
-
-
-def main():
-    status, report = run_check()
-    print(report)
-    return status
-
-
-try:
-    import pytest
-except ImportError:
-    pytest = None
-
-if pytest is not None:
-    @pytest.mark.inductor_repro(kind=KIND, tol=TOL)
-    def test_repro():
-        status, report = run_check()
-        assert status == FIXED_EXIT, report
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''
+def _forward_code(gm: torch.fx.GraphModule) -> str:
+    """The graph's code, a value nothing reads (an in-place op kept for what it writes) called
+    without a name: fx names it and frees it on the same line, which reads as a variable never
+    used."""
+    unused = {node.name for node in gm.graph.nodes
+              if node.op in ("call_function", "call_method", "call_module") and not node.users}
+    lines = gm.code.splitlines()
+    for index, line in enumerate(lines):
+        match = re.fullmatch(r"(\s*)(\w+) = (.*)", line)
+        if match is None or match.group(2) not in unused:
+            continue
+        indent, name, rest = match.groups()
+        statement, _, freed = rest.partition(";  ")
+        others = [other for other in freed.removesuffix(" = None").split(" = ") if other and other != name]
+        lines[index] = indent + statement + (f";  {' = '.join(others)} = None" if others else "")
+    return "\n".join(lines)
 
 
 def render_repro(case: ReproCase, compact: bool = False) -> tuple[str, dict[str, bytes]]:
     """The repro file's source and the tensor files it needs (name -> bytes); with ``compact``,
     the compact form (``compact``'s rules, which the case must meet: ``compact_obstacle``)."""
     writer = _TensorWriter(compact)
-    module = _module_source(_without_annotations(case.gm) if compact else case.gm, "Repro", writer)
+    module = _module_source(_without_annotations(case.gm), "Repro", writer)
     if compact:
         header = _case_fields(case, environment())
         # A torch-level graph's lowering is shown (a wrong decomposition is seen there); a kernel
@@ -383,26 +206,41 @@ def render_repro(case: ReproCase, compact: bool = False) -> tuple[str, dict[str,
         "# The outputs Inductor was told the user sees (it keeps their traced strides); None: unmarked",
         f"VISIBLE_OUTPUTS = {visible_outputs(case.gm)!r}",
     ])
+    code = full_file_code(_graph_names(module + "\n[\n" + inputs + "\n]"))
     source = "\n\n".join([
         "\n".join(header),
-        _PRELUDE.rstrip(),
-        "import torch._inductor.config\n\n"
-        + (f'INDUCTOR_CONFIG = r"""\n{config}\n"""\n' if config
-           else 'INDUCTOR_CONFIG = ""  # all Inductor config values at their defaults\n')
-        + "SKIPPED_CONFIG = apply_inductor_config(INDUCTOR_CONFIG)",
+        code.head,
+        code.imports,
+        code.prelude,
+        (f'INDUCTOR_CONFIG = r"""\n{config}\n"""' if config
+         else 'INDUCTOR_CONFIG = ""  # all Inductor config values at their defaults')
+        + "\nSKIPPED_CONFIG = apply_inductor_config(INDUCTOR_CONFIG)",
         settings,
         "\n\n" + module.rstrip(),
         "\n\ndef make_inputs():\n    return [\n" + inputs + ("," if case.inputs else "") + "\n    ]",
-        "\n\n# --- judging code (the plugin's own rule) ---\n\n" + runtime_source(),
-        "\n\n" + _MAIN,
+        "\n\n# --- judging code (the plugin's own rule) ---\n\n" + code.judging,
+        "\n\n" + code.entry + "\n",
         *([_generated_code_comment(case.generated_code, case.level)] if case.generated_code else []),
     ])
     return source, writer.files
 
 
+GRAPH_NAMES = {"device": "torch", "inf": "math", "nan": "math"}
+"""The names a graph's code and its inputs may use that neither defines (fx writes a device as
+``device(type='cpu')`` and an infinite constant as ``inf``), by the module they come from."""
+
+
+def _graph_names(code: str) -> list[tuple[str, str]]:
+    """The ``(module, name)`` imports of :data:`GRAPH_NAMES` that ``code`` uses."""
+    used = {node.id for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Name)}
+    return [(module, name) for name, module in GRAPH_NAMES.items() if name in used]
+
+
 def _without_annotations(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """A copy of ``gm`` whose code carries no type annotations: those a traced function's own
-    hints leave on its nodes name types a file without postponed evaluation cannot resolve."""
+    """``gm``, or a copy of it whose code carries no type annotations: those a traced function's
+    own hints leave on its nodes name types the file does not define."""
+    if all(node.type is None for node in gm.graph.nodes):
+        return gm
     copied = copy.deepcopy(gm)
     for node in copied.graph.nodes:
         node.type = None

@@ -1,21 +1,27 @@
-"""The judging code a repro file carries, so that it needs only torch and judges as the plugin does.
+"""The code a repro file carries, so that it needs only torch and judges as the plugin does.
 
 A full repro embeds :mod:`judging.judge` and every module of the plugin it imports, and theirs,
 each whole: the rule for those modules (stated by ``tests/unit/repros/test_runtime.py``) is that
 they import only the standard library, torch and one another, at module level, and define no
-top-level name twice between them. Embedding drops what a reader does without (docstrings, the
+top-level name twice between them. Around them it embeds the modules of ``repros.embedded`` (its
+head, the loading of its inputs, its tracer, its config and its entry points), read from their
+files, never imported. Embedding drops what a reader does without (docstrings, the
 ``from __future__`` import the repro's head has, the imports between those modules, whose names
-then share one namespace) and keeps the rest in dependency order.
+then share one namespace, and imports for the type checker alone), gathers every module's other
+imports into one block after the head, and keeps the rest in dependency order.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import inspect
 import re
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -46,24 +52,126 @@ def runtime_modules(root: ModuleType = judge) -> list[ModuleType]:
     return ordered
 
 
-def embedded_source(code: ModuleType | Callable[..., Any]) -> str:
+def embedded_source(code: ModuleType | Callable[..., Any], imports: bool = True) -> str:
     """A module's or a function's code as a repro embeds it: without docstrings (but where one is
-    a whole body), the ``from __future__`` import, imports of the plugin's own modules and the second of two blank
-    lines."""
-    source = textwrap.dedent(inspect.getsource(code))
+    a whole body), the ``from __future__`` import, imports of the plugin's own modules and the
+    second of two blank lines; without its other top-level imports either unless ``imports``."""
+    return _embedded(textwrap.dedent(inspect.getsource(code)), imports)
+
+
+def _embedded(source: str, imports: bool) -> str:
+    tree = ast.parse(source)
     left_out: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
+
+    def leave_out(node: ast.stmt) -> None:
+        left_out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+
+    for statement in tree.body:
+        if _type_checking_block(statement) or (not imports and isinstance(statement, ast.Import | ast.ImportFrom)):
+            leave_out(statement)
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ("__future__", PACKAGE):
-            left_out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+            leave_out(node)
         body = getattr(node, "body", None)
         # A docstring that is the whole body stays: the body would be empty without it.
         if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef) and body and len(body) > 1 \
                 and ast.get_docstring(node) is not None:
-            left_out.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+            leave_out(body[0])
     kept = [line for number, line in enumerate(source.splitlines(), 1) if number not in left_out]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
 
 
-def runtime_source() -> str:
+def _type_checking_block(node: ast.stmt) -> bool:
+    """Whether ``node`` is ``if TYPE_CHECKING:``, whose imports only the type checker sees."""
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+
+
+def runtime_source(imports: bool = True) -> str:
     """The judging code of a full repro file: :func:`runtime_modules`, each embedded whole."""
-    return "\n\n".join(embedded_source(module) for module in runtime_modules())
+    return "\n\n".join(embedded_source(module, imports) for module in runtime_modules())
+
+
+EMBEDDED = f"{PACKAGE}.repros.embedded"
+HEAD = f"{EMBEDDED}.head"
+PRELUDE = (f"{EMBEDDED}.layout", f"{EMBEDDED}.tracing", f"{EMBEDDED}.config")
+"""What comes before the graph: loading its inputs, its tracer, its Inductor config."""
+ENTRY = f"{EMBEDDED}.entry"
+
+
+def read_module(name: str) -> str:
+    """The source of a module of ``repros.embedded``, read from its file: its code runs only
+    inside a repro file."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"no module {name}")
+    return Path(spec.origin).read_text()
+
+
+@dataclass(frozen=True)
+class FullFileCode:
+    """The code of a full repro file, in the order it is written, between which the renderer
+    puts the file's own lines (config, settings, graph, inputs)."""
+
+    head: str
+    imports: str
+    prelude: str
+    judging: str
+    entry: str
+
+
+def full_file_code(graph_names: Iterable[tuple[str, str]] = ()) -> FullFileCode:
+    """The embedded code of a full repro file; ``graph_names`` the ``(module, name)`` imports the
+    file's graph and inputs need (``torch.device``, ``math.inf``)."""
+    head = read_module(HEAD)
+    prelude = [read_module(name) for name in PRELUDE]
+    entry = read_module(ENTRY)
+    sources = [*prelude, *(inspect.getsource(module) for module in runtime_modules()), entry]
+    already = set(_imports(head))
+    needed = [statement for statement in _imports(*sources) if statement not in already]
+    needed += [("from", module, name, None) for module, name in graph_names
+               if ("from", module, name, None) not in already | set(needed)]
+    return FullFileCode(
+        head="from __future__ import annotations\n\n" + _embedded(head, imports=True),
+        imports=_import_lines(needed),
+        prelude="\n\n".join(_embedded(source, imports=False) for source in prelude),
+        judging=runtime_source(imports=False),
+        entry=_embedded(entry, imports=False),
+    )
+
+
+_Import = tuple[str, str, str, str | None]
+"""``("import", module, "", alias)`` or ``("from", module, name, alias)``."""
+
+
+def _imports(*sources: str) -> list[_Import]:
+    """The top-level imports of ``sources`` that a repro keeps (not the plugin's own, not
+    ``__future__``, not the type checker's), once each, in the order they first appear."""
+    found: list[_Import] = []
+    for source in sources:
+        for node in ast.parse(source).body:
+            statements: list[_Import] = []
+            if isinstance(node, ast.Import):
+                statements = [("import", alias.name, "", alias.asname) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                    and node.module.split(".")[0] not in ("__future__", PACKAGE):
+                statements = [("from", node.module, alias.name, alias.asname) for alias in node.names
+                              if (node.module, alias.name) != ("typing", "TYPE_CHECKING")]
+            found += [statement for statement in statements if statement not in found]
+    return found
+
+
+def _import_lines(statements: list[_Import]) -> str:
+    """``statements`` as import lines: plain imports, then one line per module imported from,
+    each group the standard library's first and sorted by module."""
+    def order(module: str) -> tuple[bool, str]:
+        return module.split(".")[0] == "torch", module
+
+    lines = [f"import {module}" + (f" as {alias}" if alias else "")
+             for kind, module, _, alias in sorted(statements, key=lambda statement: order(statement[1]))
+             if kind == "import"]
+    modules = sorted({module for kind, module, _, _ in statements if kind == "from"}, key=order)
+    for module in modules:
+        names = [name + (f" as {alias}" if alias else "")
+                 for kind, source, name, alias in statements if kind == "from" and source == module]
+        lines.append(f"from {module} import {', '.join(names)}")
+    return "\n".join(lines)
