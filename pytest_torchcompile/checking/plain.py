@@ -121,6 +121,9 @@ class GraphChecker:
         """The graphs whose intermediates were judged (on their first call that passed)."""
         self._training_calls: list[tuple[DynamoGraph, list[Any], int]] = []
         """Calls of torch-level graphs whose outputs required grad: (graph, inputs, outputs returned)."""
+        self._raised_eagerly: dict[int, list[str]] = {}
+        """By index, the post-AOT graphs whose eager run raised, with their lines in
+        :attr:`unchecked`: a judging of their torch-level graph stands for them."""
 
     def _stoppable(self, observe: Callable[..., None]) -> Callable[..., None]:
         """``observe``, a judging of a graph's call, leaving a line in :attr:`unchecked` where it
@@ -176,8 +179,10 @@ class GraphChecker:
                                   f"call ({error})")
             return
         except Exception as error:
-            self.unchecked.append(f"{graph.label}: not judged: it raises when run eagerly on the inputs of its "
-                                  f"compiled call ({error_signature(error, max_chars=300)})")
+            line = (f"{graph.label}: not judged: it raises when run eagerly on the inputs of its compiled call "
+                    f"({error_signature(error, max_chars=300)})")
+            self._raised_eagerly.setdefault(graph.index, []).append(line)
+            self.unchecked.append(line)
             return
         reference = self._reference(graph.label, graph.gm, inputs, fp64_error)
         tol = self.training_tol if graph.kind == "backward" else self.tol
@@ -264,8 +269,22 @@ class GraphChecker:
                 f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the {_rule(reference)}",
                 leaves, note=TORCH_LEVEL_NOTE, dynamo=graph, reference=reference,
             ))
-        elif _training_call(inputs, outputs):
-            self._training_calls.append((graph, inputs, len(outputs)))
+        else:
+            self._stand_for_lowered(graph, Comparison(leaves).worst_ratio)
+            if _training_call(inputs, outputs):
+                self._training_calls.append((graph, inputs, len(outputs)))
+
+    def _stand_for_lowered(self, graph: DynamoGraph, worst_ratio: float | None) -> None:
+        """A torch-level graph judged and passing counts as judged for its first post-AOT graph
+        where none of them was (each raised when run eagerly): their lines leave
+        :attr:`unchecked`, so the summary counts the graph once, as judged."""
+        raised = [lowered.index for lowered in graph.lowered if lowered.index in self._raised_eagerly]
+        if not raised or any(lowered.index in self.judged for lowered in graph.lowered):
+            return
+        for index in raised:
+            for line in self._raised_eagerly.pop(index):
+                self.unchecked.remove(line)
+        self.judged[raised[0]] = worst_ratio
 
     def _judge_random_graph(self, graph: DynamoGraph, inputs: list[Any]) -> None:
         """Judge the post-AOT graphs of a torch-level graph that draws random numbers: compiled

@@ -6,8 +6,10 @@ eager run raises anyway is noted unchecked, never an error in the test that call
 
 from __future__ import annotations
 
+import pytest
 import torch
 
+from pytest_torchcompile.checking import plain
 from pytest_torchcompile.checking.plain import GraphChecker
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE
 from pytest_torchcompile.torch_internals.compiling import reset
@@ -63,3 +65,22 @@ def test_a_graph_that_raises_eagerly_on_its_inputs_is_noted_unchecked_not_raised
     assert checker.failures == [] and checker.judged == {}
     [note] = checker.unchecked
     assert "raises when run eagerly on the inputs of its compiled call (RuntimeError: view size" in note
+
+
+def test_a_graph_that_raises_eagerly_counts_as_judged_through_its_torch_level_graph(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a post-AOT graph cannot run eagerly on its inputs (torchao's fp8 graphs), its
+    torch-level graph is judged instead; passing, it counts once, as judged, not as unchecked."""
+    def raising(*args: object) -> None:
+        raise RuntimeError("cannot run eagerly here")
+
+    monkeypatch.setattr(plain, "_eager_references", raising)
+    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False)
+    reset()
+    try:
+        with checker.watching():
+            torch.compile(lambda x: (x.sin() * 2,))(torch.randn(8))
+    finally:
+        reset()
+    assert checker.failures == [] and checker.unchecked == []
+    assert list(checker.judged) == [0]
