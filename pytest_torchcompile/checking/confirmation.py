@@ -17,13 +17,11 @@ from pytest_torchcompile.judging.isolation.parent import (
     SpareChildren,
 )
 from pytest_torchcompile.judging.isolation.protocol import (
-    CRASHED,
-    JUDGE_ERROR,
-    TIMED_OUT,
     JudgeSettings,
 )
 from pytest_torchcompile.judging.judge import same_failure
 from pytest_torchcompile.repros.repro import load_case
+from pytest_torchcompile.run.kinds import FailureKind
 
 
 class Confirmer:
@@ -82,7 +80,7 @@ class Confirmer:
             verdict = judge(case.gm, case.inputs, settings)
         except (IsolationError, OSError):
             return None
-        if verdict.failure in (CRASHED, TIMED_OUT, JUDGE_ERROR) \
+        if verdict.failure in (FailureKind.CRASHED, FailureKind.TIMED_OUT, FailureKind.JUDGE_ERROR) \
                 or same_failure(verdict, case.kind, case.expected_error, case.error_pattern):
             return None
         fresh = "its repro, judged in a fresh process,"

@@ -25,17 +25,17 @@ import torch.fx
 from pytest_torchcompile.judging.capture import CapturedGraph, TensorSpec, input_spec
 from pytest_torchcompile.judging.isolation.parent import IsolatedJudge, IsolationError
 from pytest_torchcompile.judging.isolation.protocol import (
-    JUDGE_ERROR,
     GraphToPrepare,
     JudgeSettings,
 )
-from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict, devices_of, judge_graph
+from pytest_torchcompile.judging.judge import GraphVerdict, devices_of, judge_graph
 from pytest_torchcompile.judging.slicing import (
     ROOTS_TRIED_ALONE,
     GraphSlicer,
     output_index,
     side_by_side,
 )
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.torch_internals.ops import rounds_to_steps
 
@@ -105,7 +105,7 @@ class PreparedProbe:
                 for value, spec in zip(inputs, self.input_specs, strict=True)):
             return None
         verdict = self.judge.judge_prepared(self.key, list(inputs), JudgeSettings(tol))
-        return None if verdict.failure == JUDGE_ERROR else verdict
+        return None if verdict.failure == FailureKind.JUDGE_ERROR else verdict
 
 
 class ProbeChildren:
@@ -225,7 +225,7 @@ def find_masked_divergence(gm: torch.fx.GraphModule, inputs: Sequence[Any], tol:
         if not observed:
             return None
         verdict = judge_graph(probe, probe_inputs, tol, check_non_float=False)
-    if verdict.failure != ACCURACY:
+    if verdict.failure != FailureKind.ACCURACY:
         return None
     diverged = {observed[index]: leaf for leaf in verdict.leaves
                 if not leaf.passed and (index := output_index(leaf.path)) is not None}
@@ -259,7 +259,7 @@ def _first_deviating(root: torch.fx.GraphModule, cuts: list[tuple[torch.fx.Graph
         if verdict.failure is None:
             return None
         failing = {output_index(leaf.path) for leaf in verdict.leaves if not leaf.passed}
-        if verdict.failure == ACCURACY and None not in failing:
+        if verdict.failure == FailureKind.ACCURACY and None not in failing:
             suspects = [index for index, span in enumerate(spans) if failing & set(span)]
     return next((index for index in suspects
                  if deviates_on_its_own(judge_graph(*cuts[index], tol, check_non_float=False), cuts[index][1],
@@ -273,7 +273,7 @@ def deviates_on_its_own(verdict: GraphVerdict, cut_inputs: Sequence[Any], graph_
     its correctness: a convolution's tiling mixes neighbouring inputs (timm's ``mobileone_s0`` in
     fp16 with random weights overflows upstream, and compiled code's convolution then had 128
     more non-finite values of 401408 than eager's, 381571 of them non-finite already)."""
-    if verdict.failure != ACCURACY:
+    if verdict.failure != FailureKind.ACCURACY:
         return False
     only_non_finite = all(leaf.rule == "non-finite pattern" for leaf in verdict.leaves if not leaf.passed)
     return not (only_non_finite and graph_inputs_finite and not _all_finite(cut_inputs))

@@ -27,7 +27,6 @@ from pytest_torchcompile.checking.masked import (
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
 from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import (
-    ACCURACY,
     DYNAMO,
     UNWRITTEN_FILLS,
     changed,
@@ -55,6 +54,7 @@ from pytest_torchcompile.judging.reordering import (
     noise_floors,
     reversed_batch,
 )
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Comparison, Status, out_of_memory
@@ -691,7 +691,7 @@ def _failing_dynamo_graphs(dynamo_graphs: list[DynamoGraph], options: CheckOptio
         with inductor_config(config_patches(graph.config_source)), \
                 torch.set_grad_enabled(options.training):
             verdict = judge_graph(graph.gm, inputs, options.tolerance, not options.ignore_non_float, level=DYNAMO)
-        if verdict.failure == ACCURACY:
+        if verdict.failure == FailureKind.ACCURACY:
             scored.append((verdict.worst_ratio or math.inf,
                            FailingGraph(graph.lowered[0], inputs, note=TORCH_LEVEL_NOTE, dynamo=graph)))
     return [failing for _, failing in sorted(scored, key=lambda item: -item[0])]

@@ -28,15 +28,13 @@ from pytest_torchcompile.checking.plain import SAME_PRECISION, GraphChecker, Gra
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import (
-    ACCURACY,
-    COMPILE_ERROR,
     DYNAMO,
     POST_AOT,
-    RUNTIME_ERROR,
     error_signature,
 )
 from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case
 from pytest_torchcompile.run.files import unusable_directory, unwritable_directory
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.leaves import shown_table
 from pytest_torchcompile.run.report import TerminalLayout
 from pytest_torchcompile.run.results import CaseResult
@@ -55,12 +53,6 @@ from pytest_torchcompile.torch_internals.environment import (
     inductor_cache,
 )
 from pytest_torchcompile.torch_internals.interception import intercept_inductor
-
-FAILURE_KINDS = {
-    Status.FAIL_ACCURACY: ACCURACY,
-    Status.FAIL_COMPILE: COMPILE_ERROR,
-    Status.FAIL_RUNTIME: RUNTIME_ERROR,
-}
 
 
 def check_inductor_cache() -> None:
@@ -206,7 +198,8 @@ class CheckRunner:
         settings: CheckSettings, notes: list[str], gm: torch.fx.GraphModule | None,
         dynamo: DynamoGraph | None = None, non_float_failure: bool = False,
     ) -> tuple[str, str]:
-        kind = FAILURE_KINDS[status]
+        kind = status.failure_kind
+        assert kind is not None, f"a {status} check writes no repro"
         error = graph.compile_error or graph.runtime_error
         if inputs is None:
             inputs = graph.synthesized_inputs(settings.seed)
@@ -219,7 +212,7 @@ class CheckRunner:
         case = ReproCase(
             gm=gm, inputs=inputs, kind=kind, title=f"{nodeid} :: {label}", tol=settings.tolerance,
             check_non_float=not settings.ignore_non_float, non_float_failure=non_float_failure,
-            expected_error=error_signature(error) if error is not None and kind != ACCURACY else None,
+            expected_error=error_signature(error) if error is not None and kind != FailureKind.ACCURACY else None,
             error_pattern=settings.check_str, config_source=config_source,
             grad_enabled=graph.kind != "inference" and torch.is_grad_enabled(),
             symbolic_sizes=sizes, status_line=f"{status}: {message}", notes=notes, level=level,

@@ -12,6 +12,7 @@ import torch.fx
 from pytest_torchcompile.judging import judge as standalone
 from pytest_torchcompile.judging.capture import op_count
 from pytest_torchcompile.run import verdict
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.torch_internals.ops import OpOrigin, op_origins
 
 
@@ -21,7 +22,7 @@ class ReproCase:
 
     gm: torch.fx.GraphModule
     inputs: list[Any]
-    kind: str
+    kind: FailureKind
     title: str
     tol: float = verdict.DEFAULT_TOLERANCE
     check_non_float: bool = True

@@ -29,15 +29,11 @@ from pytest_torchcompile.judging.tensor_comparison import (
     unwritten_mask,
     written_only,
 )
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
 from pytest_torchcompile.torch_internals.graph_compile import compile_dynamo_graph, compile_graph
 from pytest_torchcompile.torch_internals.unwritten import filling_unwritten
-
-ACCURACY = "accuracy"
-COMPILE_ERROR = "compile_error"
-RUNTIME_ERROR = "runtime_error"
-EAGER_ERROR = "eager_error"
 
 FIXED_EXIT, REPRODUCED_EXIT, FAILS_DIFFERENTLY_EXIT, BROKEN_EXIT = 0, 1, 2, 3
 """A repro's exit statuses: the failure is gone, it reproduces, the graph fails another way, the
@@ -92,7 +88,7 @@ DYNAMO = "dynamo"
 class GraphVerdict:
     """What one graph did: ``failure`` is None when compiled matches, else one of the kinds above."""
 
-    failure: str | None
+    failure: FailureKind | None
     leaves: list[LeafResult] = field(default_factory=list)
     error: str | None = None
     reference: str = "fp64"
@@ -222,7 +218,7 @@ def same_failure(verdict: GraphVerdict, kind: str, expected_error: str | None, p
     """Whether ``verdict`` fails the way the original case did (the minifier's interestingness)."""
     if verdict.failure != kind:
         return False
-    if kind == ACCURACY:
+    if kind == FailureKind.ACCURACY:
         return True
     if pattern:
         return verdict.error is not None and re.search(pattern, verdict.error) is not None
@@ -620,21 +616,21 @@ def _judge(
         mutated = mutated_inputs(gm, inputs)
         eager, fp64 = references if references is not None else reference_outputs(gm, inputs, backward, mutated)
     except Exception as error:
-        return GraphVerdict(EAGER_ERROR, error=error_signature(error))
+        return GraphVerdict(FailureKind.EAGER_ERROR, error=error_signature(error))
     try:
         if compiler is None:
             compiler = compile_dynamo_graph if level == DYNAMO else compile_graph
         compiled = compiler(gm, clone_values(inputs))
     except Exception as error:
-        return GraphVerdict(COMPILE_ERROR, error=error_signature(error))
+        return GraphVerdict(FailureKind.COMPILE_ERROR, error=error_signature(error))
     try:
         # A torch-level graph compiles on its first call: errors there are the compiler's too.
         with seeded_alike(gm):
             outputs = run_graph(compiled, inputs, backward, mutated)
         synchronize(devices_of([*inputs, *outputs]))
     except Exception as error:
-        return GraphVerdict(RUNTIME_ERROR, error=error_signature(error))
+        return GraphVerdict(FailureKind.RUNTIME_ERROR, error=error_signature(error))
     leaves = compare_graph_outputs(outputs, eager, fp64, tol, check_non_float,
                                    unwritten=unwritten_elements(gm, inputs, backward, mutated), mutated=mutated)
     failed = any(not leaf.passed for leaf in leaves)
-    return GraphVerdict(ACCURACY if failed else None, leaves, reference="fp64" if fp64 is not None else "cosine")
+    return GraphVerdict(FailureKind.ACCURACY if failed else None, leaves, reference="fp64" if fp64 is not None else "cosine")

@@ -23,7 +23,6 @@ import torch.fx
 
 from pytest_torchcompile.judging.capture import OP_NODES, private_copy
 from pytest_torchcompile.judging.judge import (
-    ACCURACY,
     DYNAMO,
     POST_AOT,
     GraphVerdict,
@@ -35,6 +34,7 @@ from pytest_torchcompile.judging.judge import (
     reference_outputs,
     same_failure,
 )
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.torch_internals.bisector import (
     GRAPH_PASSES,
     bisector_config_changes,
@@ -57,17 +57,17 @@ CODEGEN_PREFIXES = {"cpp.": "C++", "triton.": "Triton"}
 
 
 @dataclass(frozen=True)
-class FailureKind:
+class ExpectedFailure:
     """How the graph fails, as the case recorded it: the attribution looks for this failure."""
 
-    kind: str = ACCURACY
+    kind: FailureKind = FailureKind.ACCURACY
     expected_error: str | None = None
     error_pattern: str | None = None
 
     @property
     def type_name(self) -> str:
         """``accuracy``, or the exception type of a compile or runtime error."""
-        if self.kind == ACCURACY or not self.expected_error:
+        if self.kind == FailureKind.ACCURACY or not self.expected_error:
             return self.kind
         return self.expected_error.split(":", 1)[0]
 
@@ -95,7 +95,7 @@ Compiler = Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]
 class _Stages:
     """Judges the graph under one stage setting at a time and remembers what it tried."""
 
-    def __init__(self, gm: torch.fx.GraphModule, inputs: list[Any], tol: float, failure: FailureKind,
+    def __init__(self, gm: torch.fx.GraphModule, inputs: list[Any], tol: float, failure: ExpectedFailure,
                  check_non_float: bool, level: str) -> None:
         self.gm = gm
         self.inputs = inputs
@@ -145,7 +145,7 @@ class _Stages:
         return self.fails(step, compiler, config={name: inductor_config_default(name)})
 
     def result(self, stage: str, summary: str, culprits: Iterable[str] = ()) -> StageAttribution:
-        if self.failure.kind != ACCURACY:
+        if self.failure.kind != FailureKind.ACCURACY:
             summary = summary.replace("deviation", "the error", 1)
         return StageAttribution(stage, summary, list(culprits), self.level, self.compiles, self.trail)
 
@@ -183,7 +183,7 @@ def attribute_stage(
     inputs: Sequence[Any],
     level: str,
     tol: float,
-    failure: FailureKind = FailureKind(),
+    failure: ExpectedFailure = ExpectedFailure(),
     *,
     check_non_float: bool = False,
     config: dict[str, Any] | None = None,

@@ -35,18 +35,11 @@ from pytest_torchcompile.judging.isolation.parent import (
     SpareChildren,
 )
 from pytest_torchcompile.judging.isolation.protocol import (
-    CRASHED,
-    JUDGE_ERROR,
-    TIMED_OUT,
     JudgeSettings,
     StageQuery,
 )
 from pytest_torchcompile.judging.judge import (
-    ACCURACY,
-    COMPILE_ERROR,
     DYNAMO,
-    EAGER_ERROR,
-    RUNTIME_ERROR,
     GraphVerdict,
     ReproBroken,
     error_signature,
@@ -58,10 +51,11 @@ from pytest_torchcompile.judging.slicing import (
     Selection,
     output_index,
 )
-from pytest_torchcompile.judging.stages import FailureKind, StageAttribution, graph_ops, op_name
+from pytest_torchcompile.judging.stages import ExpectedFailure, StageAttribution, graph_ops, op_name
 from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME, bug_report
 from pytest_torchcompile.repros.repro import MINIFIED_NAME, config_lines, load_case, write_minified
 from pytest_torchcompile.run.files import atomic_write, locked
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.leaves import shown_table
 from pytest_torchcompile.run.results import MinifyProgress, MinifyResult, StopReason
 from pytest_torchcompile.torch_internals.compiling import cpp_kernels
@@ -74,7 +68,7 @@ LOCATE_BYTES_LIMIT = 1 << 30
 times over with the references) is skipped for delta debugging."""
 
 
-ATTRIBUTABLE = (ACCURACY, COMPILE_ERROR, RUNTIME_ERROR)
+ATTRIBUTABLE = (FailureKind.ACCURACY, FailureKind.COMPILE_ERROR, FailureKind.RUNTIME_ERROR)
 """Failures whose stage is looked for: a case recorded as a crash of the judging process would
 crash it again at every stage."""
 
@@ -217,12 +211,12 @@ def minify_graph(
 def _failing_core(search: _Search) -> tuple[Selection | None, str]:
     """A small failing selection to reduce further, and how it was found; None when the whole
     graph does not fail as recorded."""
-    roots, deviating = _locate_divergence(search) if search.case.kind == ACCURACY else ([], 0)
+    roots, deviating = _locate_divergence(search) if search.case.kind == FailureKind.ACCURACY else ([], 0)
     if not search.fails(search.everything):
         return None, "the whole graph does not fail as recorded"
     universe = search.everything
     locating = "one compile of every floating intermediate located where the deviation starts"
-    if not roots and search.case.kind != ACCURACY:
+    if not roots and search.case.kind != FailureKind.ACCURACY:
         universe = _bisect_prefixes(search)
         roots, locating = search.slicer.ordered(universe)[-1:], "bisecting topological prefixes found the culprit"
     for root in roots[:ROOTS_TRIED_ALONE]:
@@ -244,9 +238,9 @@ def _why_not_reproduced(verdict: GraphVerdict) -> tuple[StopReason, str]:
     error = f": {verdict.error}" if verdict.error else ""
     if verdict.failure is None:
         return StopReason.NOT_REPRODUCED, "the compiled graph matches the reference now"
-    if verdict.failure == EAGER_ERROR:
+    if verdict.failure == FailureKind.EAGER_ERROR:
         return StopReason.REPRO_BROKEN, f"the graph fails when run eagerly on its inputs{error}"
-    if verdict.failure in (CRASHED, TIMED_OUT, JUDGE_ERROR):
+    if verdict.failure in (FailureKind.CRASHED, FailureKind.TIMED_OUT, FailureKind.JUDGE_ERROR):
         return StopReason.CRASHED, f"judging the whole graph {verdict.failure.replace('_', ' ')}{error}"
     return StopReason.NOT_REPRODUCED, f"it fails differently now ({verdict.failure}{error})"
 
@@ -266,11 +260,11 @@ def _locate_divergence(search: _Search) -> tuple[list[str], int]:
     diverged = {observed[index] for leaf in verdict.leaves
                 if not leaf.passed and (index := output_index(leaf.path)) is not None and index < len(observed)}
     failing_outputs = diverged & slicer.outputs
-    if verdict.failure == ACCURACY and failing_outputs:
+    if verdict.failure == FailureKind.ACCURACY and failing_outputs:
         search.record(search.everything, verdict)
     else:
         search.report()
-    if verdict.failure != ACCURACY:
+    if verdict.failure != FailureKind.ACCURACY:
         return [], 0
     return slicer.divergence_roots(diverged, failing_outputs), len({slicer.unit_of[node] for node in diverged})
 
@@ -450,7 +444,7 @@ def minify_repro(
 
 def stage_query(case: ReproCase) -> StageQuery:
     """How the stage of a case's failure is looked for: judged as its candidates are."""
-    return StageQuery(JudgeSettings.for_minifying(case), FailureKind(case.kind, case.expected_error, case.error_pattern))
+    return StageQuery(JudgeSettings.for_minifying(case), ExpectedFailure(case.kind, case.expected_error, case.error_pattern))
 
 
 def minify_in_fresh_process(

@@ -15,11 +15,10 @@ from pytest_torchcompile.repros.repro import (
     graph_source,
     header_fields,
 )
+from pytest_torchcompile.run.kinds import FailureKind
+from pytest_torchcompile.run.verdict import Status
 
 BUG_REPORT_NAME = "bug_report.md"
-
-_ACCURACY = "accuracy"
-
 
 def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) -> str:
     """The report of the case in ``case_dir``: of its ``minified.py`` where there is one.
@@ -36,7 +35,7 @@ def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) 
     # Where the graph's inputs live (a GPU host's environment names its GPU for CPU cases too).
     device = "CUDA" if re.search(r"'cuda(:\d+)?'", source) else "CPU"
     culprit = ", ".join(ops) if ops else f"a {fields.get('ops', '?')}-op graph"
-    title = (f"[inductor] wrong result from {culprit} on {device}" if kind == _ACCURACY
+    title = (f"[inductor] wrong result from {culprit} on {device}" if kind == FailureKind.ACCURACY
              else f"[inductor] {culprit} on {device}: {kind.replace('_', ' ')}")
     lines = [
         f"# {title}",
@@ -76,21 +75,22 @@ def _kind(status: str) -> str:
     """The kind of failure a header's status names: a check's status (``fail_accuracy: ...``) or
     a case's kind (``accuracy (minified 9 -> 1 ops)``)."""
     token = status.split(":")[0].split()[0] if status.strip() else "failure"
-    return {"fail_accuracy": _ACCURACY, "fail_compile": "compile_error", "fail_runtime": "runtime_error"}.get(token, token)
+    kind = Status(token).failure_kind if token in set(Status) else None
+    return str(kind) if kind is not None else token
 
 
 def _what(kind: str) -> str:
-    if kind == _ACCURACY:
+    if kind == FailureKind.ACCURACY:
         return "computes a wrong result"
-    if kind == "compile_error":
+    if kind == FailureKind.COMPILE_ERROR:
         return "fails to compile a graph that runs eagerly"
-    if kind == "runtime_error":
+    if kind == FailureKind.RUNTIME_ERROR:
         return "compiles code that raises at run time, where eager runs"
     return f"fails ({kind})"
 
 
 def _expected(kind: str) -> str:
-    if kind == _ACCURACY:
+    if kind == FailureKind.ACCURACY:
         return ("Expected: the compiled graph is as close to an fp64 run of the same graph as eager is "
                 "(PyTorch's `same()` rule: rmse(compiled, fp64) <= multiplier x rmse(eager, fp64)). "
                 "Got, per output (rmse columns; ratio = rmse(compiled, fp64) / rmse(eager, fp64)):")

@@ -24,12 +24,9 @@ import torch
 from pytest_torchcompile.judging import rule
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import (
-    ACCURACY,
-    COMPILE_ERROR,
     DYNAMO,
     IN_PLACE_OPERATORS,
     POST_AOT,
-    RUNTIME_ERROR,
     changed,
     clone_values,
     draws_random,
@@ -39,12 +36,13 @@ from pytest_torchcompile.judging.judge import (
     unwritten_elements,
 )
 from pytest_torchcompile.repros.runtime import embedded_source
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.torch_internals.graph_compile import VISIBLE_OUTPUTS_KEY, visible_outputs
 
 RULE_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {
-    ACCURACY: (rule.leaf_verdict,),
-    COMPILE_ERROR: (rule.error_signature, rule.normalized_error),
-    RUNTIME_ERROR: (rule.error_signature, rule.normalized_error),
+    FailureKind.ACCURACY: (rule.leaf_verdict,),
+    FailureKind.COMPILE_ERROR: (rule.error_signature, rule.normalized_error),
+    FailureKind.RUNTIME_ERROR: (rule.error_signature, rule.normalized_error),
 }
 
 def compact_obstacle(case: ReproCase) -> str | None:
@@ -248,7 +246,7 @@ def _runtime(case: ReproCase) -> str:
     the compile its graph needs, ``main``."""
     factories, in_place = makes_tensors_from_nothing(case.gm), _in_place_operators(case.gm)
     whole_stack = case.level == DYNAMO
-    main = (_ACCURACY_MAIN if case.kind == ACCURACY else _ERROR_MAIN).replace(
+    main = (_ACCURACY_MAIN if case.kind == FailureKind.ACCURACY else _ERROR_MAIN).replace(
         "TRACE(Repro()), make_inputs()", "TRACE(Repro()), make_inputs()" + (
             f"; gm.graph.find_nodes(op='output')[0].meta[{VISIBLE_OUTPUTS_KEY!r}] = VISIBLE_OUTPUTS  # the outputs "
             "Inductor was told the user sees: it keeps their traced strides" if visible_outputs(case.gm) is not None
@@ -279,10 +277,10 @@ def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
     devices = {value.device.type for value in case.inputs if isinstance(value, torch.Tensor)}
     precision = ("torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # fp32 as fp32\n"
                  if "cuda" in devices else "")
-    written = mutated_inputs(case.gm, case.inputs) if case.kind == ACCURACY else []
-    settings_of: dict[str, Any] = ({"KIND": case.kind, "TOL": case.tol, "CHECK_NON_FLOAT": case.check_non_float,
-                                    "WRITTEN_INPUTS": written} if case.kind == ACCURACY else
-                                   {"KIND": case.kind, "EXPECTED_ERROR": case.expected_error,
+    written = mutated_inputs(case.gm, case.inputs) if case.kind == FailureKind.ACCURACY else []
+    settings_of: dict[str, Any] = ({"KIND": str(case.kind), "TOL": case.tol, "CHECK_NON_FLOAT": case.check_non_float,
+                                    "WRITTEN_INPUTS": written} if case.kind == FailureKind.ACCURACY else
+                                   {"KIND": str(case.kind), "EXPECTED_ERROR": case.expected_error,
                                     "ERROR_PATTERN": case.error_pattern, "WRITTEN_INPUTS": []})
     visible = visible_outputs(case.gm)
     if visible is not None:
@@ -291,7 +289,7 @@ def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
     settings = (f"{', '.join(names)} = {', '.join(repr(value) for value in values)}"
                 + ("  # judged after the outputs, as the graph left them" if written else "")
                 + ("\nNON_FLOAT_FAILURE = True  # the failure is in integer or bool outputs"
-                   if case.kind == ACCURACY and case.non_float_failure else ""))
+                   if case.kind == FailureKind.ACCURACY and case.non_float_failure else ""))
     inputs = ", ".join(input_expressions)
     functions = [embedded_source(function) for function in RULE_FUNCTIONS[case.kind]]
     graph_code = _strip_init(module_source).rstrip()

@@ -49,6 +49,7 @@ from pytest_torchcompile.repros.compact import (
 )
 from pytest_torchcompile.repros.runtime import full_file_code
 from pytest_torchcompile.run.files import atomic_write, locked, replace_directory
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.processes import own_start, pid_alive
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, out_of_memory
 from pytest_torchcompile.torch_internals.config import inductor_config, with_inductor_config_undone
@@ -192,7 +193,7 @@ def render_repro(case: ReproCase, compact: bool = False) -> tuple[str, dict[str,
         header.append(f"# symbolic input sizes: {case.symbolic_sizes}")
     config = case.config_source.strip()
     settings = "\n".join([
-        f"KIND = {case.kind!r}",
+        f"KIND = {str(case.kind)!r}",
         f"TOL = {case.tol!r}",
         f"CHECK_NON_FLOAT = {case.check_non_float!r}",
         f"NON_FLOAT_FAILURE = {case.non_float_failure!r}",
@@ -411,7 +412,7 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
                   if line.startswith("# case:")), path.parent.name)
     # A compact file (``compact``) names only what its kind of failure needs.
     case = ReproCase(
-        gm=gm, inputs=inputs, kind=module.KIND, title=title, tol=getattr(module, "TOL", DEFAULT_TOLERANCE),
+        gm=gm, inputs=inputs, kind=_recorded_kind(module), title=title, tol=getattr(module, "TOL", DEFAULT_TOLERANCE),
         check_non_float=getattr(module, "CHECK_NON_FLOAT", True),
         non_float_failure=getattr(module, "NON_FLOAT_FAILURE", False),
         expected_error=getattr(module, "EXPECTED_ERROR", None), error_pattern=getattr(module, "ERROR_PATTERN", None),
@@ -421,6 +422,14 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
         level=getattr(module, "LEVEL", standalone.POST_AOT),
     )
     return LoadedRepro(path, module, case)
+
+
+def _recorded_kind(module: ModuleType) -> FailureKind:
+    """The failure a loaded repro file records (its ``KIND``)."""
+    try:
+        return FailureKind(module.KIND)
+    except (AttributeError, ValueError) as error:
+        raise ReproBroken(f"the repro file records no failure kind: {type(error).__name__}: {error}") from error
 
 
 def _build(module: ModuleType) -> tuple[torch.fx.GraphModule, list[Any]]:

@@ -21,6 +21,7 @@ import pytest
 
 from pytest_torchcompile.run.baseline import BaselineError, Decision, Gate, is_failing
 from pytest_torchcompile.run.files import refusal
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.results import CaseResult, MinifyResult
 from pytest_torchcompile.run.settings import CheckSettings, GatingSettings
 from pytest_torchcompile.run.shard import Shard
@@ -472,14 +473,9 @@ def _device_unusable(report: pytest.TestReport) -> bool:
     return leaves_device_unusable(report.longreprtext)
 
 
-REPRO_STATUSES = {
-    "accuracy": Status.FAIL_ACCURACY,
-    "compile_error": Status.FAIL_COMPILE,
-    "runtime_error": Status.FAIL_RUNTIME,
-    "eager_error": Status.EAGER_FAIL,
-}
-"""A generated repro's failure kinds (``standalone.ACCURACY``, ...: that module needs torch), as
-its marker and its verdict line name them."""
+REPRO_STATUSES = {str(kind): status for kind in FailureKind if (status := Status.recorded(kind)) is not None}
+"""A generated repro's failure kinds, as its marker and its verdict line name them, and the status
+of each."""
 # A generated repro's assertion message: its verdict line, e.g. "compile_error: RuntimeError: ...".
 _REPRO_VERDICT = re.compile(rf"^(?:E\s+)?({'|'.join(REPRO_STATUSES)})\b", re.MULTILINE)
 

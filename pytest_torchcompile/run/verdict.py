@@ -7,6 +7,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.leaves import INCONCLUSIVE, LeafResult
 
 
@@ -40,6 +41,27 @@ class Status(enum.StrEnum):
     @property
     def is_compiler_failure(self) -> bool:
         return self in (Status.FAIL_ACCURACY, Status.FAIL_COMPILE, Status.FAIL_RUNTIME)
+
+    @property
+    def failure_kind(self) -> FailureKind | None:
+        """The kind of failure a check of this status records in its repro, None for a status
+        that writes none."""
+        return _FAILURE_KIND_OF.get(self)
+
+    @classmethod
+    def recorded(cls, kind: FailureKind) -> Status | None:
+        """The status of a check whose repro records ``kind`` (``FailureKind.ACCURACY``:
+        ``fail_accuracy``), None for a kind no repro records (the judging's own failures)."""
+        return next((status for status, recorded in _FAILURE_KIND_OF.items() if recorded is kind), None)
+
+
+_FAILURE_KIND_OF = {
+    Status.FAIL_ACCURACY: FailureKind.ACCURACY,
+    Status.FAIL_COMPILE: FailureKind.COMPILE_ERROR,
+    Status.FAIL_RUNTIME: FailureKind.RUNTIME_ERROR,
+    Status.EAGER_FAIL: FailureKind.EAGER_ERROR,
+}
+"""The one table between a check's status and the failure kind its repro records."""
 
 
 DEFAULT_TOLERANCE = 1e-4

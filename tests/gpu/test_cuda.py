@@ -11,8 +11,9 @@ from models import sin_relu_cos
 
 from pytest_torchcompile.checking.masked import ProbeChildren
 from pytest_torchcompile.checking.model import check_model
-from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict
+from pytest_torchcompile.judging.judge import GraphVerdict
 from pytest_torchcompile.judging.tensor_comparison import compare_tensor
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import Status
@@ -111,9 +112,9 @@ def test_a_probe_compiled_in_a_child_finds_a_masked_triton_bug(child_verdicts: l
     options = CheckOptions(inductor_config={"triton.inject_relu_bug_TESTING_ONLY": "accuracy"})
     outcome = check_model(sin_relu_cos, (x,), options=options, probe_children=probe_children)
     assert outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
-    assert [verdict.failure for verdict in child_verdicts] == [ACCURACY]
+    assert [verdict.failure for verdict in child_verdicts] == [FailureKind.ACCURACY]
     assert check_model(sin_relu_cos, (x,), probe_children=probe_children).status is Status.PASS
-    assert [verdict.failure for verdict in child_verdicts] == [ACCURACY, None]
+    assert [verdict.failure for verdict in child_verdicts] == [FailureKind.ACCURACY, None]
 
 
 def _deviations() -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:

@@ -521,8 +521,8 @@ def test_gate_update_starts_a_missing_file_but_reading_needs_it(tmp_path: Path) 
 
 def test_a_repro_tests_failure_kinds_are_the_ones_repros_are_written_with() -> None:
     """The session reads a repro test's kind without importing the (torch) module that writes it."""
-    from pytest_torchcompile.judging import judge as standalone
     from pytest_torchcompile.run import session
+    from pytest_torchcompile.run.kinds import FailureKind
 
-    written = {standalone.ACCURACY, standalone.COMPILE_ERROR, standalone.RUNTIME_ERROR, standalone.EAGER_ERROR}
+    written = {FailureKind.ACCURACY, FailureKind.COMPILE_ERROR, FailureKind.RUNTIME_ERROR, FailureKind.EAGER_ERROR}
     assert set(session.REPRO_STATUSES) == written

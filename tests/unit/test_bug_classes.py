@@ -22,9 +22,9 @@ from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.judging.capture import _user_frame
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
-from pytest_torchcompile.judging.judge import ACCURACY
 from pytest_torchcompile.minifying.search import minify_repro
 from pytest_torchcompile.repros.repro import load_case, write_repro
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.results import StopReason
 from pytest_torchcompile.run.settings import CheckOptions
@@ -65,7 +65,7 @@ def integer_relu(x: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, torch.
 
 def integer_case(non_float_failure: bool) -> ReproCase:
     inputs = [torch.randn(32, generator=torch.Generator().manual_seed(0)), torch.arange(32)]
-    return ReproCase(make_fx(integer_relu)(*inputs), inputs, ACCURACY, "integer_relu",
+    return ReproCase(make_fx(integer_relu)(*inputs), inputs, FailureKind.ACCURACY, "integer_relu",
                      config_source="torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'",
                      non_float_failure=non_float_failure)
 
@@ -106,7 +106,7 @@ def test_a_config_key_this_torch_lacks_is_skipped_with_a_note_not_read_as_reprod
     config = ("torch._inductor.config.a_key_of_another_torch_TESTING_ONLY = 0.5\n"
               "torch._inductor.config.cpp.threads = 1\n"
               "torch._inductor.config.cpp.a_key_of_another_torch_TESTING_ONLY = 'x'")
-    case = ReproCase(make_fx(lambda x: (torch.relu(x).sin(),))(*inputs), inputs, ACCURACY, "relu_sin",
+    case = ReproCase(make_fx(lambda x: (torch.relu(x).sin(),))(*inputs), inputs, FailureKind.ACCURACY, "relu_sin",
                      config_source=config)
     repro = write_repro(case, tmp_path / "repro.py")
 

@@ -21,7 +21,6 @@ import torch.fx
 from pytest_torchcompile.judging.capture import TensorSpec, private_copy
 from pytest_torchcompile.judging.isolation.config import config_patches, import_setup_modules
 from pytest_torchcompile.judging.isolation.protocol import (
-    JUDGE_ERROR,
     PREPARED_KEPT,
     Candidate,
     ChildSetup,
@@ -43,13 +42,13 @@ from pytest_torchcompile.judging.isolation.protocol import (
 )
 from pytest_torchcompile.judging.isolation.tasks import kernel_source, stage_of
 from pytest_torchcompile.judging.judge import (
-    COMPILE_ERROR,
     GraphVerdict,
     error_signature,
     full_fp32_precision,
     judge_graph,
     register_ops,
 )
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.verdict import leaves_device_unusable
 from pytest_torchcompile.torch_internals.compiling import (
     import_compiler,
@@ -116,7 +115,7 @@ def _answer(request: Judge | Kernel | Stage | JudgePrepared, setup: ChildSetup, 
     try:
         gm, inputs = _decode_candidate(request.candidate, setup.single_visible_cuda_device)
     except Exception as error:
-        return Unjudged(GraphVerdict(JUDGE_ERROR, error=error_signature(error)))
+        return Unjudged(GraphVerdict(FailureKind.JUDGE_ERROR, error=error_signature(error)))
     if isinstance(request, Kernel):
         return KernelSource(kernel_source(gm, inputs, request.settings))
     if isinstance(request, Stage):
@@ -143,7 +142,7 @@ def _prepare(graph: GraphToPrepare, payload: Candidate, single_visible_cuda_devi
         patches = config_patches(graph.config_source)
         placeholders = [_allocated(spec, single_visible_cuda_device) for spec in graph.input_specs]
     except Exception as error:
-        return _Prepared(None, unusable=GraphVerdict(JUDGE_ERROR, error=error_signature(error)))
+        return _Prepared(None, unusable=GraphVerdict(FailureKind.JUDGE_ERROR, error=error_signature(error)))
     entry = _Prepared(gm)
     try:
         # Nothing compiled here goes to the on-disk cache: should the sender's compiler code
@@ -152,7 +151,7 @@ def _prepare(graph: GraphToPrepare, payload: Candidate, single_visible_cuda_devi
                 no_compile_caches(), full_fp32_precision():
             entry.compiled = compile_graph(private_copy(gm), placeholders)
     except Exception as error:
-        entry.unusable = GraphVerdict(COMPILE_ERROR, error=error_signature(error))
+        entry.unusable = GraphVerdict(FailureKind.COMPILE_ERROR, error=error_signature(error))
         return entry
     if all(spec.device.type == "cuda" and spec.dtype.is_floating_point for spec in graph.input_specs):
         # A first run tunes the Triton kernels' launch configs, which would otherwise wait for
@@ -170,11 +169,11 @@ def _allocated(spec: TensorSpec, single_visible_cuda_device: bool) -> torch.Tens
 
 def _judge_prepared(entry: _Prepared | None, request: JudgePrepared, single_visible_cuda_device: bool) -> GraphVerdict:
     if entry is None:
-        return GraphVerdict(JUDGE_ERROR, error="NotPrepared: the judging process no longer holds that graph")
+        return GraphVerdict(FailureKind.JUDGE_ERROR, error="NotPrepared: the judging process no longer holds that graph")
     own = compiler_fingerprint([name for name in request.fingerprint if "[" not in name])
     differing = sorted(name for name, digest in request.fingerprint.items() if own.get(name, digest) != digest)
     if differing:
-        return GraphVerdict(JUDGE_ERROR, error=f"ForeignCompilerCode: the compiler code of the process that "
+        return GraphVerdict(FailureKind.JUDGE_ERROR, error=f"ForeignCompilerCode: the compiler code of the process that "
                                                f"sent the graph differs here: {', '.join(differing[:5])}")
     if entry.unusable is not None:
         return entry.unusable
@@ -183,13 +182,13 @@ def _judge_prepared(entry: _Prepared | None, request: JudgePrepared, single_visi
     try:
         inputs = _loaded(request.inputs, single_visible_cuda_device)
     except Exception as error:
-        return GraphVerdict(JUDGE_ERROR, error=error_signature(error))
+        return GraphVerdict(FailureKind.JUDGE_ERROR, error=error_signature(error))
     torch.manual_seed(0)
     try:
         return judge_graph(entry.gm, inputs, request.settings.tol, request.settings.check_non_float,
                            compiler=lambda gm, inputs: compiled)
     except Exception as error:
-        return GraphVerdict(JUDGE_ERROR, error=error_signature(error))
+        return GraphVerdict(FailureKind.JUDGE_ERROR, error=error_signature(error))
 
 
 def _decode_candidate(candidate: Candidate, single_visible_cuda_device: bool) -> tuple[torch.fx.GraphModule, list[Any]]:

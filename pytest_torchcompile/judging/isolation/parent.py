@@ -23,10 +23,7 @@ import torch.fx
 from pytest_torchcompile.judging.capture import private_copy
 from pytest_torchcompile.judging.isolation.config import config_patches, import_setup_modules
 from pytest_torchcompile.judging.isolation.protocol import (
-    CRASHED,
-    JUDGE_ERROR,
     PREPARED_KEPT,
-    TIMED_OUT,
     ChildSetup,
     GraphToPrepare,
     Judge,
@@ -58,6 +55,7 @@ from pytest_torchcompile.judging.isolation.tasks import (
 from pytest_torchcompile.judging.judge import GraphVerdict
 from pytest_torchcompile.judging.stages import StageAttribution
 from pytest_torchcompile.run import budget
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.verdict import leaves_device_unusable
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.fingerprint import compiler_fingerprint
@@ -314,11 +312,11 @@ class IsolatedJudge:
         taken now, when this process has compiled what it compiles), its compile is not this
         process's, and the verdict is a ``JUDGE_ERROR`` saying so."""
         if key not in self._prepared_by:
-            return GraphVerdict(JUDGE_ERROR, error="NotPrepared: no graph was prepared under this key")
+            return GraphVerdict(FailureKind.JUDGE_ERROR, error="NotPrepared: no graph was prepared under this key")
         child, sender = self._prepared_by[key]
         sender.join()
         if child is not self._child or child.process.poll() is not None:
-            return GraphVerdict(CRASHED, error=f"CandidateCrashed: the judging process "
+            return GraphVerdict(FailureKind.CRASHED, error=f"CandidateCrashed: the judging process "
                                                 f"{self._reap() if child is self._child else 'was replaced'} "
                                                 "while compiling the graph")
         fingerprint = compiler_fingerprint()
@@ -333,12 +331,12 @@ class IsolatedJudge:
                 child.requests.send(message)
             if not child.replies.poll(self._candidate_timeout_s):
                 self._stop_child()
-                return Unjudged(GraphVerdict(TIMED_OUT, error=f"CandidateTimedOut: no verdict within "
+                return Unjudged(GraphVerdict(FailureKind.TIMED_OUT, error=f"CandidateTimedOut: no verdict within "
                                                               f"{self._candidate_timeout_s:.0f} s"))
             reply: Reply = child.replies.recv()
             return reply
         except (EOFError, OSError):
-            return Unjudged(GraphVerdict(CRASHED, error=f"CandidateCrashed: the judging process {self._reap()}"))
+            return Unjudged(GraphVerdict(FailureKind.CRASHED, error=f"CandidateCrashed: the judging process {self._reap()}"))
 
     def _running_child(self) -> _Child:
         """The child, started anew if it died or was stopped (between requests: no candidate's

@@ -18,17 +18,12 @@ import torch.fx
 
 from pytest_torchcompile.judging.capture import TensorSpec
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.judge import ACCURACY, POST_AOT, GraphVerdict
-from pytest_torchcompile.judging.stages import FailureKind, StageAttribution
+from pytest_torchcompile.judging.judge import POST_AOT, GraphVerdict
+from pytest_torchcompile.judging.stages import ExpectedFailure, StageAttribution
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE
 from pytest_torchcompile.torch_internals import graph_pickling
 from pytest_torchcompile.torch_internals.ops import op_origins
-
-CRASHED = "crashed"
-TIMED_OUT = "timed_out"
-JUDGE_ERROR = "judge_error"
-"""Failure kinds only a judge outside ``judge_graph`` gives; never the failure a case recorded,
-except ``CRASHED`` for a case whose recorded failure was that crash."""
 
 PREPARED_KEPT = 8
 """Compiled graphs a child keeps for :meth:`IsolatedJudge.judge_prepared` (oldest dropped first)."""
@@ -48,7 +43,7 @@ class JudgeSettings:
         # An accuracy candidate of a floating failure must keep a floating deviation: a flipped
         # bool mask that never reaches a floating output must not steer the reduction. A failure
         # that is wrong only in non-floating outputs has nothing else to keep.
-        non_float = case.kind != ACCURACY or case.non_float_failure
+        non_float = case.kind != FailureKind.ACCURACY or case.non_float_failure
         return cls(case.tol, case.check_non_float and non_float, case.grad_enabled, case.level)
 
 
@@ -62,7 +57,7 @@ class StageQuery:
     them) and how it fails."""
 
     settings: JudgeSettings
-    failure: FailureKind
+    failure: ExpectedFailure
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from pytest_torchcompile.judging.isolation.protocol import JUDGE_ERROR, JudgeSettings, StageQuery
+from pytest_torchcompile.judging.isolation.protocol import JudgeSettings, StageQuery
 from pytest_torchcompile.judging.judge import (
     DYNAMO,
     GraphVerdict,
@@ -17,6 +17,7 @@ from pytest_torchcompile.judging.judge import (
     judge_graph,
 )
 from pytest_torchcompile.judging.stages import StageAttribution, attribute_stage
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.torch_internals.compiling import generated_source, post_aot_graphs
 from pytest_torchcompile.torch_internals.graph_compile import compile_graph
 
@@ -30,7 +31,7 @@ def judge_candidate(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: l
     except Exception as error:
         # judge_graph classifies eager, compile and run failures itself; anything escaping it
         # is a fault of the judging, which must never pass for the failure being minified.
-        return GraphVerdict(JUDGE_ERROR, error=error_signature(error))
+        return GraphVerdict(FailureKind.JUDGE_ERROR, error=error_signature(error))
 
 
 def stage_of(query: StageQuery, gm: torch.fx.GraphModule, inputs: list[Any],

@@ -9,7 +9,6 @@ import torch.fx
 
 from pytest_torchcompile.judging.judge import (
     BROKEN_EXIT,
-    EAGER_ERROR,
     FAILS_DIFFERENTLY_EXIT,
     FIXED_EXIT,
     REPRODUCED_EXIT,
@@ -19,6 +18,7 @@ from pytest_torchcompile.judging.judge import (
     same_failure,
 )
 from pytest_torchcompile.repros.embedded.tracing import _trace
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.leaves import shown_table
 from pytest_torchcompile.torch_internals.graph_compile import with_visible_outputs
 
@@ -60,7 +60,7 @@ def run_check() -> tuple[int, str]:
         return BROKEN_EXIT, f"REPRO BROKEN: {error}"
     with torch.set_grad_enabled(GRAD_ENABLED):
         verdict = judge_graph(graph, inputs, TOL, CHECK_NON_FLOAT, level=LEVEL)
-    if verdict.failure == EAGER_ERROR:
+    if verdict.failure == FailureKind.EAGER_ERROR:
         return BROKEN_EXIT, f"REPRO BROKEN: the graph fails eagerly on its own inputs: {verdict.error}"
     lines = [f"expected failure: {KIND}" + (f" ({EXPECTED_ERROR})" if EXPECTED_ERROR else "")]
     if SKIPPED_CONFIG:

@@ -12,15 +12,15 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.confirmation import Confirmer
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.judge import ACCURACY
 from pytest_torchcompile.repros.repro import write_repro
+from pytest_torchcompile.run.kinds import FailureKind
 
 aten = torch.ops.aten
 
 
 def relu_repro(tmp_path: Path) -> str:
     x = torch.linspace(-2, 2, 16)
-    case = ReproCase(make_fx(lambda value: (torch.relu(value),))(x), [x], ACCURACY, "relu")
+    case = ReproCase(make_fx(lambda value: (torch.relu(value),))(x), [x], FailureKind.ACCURACY, "relu")
     return str(write_repro(case, tmp_path / "repro.py"))
 
 

@@ -8,12 +8,13 @@ import math
 import torch
 
 from pytest_torchcompile.checking.masked import deviates_on_its_own
-from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict
+from pytest_torchcompile.judging.judge import GraphVerdict
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.leaves import LeafResult
 
 
 def failing(rule: str) -> GraphVerdict:
-    return GraphVerdict(ACCURACY, [LeafResult("out[0]", (4,), "float16", False, rule)])
+    return GraphVerdict(FailureKind.ACCURACY, [LeafResult("out[0]", (4,), "float16", False, rule)])
 
 
 OVERFLOWED = [torch.tensor([1.0, math.inf, 2.0], dtype=torch.float16)]

@@ -11,9 +11,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from pytest_torchcompile.checking.masked import ProbeChildren
 from pytest_torchcompile.checking.model import CompiledCache, check_model
 from pytest_torchcompile.checking.plain import GraphChecker
-from pytest_torchcompile.judging.isolation.protocol import JUDGE_ERROR
-from pytest_torchcompile.judging.judge import ACCURACY, GraphVerdict
+from pytest_torchcompile.judging.judge import GraphVerdict
 from pytest_torchcompile.judging.slicing import GraphSlicer
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, Status
 from pytest_torchcompile.torch_internals.compiling import reset
@@ -105,7 +105,7 @@ def test_a_probe_compiled_in_a_child_while_the_graph_compiles_here_finds_the_mas
     outcome = check_model(sin_relu_cos, (x,), options=CheckOptions(inductor_config=RELU_BUG),
                           probe_children=probe_children)
     assert outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
-    assert [verdict.failure for verdict in child_verdicts] == [ACCURACY]
+    assert [verdict.failure for verdict in child_verdicts] == [FailureKind.ACCURACY]
 
     child_verdicts.clear()
     checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True,
@@ -113,7 +113,7 @@ def test_a_probe_compiled_in_a_child_while_the_graph_compiles_here_finds_the_mas
     with inductor_config(RELU_BUG), checker.watching():
         torch.compile(sin_relu_cos)(x)
     reset()
-    assert [verdict.failure for verdict in child_verdicts] == [ACCURACY], "a plain compile's probe"
+    assert [verdict.failure for verdict in child_verdicts] == [FailureKind.ACCURACY], "a plain compile's probe"
     [failure] = checker.failures
     assert "intermediate 'relu' deviates" in failure.message and "masks it" in failure.message
 
@@ -132,7 +132,7 @@ def test_a_graph_lowered_with_compiler_code_of_this_process_alone_is_probed_here
     outcome = check_model(sin_relu_cos, (torch.randn(16, 32),), options=options, probe_children=probe_children)
     assert outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
     [verdict] = child_verdicts
-    assert verdict.failure == JUDGE_ERROR and "torch._inductor.lowering.lowerings[aten.relu.default]" in str(verdict.error)
+    assert verdict.failure == FailureKind.JUDGE_ERROR and "torch._inductor.lowering.lowerings[aten.relu.default]" in str(verdict.error)
 
 
 def relu_behind_views(x: torch.Tensor) -> torch.Tensor:
@@ -286,7 +286,7 @@ def test_a_deviation_starting_at_a_rounding_op_is_judged_on_eagers_values_only(
         if len(judged) > 1:
             return GraphVerdict(None)
         index = next(i for i, node in enumerate(candidate.graph.output_node().args[0]) if node.name == root.name)
-        return GraphVerdict(ACCURACY, [LeafResult(f"graph_out[{index}]", (8,), "torch.float32", False, "rmse",
+        return GraphVerdict(FailureKind.ACCURACY, [LeafResult(f"graph_out[{index}]", (8,), "torch.float32", False, "rmse",
                                                   rmse_compiled=1.0, rmse_eager=1e-7)])
 
     monkeypatch.setattr(masked, "judge_graph", judge)

@@ -11,7 +11,7 @@ import torch.fx
 
 from pytest_torchcompile.judging.isolation.parent import IsolatedJudge
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings, encode_candidate
-from pytest_torchcompile.judging.judge import ACCURACY
+from pytest_torchcompile.run.kinds import FailureKind
 
 aten = torch.ops.aten
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'"
@@ -92,4 +92,4 @@ def test_a_child_judges_the_ops_of_a_graph_of_constants() -> None:
     # which the injected relu bug cannot touch, and the failure would not be confirmed.
     with IsolatedJudge(RELU_BUG) as judge:
         verdict = judge(from_constants_only(), [torch.zeros(1)], JudgeSettings())
-    assert verdict.failure == ACCURACY
+    assert verdict.failure == FailureKind.ACCURACY

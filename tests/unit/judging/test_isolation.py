@@ -27,17 +27,15 @@ from pytest_torchcompile.judging.isolation.parent import (
     SpareChildren,
 )
 from pytest_torchcompile.judging.isolation.protocol import (
-    CRASHED,
-    JUDGE_ERROR,
-    TIMED_OUT,
     GraphToPrepare,
     JudgeSettings,
 )
 from pytest_torchcompile.judging.isolation.tasks import kernel_source
-from pytest_torchcompile.judging.judge import ACCURACY, EAGER_ERROR, RUNTIME_ERROR, GraphVerdict
+from pytest_torchcompile.judging.judge import GraphVerdict
 from pytest_torchcompile.minifying.search import minify_graph, minify_repro
 from pytest_torchcompile.repros.repro import write_repro
 from pytest_torchcompile.run import budget
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.results import StopReason
 from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.torch_internals.config import inductor_config_diff
@@ -74,11 +72,11 @@ def ops_of(gm: torch.fx.GraphModule) -> list[Any]:
 def aborts_on_a_lone_sin(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
     if ops_of(gm) == [aten.sin.default]:
         os.abort()
-    return GraphVerdict(ACCURACY if aten.relu.default in ops_of(gm) else None)
+    return GraphVerdict(FailureKind.ACCURACY if aten.relu.default in ops_of(gm) else None)
 
 
 def poisons_the_device(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
-    return GraphVerdict(RUNTIME_ERROR, error=f"AcceleratorError: CUDA error: an illegal memory access (pid {os.getpid()})")
+    return GraphVerdict(FailureKind.RUNTIME_ERROR, error=f"AcceleratorError: CUDA error: an illegal memory access (pid {os.getpid()})")
 
 
 def where_it_runs(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
@@ -93,9 +91,9 @@ def test_crashing_candidates_cost_a_restart_and_the_config_survives_it() -> None
         segfaulted = judge(graph_calling(ctypes.string_at, 0), x, SETTINGS)
         judged = judge(relu_graph(), x, SETTINGS)
 
-    assert aborted.failure == CRASHED and "SIGABRT" in (aborted.error or "")
-    assert segfaulted.failure == CRASHED and "SIGSEGV" in (segfaulted.error or "")
-    assert judged.failure == ACCURACY  # the injected relu bug: the third child got the config too
+    assert aborted.failure == FailureKind.CRASHED and "SIGABRT" in (aborted.error or "")
+    assert segfaulted.failure == FailureKind.CRASHED and "SIGSEGV" in (segfaulted.error or "")
+    assert judged.failure == FailureKind.ACCURACY  # the injected relu bug: the third child got the config too
     assert judge.restarts == 2
 
 
@@ -108,13 +106,13 @@ def test_a_hanging_candidate_times_out_and_the_next_one_is_judged() -> None:
         # Judged without compiling: a fresh child's first compile may outlast a 5 s timeout.
         judged = judge(make_fx(lambda v: (torch.mm(v, v),))(torch.randn(3, 3)), x, SETTINGS)  # x is 1-d
 
-    assert hung.failure == TIMED_OUT and waited < 60
-    assert judged.failure == EAGER_ERROR and "matrix" in (judged.error or "")
+    assert hung.failure == FailureKind.TIMED_OUT and waited < 60
+    assert judged.failure == FailureKind.EAGER_ERROR and "matrix" in (judged.error or "")
     assert judge.restarts == 1
 
 
 def test_minifying_survives_a_candidate_that_kills_the_child() -> None:
-    case = ReproCase(make_fx(sin_relu_cos)(torch.randn(8)), [torch.randn(8)], ACCURACY, "crashing")
+    case = ReproCase(make_fx(sin_relu_cos)(torch.randn(8)), [torch.randn(8)], FailureKind.ACCURACY, "crashing")
     with IsolatedJudge(verdict_function=aborts_on_a_lone_sin) as judge:
         reduction = minify_graph(case, functools.partial(judge, settings=SETTINGS))
 
@@ -129,13 +127,13 @@ def test_a_poisoned_device_gets_a_fresh_child() -> None:
         first = judge(relu_graph(), x, SETTINGS)
         second = judge(relu_graph(), x, SETTINGS)
 
-    assert first.failure == second.failure == RUNTIME_ERROR
+    assert first.failure == second.failure == FailureKind.RUNTIME_ERROR
     assert first.error != second.error and judge.restarts == 1  # another pid
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_a_child_that_cannot_start_ends_the_minification_with_a_note(tmp_path: Path) -> None:
-    case = ReproCase(relu_graph(), [torch.randn(8)], ACCURACY, "no gpu", config_source=RELU_BUG)
+    case = ReproCase(relu_graph(), [torch.randn(8)], FailureKind.ACCURACY, "no gpu", config_source=RELU_BUG)
     repro = write_repro(case, tmp_path / "repro.py")
 
     result = minify_repro(repro, device="cuda:0")
@@ -253,8 +251,8 @@ def test_a_judge_forgets_a_prepared_graph_when_its_child_does(monkeypatch: pytes
             judge.prepare(relu_graph(), GraphToPrepare(key, RELU_BUG, [input_spec(x)]))
         forgotten = judge.judge_prepared(1, [x], SETTINGS)
         kept = judge.judge_prepared(2, [x], SETTINGS)
-    assert forgotten.failure == JUDGE_ERROR and "NotPrepared" in (forgotten.error or "")
-    assert kept.failure == ACCURACY
+    assert forgotten.failure == FailureKind.JUDGE_ERROR and "NotPrepared" in (forgotten.error or "")
+    assert kept.failure == FailureKind.ACCURACY
 
 
 ROUTING_IN_A_FRESH_PROCESS = """

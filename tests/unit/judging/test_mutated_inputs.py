@@ -13,7 +13,6 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import (
-    ACCURACY,
     REPRODUCED_EXIT,
     judge_graph,
     may_write_inputs,
@@ -22,6 +21,7 @@ from pytest_torchcompile.judging.judge import (
     operator_name,
 )
 from pytest_torchcompile.repros.repro import write_repro
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.torch_internals.config import inductor_config
 
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'"
@@ -67,13 +67,13 @@ def test_a_wrong_value_written_into_an_input_fails_the_graph() -> None:
     gm, inputs = graph_and_inputs()
     with inductor_config({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
         verdict = judge_graph(gm, inputs, 1e-4, check_non_float=True)
-    assert verdict.failure == ACCURACY
+    assert verdict.failure == FailureKind.ACCURACY
     assert [leaf.path for leaf in verdict.leaves if not leaf.passed] == [mutated_input_path(0)]
 
 
 def test_the_repro_of_a_wrong_value_written_into_an_input_reproduces(tmp_path: Path) -> None:
     gm, inputs = graph_and_inputs()
-    case = ReproCase(gm, inputs, ACCURACY, "writes into an input", config_source=RELU_BUG)
+    case = ReproCase(gm, inputs, FailureKind.ACCURACY, "writes into an input", config_source=RELU_BUG)
     repro = write_repro(case, tmp_path / "repro.py")
     run = subprocess.run([sys.executable, repro.name], cwd=repro.parent, capture_output=True, text=True, timeout=600)
     assert run.returncode == REPRODUCED_EXIT, run.stdout + run.stderr

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pytest_torchcompile.judging.oracle import compare_outputs, first_disagreement, flatten_outputs
 from pytest_torchcompile.judging.rule import leaf_verdict
 from pytest_torchcompile.judging.tensor_comparison import compare_tensor
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.leaves import LeafResult, format_table, summarized_leaves
 
 
@@ -178,14 +179,14 @@ def test_checks_run_without_tf32_and_restore_the_callers_setting() -> None:
 
 
 def test_same_error_despite_generated_file_paths_and_numbers() -> None:
-    from pytest_torchcompile.judging.judge import COMPILE_ERROR, GraphVerdict, same_failure
+    from pytest_torchcompile.judging.judge import GraphVerdict, same_failure
 
     recorded = "InductorError: RuntimeError: Failed to import /tmp/torchinductor_root/yz/cyzcx53d62.py"
-    again = GraphVerdict(COMPILE_ERROR, error="InductorError: RuntimeError: Failed to import /tmp/torchinductor_root/ab/cab9f1.py")
-    other = GraphVerdict(COMPILE_ERROR, error="InductorError: CppCompileError: C++ compile error")
-    assert same_failure(again, COMPILE_ERROR, recorded, None)
-    assert not same_failure(other, COMPILE_ERROR, recorded, None)
-    assert same_failure(other, COMPILE_ERROR, recorded, r"CppCompileError")
+    again = GraphVerdict(FailureKind.COMPILE_ERROR, error="InductorError: RuntimeError: Failed to import /tmp/torchinductor_root/ab/cab9f1.py")
+    other = GraphVerdict(FailureKind.COMPILE_ERROR, error="InductorError: CppCompileError: C++ compile error")
+    assert same_failure(again, FailureKind.COMPILE_ERROR, recorded, None)
+    assert not same_failure(other, FailureKind.COMPILE_ERROR, recorded, None)
+    assert same_failure(other, FailureKind.COMPILE_ERROR, recorded, r"CppCompileError")
 
 
 @given(st.lists(st.tuples(st.booleans(), st.none() | st.floats(0.0, 10.0)), max_size=30))

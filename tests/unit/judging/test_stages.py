@@ -16,10 +16,10 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from pytest_torchcompile.judging import stages
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.config import SETUP_VARIABLE
-from pytest_torchcompile.judging.judge import ACCURACY, COMPILE_ERROR
 from pytest_torchcompile.minifying.search import minify_repro
 from pytest_torchcompile.repros.repro import write_repro
 from pytest_torchcompile.run.grouping import root_cause_lines, root_causes
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.report import github_summary_markdown
 from pytest_torchcompile.run.results import CaseResult, MinifyResult, StopReason
 from pytest_torchcompile.run.verdict import Status
@@ -46,7 +46,7 @@ def sin_op_exp(op: Any) -> Any:
 
 
 def write_case(fn: Any, inputs: list[Any], directory: Path, **fields: Any) -> Path:
-    case = ReproCase(make_fx(fn)(*inputs), inputs, ACCURACY, fn.__name__, **fields)
+    case = ReproCase(make_fx(fn)(*inputs), inputs, FailureKind.ACCURACY, fn.__name__, **fields)
     return write_repro(case, directory / "repro.py")
 
 
@@ -62,7 +62,7 @@ def test_the_relu_codegen_knob_is_attributed_to_cpp_codegen(tmp_path: Path) -> N
     assert result.stage == "inductor.codegen.cpp" and result.ops == ["aten.relu"]
     assert result.stage_summary == ("deviation appears in Inductor's C++ codegen of aten.relu "
                                     "(cpp.inject_relu_bug_TESTING_ONLY='accuracy')")
-    assert result.failure_type == ACCURACY and result.stage_compiles >= 3
+    assert result.failure_type == FailureKind.ACCURACY and result.stage_compiles >= 3
     assert f"# stage:   {result.stage_summary}" in Path(result.path or "").read_text()
     assert result.summary_line("t").splitlines()[1].startswith(f"  {result.stage_summary} (")
 
@@ -105,7 +105,7 @@ def test_compile_errors_name_the_error_not_a_deviation() -> None:
     x = torch.randn(16)
     gm = make_fx(lambda x: (torch.relu(x),))(x)
     config = {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"}
-    failure = stages.FailureKind(COMPILE_ERROR)
+    failure = stages.ExpectedFailure(FailureKind.COMPILE_ERROR)
     with inductor_config(config):
         found = stages.attribute_stage(gm, [x], stages.POST_AOT, 1e-4, failure, config=config)
 
@@ -285,8 +285,8 @@ def test_graph_ops_name_aten_and_torch_level_ops() -> None:
 
 
 def test_failure_type_is_the_exception_type_of_an_error() -> None:
-    assert stages.FailureKind(ACCURACY).type_name == "accuracy"
-    assert stages.FailureKind(COMPILE_ERROR, "CppCompileError: C++ compile error").type_name == "CppCompileError"
+    assert stages.ExpectedFailure(FailureKind.ACCURACY).type_name == "accuracy"
+    assert stages.ExpectedFailure(FailureKind.COMPILE_ERROR, "CppCompileError: C++ compile error").type_name == "CppCompileError"
 
 
 # --- grouping ----------------------------------------------------------------------------------

@@ -15,10 +15,11 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.judge import ACCURACY, judge_graph
+from pytest_torchcompile.judging.judge import judge_graph
 from pytest_torchcompile.judging.tensor_comparison import compare_tensor
 from pytest_torchcompile.minifying.search import minify_repro
 from pytest_torchcompile.repros.repro import load_case, write_repro
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.verdict import Comparison
 
@@ -103,8 +104,8 @@ def test_every_file_judges_the_values_behind_a_wrong_dtype(tmp_path: Path, monke
     monkeypatch.setitem(lowering.lowerings, torch.ops.aten.add.Tensor, add)
     gm = make_fx(doubled_tripled)(x)
     verdict = judge_graph(gm, [x], 1e-4, False)
-    assert verdict.failure == ACCURACY
-    case = ReproCase(gm, [x], ACCURACY, "doubled_tripled",
+    assert verdict.failure == FailureKind.ACCURACY
+    case = ReproCase(gm, [x], FailureKind.ACCURACY, "doubled_tripled",
                      non_float_failure=Comparison(verdict.leaves).fails_only_in_non_float)
     repro = write_repro(case, tmp_path / "repro.py")
     minify_repro(repro, isolate=False, find_stage=False)

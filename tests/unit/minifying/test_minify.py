@@ -25,9 +25,6 @@ from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import InProcessJudge
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
 from pytest_torchcompile.judging.judge import (
-    ACCURACY,
-    COMPILE_ERROR,
-    RUNTIME_ERROR,
     GraphVerdict,
     judge_graph,
 )
@@ -38,6 +35,7 @@ from pytest_torchcompile.minifying.search import (
     minify_repro,
 )
 from pytest_torchcompile.repros.repro import load_case, repro_defect, write_repro
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.run.results import MinifyProgress, StopReason
 from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_diff
@@ -47,7 +45,7 @@ RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = {!r}"
 LOG1P_BUG = "torch._inductor.config.cpp.inject_log1p_bug_TESTING_ONLY = 'accuracy'"
 
 
-def aten_case(fn: Callable[..., Any], inputs: list[Any], kind: str = ACCURACY, **fields: Any) -> ReproCase:
+def aten_case(fn: Callable[..., Any], inputs: list[Any], kind: str = FailureKind.ACCURACY, **fields: Any) -> ReproCase:
     """A case whose graph is ``fn`` traced to aten ops, as Inductor receives it."""
     return ReproCase(make_fx(fn)(*inputs), inputs, kind, getattr(fn, "__name__", type(fn).__name__), **fields)
 
@@ -60,7 +58,7 @@ def targets_of(gm: torch.fx.GraphModule) -> list[Any]:
     return [node.target for node in ops_of(gm)]
 
 
-def failing_with(*targets: Any, kind: str = ACCURACY, error: str | None = None) -> Callable[..., GraphVerdict]:
+def failing_with(*targets: Any, kind: str = FailureKind.ACCURACY, error: str | None = None) -> Callable[..., GraphVerdict]:
     """A fake judge: the candidate fails iff it keeps all of ``targets``. It runs the candidate
     eagerly first, so a malformed cut fails the test instead of passing unnoticed."""
 
@@ -160,7 +158,7 @@ def test_a_single_culprit_needs_no_reasons() -> None:
 
 def test_each_op_of_a_minimal_error_says_what_it_did_without_it() -> None:
     """Without the sin, the rest still raises, but another error: an op that shapes the failure."""
-    case = aten_case(lambda x: (torch.cos(torch.sin(x)),), [torch.randn(8)], kind=COMPILE_ERROR,
+    case = aten_case(lambda x: (torch.cos(torch.sin(x)),), [torch.randn(8)], kind=FailureKind.COMPILE_ERROR,
                      expected_error="InductorError: A")
 
     def judge(gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
@@ -168,7 +166,7 @@ def test_each_op_of_a_minimal_error_says_what_it_did_without_it() -> None:
         targets = set(targets_of(gm))
         if aten.cos.default not in targets:
             return GraphVerdict(None)
-        return GraphVerdict(COMPILE_ERROR, error="InductorError: A" if aten.sin.default in targets else "InductorError: B")
+        return GraphVerdict(FailureKind.COMPILE_ERROR, error="InductorError: A" if aten.sin.default in targets else "InductorError: B")
 
     reduction = minify_graph(case, judge)
 
@@ -184,18 +182,18 @@ def test_compile_errors_are_bisected_in_log_n_compiles() -> None:
         return (x,)
 
     error = "InductorError: injected"
-    case = aten_case(chain, [torch.randn(4)], COMPILE_ERROR, expected_error=error)
+    case = aten_case(chain, [torch.randn(4)], FailureKind.COMPILE_ERROR, expected_error=error)
 
-    reduction = minify_graph(case, failing_with(aten.relu.default, kind=COMPILE_ERROR, error=error))
+    reduction = minify_graph(case, failing_with(aten.relu.default, kind=FailureKind.COMPILE_ERROR, error=error))
 
     assert reduction.gm is not None and targets_of(reduction.gm) == [aten.relu.default]
     assert reduction.compiles <= 1 + 6 + 1  # whole graph, log2(64) prefixes, the culprit alone
 
 
 def test_a_different_error_is_not_the_failure() -> None:
-    case = aten_case(sin_relu_cos(3, 3), [torch.randn(4)], COMPILE_ERROR, expected_error="InductorError: A")
+    case = aten_case(sin_relu_cos(3, 3), [torch.randn(4)], FailureKind.COMPILE_ERROR, expected_error="InductorError: A")
 
-    reduction = minify_graph(case, failing_with(aten.relu.default, kind=COMPILE_ERROR, error="InductorError: B"))
+    reduction = minify_graph(case, failing_with(aten.relu.default, kind=FailureKind.COMPILE_ERROR, error="InductorError: B"))
 
     assert reduction.gm is None and "fails differently" in reduction.how
 
@@ -208,7 +206,7 @@ def test_budget_returns_the_smallest_failing_graph_labelled_not_minimal() -> Non
 
     assert reduction.gm is not None and reduction.stop is StopReason.TIME_BUDGET
     assert "time budget" in reduction.how
-    assert judge(reduction.gm, reduction.inputs).failure == ACCURACY
+    assert judge(reduction.gm, reduction.inputs).failure == FailureKind.ACCURACY
 
 
 def test_progress_is_reported_after_every_candidate() -> None:
@@ -248,11 +246,11 @@ def dags_with_planted_bugs(draw: st.DrawFn) -> tuple[torch.fx.GraphModule, int]:
     return torch.fx.GraphModule(torch.nn.Module(), graph), len(bugs)
 
 
-@given(dags_with_planted_bugs(), st.sampled_from([ACCURACY, COMPILE_ERROR]))
+@given(dags_with_planted_bugs(), st.sampled_from([FailureKind.ACCURACY, FailureKind.COMPILE_ERROR]))
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_random_graphs_reduce_to_exactly_the_planted_bug(planted: tuple[torch.fx.GraphModule, int], kind: str) -> None:
     gm, bug_count = planted
-    error = "InductorError: planted" if kind == COMPILE_ERROR else None
+    error = "InductorError: planted" if kind == FailureKind.COMPILE_ERROR else None
 
     def judge(candidate: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
         candidate(*inputs)
@@ -277,10 +275,10 @@ def test_random_graphs_keep_an_op_pair_that_only_fails_together(planted: tuple[t
     def pair_fails(candidate: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
         candidate(*inputs)
         fused = any(node.target is BUG and node.args[0].op == "call_function" for node in ops_of(candidate))
-        return GraphVerdict(ACCURACY if fused else None)
+        return GraphVerdict(FailureKind.ACCURACY if fused else None)
 
     inputs = [torch.randn(4), torch.randn(4)]
-    case = ReproCase(gm, inputs, ACCURACY, "random")
+    case = ReproCase(gm, inputs, FailureKind.ACCURACY, "random")
     if pair_fails(gm, inputs).failure is None:
         return  # every planted bug reads a graph input: nothing fails
     reduction = minify_graph(case, pair_fails)
@@ -400,9 +398,9 @@ def test_constants_survive_with_their_real_values(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", [COMPILE_ERROR, RUNTIME_ERROR])
+@pytest.mark.parametrize("kind", [FailureKind.COMPILE_ERROR, FailureKind.RUNTIME_ERROR])
 def test_errors_minify_to_the_relu_with_the_same_error(tmp_path: Path, kind: str) -> None:
-    config = RELU_BUG.format(kind)
+    config = RELU_BUG.format(str(kind))
     inputs = [torch.randn(16)]
     gm = make_fx(sin_relu_cos(3, 3))(*inputs)
     with InProcessJudge(config) as judge:
@@ -428,7 +426,7 @@ def test_a_tiny_budget_writes_a_failing_graph_labelled_not_minimal(tmp_path: Pat
     assert "time budget hit: not minimal)" in next(line for line in text.splitlines() if line.startswith("# status:"))
     minified = load_case(result.path)
     with inductor_config({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
-        assert judge_graph(minified.gm, minified.inputs, minified.tol, False).failure == ACCURACY
+        assert judge_graph(minified.gm, minified.inputs, minified.tol, False).failure == FailureKind.ACCURACY
 
 
 @pytest.mark.slow
@@ -457,7 +455,7 @@ def test_a_repro_whose_graph_fails_eagerly_is_a_defect_unless_memory_ran_out(
     good = write_case(traced, tmp_path / "good")
     assert repro_defect(good) is None
     # Inputs that do not fit the graph: as a renderer writing the wrong values would leave them.
-    bad = write_case(ReproCase(traced.gm, [torch.randn(2, 3), torch.randn(2, 3)], ACCURACY, "t"), tmp_path / "bad")
+    bad = write_case(ReproCase(traced.gm, [torch.randn(2, 3), torch.randn(2, 3)], FailureKind.ACCURACY, "t"), tmp_path / "bad")
     assert (repro_defect(bad) or "").startswith("the graph fails when run eagerly on its inputs: RuntimeError")
 
     def out_of_memory(path: Path) -> ReproCase:
@@ -491,7 +489,7 @@ def accumulating(deviates_from: int, fails_with_ops: int, culprit: Any = None) -
         else:
             passed = [len(ops_of(gm)) < fails_with_ops and culprit not in targets_of(gm)]
         leaves = [LeafResult(f"graph_out[{index}]", (4,), "float32", ok, "fp64 rmse") for index, ok in enumerate(passed)]
-        return GraphVerdict(None if all(passed) else ACCURACY, leaves)
+        return GraphVerdict(None if all(passed) else FailureKind.ACCURACY, leaves)
 
     return judge
 

@@ -13,9 +13,9 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.judge import ACCURACY
 from pytest_torchcompile.minifying import search
 from pytest_torchcompile.repros.repro import write_repro
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.run.results import StopReason
 
 
@@ -25,7 +25,7 @@ def relu(x: torch.Tensor) -> torch.Tensor:
 
 def test_a_minified_case_whose_files_cannot_be_written_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     x = torch.randn(16)
-    case = ReproCase(make_fx(relu)(x), [x], ACCURACY, "test_x",
+    case = ReproCase(make_fx(relu)(x), [x], FailureKind.ACCURACY, "test_x",
                      config_source="torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'")
     repro = write_repro(case, tmp_path / "case" / "repro.py")
 

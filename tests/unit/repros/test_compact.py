@@ -19,10 +19,11 @@ from pytest_torchcompile.judging import rule
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import InProcessJudge
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
-from pytest_torchcompile.judging.judge import ACCURACY, COMPILE_ERROR, DYNAMO, RUNTIME_ERROR
+from pytest_torchcompile.judging.judge import DYNAMO
 from pytest_torchcompile.repros.compact import RULE_FUNCTIONS, compact_disagreement
 from pytest_torchcompile.repros.repro import MINIFIED_NAME, load_case, load_repro, write_minified
 from pytest_torchcompile.repros.runtime import embedded_source
+from pytest_torchcompile.run.kinds import FailureKind
 
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = {!r}"
 FULL_FORM = "# note:    the full form, not the compact one: "
@@ -34,7 +35,7 @@ def one_relu(x: torch.Tensor) -> tuple[torch.Tensor]:
     return (torch.relu(x),)
 
 
-def minified(tmp_path: Path, fn: Callable[..., Any], inputs: list[Any], kind: str = ACCURACY,
+def minified(tmp_path: Path, fn: Callable[..., Any], inputs: list[Any], kind: str = FailureKind.ACCURACY,
              config: str = RELU_BUG.format("accuracy"), **fields: Any) -> Path:
     case = ReproCase(make_fx(fn)(*inputs), inputs, kind, "tests::minified", config_source=config,
                      status_line=f"{kind} (minified 9 -> 1 ops)", **fields)
@@ -65,20 +66,20 @@ def test_a_one_relu_accuracy_bug_is_compact_runs_alone_and_reproduces(tmp_path: 
 def test_the_compact_file_copies_the_rule_the_plugin_runs(tmp_path: Path) -> None:
     source = minified(tmp_path, one_relu, [torch.randn(8)]).read_text()
 
-    for function in RULE_FUNCTIONS[ACCURACY]:
+    for function in RULE_FUNCTIONS[FailureKind.ACCURACY]:
         assert embedded_source(function) in source
     assert embedded_source(rule.leaf_verdict).count("\n") > 10
 
 
 # The runtime error runs in the slow step (a fresh process each); the compile error by default.
-@pytest.mark.parametrize("kind", [COMPILE_ERROR, pytest.param(RUNTIME_ERROR, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kind", [FailureKind.COMPILE_ERROR, pytest.param(FailureKind.RUNTIME_ERROR, marks=pytest.mark.slow)])
 def test_compile_and_runtime_errors_reproduce_compactly(tmp_path: Path, kind: str) -> None:
     inputs = [torch.randn(16)]
-    with InProcessJudge(RELU_BUG.format(kind)) as judge:
+    with InProcessJudge(RELU_BUG.format(str(kind))) as judge:
         recorded = judge(make_fx(one_relu)(*inputs), inputs, JudgeSettings())
     assert recorded.failure == kind
 
-    path = minified(tmp_path, one_relu, inputs, kind, RELU_BUG.format(kind), expected_error=recorded.error)
+    path = minified(tmp_path, one_relu, inputs, kind, RELU_BUG.format(str(kind)), expected_error=recorded.error)
 
     assert not path.read_text().count(FULL_FORM)
     done = run(path)
@@ -109,7 +110,7 @@ def test_a_case_the_compact_form_cannot_express_keeps_the_full_form_and_says_why
 
     note = next(line for line in path.read_text().splitlines() if line.startswith(FULL_FORM))
     assert reason in note
-    assert load_case(path).op_count == ReproCase(make_fx(fn)(*inputs), inputs, ACCURACY, "t").op_count
+    assert load_case(path).op_count == ReproCase(make_fx(fn)(*inputs), inputs, FailureKind.ACCURACY, "t").op_count
 
 
 def relu_plus_a_made_constant() -> ReproCase:
@@ -120,7 +121,7 @@ def relu_plus_a_made_constant() -> ReproCase:
     constant = graph.call_function(torch.ops.aten.scalar_tensor.default, (0.1,))
     relu = graph.call_function(torch.ops.aten.relu.default, (x,))
     graph.output((graph.call_function(torch.ops.aten.add.Tensor, (relu, constant)),))
-    return ReproCase(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.randn(8)], ACCURACY, "t",
+    return ReproCase(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.randn(8)], FailureKind.ACCURACY, "t",
                      config_source=RELU_BUG.format("accuracy"))
 
 
@@ -186,7 +187,7 @@ def test_an_expanded_input_keeps_its_broadcast_strides_in_the_compact_file(tmp_p
 
 def test_a_compact_file_whose_references_differ_from_the_plugins_is_found_out(tmp_path: Path) -> None:
     inputs = [torch.randn(8)]
-    case = ReproCase(make_fx(one_relu)(*inputs), inputs, ACCURACY, "t", config_source=RELU_BUG.format("accuracy"))
+    case = ReproCase(make_fx(one_relu)(*inputs), inputs, FailureKind.ACCURACY, "t", config_source=RELU_BUG.format("accuracy"))
     path = write_minified(case, tmp_path / MINIFIED_NAME)
     assert compact_disagreement(load_repro(path).module, case) is None
 
@@ -225,7 +226,7 @@ def test_a_torch_level_graph_of_a_training_call_is_compact_and_judges_its_gradie
     """Compiled through the whole stack, as the plugin judges it: outputs, then the gradients of
     their sum by each input that requires grad."""
     inputs = [torch.randn(16, requires_grad=True), torch.randn(16)]
-    case = ReproCase(torch.fx.symbolic_trace(relu_times), inputs, ACCURACY, "t", level=DYNAMO,
+    case = ReproCase(torch.fx.symbolic_trace(relu_times), inputs, FailureKind.ACCURACY, "t", level=DYNAMO,
                      config_source=RELU_BUG.format("accuracy"), grad_enabled=True)
 
     path = write_minified(case, tmp_path / MINIFIED_NAME)
@@ -252,7 +253,7 @@ def assigns_relu_into(x: torch.Tensor, out: torch.Tensor) -> torch.fx.GraphModul
 
 def test_item_assignment_and_in_place_operators_of_a_torch_level_graph_stay_in_the_compact_file(tmp_path: Path) -> None:
     inputs = [torch.randn(16), torch.zeros(16)]
-    case = ReproCase(assigns_relu_into(*inputs), inputs, ACCURACY, "t", level=DYNAMO,
+    case = ReproCase(assigns_relu_into(*inputs), inputs, FailureKind.ACCURACY, "t", level=DYNAMO,
                      config_source=RELU_BUG.format("accuracy"))
 
     path = write_minified(case, tmp_path / MINIFIED_NAME)

@@ -13,7 +13,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.judge import ACCURACY, COMPILE_ERROR, DYNAMO
+from pytest_torchcompile.judging.judge import DYNAMO
 from pytest_torchcompile.repros.repro import render_repro
 from pytest_torchcompile.repros.runtime import (
     ENTRY,
@@ -23,6 +23,7 @@ from pytest_torchcompile.repros.runtime import (
     read_module,
     runtime_modules,
 )
+from pytest_torchcompile.run.kinds import FailureKind
 
 EMBEDDED = (HEAD, *PRELUDE, ENTRY)
 DECLARED = Path(__file__).parents[3] / "pytest_torchcompile" / "repros" / "embedded" / "declared.pyi"
@@ -44,11 +45,11 @@ def cases() -> list[ReproCase]:
     x, strided = torch.randn(8), torch.randn(40)[2:10]
     level_dynamo = torch.fx.symbolic_trace(writes_into)
     return [
-        ReproCase(make_fx(lambda t: (torch.relu(t),))(x), [x], ACCURACY, "t::relu", config_source=RELU_BUG),
-        ReproCase(make_fx(infinite_on_a_device)(x, strided), [x, strided], ACCURACY, "t::inf"),
-        ReproCase(make_fx(lambda t: (t.sin(),))(x), [x], COMPILE_ERROR, "t::error",
+        ReproCase(make_fx(lambda t: (torch.relu(t),))(x), [x], FailureKind.ACCURACY, "t::relu", config_source=RELU_BUG),
+        ReproCase(make_fx(infinite_on_a_device)(x, strided), [x, strided], FailureKind.ACCURACY, "t::inf"),
+        ReproCase(make_fx(lambda t: (t.sin(),))(x), [x], FailureKind.COMPILE_ERROR, "t::error",
                   expected_error="RuntimeError: boom"),
-        ReproCase(level_dynamo, [x.clone()], ACCURACY, "t::dynamo", level=DYNAMO),
+        ReproCase(level_dynamo, [x.clone()], FailureKind.ACCURACY, "t::dynamo", level=DYNAMO),
     ]
 
 

@@ -15,9 +15,9 @@ import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.judge import ACCURACY
 from pytest_torchcompile.judging.slicing import GraphSlicer
 from pytest_torchcompile.repros.repro import MINIFIED_NAME, load_case, write_minified, write_repro
+from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.torch_internals import graph_pickling
 from pytest_torchcompile.torch_internals.graph_compile import visible_outputs, with_visible_outputs
 
@@ -33,7 +33,7 @@ def scatter_and_view(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
 def marked_case(visible: list[int] | None) -> ReproCase:
     t = torch.tensor(1.0)
     gm = with_visible_outputs(make_fx(scatter_and_view)(t), visible)
-    return ReproCase(gm, [t], ACCURACY, "tests::visible", config_source=RELU_BUG)
+    return ReproCase(gm, [t], FailureKind.ACCURACY, "tests::visible", config_source=RELU_BUG)
 
 
 def test_a_repro_file_keeps_the_outputs_marked_visible(tmp_path: Path) -> None:
