@@ -60,7 +60,7 @@ from pytest_torchcompile.run.leaves import shown_table
 from pytest_torchcompile.run.results import MinifyProgress, MinifyResult, StopReason
 from pytest_torchcompile.torch_internals.compiling import cpp_kernels
 
-Judge = Callable[[torch.fx.GraphModule, list[Any]], GraphVerdict]
+GraphJudge = Callable[[torch.fx.GraphModule, list[Any]], GraphVerdict]
 """Compiles and judges one candidate graph on its inputs."""
 
 LOCATE_BYTES_LIMIT = 1 << 30
@@ -119,7 +119,7 @@ class _Search:
     """Judges selections (once each) and remembers the smallest one that fails."""
 
     def __init__(
-        self, case: ReproCase, slicer: GraphSlicer, judge: Judge, budget_s: float,
+        self, case: ReproCase, slicer: GraphSlicer, judge: GraphJudge, budget_s: float,
         progress: Callable[[MinifyProgress], None] | None,
     ) -> None:
         self.case = case
@@ -177,7 +177,7 @@ class _Search:
 
 def minify_graph(
     case: ReproCase,
-    judge: Judge,
+    judge: GraphJudge,
     *,
     budget_s: float = 300.0,
     progress: Callable[[MinifyProgress], None] | None = None,

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, assert_never
 
 import torch
 import torch.fx
@@ -22,6 +22,7 @@ from pytest_torchcompile.judging.capture import TensorSpec, private_copy
 from pytest_torchcompile.judging.isolation.config import config_patches, import_setup_modules
 from pytest_torchcompile.judging.isolation.protocol import (
     PREPARED_KEPT,
+    PROTOCOL_VERSION,
     Candidate,
     ChildSetup,
     GraphToPrepare,
@@ -67,6 +68,11 @@ def child_main() -> None:
     replies = Connection(int(sys.argv[2]), readable=False)
     try:
         setup: ChildSetup = requests.recv()
+        # An older parent's setup has no version: read it as none.
+        version = getattr(setup, "version", None)
+        if version != PROTOCOL_VERSION:
+            raise RuntimeError(f"ProtocolMismatch: the parent speaks protocol version {version}, this "
+                               f"judging process {PROTOCOL_VERSION} (two installs of the plugin)")
         if setup.single_visible_cuda_device and not torch.cuda.is_available():
             raise RuntimeError(f"no CUDA device {os.environ.get('CUDA_VISIBLE_DEVICES')} to judge on")
         # Before the thread below imports parts of Inductor: one module imported from two
@@ -102,6 +108,12 @@ def _serve(setup: ChildSetup, patches: dict[str, Any], requests: Connection, rep
             with contextlib.suppress(Exception):
                 warm_up_inductor("cuda:0" if setup.single_visible_cuda_device else "cpu")
             continue
+        if not isinstance(request, Judge | Kernel | Stage | JudgePrepared):
+            # A request this process cannot read is an error, answered as one: never a judging.
+            replies.send(Unjudged(GraphVerdict(FailureKind.JUDGE_ERROR, error=f"UnknownRequest: "
+                                               f"{type(request).__name__} is no request of protocol "
+                                               f"version {PROTOCOL_VERSION}")))
+            continue
         reply = _answer(request, setup, patches, prepared)
         replies.send(reply)
         if isinstance(reply, Judged) and reply.poisoned:
@@ -116,11 +128,15 @@ def _answer(request: Judge | Kernel | Stage | JudgePrepared, setup: ChildSetup, 
         gm, inputs = _decode_candidate(request.candidate, setup.single_visible_cuda_device)
     except Exception as error:
         return Unjudged(GraphVerdict(FailureKind.JUDGE_ERROR, error=error_signature(error)))
-    if isinstance(request, Kernel):
-        return KernelSource(kernel_source(gm, inputs, request.settings))
-    if isinstance(request, Stage):
-        return StageAttributed(stage_of(request.query, gm, inputs, patches))
-    return _judged(setup.verdict_function(request.settings, gm, inputs))
+    match request:
+        case Kernel():
+            return KernelSource(kernel_source(gm, inputs, request.settings))
+        case Stage():
+            return StageAttributed(stage_of(request.query, gm, inputs, patches))
+        case Judge():
+            return _judged(setup.verdict_function(request.settings, gm, inputs))
+        case _:
+            assert_never(request)
 
 
 def _judged(verdict: GraphVerdict) -> Judged:

@@ -25,6 +25,10 @@ from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE
 from pytest_torchcompile.torch_internals import graph_pickling
 from pytest_torchcompile.torch_internals.ops import op_origins
 
+PROTOCOL_VERSION = 1
+"""Raised with any change to the messages below: a parent and a child of two installs of the
+plugin (upgraded during a run) must not read each other's messages by another layout."""
+
 PREPARED_KEPT = 8
 """Compiled graphs a child keeps for :meth:`IsolatedJudge.judge_prepared` (oldest dropped first)."""
 
@@ -93,11 +97,13 @@ def saved(value: Any) -> bytes:
 
 @dataclass(frozen=True)
 class ChildSetup:
-    """The first message to a child: everything that stays fixed across its candidates."""
+    """The first message to a child: everything that stays fixed across its candidates, and the
+    version of the protocol the parent speaks (a child of another version refuses to start)."""
 
     config_source: str
     verdict_function: VerdictFunction
     single_visible_cuda_device: bool
+    version: int = PROTOCOL_VERSION
 
 
 @dataclass(frozen=True)

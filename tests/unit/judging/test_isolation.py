@@ -27,10 +27,15 @@ from pytest_torchcompile.judging.isolation.parent import (
     SpareChildren,
 )
 from pytest_torchcompile.judging.isolation.protocol import (
+    PROTOCOL_VERSION,
+    ChildSetup,
     GraphToPrepare,
     JudgeSettings,
+    Ready,
+    StartFailed,
+    Unjudged,
 )
-from pytest_torchcompile.judging.isolation.tasks import kernel_source
+from pytest_torchcompile.judging.isolation.tasks import judge_candidate, kernel_source
 from pytest_torchcompile.judging.judge import GraphVerdict
 from pytest_torchcompile.minifying.search import minify_graph, minify_repro
 from pytest_torchcompile.repros.repro import write_repro
@@ -304,3 +309,30 @@ def test_a_judge_keeps_its_child_where_a_spare_already_waits() -> None:
             assert judge(relu_graph(), [torch.randn(8)], SETTINGS).error == first.error
     finally:
         spares.close()
+
+
+def _child_of(setup: ChildSetup, tmp_path: Path) -> parent._Child:
+    return parent._spawn_child(setup, None, tmp_path / "child.log")
+
+
+def test_a_child_of_another_protocol_version_refuses_to_start(tmp_path: Path) -> None:
+    child = _child_of(ChildSetup("", judge_candidate, False, version=PROTOCOL_VERSION + 1), tmp_path)
+    try:
+        started = child.replies.recv()
+    finally:
+        child.process.kill()
+        child.process.wait()
+    assert isinstance(started, StartFailed) and "ProtocolMismatch" in started.error
+
+
+def test_a_request_the_child_cannot_read_is_answered_as_an_error_not_judged(tmp_path: Path) -> None:
+    child = _child_of(ChildSetup("", judge_candidate, False), tmp_path)
+    try:
+        assert isinstance(child.replies.recv(), Ready)
+        child.requests.send(Ready())  # a reply, sent as a request
+        answer = child.replies.recv()
+    finally:
+        child.process.kill()
+        child.process.wait()
+    assert isinstance(answer, Unjudged) and answer.verdict.failure is FailureKind.JUDGE_ERROR
+    assert (answer.verdict.error or "").startswith("UnknownRequest: Ready")
