@@ -16,6 +16,7 @@ from pytest_torchcompile.repros.runtime import (
     runtime_modules,
     runtime_source,
 )
+from tests.unit.repros.test_embedded import top_level_names
 
 BLOCK_THE_PLUGIN = f"""
 import importlib.abc, sys
@@ -30,14 +31,7 @@ sys.meta_path.insert(0, Blocked())
 
 
 def top_level_definitions(module: ModuleType) -> list[str]:
-    names: list[str] = []
-    for node in ast.parse(inspect.getsource(module)).body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
-            names.append(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names += [name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)]
-    return names
+    return top_level_names(ast.parse(inspect.getsource(module)))
 
 
 def test_the_runtime_is_the_judge_and_what_it_imports_of_the_plugin_dependencies_first() -> None:
