@@ -20,6 +20,7 @@ from pytest_torchcompile.run.verdict import Status
 
 BUG_REPORT_NAME = "bug_report.md"
 
+
 def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) -> str:
     """The report of the case in ``case_dir``: of its ``minified.py`` where there is one.
 
