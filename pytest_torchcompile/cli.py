@@ -92,6 +92,7 @@ def _list_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def list_cases(args: argparse.Namespace) -> int:
+    # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
     from pytest_torchcompile.repros.repro import header_fields
 
     cases = _repros_of(args.directory)
@@ -166,6 +167,7 @@ class ProgressLine:
 
 
 def minify(args: argparse.Namespace) -> int:
+    # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
     from pytest_torchcompile.minifying.search import minify_repro
 
     if not args.repro.is_file():
@@ -189,6 +191,7 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def report(args: argparse.Namespace) -> int:
+    # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
     from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME, bug_report
 
     case = _case_dir(args.case)
@@ -223,6 +226,7 @@ def _config_entry(text: str) -> tuple[str, object]:
 
 
 def hunt(args: argparse.Namespace) -> int:
+    # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
     from pytest_torchcompile.hunt import hunt as run_hunt
     from pytest_torchcompile.hunt import hunt_options
 

@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 
-from pytest_torchcompile.plugin import CURRENT_ITEM_KEY, SESSION_KEY
 from pytest_torchcompile.run import settings
-from pytest_torchcompile.run.session import AccuracySession
+from pytest_torchcompile.run.session import CURRENT_ITEM_KEY, SESSION_KEY, AccuracySession
 
 
 class CompileAccuracy:

@@ -6,21 +6,25 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
+from pytest_torchcompile import fixture
+from pytest_torchcompile.minifying.phase import configure as configure_minify_phase
+from pytest_torchcompile.minifying.phase import run_minify_phase
 from pytest_torchcompile.run import settings
+from pytest_torchcompile.run.report import TerminalLayout
 from pytest_torchcompile.run.roles import Role, role_of
-from pytest_torchcompile.run.session import AccuracySession, narrowed_files
+from pytest_torchcompile.run.session import (
+    CURRENT_ITEM_KEY,
+    SESSION_KEY,
+    AccuracySession,
+    narrowed_files,
+)
 from pytest_torchcompile.run.shard import shard_of
 
-if TYPE_CHECKING:
-    from pytest_torchcompile.run.report import TerminalLayout
-
-SESSION_KEY = pytest.StashKey[AccuracySession]()
 PYTEST_SESSION_KEY = pytest.StashKey[pytest.Session]()
-CURRENT_ITEM_KEY = pytest.StashKey[pytest.Item]()
 COLLECTED_IDS = "torchcompile_collected_ids"
 """``config.workeroutput`` key: an xdist worker's collected test ids, for the controller."""
 SELECTED_IDS = "torchcompile_selected_ids"
@@ -47,8 +51,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # Registered here rather than named in pytest_plugins: the package imports the fixture module
     # before pytest reads that list, and pytest would warn that it cannot rewrite its asserts (an
     # error, and every run's exit 4, under -W error).
-    from pytest_torchcompile import fixture
-
     if not config.pluginmanager.is_registered(fixture):
         config.pluginmanager.register(fixture, fixture.__name__)
     config.addinivalue_line("markers", settings.MARKER_HELP)
@@ -64,11 +66,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if enabled:
         config.stash[SESSION_KEY].stop_on_sigterm()
     if enabled and not _is_xdist_controller(config):
+        # Imported only where tests are checked, as below.
         from pytest_torchcompile.checking.runner import check_inductor_cache
 
         check_inductor_cache()
-    from pytest_torchcompile.minifying.phase import configure as configure_minify_phase
-
     configure_minify_phase(config, config.stash[SESSION_KEY])
     if enabled and not _is_xdist_controller(config):
         # Imported only where tests are checked: a run without --compile-accuracy, and an xdist
@@ -151,6 +152,7 @@ class ControllerHooks:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     item.config.stash[CURRENT_ITEM_KEY] = item
     if item.get_closest_marker("cuda") is not None:
+        # Only for a test marked cuda: other runs do not import torch for the plugin.
         import torch
 
         if not torch.cuda.is_available():
@@ -169,8 +171,6 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    from pytest_torchcompile.minifying.phase import run_minify_phase
-
     config = session.config
     config.stash[SESSION_KEY].note_features_off()
     if _is_worker(config):
@@ -192,8 +192,6 @@ def _exitstatus(config: pytest.Config) -> int | None:
 
 
 def _layout(config: pytest.Config) -> TerminalLayout:
-    from pytest_torchcompile.run.report import TerminalLayout
-
     return TerminalLayout.of(config)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
 import inspect
 import re
 import sys
@@ -49,8 +50,6 @@ class ReproBroken(Exception):
 def register_ops(required: Sequence[tuple[str, str | None, str | None]]) -> str | None:
     """Import the modules that register the ops a graph calls (``(namespace::name, module,
     sys.path entry)``); None once every op exists, else what is missing and why."""
-    import importlib
-
     for qualname, module, search_path in required:
         namespace, name = qualname.split("::", 1)
         if module is not None and not _has_op(namespace, name):

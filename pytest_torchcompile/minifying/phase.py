@@ -52,12 +52,14 @@ called instead of ``search.minify_repro``, with its signature: a seam for tests 
 
 def load_minifier(config: pytest.Config, state: AccuracySession, spares: SpareChildren | None = None) -> Minifier:
     if state.devices_lost_in is not None:
+        # Imported only where a case is minified: a run that minifies nothing does not import torch.
         from pytest_torchcompile.minifying.search import minify_in_fresh_process
 
         return minify_in_fresh_process
     chosen = config.stash.get(MINIFIER_KEY, None)
     if chosen is not None:
         return chosen
+    # Imported only where a case is minified: a run that minifies nothing does not import torch.
     from pytest_torchcompile.minifying.search import minify_repro
 
     return minify_repro if spares is None else functools.partial(minify_repro, spares=spares)
@@ -108,6 +110,7 @@ def _prestart_judge(coordinator: Coordinator, job: MinifyJob) -> None:
     """A single process minifies its cases itself once its tests are done: have the judging
     child of the first case ready while the tests go on (the minify phase adopts it): the child
     that confirmed the case where it has one (started, warm), else one started now."""
+    # Imported only once a case is queued: a run that queues none does not import torch.
     from pytest_torchcompile.checking.runner import CheckRunner
     from pytest_torchcompile.judging.isolation.parent import SpareChildren
     from pytest_torchcompile.repros.repro import config_lines
@@ -126,6 +129,7 @@ def _select_device(config: pytest.Config, worker: str | None) -> str | None:
     listed = parse_devices(str(settings.option_value(config, settings.option("compile-accuracy-devices")) or os.environ.get(DEVICES_ENV, "")))
     if worker is None and not listed:
         return None  # see device_index; asked without torch, which an xdist controller need not import
+    # Only where a device is chosen: an xdist controller need not import torch.
     import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pytest_torchcompile.run import roles
+from pytest_torchcompile.run import roles, settings
 
 THREADS_ENV = "PYTEST_TORCHCOMPILE_THREADS"
 LIMITED_KEY = pytest.StashKey[int]()
@@ -51,8 +51,6 @@ def _count(text: str, where: str) -> int:
 def override(config: pytest.Config) -> int | None:
     """The user's threads per process: ``--compile-accuracy-threads`` (or its ini key), else
     ``PYTEST_TORCHCOMPILE_THREADS``; None when neither is given."""
-    from pytest_torchcompile.run import settings
-
     given = settings.option_value(config, settings.option("compile-accuracy-threads"))
     if given not in (None, ""):
         return _count(str(given), "--compile-accuracy-threads")

@@ -22,8 +22,17 @@ import pytest
 from pytest_torchcompile.run.baseline import BaselineError, Decision, Gate, is_failing
 from pytest_torchcompile.run.files import refusal
 from pytest_torchcompile.run.kinds import FailureKind
+from pytest_torchcompile.run.report import (
+    TerminalLayout,
+    append_github_summary,
+    junit_properties,
+    minified_section,
+    terminal_lines,
+    write_json_report,
+    write_junit,
+)
 from pytest_torchcompile.run.results import CaseResult, MinifyResult
-from pytest_torchcompile.run.settings import CheckSettings, GatingSettings
+from pytest_torchcompile.run.settings import CheckSettings, GatingSettings, marker_settings
 from pytest_torchcompile.run.shard import Shard
 from pytest_torchcompile.run.verdict import Status, leaves_device_unusable
 
@@ -114,8 +123,6 @@ class AccuracySession:
             self._sigterm_handler = signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
-        from pytest_torchcompile.run.settings import marker_settings
-
         return marker_settings(self.base_settings, marker).replace(overrides)
 
     def check(self, nodeid: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
@@ -193,8 +200,6 @@ class AccuracySession:
     def name_minified_in_failures(self, reports: Sequence[pytest.TestReport], layout: TerminalLayout) -> None:
         """After the minify phase, before failures are printed: each failed test's report gains
         what minifying its checks found (minified repro, stage)."""
-        from pytest_torchcompile.run.report import minified_section
-
         minified: dict[str, list[CaseResult]] = {}
         for case in self.results:
             if case.minify is not None:
@@ -288,6 +293,12 @@ class AccuracySession:
         return self._run_end
 
 
+SESSION_KEY = pytest.StashKey[AccuracySession]()
+"""Where a pytest config keeps its run's session (the plugin's hooks and the fixture read it)."""
+CURRENT_ITEM_KEY = pytest.StashKey[pytest.Item]()
+"""The test running now, for the fixture's check to act for."""
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """What a run found, as it ends: the controller's own, or the union of a split run's shards."""
@@ -344,14 +355,6 @@ def conclude_run(record: RunRecord, gate: Gate | None, outputs: RunOutputs,
     """Judge a run against the baseline and write its files: the JSON report, the GitHub step
     summary, the JUnit file and the baseline update. Returns the lines to show, the features the
     installed torch leaves off first, and the reasons the run fails (none when it does not)."""
-    from pytest_torchcompile.run.report import (
-        TerminalLayout,
-        append_github_summary,
-        terminal_lines,
-        write_json_report,
-        write_junit,
-    )
-
     layout = layout or TerminalLayout()
     results = record.results
     decisions = gate.decisions(results) if gate is not None else None
@@ -425,8 +428,6 @@ def recorded_failures(failed_reports: Sequence[tuple[str, str]],
 
 
 def junit_fields(result: CaseResult) -> list[tuple[str, str]]:
-    from pytest_torchcompile.run.report import junit_properties
-
     return junit_properties(result)
 
 
@@ -463,8 +464,6 @@ class RunEnd:
 
 def _fitted(config: pytest.Config, text: str) -> str:
     """``text`` for a test's report: paths under the rootdir relative to it, wrapped to the terminal."""
-    from pytest_torchcompile.run.report import TerminalLayout
-
     layout = TerminalLayout.of(config)
     return layout.fit(layout.shown(text))
 

@@ -9,6 +9,10 @@ from typing import Any
 from pytest_torchcompile.torch_internals.compiling import no_compile_caches
 from pytest_torchcompile.torch_internals.config import inductor_config
 
+# Imports inside functions: Dynamo's and Inductor's modules load when a compile needs them, as
+# a test's own compile would load them, not with this module (their import-time warnings and
+# state are the test's).
+
 SubsystemDecision = Callable[[str, str, str], bool]
 """Called as (backend, subsystem, what) wherever Inductor asks its CompilerBisector whether to
 skip a subsystem (a pass, a decomposition, one op's lowering); ``what`` names the pass, op or

@@ -22,6 +22,10 @@ import torch.fx
 
 from pytest_torchcompile.torch_internals.graph_compile import compile_graph
 
+# Imports inside functions: Dynamo's and Inductor's modules load when a compile needs them, as
+# a test's own compile would load them, not with this module (their import-time warnings and
+# state are the test's).
+
 CompiledGraph = Callable[[list[Any]], Any]
 """A compiled FX graph in Inductor's boxed calling convention: takes a list, returns a sequence."""
 
@@ -44,31 +48,6 @@ def generated_source(compiled: Callable[..., Any]) -> str | None:
     inner = getattr(compiled, "inductor_compiled", compiled)
     source = getattr(inner, "source_code", None)
     return source if isinstance(source, str) else None
-
-
-def post_aot_graphs(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[tuple[str, str]]:
-    """Compile a torch-level graph through the whole stack and return, for each graph Inductor
-    lowered, its kind and code: what AOT autograd and the decompositions made of ``gm``."""
-    # Here: the interception module builds on this one.
-    from pytest_torchcompile.torch_internals.interception import capturing_backend
-
-    graphs: list[tuple[str, str]] = []
-
-    def hook(lowered: torch.fx.GraphModule, example_inputs: Sequence[Any], kwargs: dict[str, Any],
-             compile_fn: Callable[[], CompiledGraph]) -> CompiledGraph:
-        kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
-        graphs.append((kind, lowered.code.strip()))
-        return compile_fn()
-
-    reset()
-    with no_compile_caches():
-        compiled = torch.compile(gm, backend=capturing_backend(hook), fullgraph=True, dynamic=False)
-        outputs = compiled(*inputs)
-        if torch.is_grad_enabled():
-            floating = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]
-            if floating:
-                torch.autograd.backward([o.float().sum() for o in floating])
-    return graphs
 
 
 def first_missing_attribute(names: Sequence[tuple[str, str]],

@@ -17,6 +17,16 @@ from pytest_torchcompile.torch_internals.ops import is_random_op
 T = TypeVar("T")
 
 
+def _config_module() -> Any:
+    """Inductor's config module, the compiler imported for it as by :func:`import_compiler`."""
+    import_compiler()
+    # Here, not with this module: the plugin imports the compiler only when a compile needs it,
+    # as a test's own compile would, so that its import changes nothing a test sees.
+    import torch._inductor.config as config_module
+
+    return config_module
+
+
 @contextlib.contextmanager
 def inductor_config(patches: dict[str, Any] | None) -> Iterator[None]:
     """Apply Inductor config values (dotted names such as ``cpp.inject_relu_bug_TESTING_ONLY``);
@@ -24,8 +34,7 @@ def inductor_config(patches: dict[str, Any] | None) -> Iterator[None]:
     if not patches:
         yield
         return
-    import_compiler()
-    import torch._inductor.config as inductor_config_module
+    inductor_config_module = _config_module()
 
     with inductor_config_module.patch(patches):
         yield
@@ -41,7 +50,7 @@ def with_inductor_config_undone(run: Callable[[], T]) -> T:
     every key read as the user's own from then on, torch 2.15's implication sources among them,
     and its deprecated keys warning in the user's process. A torch that keeps the overrides as
     plain values (2.11) has the changed ones set back as they were, below its setattr."""
-    import torch._inductor.config as inductor_config_module
+    inductor_config_module = _config_module()
 
     entries = _entries()
     if entries is None or any(isinstance(entry.user_override, contextvars.ContextVar) for entry in entries.values()):
@@ -75,7 +84,7 @@ def inductor_config_source(cpu_threads: bool = False) -> str:
     compile in a process does), and a repro's reader would take each line for a difference. So
     are the switches of caches, which change what is looked up, not what is compiled (the
     checks turn some off while they capture graphs)."""
-    import torch._inductor.config as inductor_config_module
+    inductor_config_module = _config_module()
 
     values = inductor_config_module.get_config_copy()
     # A torch without the default records (``defaults_missing``) keeps every line.
@@ -125,7 +134,7 @@ def inductor_config_diff() -> dict[str, Any]:
     none where this torch cannot tell (:func:`default_test_missing`). A value set back to its
     default counts as the default: a config patch put back, or a config copy loaded (as the
     checks do), leaves the value marked as set."""
-    import torch._inductor.config as inductor_config_module
+    inductor_config_module = _config_module()
 
     if default_test_missing() is not None:
         return {}
@@ -142,7 +151,7 @@ def inductor_config_diff() -> dict[str, Any]:
 
 def default_test_missing() -> str | None:
     """The internal :func:`inductor_config_diff` needs that this torch lacks; None where it has it."""
-    import torch._inductor.config as inductor_config_module
+    inductor_config_module = _config_module()
 
     return None if callable(getattr(inductor_config_module, "_is_default", None)) else "torch._inductor.config._is_default"
 
@@ -150,7 +159,7 @@ def default_test_missing() -> str | None:
 def _entries() -> dict[str, Any] | None:
     """The Inductor config's entries by name (private: each holds a default and the user's
     override); None where this torch keeps them otherwise."""
-    import torch._inductor.config as inductor_config_module
+    inductor_config_module = _config_module()
 
     entries = getattr(inductor_config_module, "_config", None)
     return entries if isinstance(entries, dict) and entries else None
@@ -175,7 +184,7 @@ def overrides_missing() -> str | None:
 
 def inductor_config_has(name: str) -> bool:
     """Whether this torch's Inductor config has a value of that (dotted) name."""
-    import torch._inductor.config as inductor_config_module
+    inductor_config_module = _config_module()
 
     entries = _entries()
     return name in (entries if entries is not None else inductor_config_module.get_config_copy())

@@ -27,6 +27,7 @@ def environment() -> dict[str, str]:
         "cpu": platform.processor() or platform.machine(),
     }
     try:
+        # Optional: triton is the CUDA extra.
         import triton
 
         env["triton"] = triton.__version__

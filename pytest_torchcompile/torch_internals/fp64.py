@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 @contextlib.contextmanager
@@ -17,8 +18,6 @@ def float64_everywhere() -> Iterator[None]:
 
     Works at the aten level (a dispatch mode), so it covers eager models and post-AOT graphs alike.
     """
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     low_precision = (torch.float16, torch.bfloat16, torch.float32)
 
     def widen(value: Any) -> Any:

@@ -11,6 +11,10 @@ from typing import Any
 import torch
 import torch.fx
 
+# Imports inside functions: Dynamo's and Inductor's modules load when a compile needs them, as
+# a test's own compile would load them, not with this module (their import-time warnings and
+# state are the test's).
+
 
 def compile_graph(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
     """Compile a post-AOT (aten-level) FX graph with Inductor and return a plain callable."""

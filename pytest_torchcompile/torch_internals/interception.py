@@ -18,11 +18,13 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.torch_internals.compiling import (
+    CompiledGraph,
     DynamoCompileHook,
     InnerCompileHook,
     import_compiler,
     mode_patches,
     no_compile_caches,
+    reset,
 )
 from pytest_torchcompile.torch_internals.config import (
     config_values,
@@ -30,6 +32,10 @@ from pytest_torchcompile.torch_internals.config import (
     tracing_part,
     where_random,
 )
+
+# Imports inside functions: Dynamo's and Inductor's modules load when a compile needs them, as
+# a test's own compile would load them, not with this module (their import-time warnings and
+# state are the test's).
 
 
 def capturing_backend(
@@ -142,6 +148,28 @@ def _interception_missing_in(compile_fx_module: types.ModuleType) -> str | None:
 
 _INSTALLED = "_pytest_torchcompile_installed"
 """Attribute of an intercepting ``compile_fx``: the one installed before any interception."""
+
+
+def post_aot_graphs(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[tuple[str, str]]:
+    """Compile a torch-level graph through the whole stack and return, for each graph Inductor
+    lowered, its kind and code: what AOT autograd and the decompositions made of ``gm``."""
+    graphs: list[tuple[str, str]] = []
+
+    def hook(lowered: torch.fx.GraphModule, example_inputs: Sequence[Any], kwargs: dict[str, Any],
+             compile_fn: Callable[[], CompiledGraph]) -> CompiledGraph:
+        kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
+        graphs.append((kind, lowered.code.strip()))
+        return compile_fn()
+
+    reset()
+    with no_compile_caches():
+        compiled = torch.compile(gm, backend=capturing_backend(hook), fullgraph=True, dynamic=False)
+        outputs = compiled(*inputs)
+        if torch.is_grad_enabled():
+            floating = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]
+            if floating:
+                torch.autograd.backward([o.float().sum() for o in floating])
+    return graphs
 
 
 @contextlib.contextmanager

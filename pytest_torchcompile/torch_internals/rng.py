@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_torchcompile.torch_internals.ops import is_random_op
 
@@ -27,8 +28,6 @@ class RandomDrawMismatch(Exception):
 @contextlib.contextmanager
 def recording_random_draws(draws: list[tuple[Any, Any]]) -> Iterator[None]:
     """Append to ``draws`` what each random op of the block produced."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     class Record(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             out = func(*args, **(kwargs or {}))
@@ -47,8 +46,6 @@ def replaying_random_draws(draws: Sequence[tuple[Any, Any]]) -> Iterator[None]:
     dtype: an fp64 run draws other numbers than an fp32 one for some ops (``torch.rand``, CUDA's
     generators). Dropout's output is recomputed from the recorded mask at the block's precision.
     Raises :class:`RandomDrawMismatch` when the block draws differently from the recording."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     pending = list(draws)
 
     class Replay(TorchDispatchMode):

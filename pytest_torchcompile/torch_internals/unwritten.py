@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 @contextlib.contextmanager
@@ -21,8 +22,6 @@ def filling_unwritten(fill: float, allocated: list[int]) -> Iterator[None]:
     which results depend on memory no op wrote: those are not values.
 
     Works at the aten level (a dispatch mode), so it covers eager models and graphs alike."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     aten = torch.ops.aten
     allocating = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided,
                   aten.empty_permuted}

@@ -7,13 +7,13 @@ from typing import Any
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
+from torch.fx.experimental.sym_node import SymNode
 
 
 def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
     """``tree`` with each leaf replaced by ``fn(leaf)``, through the containers pytree knows
     (lists, tuples, named tuples, dicts)."""
-    import torch.utils._pytree as pytree
-
     return pytree.tree_map(fn, tree)
 
 
@@ -38,8 +38,6 @@ def concrete_int(value: Any) -> int:
 
 def symbolic_hint_missing() -> str | None:
     """What tells the size a symbolic int had when traced, where this torch lacks it."""
-    from torch.fx.experimental.sym_node import SymNode
-
     return None if hasattr(SymNode, "hint") else "torch.fx.experimental.sym_node.SymNode.hint"
 
 

@@ -87,3 +87,77 @@ def test_the_rule_sees_imports_inside_functions_and_relative_ones(tmp_path: Path
     assert f"{ROOT}.minifying.search" in found
     assert f"{ROOT}.run.verdict" in found
     assert LAYERS.index(_layer(f"{ROOT}.minifying.search")) < LAYERS.index("judging")
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` (module -> the modules it imports), or none."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(module: str) -> list[str]:
+        if module in path:
+            return [*path[path.index(module):], module]
+        if module in done:
+            return []
+        path.append(module)
+        for imported in sorted(graph.get(module, ())):
+            if found := visit(imported):
+                return found
+        path.pop()
+        done.add(module)
+        return []
+
+    for module in sorted(graph):
+        if found := visit(module):
+            return found
+    return []
+
+
+def test_no_import_cycle_even_through_deferred_imports() -> None:
+    graph = {module: {imported for _, imported in _imports(module, path) if imported in MODULES and imported != module}
+             for module, path in MODULES.items()}
+    assert _cycle(graph) == [], " -> ".join(_cycle(graph))
+
+
+def test_the_cycle_finder_sees_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) == []
+
+
+MODULE_REASON = "# Imports inside functions: "
+"""A module-level comment so begun gives the reason for every import inside the module's functions
+(a module of the compiler's seam, whose every deferred import has the one reason)."""
+
+
+def _unexplained_function_level_imports(source: str) -> list[int]:
+    """The lines of imports inside functions that no comment explains: a deferred import says why
+    (torch kept out of a run that checks nothing, the compiler imported only as a compile would,
+    a module that may be missing), on its own line, on the line above its group of imports, or
+    for the whole module in a :data:`MODULE_REASON` comment."""
+    lines = source.splitlines()
+    if any(line.startswith(MODULE_REASON) for line in lines):
+        return []
+    nested = {node for function in ast.walk(ast.parse(source)) if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+              for node in ast.walk(function) if isinstance(node, ast.Import | ast.ImportFrom)}
+    import_lines = {line for node in nested for line in range(node.lineno, (node.end_lineno or node.lineno) + 1)}
+    unexplained = []
+    for node in nested:
+        above = node.lineno - 1
+        while above in import_lines:
+            above -= 1
+        if "#" not in lines[node.lineno - 1] and not lines[above - 1].lstrip().startswith("#"):
+            unexplained.append(node.lineno)
+    return sorted(unexplained)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_a_function_level_import_states_why(module: str) -> None:
+    unexplained = _unexplained_function_level_imports(MODULES[module].read_text())
+    assert not unexplained, f"{module}: imports inside functions without a comment saying why, lines {unexplained}"
+
+
+def test_the_reason_rule_reads_comments_above_a_group_of_imports() -> None:
+    source = ("import os\n\n\ndef f():\n    # Deferred: torch is heavy.\n    import torch\n    from torch import (\n"
+              "        fx,\n    )\n\n\ndef g():\n    x = 1\n    import json\n    import re  # optional\n")
+    assert _unexplained_function_level_imports(source) == [14]
+    assert _unexplained_function_level_imports(f"{MODULE_REASON}the compiler is heavy.\n{source}") == []

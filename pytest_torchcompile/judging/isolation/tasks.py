@@ -18,8 +18,9 @@ from pytest_torchcompile.judging.judge import (
 )
 from pytest_torchcompile.judging.stages import StageAttribution, attribute_stage
 from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.torch_internals.compiling import generated_source, post_aot_graphs
+from pytest_torchcompile.torch_internals.compiling import generated_source
 from pytest_torchcompile.torch_internals.graph_compile import compile_graph
+from pytest_torchcompile.torch_internals.interception import post_aot_graphs
 
 
 def judge_candidate(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
