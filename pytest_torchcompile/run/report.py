@@ -4,84 +4,8 @@ The terminal table and the JSON report list checks grouped by test id in sorted 
 reports of runs with pytest-xdist (where results arrive in any order) compare cleanly; the GitHub
 summary puts failing checks first so that they survive its size cap.
 
-JSON report schema (``schema_version`` 1)
------------------------------------------
-
-The file is strict JSON (no ``NaN``/``Infinity``): a non-finite float is written as the string
-``"inf"``, ``"-inf"`` or ``"nan"`` (a ratio is ``inf`` when eager matches fp64 exactly and compiled
-does not).
-
-- ``schema_version`` (int): 1. Raised when a field changes meaning or disappears.
-- ``plugin_version`` (string): the version of pytest-torchcompile that wrote the report.
-- ``environment`` (object): as given by the caller, normally ``report_environment()``:
-  ``torch``, ``triton`` (``"not installed"`` when absent), ``python``, ``cpu``, ``cuda_device`` and
-  ``cuda`` (only when CUDA is available), ``inductor_config`` (object: Inductor config values that
-  differ from their defaults; non-JSON values as their ``repr``), ``features_off`` (array: one
-  object per feature of the plugin the installed torch leaves off, ``feature``, ``internal`` (the
-  torch internal it needs and this torch lacks) and ``instead`` (what the plugin does without it);
-  empty on a supported torch).
-- ``run`` (object; ``null`` where the writer knew nothing of the run): what the run selected and
-  how it ended, so that the reports of a suite split over machines can be merged
-  (``python -m pytest_torchcompile merge``):
-
-  - ``shard``: ``null`` for a run of the whole suite, else ``splitter`` (``pytest-split`` or
-    ``pytest-shard``), ``index`` (numbered as the splitter does: pytest-split's ``--group`` from
-    1, pytest-shard's ``--shard-id`` from 0) and ``count``.
-  - ``selected``, ``deselected`` (sorted arrays of test ids): the collected tests this run kept,
-    and the ones it dropped (``-k``, ``-m``, the tests of other shards).
-  - ``narrowed_files``: test files whose collection a node id argument narrowed.
-  - ``failed``: one object per failed test report, as pytest counts them (an excused
-    failure, xfail, is not one), sorted: ``nodeid``, ``when`` (``setup``, ``call``, ``teardown``).
-  - ``exitstatus``: pytest's exit status before the baseline's say, or ``null``.
-  - ``baseline_sha256``: the sha256 of the baseline file the run was judged against, or ``null``.
-
-- ``counts`` (object):
-
-  - ``checks``: every status name -> number of checks with that status (zeros included).
-  - ``tests``: every status name -> number of tests whose aggregated status it is (see
-    ``baseline.test_status``).
-  - ``baseline``: every outcome name (``ok``, ``expected_failure``, ``new_failure``,
-    ``improved``, ``missing``, ``flaky``) -> number of tests; ``null`` without a baseline.
-  - ``graphs``: ``judged``: how many plain ``torch.compile`` graphs the tests compiled were
-    judged; ``unchecked``: how many of those graphs, or judged graphs' intermediates, could not be.
-
-- ``tests`` (array, sorted by ``nodeid``), one object per test:
-
-  - ``nodeid`` (string): the pytest node id.
-  - ``status`` (string): the test's aggregated status.
-  - ``baseline``: ``null`` without a baseline, else an object: ``kind`` (outcome name),
-    ``message`` (string), ``expected`` (the baseline row's status or ``"flaky"``; ``null`` when
-    the test has no row), ``fails_run`` (bool).
-  - ``graphs``: ``null`` when the test's checks are all of the fixture (or of a repro test), else
-    ``judged`` and ``unchecked``: how many of its plain ``torch.compile`` graphs were judged, and
-    could not be judged (their checks' ``unchecked`` say why).
-  - ``checks`` (array, in the order the checks ran), one object per check with every
-    ``CaseResult`` field: ``nodeid``, ``status``, ``message``, ``case_id`` (string or null),
-    ``reference`` (``"fp64"``, or the weaker reference used without one), ``worst_ratio``
-    (number or null: the largest rmse(compiled, fp64) / rmse(eager, fp64) over the outputs),
-    ``repro_path``, ``repro_defect`` (null, or why the repro written cannot run: a defect of the
-    plugin), ``repro_unwritten`` (null, or why no repro could be written: a full disk, a symbolic
-    link in the way), ``compile_seconds``, ``graph`` (strings/number or null), ``graphs_judged`` (int or
-    null: the plain graphs the check stands for as judged; null for a fixture check),
-    ``unchecked`` (array of ``"<graph label>: <reason>"``: a graph, or a judged graph's
-    intermediates, that could not be judged), ``minify`` (null or an
-    object: ``ops_before``, ``ops_after``, ``seconds``, ``compiles``, ``stop`` (why minification
-    stopped: ``minimal``, ``time_budget`` (not minimal), ``not_reproduced``, ``repro_broken``,
-    ``crashed``, ``interrupted``, ``unwritten`` (minified, but its files could not be written)), ``path`` (null when nothing was written), ``kernel_path``, ``bug_report_path``,
-    ``note`` (how it was minified, or why not), ``ops`` (array of the
-    minimal graph's distinct ops), ``stage`` (where the failure appears: ``inductor.lowering``,
-    ``inductor.codegen.cpp``, ``decompositions``, ... or null), ``stage_summary`` (that in
-    words), ``failure_type`` (``accuracy`` or an exception type), ``stage_compiles``, ``stage_seconds``
-    (what finding the stage cost), ``judge_deaths`` (how each judging process that died during
-    the minification died; each was replaced)), and ``leaves``: one object per
-    compared output: ``path`` (e.g. ``out[0]``), ``shape`` (array of int), ``dtype``, ``passed``,
-    ``rule`` (the comparison used), ``rmse_compiled``, ``rmse_eager``, ``multiplier``,
-    ``max_abs_error`` (numbers or null), ``max_error_index`` (array of int or null), ``detail``.
-
-- ``root_causes`` (array, the group breaking most tests first): failing checks whose minimal
-  graphs share a signature, one object per signature: ``signature`` (string), ``ops``,
-  ``stage``, ``stage_summary``, ``failure_type`` (as in ``minify``), ``tests`` (sorted node ids
-  of the tests it breaks), ``minified`` (paths of their minified repros).
+The JSON report's schema (``schema_version`` 1) is documented in ``docs/reports.md``, the one
+place it is written; ``tests/unit/run/test_report_schema.py`` holds the two together.
 """
 
 from __future__ import annotations
@@ -460,7 +384,7 @@ def json_report(
     environment: Mapping[str, Any],
     run: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report as JSON-ready data; the schema is in the module docstring."""
+    """The report as JSON-ready data, as docs/reports.md describes it."""
     tests = _by_test(results)
     report = {
         "schema_version": SCHEMA_VERSION,
