@@ -37,7 +37,7 @@ MODEL_RUN = textwrap.dedent("""
     import torch._inductor.config  # before the clock starts: both contenders' times leave its import out
     from pytest_torchcompile.judging import judge as standalone
     from pytest_torchcompile.checking.model import check_model
-    from pytest_torchcompile.run.settings import CheckOptions
+    from pytest_torchcompile.common.settings import CheckOptions
 
     class ConvEncoder(torch.nn.Module):
         def __init__(self):

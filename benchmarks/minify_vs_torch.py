@@ -41,9 +41,9 @@ ANCHOR = ROOT / "benchmarks" / "anchor_model.py"
 sys.path.insert(0, str(ROOT))
 
 from pytest_torchcompile.checking.model import check_model  # noqa: E402
+from pytest_torchcompile.common.settings import CheckOptions  # noqa: E402
 from pytest_torchcompile.judging.case import ReproCase  # noqa: E402
 from pytest_torchcompile.repros.repro import write_repro  # noqa: E402
-from pytest_torchcompile.run.settings import CheckOptions  # noqa: E402
 
 
 @dataclass

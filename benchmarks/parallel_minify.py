@@ -100,7 +100,7 @@ def run_once(workdir: Path, workers: int, label: str, timeout_s: float, extra: l
     started = time.perf_counter()
     run = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
-    from pytest_torchcompile.run.queue import DONE, WorkQueue, phase_seconds
+    from pytest_torchcompile.minifying.queue import DONE, WorkQueue, phase_seconds
 
     queue_dir = newest_queue(out)
     jobs = WorkQueue(queue_dir).jobs()

@@ -55,9 +55,9 @@ except ImportError:  # run from a checkout without installing: use the repositor
 
 from pytest_torchcompile.checking.masked import ProbeChildren
 from pytest_torchcompile.checking.model import CheckOutcome, EagerRunError, check_model
-from pytest_torchcompile.run.leaves import format_table
-from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Status
+from pytest_torchcompile.common.leaves import format_table
+from pytest_torchcompile.common.settings import CheckOptions
+from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.torch_internals import environment as torch_environment
 from pytest_torchcompile.torch_internals.compiling import empty_compile_cache, reset
 

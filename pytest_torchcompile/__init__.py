@@ -14,9 +14,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from pytest_torchcompile.common.settings import CheckOptions, CheckSettings
+from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.fixture import CompileAccuracy
-from pytest_torchcompile.run.settings import CheckOptions, CheckSettings
-from pytest_torchcompile.run.verdict import Status
 
 __all__ = ["CheckOptions", "CheckSettings", "CompileAccuracy", "Status", "strategies"]
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from pytest_torchcompile.common.results import MinifyProgress, ProgressThrottle, StopReason
 from pytest_torchcompile.run.merge import merge, merge_arguments, merge_usage_error
-from pytest_torchcompile.run.results import MinifyProgress, ProgressThrottle, StopReason
 
 PROG = "pytest-torchcompile"
 DEFAULT_DIR = Path(".compile-accuracy")

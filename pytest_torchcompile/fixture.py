@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_torchcompile.run import settings
+from pytest_torchcompile.common import settings
 from pytest_torchcompile.run.session import CURRENT_ITEM_KEY, SESSION_KEY, AccuracySession
 
 

@@ -26,16 +26,16 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 
 from pytest_torchcompile.checking.runner import CheckRunner
+from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.common.settings import CheckSettings
+from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.judging.stages import graph_ops
 from pytest_torchcompile.minifying.search import minify_repro
 from pytest_torchcompile.programs import Program, programs
+from pytest_torchcompile.reporting.grouping import root_causes
+from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.repros.repro import ReproBroken, load_case
-from pytest_torchcompile.run.grouping import root_causes
-from pytest_torchcompile.run.report import TerminalLayout
-from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import AccuracySession
-from pytest_torchcompile.run.settings import CheckSettings
-from pytest_torchcompile.run.verdict import Status
 
 PROGRAM_NAME = "program.py"
 """Beside each finding's repro: the drawn program that failed, as a script."""

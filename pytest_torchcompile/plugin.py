@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from pytest_torchcompile import fixture
+from pytest_torchcompile.common import settings
+from pytest_torchcompile.common.roles import Role, role_of
 from pytest_torchcompile.minifying.phase import configure as configure_minify_phase
 from pytest_torchcompile.minifying.phase import run_minify_phase
-from pytest_torchcompile.run import settings
-from pytest_torchcompile.run.report import TerminalLayout
-from pytest_torchcompile.run.roles import Role, role_of
+from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.session import (
     CURRENT_ITEM_KEY,
     SESSION_KEY,
@@ -110,12 +110,12 @@ def _tell_deprecated_names(config: pytest.Config) -> None:
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    item.config.stash[SESSION_KEY].collected_ids.add(item.nodeid)
+    item.config.stash[SESSION_KEY].note_collected([item.nodeid])
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     state = session.config.stash[SESSION_KEY]
-    state.selected_ids.update(item.nodeid for item in session.items)
+    state.note_collected((item.nodeid for item in session.items), selected=True)
     if _is_worker(session.config):
         session.config.workeroutput[COLLECTED_IDS] = sorted(state.collected_ids)  # type: ignore[attr-defined]
         session.config.workeroutput[SELECTED_IDS] = sorted(state.selected_ids)  # type: ignore[attr-defined]
@@ -141,8 +141,8 @@ class ControllerHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}
-        self.state.collected_ids.update(output.get(COLLECTED_IDS, ()))
-        self.state.selected_ids.update(output.get(SELECTED_IDS, ()))
+        self.state.note_collected(output.get(COLLECTED_IDS, ()))
+        self.state.note_collected(output.get(SELECTED_IDS, ()), selected=True)
         self.state.note_features_off(output.get(FEATURES_OFF, ()))
         environment = output.get(ENVIRONMENT)
         self.state.note_environment(None if environment is None else json.loads(environment))

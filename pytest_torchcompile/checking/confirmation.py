@@ -9,6 +9,7 @@ import itertools
 
 from pytest_torchcompile.checking.aside import aside
 from pytest_torchcompile.checking.masked import device_of
+from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import (
     InProcessJudge,
@@ -21,7 +22,6 @@ from pytest_torchcompile.judging.isolation.protocol import (
 )
 from pytest_torchcompile.judging.judge import same_failure
 from pytest_torchcompile.repros.repro import load_case
-from pytest_torchcompile.run.kinds import FailureKind
 
 
 class Confirmer:

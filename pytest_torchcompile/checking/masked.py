@@ -22,6 +22,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.judging.capture import CapturedGraph, TensorSpec, input_spec
 from pytest_torchcompile.judging.isolation.parent import IsolatedJudge, IsolationError
 from pytest_torchcompile.judging.isolation.protocol import (
@@ -35,8 +37,6 @@ from pytest_torchcompile.judging.slicing import (
     output_index,
     side_by_side,
 )
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.torch_internals.ops import rounds_to_steps
 
 NEIGHBOURHOOD_RADII = (0, 1, 2, 4)

@@ -24,6 +24,10 @@ from pytest_torchcompile.checking.masked import (
     device_of,
     find_masked_divergence,
 )
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.settings import CheckOptions
+from pytest_torchcompile.common.verdict import Comparison, Status, out_of_memory
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
 from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import (
@@ -54,10 +58,6 @@ from pytest_torchcompile.judging.reordering import (
     noise_floors,
     reversed_batch,
 )
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.leaves import LeafResult
-from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Comparison, Status, out_of_memory
 from pytest_torchcompile.torch_internals.compiling import no_compile_caches, reset, strict_dynamo
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.environment import (

@@ -29,6 +29,8 @@ from pytest_torchcompile.checking.masked import (
     find_masked_divergence,
 )
 from pytest_torchcompile.checking.model import TORCH_LEVEL_NOTE, fp64_bytes
+from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.verdict import Comparison, Status, out_of_memory
 from pytest_torchcompile.judging.capture import (
     CapturedGraph,
     DynamoGraph,
@@ -54,8 +56,6 @@ from pytest_torchcompile.judging.judge import (
     traced_layout,
     unwritten_elements,
 )
-from pytest_torchcompile.run.leaves import LeafResult
-from pytest_torchcompile.run.verdict import Comparison, Status, out_of_memory
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.environment import (
     ENVIRONMENT_NOT_JUDGED,

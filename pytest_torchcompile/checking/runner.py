@@ -25,6 +25,13 @@ from pytest_torchcompile.checking.model import (
     unjudgeable_input,
 )
 from pytest_torchcompile.checking.plain import SAME_PRECISION, GraphChecker, GraphFailure
+from pytest_torchcompile.common.files import unusable_directory, unwritable_directory
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.leaves import shown_table
+from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.common.run_state import MinifyJob, RunState
+from pytest_torchcompile.common.settings import CheckSettings
+from pytest_torchcompile.common.verdict import Comparison, Status
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import (
@@ -32,15 +39,9 @@ from pytest_torchcompile.judging.judge import (
     POST_AOT,
     error_signature,
 )
+from pytest_torchcompile.reporting.junit import junit_properties
+from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case
-from pytest_torchcompile.run.files import unusable_directory, unwritable_directory
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.leaves import shown_table
-from pytest_torchcompile.run.report import TerminalLayout
-from pytest_torchcompile.run.results import CaseResult
-from pytest_torchcompile.run.session import AccuracySession, MinifyJob, junit_fields
-from pytest_torchcompile.run.settings import CheckSettings
-from pytest_torchcompile.run.verdict import Comparison, Status
 from pytest_torchcompile.torch_internals.availability import core_missing, features_off
 from pytest_torchcompile.torch_internals.compiling import (
     compiler_imported,
@@ -74,7 +75,7 @@ def check_inductor_cache() -> None:
 class CheckRunner:
     """Runs the checks of this process's tests for ``session``, which gathers their results."""
 
-    def __init__(self, session: AccuracySession, layout: TerminalLayout) -> None:
+    def __init__(self, session: RunState, layout: TerminalLayout) -> None:
         self.session = session
         self.layout = layout
         """The terminal's: a failing test's report fits it."""
@@ -91,7 +92,7 @@ class CheckRunner:
         self._interception = contextlib.ExitStack()
 
     @classmethod
-    def start(cls, session: AccuracySession, layout: TerminalLayout, trace_log: bool,
+    def start(cls, session: RunState, layout: TerminalLayout, trace_log: bool,
               probe_child: bool) -> CheckRunner:
         """Ready this process to check, before any test. The compiler is not imported for it: a
         run whose tests compile nothing does not pay its import (seconds), and one that compiles
@@ -152,7 +153,7 @@ class CheckRunner:
             self.session.drop_unreported_checks(nodeid)
         unjudged = self.torch_unusable or unjudgeable_input(fn, args, kwargs)
         if unjudged is not None:
-            self.session.results.append(CaseResult(nodeid, Status.NOT_JUDGED, unjudged))
+            self.session.record(CaseResult(nodeid, Status.NOT_JUDGED, unjudged))
             return fn(*args, **kwargs)
         with aside():
             return self._check(nodeid, fn, args, kwargs, settings, record_property)
@@ -163,12 +164,12 @@ class CheckRunner:
             outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache, self.probe_children,
                                   self.confirmer.prestart if settings.backend == "inductor" else None)
         except EagerRunError as error:
-            self.session.results.append(CaseResult(nodeid, Status.EAGER_FAIL, str(error)))
+            self.session.record(CaseResult(nodeid, Status.EAGER_FAIL, str(error)))
             raise error.__cause__ or error from None
         except (pytest.fail.Exception, KeyboardInterrupt) as error:
             # Stopped from outside the model (pytest-timeout's signal fails the test from wherever
             # it runs, Ctrl-C): the test keeps a row that says so, and stops as it was told.
-            self.session.results.append(CaseResult(
+            self.session.record(CaseResult(
                 nodeid, Status.NOT_JUDGED, f"the check was stopped before its verdict: {error_signature(error)}"))
             raise
         result = CaseResult(
@@ -184,9 +185,9 @@ class CheckRunner:
                                        if others else "") if note]
             self._record_failing_graph(result, failing.graph, failing.inputs, settings, notes, failing.gm,
                                        failing.dynamo)
-        self.session.results.append(result)
+        self.session.record(result)
         if record_property is not None:
-            for name, value in junit_fields(result):
+            for name, value in junit_properties(result):
                 record_property(name, value)
         if outcome.passed or result.status is Status.UNCONFIRMED:
             return outcome.compiled_output
@@ -294,10 +295,10 @@ class CheckRunner:
             finally:
                 failures = checker.failures + checker.error_failures(handled)
                 failed = self._graph_failures(nodeid, failures, settings) if failures else []
-                self.session.results.extend(failed)
+                self.session.record(*failed)
                 rest = other_graphs_result(nodeid, checker, failures)
                 if rest is not None:
-                    self.session.results.append(rest)
+                    self.session.record(rest)
                 checker.release()
         confirmed = [index for index, result in enumerate(failed)
                      if result.status not in (Status.UNCONFIRMED, Status.HANDLED_ERROR)]

@@ -9,10 +9,10 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.common import verdict
+from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging import judge as standalone
 from pytest_torchcompile.judging.capture import op_count
-from pytest_torchcompile.run import verdict
-from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.torch_internals.ops import OpOrigin, op_origins
 
 

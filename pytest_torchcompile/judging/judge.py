@@ -24,14 +24,14 @@ from typing import Any
 
 import torch
 
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.judging.rule import error_signature, normalized_error
 from pytest_torchcompile.judging.tensor_comparison import (
     compare_tensor,
     unwritten_mask,
     written_only,
 )
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.leaves import LeafResult
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
 from pytest_torchcompile.torch_internals.graph_compile import compile_dynamo_graph, compile_graph
 from pytest_torchcompile.torch_internals.unwritten import filling_unwritten

@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
+from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, Comparison
 from pytest_torchcompile.judging.tensor_comparison import (
     compare_tensor,
     unwritten_mask,
     written_only,
 )
-from pytest_torchcompile.run.leaves import LeafResult
-from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, Comparison
 
 # --- nested outputs -------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging.capture import OP_NODES, private_copy
 from pytest_torchcompile.judging.judge import (
     DYNAMO,
@@ -34,7 +35,6 @@ from pytest_torchcompile.judging.judge import (
     reference_outputs,
     same_failure,
 )
-from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.torch_internals.bisector import (
     GRAPH_PASSES,
     bisector_config_changes,

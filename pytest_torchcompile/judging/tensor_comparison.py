@@ -13,13 +13,13 @@ from typing import Any
 
 import torch
 
+from pytest_torchcompile.common.leaves import INCONCLUSIVE, LeafResult
 from pytest_torchcompile.judging.rule import (
     inconclusive_reason,
     leaf_verdict,
     precision_kept,
     within_noise,
 )
-from pytest_torchcompile.run.leaves import INCONCLUSIVE, LeafResult
 
 
 def _worst_element(

@@ -14,9 +14,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_torchcompile.run.queue import FINISHED, Heartbeat, Identity, WorkQueue, write_record
-from pytest_torchcompile.run.roles import Role, role_of
-from pytest_torchcompile.run.session import AccuracySession
+from pytest_torchcompile.common.roles import Role, role_of
+from pytest_torchcompile.common.run_state import RunState
+from pytest_torchcompile.minifying.queue import (
+    FINISHED,
+    Heartbeat,
+    Identity,
+    WorkQueue,
+    write_record,
+)
 
 QUEUE_DIR = ".queue"
 STALE_RUN_S = 24 * 3600.0
@@ -33,7 +39,7 @@ class Coordinator:
     """This process's part in the run's minify phase."""
 
     config: pytest.Config
-    state: AccuracySession
+    state: RunState
     run_id: str
     queue_dir: Path
     worker: str | None
@@ -74,10 +80,9 @@ class Coordinator:
 
     def flush(self) -> None:
         """Queue the cases this process found since the last flush."""
-        if not self.state.minify_jobs:
+        jobs = self.state.take_minify_jobs()
+        if not jobs:
             return
-        jobs = list(self.state.minify_jobs)
-        del self.state.minify_jobs[: len(jobs)]
         queue = self.open_queue()
         for job in jobs:
             queue.enqueue(job, self.worker or "main")

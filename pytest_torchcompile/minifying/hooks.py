@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from pytest_torchcompile.common.roles import Role
 from pytest_torchcompile.minifying.coordinator import Coordinator
-from pytest_torchcompile.run.queue import TESTING
-from pytest_torchcompile.run.roles import Role
+from pytest_torchcompile.minifying.queue import TESTING
 
 RUN_KEY = "pytest_torchcompile_run"
 QUEUE_KEY = "pytest_torchcompile_queue"

@@ -1,10 +1,10 @@
 """The minify phase: every failing case's repro is reduced once the tests have run, by all the
 processes of the run at once (xdist workers, or the single process without xdist), through a
-file queue (:mod:`pytest_torchcompile.run.queue`).
+file queue (:mod:`pytest_torchcompile.minifying.queue`).
 
 The controller, or the single process, makes the run id and hands it to xdist workers through
 ``workerinput``, so jobs of an earlier or concurrent run in the same directory are never seen.
-The controller reads the results back from the job files, records them in its AccuracySession
+The controller reads the results back from the job files, records them in its RunState
 and prints the summary lines once; workers print none of it.
 
 GPUs: with G CUDA devices visible, worker ``gwK`` runs its tests and its minification on device
@@ -25,20 +25,20 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_torchcompile.minifying.coordinator import COORDINATOR_KEY, QUEUE_DIR, Coordinator
-from pytest_torchcompile.minifying.hooks import QUEUE_KEY, RUN_KEY, ParallelHooks, XdistHooks
-from pytest_torchcompile.run import budget, settings
-from pytest_torchcompile.run.devices import DEVICES_ENV, device_index, parse_devices
-from pytest_torchcompile.run.files import UnsafePath, make_directory, unusable_directory
-from pytest_torchcompile.run.queue import MINIFYING, WorkQueue, drain, job_result
-from pytest_torchcompile.run.report import TerminalLayout
-from pytest_torchcompile.run.results import (
+from pytest_torchcompile.common import budget, settings
+from pytest_torchcompile.common.devices import DEVICES_ENV, device_index, parse_devices
+from pytest_torchcompile.common.files import UnsafePath, make_directory, unusable_directory
+from pytest_torchcompile.common.results import (
     MinifyProgress,
     MinifyResult,
     ProgressThrottle,
 )
-from pytest_torchcompile.run.roles import Role
-from pytest_torchcompile.run.session import AccuracySession, MinifyJob
+from pytest_torchcompile.common.roles import Role
+from pytest_torchcompile.common.run_state import MinifyJob, RunState
+from pytest_torchcompile.minifying.coordinator import COORDINATOR_KEY, QUEUE_DIR, Coordinator
+from pytest_torchcompile.minifying.hooks import QUEUE_KEY, RUN_KEY, ParallelHooks, XdistHooks
+from pytest_torchcompile.minifying.queue import MINIFYING, WorkQueue, drain, job_result
+from pytest_torchcompile.reporting.layout import TerminalLayout
 
 if TYPE_CHECKING:
     from pytest_torchcompile.judging.isolation.parent import SpareChildren
@@ -50,7 +50,7 @@ MINIFIER_KEY = pytest.StashKey[Minifier]()
 called instead of ``search.minify_repro``, with its signature: a seam for tests and experiments."""
 
 
-def load_minifier(config: pytest.Config, state: AccuracySession, spares: SpareChildren | None = None) -> Minifier:
+def load_minifier(config: pytest.Config, state: RunState, spares: SpareChildren | None = None) -> Minifier:
     if state.devices_lost_in is not None:
         # Imported only where a case is minified: a run that minifies nothing does not import torch.
         from pytest_torchcompile.minifying.search import minify_in_fresh_process
@@ -65,7 +65,7 @@ def load_minifier(config: pytest.Config, state: AccuracySession, spares: SpareCh
     return minify_repro if spares is None else functools.partial(minify_repro, spares=spares)
 
 
-def configure(config: pytest.Config, state: AccuracySession) -> None:
+def configure(config: pytest.Config, state: RunState) -> None:
     """Set up this process's part of the minify phase (from ``pytest_configure``)."""
     if not state.enabled:
         return
@@ -158,7 +158,7 @@ def _progress_writer(config: pytest.Config, coordinator: Coordinator, nodeid: st
     return on_stderr if coordinator.role is Role.WORKER else on_terminal
 
 
-def run_minify_phase(config: pytest.Config, state: AccuracySession) -> bool:
+def run_minify_phase(config: pytest.Config, state: RunState) -> bool:
     """From ``pytest_sessionfinish``: take part in the minify phase; the controller (or the single
     process) then records every job's result and prints the summary lines. Returns whether the
     phase was interrupted (Ctrl-C): the case being minified stops, its judging process is
@@ -208,10 +208,10 @@ def run_minify_phase(config: pytest.Config, state: AccuracySession) -> bool:
     return coordinator.interrupted
 
 
-def _run_in_process(config: pytest.Config, state: AccuracySession) -> None:
+def _run_in_process(config: pytest.Config, state: RunState) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    jobs, minifier = list(state.minify_jobs), load_minifier(config, state) if state.minify_jobs else None
-    state.minify_jobs.clear()
+    jobs = state.take_minify_jobs()
+    minifier = load_minifier(config, state) if jobs else None
     for job in jobs:
         assert minifier is not None
         result = minifier(Path(job.repro_path), timeout_s=job.timeout_s)
@@ -220,7 +220,7 @@ def _run_in_process(config: pytest.Config, state: AccuracySession) -> None:
             reporter.write_line(TerminalLayout.of(config).fit(result.summary_line(job.nodeid)))
 
 
-def report(config: pytest.Config, state: AccuracySession, queue: WorkQueue) -> None:
+def report(config: pytest.Config, state: RunState, queue: WorkQueue) -> None:
     """Record every job's result in ``state`` and print one line per job."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     jobs = queue.jobs()

@@ -27,6 +27,10 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.common.files import atomic_write, locked
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.leaves import shown_table
+from pytest_torchcompile.common.results import MinifyProgress, MinifyResult, StopReason
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import (
     InProcessJudge,
@@ -54,10 +58,6 @@ from pytest_torchcompile.judging.slicing import (
 from pytest_torchcompile.judging.stages import ExpectedFailure, StageAttribution, graph_ops, op_name
 from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME, bug_report
 from pytest_torchcompile.repros.repro import MINIFIED_NAME, config_lines, load_case, write_minified
-from pytest_torchcompile.run.files import atomic_write, locked
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.leaves import shown_table
-from pytest_torchcompile.run.results import MinifyProgress, MinifyResult, StopReason
 from pytest_torchcompile.torch_internals.compiling import cpp_kernels
 
 GraphJudge = Callable[[torch.fx.GraphModule, list[Any]], GraphVerdict]

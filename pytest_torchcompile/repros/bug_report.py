@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.repros.repro import (
     MINIFIED_NAME,
     REPRO_NAME,
@@ -15,8 +17,6 @@ from pytest_torchcompile.repros.repro import (
     graph_source,
     header_fields,
 )
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.verdict import Status
 
 BUG_REPORT_NAME = "bug_report.md"
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging import rule
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import (
@@ -36,7 +37,6 @@ from pytest_torchcompile.judging.judge import (
     unwritten_elements,
 )
 from pytest_torchcompile.repros.runtime import embedded_source
-from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.torch_internals.graph_compile import VISIBLE_OUTPUTS_KEY, visible_outputs
 
 RULE_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {

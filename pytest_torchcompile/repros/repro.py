@@ -36,6 +36,10 @@ import filelock
 import torch
 import torch.fx
 
+from pytest_torchcompile.common.files import atomic_write, locked, replace_directory
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.processes import own_start, pid_alive
+from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, out_of_memory
 from pytest_torchcompile.judging import judge as standalone
 from pytest_torchcompile.judging.capture import HostTensor
 from pytest_torchcompile.judging.case import ReproCase
@@ -48,10 +52,6 @@ from pytest_torchcompile.repros.compact import (
     render_compact,
 )
 from pytest_torchcompile.repros.runtime import full_file_code
-from pytest_torchcompile.run.files import atomic_write, locked, replace_directory
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.processes import own_start, pid_alive
-from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, out_of_memory
 from pytest_torchcompile.torch_internals.config import inductor_config, with_inductor_config_undone
 from pytest_torchcompile.torch_internals.environment import environment
 from pytest_torchcompile.torch_internals.graph_compile import visible_outputs, with_visible_outputs

@@ -25,11 +25,12 @@ from typing import Any
 
 import pytest
 
-from pytest_torchcompile.run.baseline import BaselineError, Gate
-from pytest_torchcompile.run.files import NotARegularFile, TooLarge, read_bounded
+from pytest_torchcompile.common.files import NotARegularFile, TooLarge, read_bounded
+from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.reporting.baseline import BaselineError, Gate
+from pytest_torchcompile.reporting.json_report import SCHEMA_VERSION
+from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.merge_repros import ReproDirError, merge_repro_dirs
-from pytest_torchcompile.run.report import SCHEMA_VERSION, TerminalLayout
-from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import RunEnd, RunOutputs, RunRecord, conclude_run, file_digest
 from pytest_torchcompile.run.shard import Shard
 

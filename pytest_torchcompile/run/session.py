@@ -11,61 +11,27 @@ import shutil
 import signal
 import threading
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import pytest
 
-from pytest_torchcompile.run.baseline import BaselineError, Decision, Gate, is_failing
-from pytest_torchcompile.run.files import refusal
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.report import (
-    TerminalLayout,
-    append_github_summary,
-    junit_properties,
-    minified_section,
-    terminal_lines,
-    write_json_report,
-    write_junit,
-)
-from pytest_torchcompile.run.results import CaseResult, MinifyResult
-from pytest_torchcompile.run.settings import CheckSettings, GatingSettings, marker_settings
+from pytest_torchcompile.common.files import refusal
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.results import CaseResult, MinifyResult
+from pytest_torchcompile.common.run_state import Checker, MinifyJob
+from pytest_torchcompile.common.settings import CheckSettings, GatingSettings, marker_settings
+from pytest_torchcompile.common.verdict import Status, leaves_device_unusable
+from pytest_torchcompile.reporting.baseline import BaselineError, Decision, Gate, is_failing
+from pytest_torchcompile.reporting.github import append_github_summary
+from pytest_torchcompile.reporting.json_report import write_json_report
+from pytest_torchcompile.reporting.junit import junit_properties, write_junit
+from pytest_torchcompile.reporting.layout import TerminalLayout
+from pytest_torchcompile.reporting.terminal import minified_section, terminal_lines
 from pytest_torchcompile.run.shard import Shard
-from pytest_torchcompile.run.verdict import Status, leaves_device_unusable
-
-if TYPE_CHECKING:
-    from pytest_torchcompile.run.report import TerminalLayout
-
-
-class Checker(Protocol):
-    """What checks the tests of a process (``checking.runner.CheckRunner``), seen from a session
-    that does not import it: checking needs torch, and this layer serves processes without it."""
-
-    def check(self, nodeid: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
-              settings: CheckSettings, record_property: Callable[[str, object], None] | None,
-              supersede: bool) -> Any: ...
-
-    def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> AbstractContextManager[None]: ...
-
-    def close(self) -> None: ...
-
-    def features_off(self) -> list[str]: ...
-
-
-@dataclass
-class MinifyJob:
-    """A repro waiting for the minify phase."""
-
-    case_id: str
-    nodeid: str
-    repro_path: str
-    timeout_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -76,22 +42,22 @@ class AccuracySession:
     describe_environment: Callable[[], dict[str, Any]]
     """Versions, devices and the non-default Inductor config, for the JSON report; given by the
     caller, since finding them needs torch, which this module does not import."""
-    results: list[CaseResult] = field(default_factory=list)
-    minify_jobs: list[MinifyJob] = field(default_factory=list)
     runner: Checker | None = None
     """Checks the tests this process runs; None where nothing is checked (``--compile-accuracy``
     off, an xdist controller), so that such a process never imports torch for the plugin."""
     gating: GatingSettings | None = None
     gate: Gate | None = None
     """The baseline in use; every process loads it (workers judge the tests they run)."""
-    collected_ids: set[str] = field(default_factory=set)
-    """Every test id collected (deselected ones included); under xdist, sent by the workers."""
-    selected_ids: set[str] = field(default_factory=set)
-    """The collected test ids left to run (not deselected); under xdist, sent by the workers."""
     shard: Shard | None = None
     """The part of a suite split over machines this run is; None for the whole suite."""
     baseline_digest: str | None = None
     """The baseline file's sha256 as the run started; None without one (or before it is written)."""
+    _results: list[CaseResult] = field(default_factory=list, init=False, repr=False)
+    _minify_jobs: list[MinifyJob] = field(default_factory=list, init=False, repr=False)
+    """Cases found in this process and not yet handed to the minify phase's queue."""
+    _collected_ids: set[str] = field(default_factory=set, init=False, repr=False)
+    _selected_ids: set[str] = field(default_factory=set, init=False, repr=False)
+    _features_off: list[str] = field(default_factory=list, init=False, repr=False)
     _unreported: int = field(default=0, init=False, repr=False)
     """``results[_unreported:]`` were made in this process and not yet put on a test report."""
     _test_results: dict[str, list[CaseResult]] = field(default_factory=dict, init=False, repr=False)
@@ -104,9 +70,6 @@ class AccuracySession:
     devices_lost_in: str | None = None
     """The test whose compiled code hit a device-side error, after which no kernel can run on
     its device in this process (CUDA keeps the error for the rest of the process's life)."""
-    features_off: list[str] = field(default_factory=list)
-    """A line per feature the installed torch leaves off, naming the torch internal it lacks;
-    under xdist, sent by the workers."""
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     """Names this session in the case directories it claims (``repro.unique_case_dir``)."""
     _sigterm_handler: Any = field(default=None, init=False, repr=False)
@@ -170,19 +133,53 @@ class AccuracySession:
         """Add ``lines`` (a worker's) to :attr:`features_off`, or without any, this process's
         checker's; each line once."""
         for line in lines or (self.runner.features_off() if self.runner is not None else []):
-            if line not in self.features_off:
-                self.features_off.append(line)
+            if line not in self._features_off:
+                self._features_off.append(line)
+
+    @property
+    def results(self) -> tuple[CaseResult, ...]:
+        """Every check recorded in this process and, on the controller, received from workers."""
+        return tuple(self._results)
+
+    def record(self, *results: CaseResult) -> None:
+        """Record checks this process made (put on its test's report as the test ends)."""
+        self._results.extend(results)
+
+    @property
+    def collected_ids(self) -> frozenset[str]:
+        """Every test id collected (deselected ones included); under xdist, sent by the workers."""
+        return frozenset(self._collected_ids)
+
+    @property
+    def selected_ids(self) -> frozenset[str]:
+        """The collected test ids left to run (not deselected); under xdist, sent by the workers."""
+        return frozenset(self._selected_ids)
+
+    def note_collected(self, ids: Iterable[str], selected: bool = False) -> None:
+        """Add test ids collected (``selected``: left to run once deselection is done)."""
+        (self._selected_ids if selected else self._collected_ids).update(ids)
+
+    @property
+    def features_off(self) -> list[str]:
+        """A line per feature the installed torch leaves off, naming the torch internal it lacks;
+        under xdist, sent by the workers."""
+        return list(self._features_off)
 
     def queue_minify_job(self, job: MinifyJob) -> None:
-        self.minify_jobs.append(job)
+        self._minify_jobs.append(job)
         if self.on_minify_job is not None:
             self.on_minify_job(job)
 
+    def take_minify_jobs(self) -> list[MinifyJob]:
+        """The cases found since the last take, handed over to the minify phase."""
+        jobs, self._minify_jobs[:] = list(self._minify_jobs), []
+        return jobs
+
     def drop_unreported_checks(self, nodeid: str) -> None:
         """Forget the checks ``nodeid`` made since its last report, with their repros."""
-        earlier = [r for r in self.results[self._unreported:] if r.nodeid == nodeid]
+        earlier = [r for r in self._results[self._unreported:] if r.nodeid == nodeid]
         for result in earlier:
-            self.results.remove(result)
+            self._results.remove(result)
             if result.case_id is not None:
                 self._drop_minify_jobs({result.case_id})
                 shutil.rmtree(self.repro_root / result.case_id, ignore_errors=True)
@@ -190,10 +187,10 @@ class AccuracySession:
 
     def _drop_minify_jobs(self, case_ids: set[str | None]) -> None:
         """Forget the minify jobs of these cases; their test has not finished, so none is queued."""
-        self.minify_jobs[:] = [job for job in self.minify_jobs if job.case_id not in case_ids]
+        self._minify_jobs[:] = [job for job in self._minify_jobs if job.case_id not in case_ids]
 
     def record_minified(self, case_id: str, result: MinifyResult) -> None:
-        for case in self.results:
+        for case in self._results:
             if case.case_id == case_id:
                 case.minify = result
 
@@ -201,7 +198,7 @@ class AccuracySession:
         """After the minify phase, before failures are printed: each failed test's report gains
         what minifying its checks found (minified repro, stage)."""
         minified: dict[str, list[CaseResult]] = {}
-        for case in self.results:
+        for case in self._results:
             if case.minify is not None:
                 minified.setdefault(case.nodeid, []).append(case)
         for report in reports:
@@ -234,8 +231,8 @@ class AccuracySession:
         onto the report (for the controller), and at the end of the call phase judge the test
         against the baseline: a recorded (or flaky) failure becomes xfail with its repro path, a
         new failure names the baseline."""
-        pending = self.results[self._unreported:]
-        del self.results[self._unreported:]
+        pending = self._results[self._unreported:]
+        del self._results[self._unreported:]
         mine = self._test_results.setdefault(item.nodeid, [])
         mine.extend(result for result in pending if result.nodeid == item.nodeid)
         if report.when == "call":
@@ -246,7 +243,7 @@ class AccuracySession:
             for result in pending:
                 if result.graphs_judged is not None or result is made:
                     # The fixture records its own checks' properties as it makes them.
-                    item.user_properties.extend(junit_fields(result))
+                    item.user_properties.extend(junit_properties(result))
             if self.gate is not None and mine and report.failed:
                 reason = self.gate.xfail_reason(item.nodeid, mine)
                 note = self.gate.failure_note(item.nodeid, mine)
@@ -270,8 +267,8 @@ class AccuracySession:
         """On the controller (or the only process): take the checks a report carries."""
         data = getattr(report, RESULTS_ATTRIBUTE, None)
         if data:
-            self.results.extend(CaseResult.from_dict(item) for item in json.loads(data))
-        self._unreported = len(self.results)
+            self._results.extend(CaseResult.from_dict(item) for item in json.loads(data))
+        self._unreported = len(self._results)
         if report.failed and not hasattr(report, "wasxfail"):
             self._failed_reports.append((report.nodeid, report.when))
 
@@ -284,12 +281,12 @@ class AccuracySession:
         if self._run_end is not None:
             return self._run_end
         gating = self.gating or GatingSettings(None, False, False, None)
-        record = RunRecord(self.results, self.collected_ids, self.selected_ids, narrowed_files,
+        record = RunRecord(self._results, self._collected_ids, self._selected_ids, narrowed_files,
                            self._failed_reports, self.shard, exitstatus, self.baseline_digest)
         outputs = RunOutputs(gating.report, os.environ.get("GITHUB_STEP_SUMMARY") or None)
         self._run_end = conclude_run(record, self.gate, outputs,
                                      lambda: self._environment or self.describe_environment(),
-                                     layout, self.enabled, self.features_off)
+                                     layout, self.enabled, self._features_off)
         return self._run_end
 
 
@@ -426,9 +423,6 @@ def recorded_failures(failed_reports: Sequence[tuple[str, str]],
         return 0, f"{line}; {others} other test failure(s) do"
     return recorded, f"{line} (exit status 0)"
 
-
-def junit_fields(result: CaseResult) -> list[tuple[str, str]]:
-    return junit_properties(result)
 
 
 RESULTS_ATTRIBUTE = "torchcompile_results"

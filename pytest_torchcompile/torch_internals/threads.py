@@ -8,7 +8,7 @@ import sys
 import torch
 import torch.fx
 
-from pytest_torchcompile.run.budget import CHILD_ENV
+from pytest_torchcompile.common.budget import CHILD_ENV
 
 
 def limit_this_process(threads: int) -> None:

@@ -11,12 +11,12 @@ from models import sin_relu_cos
 
 from pytest_torchcompile.checking.masked import ProbeChildren
 from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.settings import CheckOptions
+from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.judging.judge import GraphVerdict
 from pytest_torchcompile.judging.tensor_comparison import compare_tensor
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.leaves import LeafResult
-from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Status
 
 pytest_plugins = ["pytester"]
 

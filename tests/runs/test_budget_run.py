@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pytest_torchcompile.run import budget
+from pytest_torchcompile.common import budget
 
 SEEN = """
 import os, subprocess, sys, torch

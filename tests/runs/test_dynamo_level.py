@@ -17,15 +17,15 @@ from torch._inductor.decomposition import decompositions
 
 from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.checking.plain import GraphChecker
+from pytest_torchcompile.common.results import StopReason
+from pytest_torchcompile.common.settings import CheckOptions
+from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import InProcessJudge
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
 from pytest_torchcompile.judging.judge import DYNAMO, POST_AOT
 from pytest_torchcompile.minifying.search import minify_graph
 from pytest_torchcompile.repros.repro import load_repro, write_repro
-from pytest_torchcompile.run.results import StopReason
-from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Status
 
 pytest_plugins = ["pytester"]
 

@@ -357,7 +357,7 @@ def test_a_repro_that_cannot_run_is_reported_at_its_test_and_not_minified(pytest
 
 def test_minify_progress_is_plain_lines_off_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_torchcompile.cli import ProgressLine
-    from pytest_torchcompile.run.results import MinifyProgress
+    from pytest_torchcompile.common.results import MinifyProgress
 
     progress = ProgressLine(sys.stderr)
     for compiles in range(3):

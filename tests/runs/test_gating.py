@@ -16,7 +16,9 @@ import pytest
 import torch
 from inline import runpytest
 
-from pytest_torchcompile.run.baseline import (
+from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.common.verdict import Status
+from pytest_torchcompile.reporting.baseline import (
     HEADER,
     Baseline,
     BaselineEntry,
@@ -24,8 +26,6 @@ from pytest_torchcompile.run.baseline import (
     Gate,
     load_baseline,
 )
-from pytest_torchcompile.run.results import CaseResult
-from pytest_torchcompile.run.verdict import Status
 
 pytest_plugins = ["pytester"]
 
@@ -521,8 +521,8 @@ def test_gate_update_starts_a_missing_file_but_reading_needs_it(tmp_path: Path) 
 
 def test_a_repro_tests_failure_kinds_are_the_ones_repros_are_written_with() -> None:
     """The session reads a repro test's kind without importing the (torch) module that writes it."""
+    from pytest_torchcompile.common.kinds import FailureKind
     from pytest_torchcompile.run import session
-    from pytest_torchcompile.run.kinds import FailureKind
 
     written = {FailureKind.ACCURACY, FailureKind.COMPILE_ERROR, FailureKind.RUNTIME_ERROR, FailureKind.EAGER_ERROR}
     assert set(session.REPRO_STATUSES) == written

@@ -214,7 +214,7 @@ STOPS = ["Ctrl-C", "SIGTERM"]
 
 @pytest.mark.parametrize("how", STOPS)
 def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pytest.Pytester, how: str) -> None:
-    from pytest_torchcompile.run.processes import pid_alive
+    from pytest_torchcompile.common.processes import pid_alive
 
     pytester.makepyfile(test_model=TWO_FAILING)
     pytester.makeconftest(SLOW_MINIFIER)
@@ -280,7 +280,7 @@ def test_sigterm_in_the_minify_phase_under_xdist_ends_cleanly_with_the_summary(p
     """A CI job's timeout sends SIGTERM to pytest's process alone, the xdist controller, while its
     workers minify: the run ends as after Ctrl-C, with its summary, its report and every repro,
     and the workers' judging children and their directories are gone with it."""
-    from pytest_torchcompile.run.processes import pid_alive
+    from pytest_torchcompile.common.processes import pid_alive
 
     pytester.makepyfile(test_model=TWO_FAILING)
     pytester.makeconftest(SLOW_MINIFIERS)

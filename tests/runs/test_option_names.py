@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_torchcompile.run.settings import OPTIONS
+from pytest_torchcompile.common.settings import OPTIONS
 
 SHOW_SETTINGS = """
-from pytest_torchcompile.run import settings
+from pytest_torchcompile.common import settings
 
 def test_settings(request):
     base = settings.session_settings(request.config)

@@ -22,9 +22,10 @@ import torch
 from inline import runpytest
 from processes import run_together
 
-from pytest_torchcompile.repros import repro
-from pytest_torchcompile.run.devices import device_index, parse_devices
-from pytest_torchcompile.run.queue import (
+from pytest_torchcompile.common.devices import device_index, parse_devices
+from pytest_torchcompile.common.results import MinifyResult, StopReason
+from pytest_torchcompile.common.run_state import MinifyJob
+from pytest_torchcompile.minifying.queue import (
     CRASHED,
     DONE,
     MINIFYING,
@@ -36,8 +37,7 @@ from pytest_torchcompile.run.queue import (
     drain,
     job_result,
 )
-from pytest_torchcompile.run.results import MinifyResult, StopReason
-from pytest_torchcompile.run.session import MinifyJob
+from pytest_torchcompile.repros import repro
 
 pytest_plugins = ["pytester"]
 
@@ -46,8 +46,8 @@ import os, time
 from pathlib import Path
 from pytest_torchcompile.minifying.coordinator import KEEP_QUEUE_KEY
 from pytest_torchcompile.minifying.phase import MINIFIER_KEY
-from pytest_torchcompile.run.files import atomic_write
-from pytest_torchcompile.run.results import MinifyResult, StopReason
+from pytest_torchcompile.common.files import atomic_write
+from pytest_torchcompile.common.results import MinifyResult, StopReason
 
 
 def pytest_configure(config):
@@ -203,7 +203,7 @@ def _context() -> Any:
     """Fresh processes started from a server that imported the package once (fork after torch
     threads ran is unsafe; spawning would import torch in every child)."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["pytest_torchcompile.run.queue"])
+    context.set_forkserver_preload(["pytest_torchcompile.minifying.queue"])
     return context
 
 

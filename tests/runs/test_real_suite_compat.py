@@ -304,8 +304,8 @@ def test_cuda_dropout_is_judged_against_fp64_with_eagers_draws(backward: bool) -
     import torch
 
     from pytest_torchcompile.checking.model import check_model
-    from pytest_torchcompile.run.settings import CheckOptions
-    from pytest_torchcompile.run.verdict import Status
+    from pytest_torchcompile.common.settings import CheckOptions
+    from pytest_torchcompile.common.verdict import Status
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Dropout(0.3), torch.nn.GELU()).cuda().train()

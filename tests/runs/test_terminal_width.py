@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from pytest_torchcompile.run.report import RATIO_LEGEND, TerminalLayout
-from pytest_torchcompile.run.results import MinifyResult, StopReason
+from pytest_torchcompile.common.results import MinifyResult, StopReason
+from pytest_torchcompile.reporting.layout import TerminalLayout
+from pytest_torchcompile.reporting.terminal import RATIO_LEGEND
 
 SUITE = """
 import pytest

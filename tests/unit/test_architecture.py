@@ -1,5 +1,5 @@
 """The package's dependency rule, read from the source: each package imports only the packages
-below it, and the run layer imports no torch at all."""
+below it, and the torch-free layers import no torch at all."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ import pytest_torchcompile
 PACKAGE = Path(pytest_torchcompile.__file__).parent
 ROOT = pytest_torchcompile.__name__
 
-LAYERS = ("", "minifying", "checking", "repros", "judging", "torch_internals", "run")
+LAYERS = ("", "run", "minifying", "checking", "repros", "judging", "torch_internals", "reporting", "common")
 """Top to bottom; "" is the public face and the pytest wiring (the package's own modules). A
 module may import its own layer and the layers below it, never one above."""
 
-TORCH_FREE = "run"
-"""Imports neither torch nor any other layer: it serves processes that check nothing."""
+TORCH_FREE = ("run", "reporting", "common")
+"""Import no torch, not even lazily: they serve processes that check nothing (an xdist controller,
+a run without ``--compile-accuracy``, the ``merge`` command)."""
 
 
 def _layer(module: str) -> str:
@@ -67,8 +68,8 @@ def test_a_module_imports_only_its_own_layer_and_those_below(module: str) -> Non
     assert not wrong, f"{module} ({LAYERS[rank] or 'public face'}) imports from above: {wrong}"
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m) == TORCH_FREE))
-def test_the_run_layer_imports_no_torch(module: str) -> None:
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m) in TORCH_FREE))
+def test_the_torch_free_layers_import_no_torch(module: str) -> None:
     torch_imports = [f"line {line}: {imported}" for line, imported in _imports(module, MODULES[module])
                      if imported.split(".")[0] in ("torch", "triton", "numpy")]
     assert not torch_imports, f"{module} imports {torch_imports}"
@@ -82,10 +83,10 @@ def test_every_package_is_a_layer() -> None:
 def test_the_rule_sees_imports_inside_functions_and_relative_ones(tmp_path: Path) -> None:
     module = tmp_path / "phase.py"
     module.write_text("def f():\n    from pytest_torchcompile.minifying.search import minify_graph\n"
-                      "from ..run import verdict\n")
+                      "from ..common import verdict\n")
     found = {imported for _, imported in _imports(f"{ROOT}.judging.phase", module)}
     assert f"{ROOT}.minifying.search" in found
-    assert f"{ROOT}.run.verdict" in found
+    assert f"{ROOT}.common.verdict" in found
     assert LAYERS.index(_layer(f"{ROOT}.minifying.search")) < LAYERS.index("judging")
 
 

@@ -19,16 +19,16 @@ from models import ReluInBackward
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.results import StopReason
+from pytest_torchcompile.common.settings import CheckOptions
+from pytest_torchcompile.common.verdict import Comparison, Status
 from pytest_torchcompile.judging.capture import _user_frame
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
 from pytest_torchcompile.minifying.search import minify_repro
 from pytest_torchcompile.repros.repro import load_case, write_repro
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.leaves import LeafResult
-from pytest_torchcompile.run.results import StopReason
-from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Comparison, Status
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 

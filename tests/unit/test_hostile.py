@@ -19,21 +19,21 @@ from processes import run_together
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.common.files import UnsafePath, atomic_write
+from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.common.settings import CheckSettings, GatingSettings
+from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import ReproBroken
-from pytest_torchcompile.repros import repro
-from pytest_torchcompile.run.baseline import (
+from pytest_torchcompile.reporting.baseline import (
     HEADER,
     BaselineError,
     Gate,
     load_baseline,
     write_baseline,
 )
-from pytest_torchcompile.run.files import UnsafePath, atomic_write
-from pytest_torchcompile.run.results import CaseResult
+from pytest_torchcompile.repros import repro
 from pytest_torchcompile.run.session import AccuracySession
-from pytest_torchcompile.run.settings import CheckSettings, GatingSettings
-from pytest_torchcompile.run.verdict import Status
 
 OWNER = "this run"
 
@@ -284,7 +284,7 @@ def test_a_report_that_cannot_be_written_fails_the_run_but_not_against_a_baselin
     report = tmp_path / "report.json"
     session.configure_gating(GatingSettings(None, False, False, report))
     report.mkdir()  # after the run started: a path that is a directory then is refused up front
-    session.results.append(_results("tests/test_a.py::test_a")[0])
+    session.record(_results("tests/test_a.py::test_a")[0])
     end = session.end_run(set())
     assert end.failures == [f"cannot write the JSON report {report}: it is a directory"]
     assert end.heading == "the run fails"

@@ -14,20 +14,18 @@ import torch
 import torch.nn.functional as F
 
 from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.common.results import CaseResult, StopReason
+from pytest_torchcompile.common.settings import CheckOptions
+from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import DYNAMO, clone_values, strided_copy, unwritten_elements
 from pytest_torchcompile.minifying.search import minify_graph
+from pytest_torchcompile.reporting import baseline
+from pytest_torchcompile.reporting.cells import checks_summary
+from pytest_torchcompile.reporting.github import github_summary_markdown
+from pytest_torchcompile.reporting.json_report import json_report
+from pytest_torchcompile.reporting.junit import junit_properties
 from pytest_torchcompile.repros.repro import load_repro, repro_defect, write_repro
-from pytest_torchcompile.run import baseline
-from pytest_torchcompile.run.report import (
-    checks_summary,
-    github_summary_markdown,
-    json_report,
-    junit_properties,
-)
-from pytest_torchcompile.run.results import CaseResult, StopReason
-from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Status
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 

@@ -18,6 +18,8 @@ from typing import Any, assert_never
 import torch
 import torch.fx
 
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.verdict import leaves_device_unusable
 from pytest_torchcompile.judging.capture import TensorSpec, private_copy
 from pytest_torchcompile.judging.isolation.config import config_patches, import_setup_modules
 from pytest_torchcompile.judging.isolation.protocol import (
@@ -49,8 +51,6 @@ from pytest_torchcompile.judging.judge import (
     judge_graph,
     register_ops,
 )
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.verdict import leaves_device_unusable
 from pytest_torchcompile.torch_internals.compiling import (
     import_compiler,
     no_compile_caches,

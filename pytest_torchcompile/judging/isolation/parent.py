@@ -20,6 +20,9 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.common import budget
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.verdict import leaves_device_unusable
 from pytest_torchcompile.judging.capture import private_copy
 from pytest_torchcompile.judging.isolation.config import config_patches, import_setup_modules
 from pytest_torchcompile.judging.isolation.protocol import (
@@ -54,9 +57,6 @@ from pytest_torchcompile.judging.isolation.tasks import (
 )
 from pytest_torchcompile.judging.judge import GraphVerdict
 from pytest_torchcompile.judging.stages import StageAttribution
-from pytest_torchcompile.run import budget
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.verdict import leaves_device_unusable
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.fingerprint import compiler_fingerprint
 

@@ -16,12 +16,12 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE
 from pytest_torchcompile.judging.capture import TensorSpec
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import POST_AOT, GraphVerdict
 from pytest_torchcompile.judging.stages import ExpectedFailure, StageAttribution
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE
 from pytest_torchcompile.torch_internals import graph_pickling
 from pytest_torchcompile.torch_internals.ops import op_origins
 

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings, StageQuery
 from pytest_torchcompile.judging.judge import (
     DYNAMO,
@@ -17,7 +18,6 @@ from pytest_torchcompile.judging.judge import (
     judge_graph,
 )
 from pytest_torchcompile.judging.stages import StageAttribution, attribute_stage
-from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.torch_internals.compiling import generated_source
 from pytest_torchcompile.torch_internals.graph_compile import compile_graph
 from pytest_torchcompile.torch_internals.interception import post_aot_graphs

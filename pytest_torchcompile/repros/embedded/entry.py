@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.leaves import shown_table
 from pytest_torchcompile.judging.judge import (
     BROKEN_EXIT,
     FAILS_DIFFERENTLY_EXIT,
@@ -18,8 +20,6 @@ from pytest_torchcompile.judging.judge import (
     same_failure,
 )
 from pytest_torchcompile.repros.embedded.tracing import _trace
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.leaves import shown_table
 from pytest_torchcompile.torch_internals.graph_compile import with_visible_outputs
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.confirmation import Confirmer
+from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.repros.repro import write_repro
-from pytest_torchcompile.run.kinds import FailureKind
 
 aten = torch.ops.aten
 

@@ -15,8 +15,8 @@ import torch
 
 from pytest_torchcompile.checking import model as checking
 from pytest_torchcompile.checking.model import check_model
-from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Status
+from pytest_torchcompile.common.settings import CheckOptions
+from pytest_torchcompile.common.verdict import Status
 
 
 def _mlp() -> torch.nn.Module:

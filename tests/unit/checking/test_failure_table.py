@@ -10,10 +10,10 @@ import pytest
 from pytest_torchcompile.checking.model import CheckOutcome
 from pytest_torchcompile.checking.plain import GraphFailure
 from pytest_torchcompile.checking.runner import failure_message, graph_failures_message
-from pytest_torchcompile.run.leaves import FULL_TABLE_VARIABLE, LeafResult
-from pytest_torchcompile.run.report import TerminalLayout
-from pytest_torchcompile.run.results import CaseResult
-from pytest_torchcompile.run.verdict import Comparison, Status
+from pytest_torchcompile.common.leaves import FULL_TABLE_VARIABLE, LeafResult
+from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.common.verdict import Comparison, Status
+from pytest_torchcompile.reporting.layout import TerminalLayout
 
 
 def gradients(count: int, failing: set[int]) -> list[LeafResult]:

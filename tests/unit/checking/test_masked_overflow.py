@@ -8,9 +8,9 @@ import math
 import torch
 
 from pytest_torchcompile.checking.masked import deviates_on_its_own
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.judging.judge import GraphVerdict
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.leaves import LeafResult
 
 
 def failing(rule: str) -> GraphVerdict:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from pytest_torchcompile.checking.plain import SIDE_RANDOM_NOTE, GraphChecker
-from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE
+from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE
 from pytest_torchcompile.torch_internals.compiling import reset
 from pytest_torchcompile.torch_internals.config import inductor_config
 

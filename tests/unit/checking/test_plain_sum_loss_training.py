@@ -12,7 +12,7 @@ import torch
 from models import ReluInBackward
 
 from pytest_torchcompile.checking.plain import GraphChecker
-from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, TRAINING_TOLERANCE
+from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, TRAINING_TOLERANCE
 from pytest_torchcompile.torch_internals.compiling import reset
 from pytest_torchcompile.torch_internals.config import inductor_config
 

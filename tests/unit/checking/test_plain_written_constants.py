@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from pytest_torchcompile.checking.plain import GraphChecker
-from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE
+from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE
 from pytest_torchcompile.torch_internals.compiling import reset
 
 

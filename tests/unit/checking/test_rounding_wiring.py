@@ -11,9 +11,9 @@ import torch
 
 from pytest_torchcompile.checking import model as checking_model
 from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.common.settings import CheckOptions
+from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.judging import tensor_comparison
-from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import Status
 
 RELU_BUG = CheckOptions(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}, intermediates=False)
 

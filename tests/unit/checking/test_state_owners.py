@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from pytest_torchcompile.checking.masked import CONCURRENT_PROBE_ENV, ProbeChildren
-from pytest_torchcompile.run.session import SESSION_KEY, MinifyJob
+from pytest_torchcompile.common.run_state import MinifyJob
+from pytest_torchcompile.run.session import SESSION_KEY
 from pytest_torchcompile.torch_internals.compiling import import_compiler
 from pytest_torchcompile.torch_internals.interception import intercept_inductor, not_intercepted
 

@@ -11,11 +11,11 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from pytest_torchcompile.checking.masked import ProbeChildren
 from pytest_torchcompile.checking.model import CompiledCache, check_model
 from pytest_torchcompile.checking.plain import GraphChecker
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.settings import CheckOptions
+from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, Status
 from pytest_torchcompile.judging.judge import GraphVerdict
 from pytest_torchcompile.judging.slicing import GraphSlicer
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.settings import CheckOptions
-from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, Status
 from pytest_torchcompile.torch_internals.compiling import reset
 from pytest_torchcompile.torch_internals.config import inductor_config
 
@@ -274,7 +274,7 @@ def test_a_deviation_starting_at_a_rounding_op_is_judged_on_eagers_values_only(
     with eager's values, deviates. Another op's start is tried alone and with its neighbours
     (three cuts of 1, 3 and 5 ops), side by side in one compile."""
     import pytest_torchcompile.checking.masked as masked
-    from pytest_torchcompile.run.leaves import LeafResult
+    from pytest_torchcompile.common.leaves import LeafResult
 
     x = torch.randn(8)
     gm = make_fx(model)(x)

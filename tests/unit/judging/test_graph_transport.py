@@ -9,9 +9,9 @@ import io
 import torch
 import torch.fx
 
+from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging.isolation.parent import IsolatedJudge
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings, encode_candidate
-from pytest_torchcompile.run.kinds import FailureKind
 
 aten = torch.ops.aten
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'"

@@ -17,6 +17,10 @@ import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.common import budget
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.results import StopReason
+from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.judging.capture import input_spec
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation import parent
@@ -39,10 +43,6 @@ from pytest_torchcompile.judging.isolation.tasks import judge_candidate, kernel_
 from pytest_torchcompile.judging.judge import GraphVerdict
 from pytest_torchcompile.minifying.search import minify_graph, minify_repro
 from pytest_torchcompile.repros.repro import write_repro
-from pytest_torchcompile.run import budget
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.results import StopReason
-from pytest_torchcompile.run.settings import CheckOptions
 from pytest_torchcompile.torch_internals.config import inductor_config_diff
 
 aten = torch.ops.aten

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import (
     REPRODUCED_EXIT,
@@ -21,7 +22,6 @@ from pytest_torchcompile.judging.judge import (
     operator_name,
 )
 from pytest_torchcompile.repros.repro import write_repro
-from pytest_torchcompile.run.kinds import FailureKind
 from pytest_torchcompile.torch_internals.config import inductor_config
 
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'"

@@ -11,11 +11,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.leaves import LeafResult, format_table, summarized_leaves
 from pytest_torchcompile.judging.oracle import compare_outputs, first_disagreement, flatten_outputs
 from pytest_torchcompile.judging.rule import leaf_verdict
 from pytest_torchcompile.judging.tensor_comparison import compare_tensor
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.leaves import LeafResult, format_table, summarized_leaves
 
 
 def test_fp16_compiled_closer_to_fp64_than_eager_passes() -> None:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from pytest_torchcompile.common.leaves import INCONCLUSIVE
+from pytest_torchcompile.common.verdict import Comparison
 from pytest_torchcompile.judging.reordering import channels_last, noise_floors, reversed_batch
 from pytest_torchcompile.judging.tensor_comparison import compare_tensor
-from pytest_torchcompile.run.leaves import INCONCLUSIVE
-from pytest_torchcompile.run.verdict import Comparison
 
 TOL = 1e-4
 

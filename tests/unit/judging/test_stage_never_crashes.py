@@ -12,11 +12,11 @@ import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging import stages
 from pytest_torchcompile.judging.isolation import tasks
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings, StageQuery
 from pytest_torchcompile.judging.judge import POST_AOT, judge_graph
-from pytest_torchcompile.run.kinds import FailureKind
 
 
 def doubled(x: torch.Tensor) -> tuple[torch.Tensor]:

@@ -14,14 +14,14 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.verdict import Comparison
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import judge_graph
 from pytest_torchcompile.judging.tensor_comparison import compare_tensor
 from pytest_torchcompile.minifying.search import minify_repro
 from pytest_torchcompile.repros.repro import load_case, write_repro
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.leaves import LeafResult
-from pytest_torchcompile.run.verdict import Comparison
 
 WIDENED_ADD = """
 import torch

@@ -21,6 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.results import MinifyProgress, StopReason
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import InProcessJudge
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
@@ -35,9 +38,6 @@ from pytest_torchcompile.minifying.search import (
     minify_repro,
 )
 from pytest_torchcompile.repros.repro import load_case, repro_defect, write_repro
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.leaves import LeafResult
-from pytest_torchcompile.run.results import MinifyProgress, StopReason
 from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_diff
 
 aten = torch.ops.aten

@@ -12,11 +12,11 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.results import StopReason
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.minifying import search
 from pytest_torchcompile.repros.repro import write_repro
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.results import StopReason
 
 
 def relu(x: torch.Tensor) -> torch.Tensor:

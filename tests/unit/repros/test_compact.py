@@ -15,6 +15,7 @@ import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging import rule
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import InProcessJudge
@@ -23,7 +24,6 @@ from pytest_torchcompile.judging.judge import DYNAMO
 from pytest_torchcompile.repros.compact import RULE_FUNCTIONS, compact_disagreement
 from pytest_torchcompile.repros.repro import MINIFIED_NAME, load_case, load_repro, write_minified
 from pytest_torchcompile.repros.runtime import embedded_source
-from pytest_torchcompile.run.kinds import FailureKind
 
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = {!r}"
 FULL_FORM = "# note:    the full form, not the compact one: "

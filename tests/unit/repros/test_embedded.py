@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import DYNAMO
 from pytest_torchcompile.repros.repro import render_repro
@@ -23,7 +24,6 @@ from pytest_torchcompile.repros.runtime import (
     read_module,
     runtime_modules,
 )
-from pytest_torchcompile.run.kinds import FailureKind
 
 EMBEDDED = (HEAD, *PRELUDE, ENTRY)
 DECLARED = Path(__file__).parents[3] / "pytest_torchcompile" / "repros" / "embedded" / "declared.pyi"

@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 from pytest_torchcompile.__main__ import main
-from pytest_torchcompile.run.baseline import Gate
-from pytest_torchcompile.run.report import TerminalLayout, write_json_report
-from pytest_torchcompile.run.results import CaseResult
+from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.common.verdict import Status
+from pytest_torchcompile.reporting.baseline import Gate
+from pytest_torchcompile.reporting.json_report import write_json_report
+from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.session import RunOutputs, RunRecord, conclude_run, file_digest
 from pytest_torchcompile.run.shard import Shard
-from pytest_torchcompile.run.verdict import Status
 
 ENVIRONMENT = {"torch": "2.13.0", "python": "3.11.7", "inductor_config": {}}
 WIDTH = 100

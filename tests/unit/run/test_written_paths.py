@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 
 from pytest_torchcompile.__main__ import main
-from pytest_torchcompile.run import baseline as baseline_module
+from pytest_torchcompile.common.files import RefusedPath, atomic_write
+from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.common.settings import CheckSettings, GatingSettings
+from pytest_torchcompile.common.verdict import Status
+from pytest_torchcompile.reporting import baseline as baseline_module
+from pytest_torchcompile.reporting.baseline import BaselineError, load_baseline
 from pytest_torchcompile.run import merge as merge_module
-from pytest_torchcompile.run.baseline import BaselineError, load_baseline
-from pytest_torchcompile.run.files import RefusedPath, atomic_write
 from pytest_torchcompile.run.merge import REFUSED
-from pytest_torchcompile.run.results import CaseResult
 from pytest_torchcompile.run.session import AccuracySession
-from pytest_torchcompile.run.settings import CheckSettings, GatingSettings
-from pytest_torchcompile.run.verdict import Status
 
 needs_dev_full = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 TEST = "tests/test_a.py::test_a"
@@ -36,7 +36,7 @@ def session(tmp_path: Path, report: Path | None = None, baseline: Path | None = 
             update: bool = False) -> AccuracySession:
     made = AccuracySession(True, tmp_path / "repros", CheckSettings(), lambda: {})
     made.configure_gating(GatingSettings(baseline, update, False, report))
-    made.results.append(CaseResult(TEST, Status.PASS))
+    made.record(CaseResult(TEST, Status.PASS))
     return made
 
 
@@ -134,7 +134,7 @@ def test_what_cannot_take_a_file_is_refused_and_left_as_it_is(tmp_path: Path, ki
 
 WRITES_TO_STDOUT = """
 import sys
-from pytest_torchcompile.run.files import atomic_write
+from pytest_torchcompile.common.files import atomic_write
 print("before", flush=True)
 atomic_write("/dev/stdout", b"{}\\n")
 print("after", flush=True)
@@ -210,7 +210,7 @@ def test_a_baseline_write_failure_is_worded_as_one(tmp_path: Path) -> None:
 
 @needs_dev_full
 def test_merge_refuses_to_replace_a_device_with_its_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_torchcompile.run.report import write_json_report
+    from pytest_torchcompile.reporting.json_report import write_json_report
     from pytest_torchcompile.run.session import RunRecord
 
     shard = tmp_path / "shard.json"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_torchcompile.run.files import unwritable_directory
+from pytest_torchcompile.common.files import unwritable_directory
 from pytest_torchcompile.torch_internals.environment import environment_failure, inductor_cache
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.leaves import INCONCLUSIVE, LeafResult
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.leaves import INCONCLUSIVE, LeafResult
 
 
 class Status(enum.StrEnum):

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_torchcompile.run import baseline as baseline_module
-from pytest_torchcompile.run.baseline import (
+from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.common.verdict import Status
+from pytest_torchcompile.reporting import baseline as baseline_module
+from pytest_torchcompile.reporting.baseline import (
     FLAKY,
     HEADER,
     STATUS_PRIORITY,
@@ -21,9 +23,7 @@ from pytest_torchcompile.run.baseline import (
     unknown_entries,
     write_baseline,
 )
-from pytest_torchcompile.run.baseline import test_status as aggregate_status
-from pytest_torchcompile.run.results import CaseResult
-from pytest_torchcompile.run.verdict import Status
+from pytest_torchcompile.reporting.baseline import test_status as aggregate_status
 
 
 def write(tmp_path: Path, text: str, name: str = "baseline.txt") -> Path:

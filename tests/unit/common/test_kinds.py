@@ -1,10 +1,10 @@
-"""The one vocabulary of what went wrong (``run/kinds.FailureKind``) and its one table to a
+"""The one vocabulary of what went wrong (``common/kinds.FailureKind``) and its one table to a
 check's status."""
 
 from __future__ import annotations
 
-from pytest_torchcompile.run.kinds import FailureKind
-from pytest_torchcompile.run.verdict import Status
+from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.verdict import Status
 
 RECORDED = {FailureKind.ACCURACY, FailureKind.COMPILE_ERROR, FailureKind.RUNTIME_ERROR, FailureKind.EAGER_ERROR}
 """The kinds a repro file records; the others are failures of the judging."""

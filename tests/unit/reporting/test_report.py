@@ -8,21 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_torchcompile.run.baseline import Decision, DecisionKind
-from pytest_torchcompile.run.leaves import LeafResult
-from pytest_torchcompile.run.report import (
-    RATIO_LEGEND,
-    SCHEMA_VERSION,
-    TerminalLayout,
-    append_github_summary,
-    github_summary_markdown,
-    json_report,
-    junit_properties,
-    terminal_lines,
-    write_json_report,
-)
-from pytest_torchcompile.run.results import CaseResult, MinifyResult, StopReason
-from pytest_torchcompile.run.verdict import Status
+from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.results import CaseResult, MinifyResult, StopReason
+from pytest_torchcompile.common.verdict import Status
+from pytest_torchcompile.reporting.baseline import Decision, DecisionKind
+from pytest_torchcompile.reporting.github import append_github_summary, github_summary_markdown
+from pytest_torchcompile.reporting.json_report import SCHEMA_VERSION, json_report, write_json_report
+from pytest_torchcompile.reporting.junit import junit_properties
+from pytest_torchcompile.reporting.layout import TerminalLayout
+from pytest_torchcompile.reporting.terminal import RATIO_LEGEND, terminal_lines
 from pytest_torchcompile.torch_internals.environment import report_environment
 
 LEAF = LeafResult(

@@ -76,15 +76,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeAlias
 
-from pytest_torchcompile.run.files import (
+from pytest_torchcompile.common.files import (
     NotARegularFile,
     TooLarge,
     atomic_write,
     locked,
     read_bounded,
 )
-from pytest_torchcompile.run.results import CaseResult
-from pytest_torchcompile.run.verdict import Status
+from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.common.verdict import Status
 
 FORMAT_VERSION = 1
 HEADER = f"# pytest-torchcompile baseline v{FORMAT_VERSION}"

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_torchcompile.run.results import CaseResult
+from pytest_torchcompile.common.results import CaseResult
 
 
 @dataclass

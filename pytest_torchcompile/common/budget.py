@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pytest_torchcompile.run import roles, settings
+from pytest_torchcompile.common import roles, settings
 
 THREADS_ENV = "PYTEST_TORCHCOMPILE_THREADS"
 LIMITED_KEY = pytest.StashKey[int]()

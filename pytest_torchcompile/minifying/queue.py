@@ -38,13 +38,13 @@ from typing import Any
 
 import filelock
 
-from pytest_torchcompile.run.files import atomic_write, make_directory
-from pytest_torchcompile.run.processes import own_start, pid_alive
-from pytest_torchcompile.run.results import (
+from pytest_torchcompile.common.files import atomic_write, make_directory
+from pytest_torchcompile.common.processes import own_start, pid_alive
+from pytest_torchcompile.common.results import (
     MinifyResult,
     StopReason,
 )
-from pytest_torchcompile.run.session import MinifyJob
+from pytest_torchcompile.common.run_state import MinifyJob
 
 LEASE_ENV = "PYTEST_TORCHCOMPILE_LEASE_S"
 DEFAULT_LEASE_S = 30.0

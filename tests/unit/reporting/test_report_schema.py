@@ -10,10 +10,10 @@ from typing import Any
 
 from test_report import decisions, results
 
-from pytest_torchcompile.run.leaves import LeafResult
-from pytest_torchcompile.run.report import json_report
-from pytest_torchcompile.run.results import CaseResult, MinifyResult, StopReason
-from pytest_torchcompile.run.verdict import Status
+from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.results import CaseResult, MinifyResult, StopReason
+from pytest_torchcompile.common.verdict import Status
+from pytest_torchcompile.reporting.json_report import json_report
 
 DOCS = Path(__file__).parents[3] / "docs" / "reports.md"
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from pytest_torchcompile.run import budget
+from pytest_torchcompile.common import budget
 
 
 def test_shares_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:

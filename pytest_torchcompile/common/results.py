@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_torchcompile.run.leaves import LeafResult
-from pytest_torchcompile.run.verdict import Status
+from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.verdict import Status
 
 
 class StopReason(enum.StrEnum):

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_torchcompile.run.verdict import DEFAULT_TOLERANCE, TRAINING_TOLERANCE
+from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, TRAINING_TOLERANCE
 
 
 @dataclass(frozen=True)

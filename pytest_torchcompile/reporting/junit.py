@@ -1,0 +1,88 @@
+"""JUnit: the properties of a check on its test case, and a whole file for a run pytest wrote
+none for (the merge of a split run's shards)."""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from pytest_torchcompile.common.files import atomic_write
+from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.reporting.baseline import Decision, DecisionKind, is_failing
+from pytest_torchcompile.reporting.cells import by_test, format_ratio
+
+
+def junit_properties(result: CaseResult) -> list[tuple[str, str]]:
+    """``record_property`` pairs for one check; values that are absent (no repro, no minified
+    file, no case id, no ratio) are left out rather than written empty."""
+    minified = result.minify.path if result.minify else None
+    candidates = [
+        ("torchcompile_case", result.case_id),
+        ("torchcompile_status", str(result.status)),
+        ("torchcompile_worst_ratio", None if result.worst_ratio is None else format_ratio(result.worst_ratio)),
+        ("torchcompile_repro", result.repro_path),
+        ("torchcompile_minified", minified),
+        ("torchcompile_minify_stop", str(result.minify.stop) if result.minify else None),
+        ("torchcompile_reference", result.reference),
+        ("torchcompile_graphs_judged", None if result.graphs_judged is None else str(result.graphs_judged)),
+        ("torchcompile_unchecked", "; ".join(result.unchecked) or None),
+        ("torchcompile_unconfirmed", result.unconfirmed),
+    ]
+    return [(name, value) for name, value in candidates if value is not None]
+
+
+def junit_xml(
+    results: Sequence[CaseResult],
+    decisions: Mapping[str, Decision] | None,
+    failed_reports: Sequence[tuple[str, str]],
+) -> str:
+    """A JUnit XML file of the run's tests, for a run pytest did not write one for (the merge of a
+    split run's shards): a test case per test with a check or a failed report, with the checks'
+    :func:`junit_properties`; a failure where pytest counted one or the test fails the run against
+    the baseline, skipped (xfail) where the baseline expects its failure."""
+    checks = dict(by_test(results))
+    failed: dict[str, list[str]] = {}
+    for nodeid, when in failed_reports:
+        failed.setdefault(nodeid, []).append(when)
+    suite = ET.Element("testsuite", name="pytest-torchcompile")
+    counts = Counter[str]()
+    for nodeid in sorted(set(checks) | set(failed)):
+        *scope, name = nodeid.split("::")
+        classname = ".".join([scope[0].removesuffix(".py").replace("/", "."), *scope[1:]]) if scope else ""
+        case = ET.SubElement(suite, "testcase", classname=classname, name=name)
+        properties = [pair for check in checks.get(nodeid, []) for pair in junit_properties(check)]
+        if properties:
+            holder = ET.SubElement(case, "properties")
+            for key, value in properties:
+                ET.SubElement(holder, "property", name=key, value=value)
+        decision = decisions.get(nodeid) if decisions else None
+        if nodeid in failed or (decision is not None and decision.fails_run):
+            reasons = [f"failed in {when}" for when in failed.get(nodeid, [])]
+            if decision is not None:
+                reasons.append(f"compile accuracy {decision.kind.label}: {decision.message}")
+            ET.SubElement(case, "failure", message="; ".join(reasons))
+            counts["failures"] += 1
+        elif decision is not None and decision.kind in (DecisionKind.EXPECTED_FAILURE, DecisionKind.FLAKY) \
+                and is_failing(decision.status):
+            ET.SubElement(case, "skipped", type="pytest.xfail",
+                          message=f"compile accuracy {decision.kind.label}: {decision.message}")
+            counts["skipped"] += 1
+    suite.set("tests", str(len(suite)))
+    suite.set("failures", str(counts["failures"]))
+    suite.set("errors", "0")
+    suite.set("skipped", str(counts["skipped"]))
+    root = ET.Element("testsuites")
+    root.append(suite)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_junit(
+    path: str | os.PathLike[str],
+    results: Sequence[CaseResult],
+    decisions: Mapping[str, Decision] | None,
+    failed_reports: Sequence[tuple[str, str]],
+) -> None:
+    """Write :func:`junit_xml` to ``path`` atomically."""
+    atomic_write(path, junit_xml(results, decisions, failed_reports).encode())
