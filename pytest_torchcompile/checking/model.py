@@ -189,7 +189,11 @@ def _execute(
         output = call(*args, **kwargs)
         targets = _trainable(module) + [(name, a) for name, a in _named_arguments(args, kwargs) if a.requires_grad]
         grads = torch.autograd.grad(_loss(output, options.loss_fn), [t for _, t in targets], allow_unused=True)
-    return {"out": output, "grad": {n: g for (n, _), g in zip(targets, grads, strict=True) if g is not None}}, args
+    # No gradient and a zero gradient are one: compiled code gives zeros where eager gives None
+    # (AOT autograd's backward covers every input of the graph, outputs the loss leaves out
+    # included: GoogLeNet's auxiliary heads in train mode), as PyTorch's accuracy runs treat them.
+    return {"out": output, "grad": {n: torch.zeros_like(t) if g is None else g
+                                    for (n, t), g in zip(targets, grads, strict=True)}}, args
 
 
 def _named_arguments(args: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:

@@ -160,6 +160,38 @@ def test_compiler_errors_have_their_own_statuses(bug: str, status: Status) -> No
     assert outcome.failing_graphs
 
 
+class AuxiliaryHead(torch.nn.Module):
+    """GoogLeNet in train mode: a head whose output the loss leaves out, whose parameters get no
+    gradient eagerly and zeros compiled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body, self.aux = torch.nn.Linear(8, 4), torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.body(x).relu(), self.aux(x)
+
+
+def _first_output(out: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    return out[0].sum()
+
+
+def test_no_gradient_and_a_zero_gradient_are_one() -> None:
+    torch.manual_seed(0)
+    outcome = check_model(AuxiliaryHead(), (torch.randn(4, 8),), options=CheckOptions(backward=True, loss_fn=_first_output))
+    assert outcome.status is Status.PASS, outcome.message
+    paths = {leaf.path for leaf in outcome.comparison.leaves}
+    assert {"grad['aux.weight']", "grad['body.weight']"} <= paths
+
+
+def test_a_wrong_gradient_beside_an_unused_head_still_fails() -> None:
+    torch.manual_seed(0)
+    outcome = check_model(AuxiliaryHead(), (torch.randn(4, 8),),
+                          options=CheckOptions(backward=True, loss_fn=_first_output, inductor_config=RELU_BUG))
+    assert outcome.status is Status.FAIL_ACCURACY
+    assert "grad['body.weight']" in {leaf.path for leaf in outcome.comparison.failing}
+
+
 def test_training_checks_default_to_pytorchs_training_tolerance() -> None:
     assert CheckOptions().tolerance == DEFAULT_TOLERANCE
     assert CheckOptions(backward=True).tolerance == CheckOptions(steps=2).tolerance == TRAINING_TOLERANCE
