@@ -189,7 +189,8 @@ lowering.lowerings[torch.ops.aten.add.Tensor] = _scaled_add
 '''
 
 
-def run_chunk(selected: list[str], out: Path, workers: int, inject: float | None, tag: str) -> int:
+def run_chunk(selected: list[str], out: Path, workers: int, inject: float | None, tag: str,
+              minify: float | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = out / f"work-{tag}"
     work.mkdir(exist_ok=True)
@@ -203,7 +204,8 @@ def run_chunk(selected: list[str], out: Path, workers: int, inject: float | None
                    TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
     report = out / f"report-{tag}.json"
     command = [sys.executable, "-m", "pytest", str(work), "--compile-accuracy", "-p", "no:cacheprovider", "-q",
-               "--no-compile-accuracy-minify", f"--compile-accuracy-report={report}",
+               *(["--no-compile-accuracy-minify"] if minify is None else [f"--compile-accuracy-minify-timeout={minify}"]),
+               f"--compile-accuracy-report={report}",
                f"--compile-accuracy-dir={work / 'repros'}", "-W", "ignore", "--rootdir", str(work)]
     if workers > 1:
         command += ["-n", str(workers)]
@@ -223,8 +225,11 @@ def summary(out: Path) -> str:
             check = test["checks"][0] if test["checks"] else {}
             failing = [leaf for leaf in check.get("leaves") or [] if not leaf["passed"]]
             floors = [leaf for leaf in check.get("leaves") or [] if leaf["detail"].startswith("measured against")]
+            minified = check.get("minify") or {}
+            stage = (f" [minified {minified['ops_before']} -> {minified['ops_after']} ops: "
+                     f"{minified.get('stage_summary') or minified.get('note') or minified.get('stop')}]" if minified else "")
             results[row] = {"status": test["status"], "ratio": check.get("worst_ratio"),
-                            "message": " ".join((check.get("message") or "").split())[:110],
+                            "message": " ".join((check.get("message") or "").split())[:110] + stage,
                             "failing": len(failing), "floored": len(floors)}
     lines = [f"{'row':46s} {'status':22s} {'ratio':>8s} {'s':>6s}  verdict"]
     counts: dict[str, int] = {}
@@ -255,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", "--workers", type=int, default=8)
     parser.add_argument("--inject", type=float, help="scale Inductor's add lowering by 1 + EPS")
     parser.add_argument("--summary", type=Path, help="print the table of a sweep's --out folder and exit")
+    parser.add_argument("--minify", type=float, metavar="SECONDS",
+                        help="minify each failing row within this budget (default: no minification)")
     args = parser.parse_args(argv)
     if args.summary:
         print(summary(args.summary))
@@ -266,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(selected) + f"\n{len(selected)} rows")
         return 0
     tag = f"{index}-of-{count}" + ("" if args.inject is None else f"-inject-{args.inject:g}")
-    run_chunk(selected, args.out, args.workers, args.inject, tag)
+    run_chunk(selected, args.out, args.workers, args.inject, tag, args.minify)
     print(summary(args.out))
     return 0
 

@@ -6,7 +6,7 @@ import contextlib
 import warnings
 from collections.abc import Iterator
 
-from pytest_torchcompile.judging.judge import generators_kept
+from pytest_torchcompile.judging.seeding import generators_kept
 from pytest_torchcompile.torch_internals.interception import not_intercepted
 from pytest_torchcompile.torch_internals.observable import unobserved
 

@@ -29,28 +29,26 @@ from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import Comparison, Status, out_of_memory
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
+from pytest_torchcompile.judging.copies import clone_values, strided_copy, widened
 from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import (
     DYNAMO,
-    UNWRITTEN_FILLS,
-    changed,
-    clone_values,
     compare_graph_outputs,
     error_signature,
-    full_fp32_precision,
     judge_graph,
-    mutated_inputs,
-    reference_outputs,
-    rng_states,
-    strided_copy,
-    unwritten_elements,
-    widened,
 )
+from pytest_torchcompile.judging.mutation import changed, mutated_inputs
 from pytest_torchcompile.judging.oracle import (
     compare_outputs,
     first_disagreement,
     flatten_outputs,
     unwritten_leaves,
+)
+from pytest_torchcompile.judging.precision import full_fp32_precision
+from pytest_torchcompile.judging.references import (
+    UNWRITTEN_FILLS,
+    reference_outputs,
+    unwritten_elements,
 )
 from pytest_torchcompile.judging.reordering import (
     Arguments,
@@ -58,6 +56,7 @@ from pytest_torchcompile.judging.reordering import (
     noise_floors,
     reversed_batch,
 )
+from pytest_torchcompile.judging.seeding import rng_states
 from pytest_torchcompile.torch_internals.compiling import no_compile_caches, reset, strict_dynamo
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.environment import (

@@ -37,25 +37,23 @@ from pytest_torchcompile.judging.capture import (
     GraphCapture,
     input_signature,
 )
+from pytest_torchcompile.judging.copies import clone_values, traced_layout
 from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import (
-    at_full_fp32,
-    clone_values,
     compare_graph_outputs,
     devices_of,
     differentiating,
     error_signature,
+)
+from pytest_torchcompile.judging.mutation import mutated_inputs
+from pytest_torchcompile.judging.precision import at_full_fp32, full_fp32_precision
+from pytest_torchcompile.judging.references import (
     fp64_results,
-    full_fp32_precision,
-    generators_kept,
-    mutated_inputs,
     reference_results,
-    rng_states,
     run_graph,
-    set_rng_states,
-    traced_layout,
     unwritten_elements,
 )
+from pytest_torchcompile.judging.seeding import generators_kept, rng_states, set_rng_states
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.environment import (
     ENVIRONMENT_NOT_JUDGED,

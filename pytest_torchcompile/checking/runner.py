@@ -34,11 +34,7 @@ from pytest_torchcompile.common.settings import CheckSettings
 from pytest_torchcompile.common.verdict import Comparison, Status
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.judge import (
-    DYNAMO,
-    POST_AOT,
-    error_signature,
-)
+from pytest_torchcompile.judging.judge import DYNAMO, POST_AOT, error_signature
 from pytest_torchcompile.reporting.junit import junit_properties
 from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case

@@ -17,15 +17,10 @@ from typing import Any
 import torch
 import torch.fx
 
-from pytest_torchcompile.judging.judge import (
-    IN_PLACE_OPERATORS,
-    changed,
-    clone_values,
-    devices_of,
-    draws_random,
-    rng_states,
-    synchronize,
-)
+from pytest_torchcompile.judging.copies import clone_values
+from pytest_torchcompile.judging.judge import devices_of, synchronize
+from pytest_torchcompile.judging.mutation import IN_PLACE_OPERATORS, changed
+from pytest_torchcompile.judging.seeding import draws_random, rng_states
 from pytest_torchcompile.torch_internals.compiling import compile_errors_suppressed
 from pytest_torchcompile.torch_internals.config import inductor_config_source
 from pytest_torchcompile.torch_internals.interception import (

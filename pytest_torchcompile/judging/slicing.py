@@ -13,12 +13,8 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging.capture import OP_NODES
-from pytest_torchcompile.judging.judge import (
-    clone_values,
-    may_write_inputs,
-    strided_copy,
-    writes_an_argument,
-)
+from pytest_torchcompile.judging.copies import clone_values, strided_copy
+from pytest_torchcompile.judging.mutation import may_write_inputs, writes_an_argument
 from pytest_torchcompile.torch_internals.graph_compile import visible_outputs, with_visible_outputs
 from pytest_torchcompile.torch_internals.ops import (
     can_mask_a_deviation,

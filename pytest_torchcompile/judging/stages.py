@@ -31,10 +31,10 @@ from pytest_torchcompile.judging.judge import (
     devices_of,
     judge_graph,
     judges_backward,
-    mutated_inputs,
-    reference_outputs,
     same_failure,
 )
+from pytest_torchcompile.judging.mutation import mutated_inputs
+from pytest_torchcompile.judging.references import reference_outputs
 from pytest_torchcompile.torch_internals.bisector import (
     GRAPH_PASSES,
     bisector_config_changes,

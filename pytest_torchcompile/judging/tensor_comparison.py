@@ -124,7 +124,7 @@ def _wrong_dtype(path: str, dtype: str, gave: str, compiled: torch.Tensor, eager
 
 
 def unwritten_mask(first: Any, second: Any) -> torch.Tensor | None:
-    """Where two runs that filled memory no op wrote unlike (``judge.unwritten_elements``) differ:
+    """Where two runs that filled memory no op wrote unlike (``references.unwritten_elements``) differ:
     the elements that depend on that memory; None where none does."""
     if not isinstance(first, torch.Tensor) or not isinstance(second, torch.Tensor) or first.shape != second.shape:
         return None

@@ -24,18 +24,16 @@ import torch
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging import rule
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.judge import (
-    DYNAMO,
+from pytest_torchcompile.judging.copies import clone_values
+from pytest_torchcompile.judging.judge import DYNAMO, POST_AOT
+from pytest_torchcompile.judging.mutation import (
     IN_PLACE_OPERATORS,
-    POST_AOT,
     changed,
-    clone_values,
-    draws_random,
     mutated_inputs,
     operator_name,
-    reference_outputs,
-    unwritten_elements,
 )
+from pytest_torchcompile.judging.references import reference_outputs, unwritten_elements
+from pytest_torchcompile.judging.seeding import draws_random
 from pytest_torchcompile.repros.runtime import embedded_source
 from pytest_torchcompile.torch_internals.graph_compile import VISIBLE_OUTPUTS_KEY, visible_outputs
 

@@ -25,30 +25,31 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pytest_torchcompile.judging import judge
-
 PACKAGE = "pytest_torchcompile"
 
 
-def plugin_imports(module: ModuleType) -> list[str]:
-    """The modules of the plugin that ``module`` imports at module level, in order."""
-    tree = ast.parse(inspect.getsource(module))
-    return [node.module for node in tree.body
+def plugin_imports(source: str) -> list[str]:
+    """The modules of the plugin that ``source`` imports at module level, in order."""
+    return [node.module for node in ast.parse(source).body
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == PACKAGE]
 
 
-def runtime_modules(root: ModuleType = judge) -> list[ModuleType]:
-    """``root`` and the plugin's modules it needs, each after the modules it imports."""
+def runtime_modules() -> list[ModuleType]:
+    """The plugin's modules that the code of ``repros.embedded`` imports, and theirs, each after
+    the modules it imports: the judging code a full repro file carries."""
     ordered: list[ModuleType] = []
 
     def visit(module: ModuleType) -> None:
         if module in ordered:
             return
-        for name in plugin_imports(module):
+        for name in plugin_imports(inspect.getsource(module)):
             visit(importlib.import_module(name))
         ordered.append(module)
 
-    visit(root)
+    for embedded in (*PRELUDE, ENTRY):
+        for name in plugin_imports(read_module(embedded)):
+            if not name.startswith(f"{EMBEDDED}."):  # read, never imported: see read_module
+                visit(importlib.import_module(name))
     return ordered
 
 

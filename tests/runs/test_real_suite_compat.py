@@ -69,7 +69,7 @@ def test_full_fp32_precision_turns_tf32_off_and_restores_every_flag(setup: str) 
     legacy flag newly unreadable (Inductor reads them); after, every flag as it was."""
     script = PRECISION_STATE + textwrap.dedent(f"""
         import warnings
-        from pytest_torchcompile.judging.judge import full_fp32_precision
+        from pytest_torchcompile.judging.precision import full_fp32_precision
 
         {setup}
         warnings.simplefilter("error")

@@ -18,7 +18,9 @@ from pytest_torchcompile.common.results import CaseResult, StopReason
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.judge import DYNAMO, clone_values, strided_copy, unwritten_elements
+from pytest_torchcompile.judging.copies import clone_values, strided_copy
+from pytest_torchcompile.judging.judge import DYNAMO
+from pytest_torchcompile.judging.references import unwritten_elements
 from pytest_torchcompile.minifying.search import minify_graph
 from pytest_torchcompile.reporting import baseline
 from pytest_torchcompile.reporting.cells import checks_summary

@@ -44,13 +44,9 @@ from pytest_torchcompile.judging.isolation.protocol import (
     WarmUp,
 )
 from pytest_torchcompile.judging.isolation.tasks import kernel_source, stage_of
-from pytest_torchcompile.judging.judge import (
-    GraphVerdict,
-    error_signature,
-    full_fp32_precision,
-    judge_graph,
-    register_ops,
-)
+from pytest_torchcompile.judging.judge import GraphVerdict, error_signature, judge_graph
+from pytest_torchcompile.judging.precision import full_fp32_precision
+from pytest_torchcompile.judging.registration import register_ops
 from pytest_torchcompile.torch_internals.compiling import (
     import_compiler,
     no_compile_caches,

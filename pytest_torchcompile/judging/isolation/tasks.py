@@ -8,11 +8,11 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.judging.copies import clone_values
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings, StageQuery
 from pytest_torchcompile.judging.judge import (
     DYNAMO,
     GraphVerdict,
-    clone_values,
     differentiating,
     error_signature,
     judge_graph,

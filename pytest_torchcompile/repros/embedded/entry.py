@@ -16,9 +16,9 @@ from pytest_torchcompile.judging.judge import (
     REPRODUCED_EXIT,
     ReproBroken,
     judge_graph,
-    register_ops,
     same_failure,
 )
+from pytest_torchcompile.judging.registration import register_ops
 from pytest_torchcompile.repros.embedded.tracing import _trace
 from pytest_torchcompile.torch_internals.graph_compile import with_visible_outputs
 

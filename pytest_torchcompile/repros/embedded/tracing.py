@@ -8,7 +8,7 @@ import torch
 import torch.fx
 from torch.overrides import TorchFunctionMode
 
-from pytest_torchcompile.judging.judge import IN_PLACE_OPERATORS
+from pytest_torchcompile.judging.mutation import IN_PLACE_OPERATORS
 
 
 class _Proxy(torch.fx.Proxy):

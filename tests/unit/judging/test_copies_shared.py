@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from pytest_torchcompile.judging import judge
+from pytest_torchcompile.judging import references
 from pytest_torchcompile.judging.capture import GraphCapture
 from pytest_torchcompile.judging.slicing import GraphSlicer
 
@@ -27,20 +27,20 @@ def scale_in_place(x: torch.Tensor) -> tuple[torch.Tensor]:
 
 def _copies_made(monkeypatch: pytest.MonkeyPatch) -> list[torch.Tensor]:
     copied: list[torch.Tensor] = []
-    original = judge.clone_values
+    original = references.clone_values
 
     def spy(values: Sequence[Any], keep_grad: bool = False) -> list[Any]:
         copied.extend(value for value in values if isinstance(value, torch.Tensor))
         return original(values, keep_grad)
 
-    monkeypatch.setattr(judge, "clone_values", spy)
+    monkeypatch.setattr(references, "clone_values", spy)
     return copied
 
 
 def test_the_fp64_run_copies_an_fp32_input_once_by_widening_it(monkeypatch: pytest.MonkeyPatch) -> None:
     x, weight = torch.randn(3, 4), torch.randn(5, 4)
     copied = _copies_made(monkeypatch)
-    outputs = judge.fp64_outputs(linear, [x, weight])
+    outputs = references.fp64_outputs(linear, [x, weight])
     assert outputs is not None and outputs[0].dtype == torch.float64
     torch.testing.assert_close(outputs[0], x.double() @ weight.double().t())
     assert copied == []
@@ -49,7 +49,7 @@ def test_the_fp64_run_copies_an_fp32_input_once_by_widening_it(monkeypatch: pyte
 def test_the_fp64_run_still_copies_an_input_in_fp64_already(monkeypatch: pytest.MonkeyPatch) -> None:
     x = torch.ones(4, dtype=torch.float64)
     copied = _copies_made(monkeypatch)
-    outputs = judge.fp64_outputs(scale_in_place, [x], mutated=[0])
+    outputs = references.fp64_outputs(scale_in_place, [x], mutated=[0])
     assert outputs is not None and torch.equal(outputs[1], torch.full((4,), 2.0, dtype=torch.float64))
     assert torch.equal(x, torch.ones(4, dtype=torch.float64)) and len(copied) == 1
 
@@ -103,7 +103,7 @@ def _widenings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     alive: list[weakref.ref[torch.Tensor]] = []
     counts: list[int] = []
-    original = judge._widened_copy
+    original = references.widened_copy
 
     def spy(value: Any, keep_grad: bool) -> Any:
         counts.append(sum(ref() is not None for ref in alive))
@@ -112,7 +112,7 @@ def _widenings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             alive.append(weakref.ref(wide))
         return wide
 
-    monkeypatch.setattr(judge, "_widened_copy", spy)
+    monkeypatch.setattr(references, "widened_copy", spy)
     return counts
 
 
@@ -127,7 +127,7 @@ def test_the_fp64_run_of_a_graph_widens_each_input_as_it_is_first_read(monkeypat
     counts = _widenings(monkeypatch)
     gm = make_fx(layers)(x, *weights)
     copied = _copies_made(monkeypatch)
-    outputs = judge.fp64_outputs(gm, [x, *weights])
+    outputs = references.fp64_outputs(gm, [x, *weights])
     assert outputs is not None and outputs[0].dtype == torch.float64
     expected = x.double()
     for weight in weights:
@@ -142,7 +142,7 @@ def test_a_graph_that_writes_an_input_is_widened_up_front_as_before(monkeypatch:
     x = torch.ones(4)
     gm = make_fx(scale_in_place)(x.clone())
     counts = _widenings(monkeypatch)
-    outputs = judge.fp64_outputs(gm, [x], mutated=[0])
+    outputs = references.fp64_outputs(gm, [x], mutated=[0])
     assert outputs is not None and torch.equal(outputs[1], torch.full((4,), 2.0, dtype=torch.float64))
     assert torch.equal(x, torch.ones(4)) and counts == [0]
 
@@ -151,10 +151,10 @@ def test_the_eager_run_of_a_graph_that_writes_no_input_reads_the_inputs_themselv
         monkeypatch: pytest.MonkeyPatch) -> None:
     x, weight = torch.randn(3, 4), torch.randn(5, 4)
     copied = _copies_made(monkeypatch)
-    [output] = judge.run_graph(make_fx(linear)(x, weight), [x, weight])
+    [output] = references.run_graph(make_fx(linear)(x, weight), [x, weight])
     assert torch.equal(output, x @ weight.t()) and copied == []
     # A graph that writes an input, or code that is no graph, runs on copies.
     y = torch.ones(4)
-    judge.run_graph(make_fx(scale_in_place)(y.clone()), [y])
-    judge.run_graph(linear, [x, weight])
+    references.run_graph(make_fx(scale_in_place)(y.clone()), [y])
+    references.run_graph(linear, [x, weight])
     assert torch.equal(y, torch.ones(4)) and len(copied) == 3

@@ -9,7 +9,8 @@ import torch
 
 from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.common.settings import CheckOptions
-from pytest_torchcompile.judging.judge import fp64_outputs, widened
+from pytest_torchcompile.judging.copies import widened
+from pytest_torchcompile.judging.references import fp64_outputs
 
 
 def test_a_complex_graph_input_is_widened_to_complex128_for_the_reference() -> None:

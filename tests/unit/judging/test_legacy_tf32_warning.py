@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_torchcompile.judging.judge import LEGACY_TF32_WARNING, full_fp32_precision
+from pytest_torchcompile.judging.precision import LEGACY_TF32_WARNING, full_fp32_precision
 
 LEGACY_CALLS = ("_get_cudnn_allow_tf32", "_set_cudnn_allow_tf32", "_get_cublas_allow_tf32",
                 "_set_cublas_allow_tf32", "_set_float32_matmul_precision")

@@ -13,14 +13,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.judge import (
-    REPRODUCED_EXIT,
-    judge_graph,
-    may_write_inputs,
-    mutated_input_path,
-    mutated_inputs,
-    operator_name,
-)
+from pytest_torchcompile.judging.judge import REPRODUCED_EXIT, judge_graph, mutated_input_path
+from pytest_torchcompile.judging.mutation import may_write_inputs, mutated_inputs, operator_name
 from pytest_torchcompile.repros.repro import write_repro
 from pytest_torchcompile.torch_internals.config import inductor_config
 

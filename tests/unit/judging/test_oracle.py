@@ -166,7 +166,7 @@ def test_objects_holding_tensors_are_looked_into() -> None:
 
 
 def test_checks_run_without_tf32_and_restore_the_callers_setting() -> None:
-    from pytest_torchcompile.judging.judge import full_fp32_precision
+    from pytest_torchcompile.judging.precision import full_fp32_precision
 
     saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     try:

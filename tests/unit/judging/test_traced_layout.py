@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from pytest_torchcompile.judging.judge import traced_layout
+from pytest_torchcompile.judging.copies import traced_layout
 
 
 def _flattened(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -27,10 +27,7 @@ from pytest_torchcompile.common.results import MinifyProgress, StopReason
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import InProcessJudge
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
-from pytest_torchcompile.judging.judge import (
-    GraphVerdict,
-    judge_graph,
-)
+from pytest_torchcompile.judging.judge import GraphVerdict, judge_graph
 from pytest_torchcompile.minifying.search import (
     GraphSlicer,
     minify_graph,

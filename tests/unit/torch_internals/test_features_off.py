@@ -174,7 +174,7 @@ def test_without_compile_fx_inner_checking_names_it(monkeypatch: pytest.MonkeyPa
 
 
 def test_without_the_random_tag_no_graph_is_taken_for_random(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_torchcompile.judging.judge import draws_random
+    from pytest_torchcompile.judging.seeding import draws_random
     from pytest_torchcompile.torch_internals.ops import is_random_op
 
     gm = make_fx(lambda x: (torch.rand_like(x) + x,))(torch.randn(4))
