@@ -65,6 +65,30 @@ def within_noise(figures: tuple[float, ...], noise: float, tol: float) -> bool:
     return compiled_error <= multiplier * max(eager_error, noise) + tol / 10.0
 
 
+RESOLUTION_EPSILONS = 2.0
+"""How far from fp64 a half-precision result may be, in its format's epsilon times the rms of
+the fp64 value, whatever eager's error: the format's resolution (see :func:`within_resolution`)."""
+
+
+def within_resolution(compiled: torch.Tensor, reference: torch.Tensor, compiled_error: float) -> float | None:
+    """For a float16 or bfloat16 result that the rule failed: its rmse against fp64 in units of
+    the format's epsilon times the rms of the fp64 value, where that is at most
+    :data:`RESOLUTION_EPSILONS`; else None. Rounding a result to the format alone leaves up to
+    0.3 of these units; a network's roundings in it accumulate to one or two, in eager and
+    compiled code alike (Inductor keeps a fused kernel's intermediates in fp32 where eager rounds
+    each op, which moves the result by as much), and no rule on the result can tell a deviation
+    below that from rounding. Eager's own error is then no bound: it is one sample of that
+    rounding, and may be a lucky one."""
+    if compiled.dtype not in (torch.float16, torch.bfloat16):
+        return None
+    finite = compiled.isfinite() & reference.isfinite()
+    scale = float(torch.sqrt(torch.mean(torch.square(reference[finite].double())))) if bool(finite.any()) else 0.0
+    if scale == 0.0:
+        return None
+    units = compiled_error / (torch.finfo(compiled.dtype).eps * scale)
+    return units if units <= RESOLUTION_EPSILONS else None
+
+
 def inconclusive_reason(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor | None, how: str,
                         tol: float) -> str | None:
     """Why an output that :func:`leaf_verdict` failed by its non-finite pattern (``how``) cannot

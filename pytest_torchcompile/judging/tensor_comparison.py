@@ -15,10 +15,12 @@ import torch
 
 from pytest_torchcompile.common.leaves import INCONCLUSIVE, LeafResult
 from pytest_torchcompile.judging.rule import (
+    RESOLUTION_EPSILONS,
     inconclusive_reason,
     leaf_verdict,
     precision_kept,
     within_noise,
+    within_resolution,
 )
 
 
@@ -95,6 +97,11 @@ def compare_tensor(
         passed = within_noise(figures, noise, tol)
         notes.append(f"measured against another valid eager evaluation's rmse {noise:.3e} (the batch "
                      f"reversed, or channels-last inputs), {noise / max(eager_error, 1e-300):.0f}x eager's")
+    units = None if passed else within_resolution(compiled, reference, compiled_error)
+    if units is not None:
+        passed = True
+        notes.append(f"within {dtype}'s resolution: compiled's rmse is {units:.2f} of its epsilons of the fp64 "
+                     f"value's rms (at most {RESOLUTION_EPSILONS:g})")
     worst, where = _worst_element(compiled, reference.to(torch.float64))
     return LeafResult(
         path, shape, dtype, passed, how,

@@ -228,3 +228,46 @@ def test_an_exact_output_of_an_fp64_run_still_fails_a_small_wrong_value() -> Non
     leaf = compare_tensor("out", wrong, reference.to(torch.float32), reference, TOL)
 
     assert (leaf.passed, leaf.rule) == (False, "fp64 rmse")
+
+
+def _in_epsilons(compiled: torch.Tensor, reference: torch.Tensor) -> float:
+    error = float((compiled.double() - reference).square().mean().sqrt())
+    return error / (torch.finfo(compiled.dtype).eps * float(reference.square().mean().sqrt()))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_half_precision_result_within_its_formats_resolution_passes_and_says_so(
+        reference: torch.Tensor, dtype: torch.dtype) -> None:
+    """torchvision's wide_resnet50_2 in bf16 (H200): eager 0.3 epsilons of bf16 off fp64,
+    compiled code 1.3 (its fused kernels keep fp32 where eager rounds each op): ratio 3.9, and
+    rounding all the same."""
+    eps = torch.finfo(dtype).eps
+    eager, compiled = noisy(reference, 0.3 * eps, 1, dtype), noisy(reference, 1.3 * eps, 2, dtype)
+    assert 1.0 < _in_epsilons(compiled, reference) < 2.0
+
+    leaf = compare_tensor("out", compiled, eager, reference, TOL)
+
+    assert leaf.passed and leaf.rule == "fp64 rmse" and leaf.rmse_compiled > 3 * leaf.rmse_eager
+    assert leaf.detail.startswith(f"within {str(dtype).replace('torch.', '')}'s resolution: compiled's rmse is 1.")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_half_precision_result_beyond_its_formats_resolution_still_fails(
+        reference: torch.Tensor, dtype: torch.dtype) -> None:
+    eps = torch.finfo(dtype).eps
+    eager, compiled = noisy(reference, 0.3 * eps, 1, dtype), noisy(reference, 3 * eps, 2, dtype)
+
+    leaf = compare_tensor("out", compiled, eager, reference, TOL)
+
+    assert (leaf.passed, leaf.detail) == (False, "")
+
+
+def test_the_resolution_is_no_slack_for_float32(reference: torch.Tensor) -> None:
+    """fp32's epsilon is 1.2e-7: its resolution would excuse nothing a training check catches,
+    and an fp32 result is judged by the rule alone."""
+    eps, large = torch.finfo(torch.float32).eps, reference * 1000  # tol / 10 then excuses nothing
+    eager, compiled = noisy(large, 0.1 * eps, 1), noisy(large, 1.5 * eps, 2)
+
+    leaf = compare_tensor("out", compiled, eager, large, TOL)
+
+    assert (leaf.passed, leaf.detail) == (False, "")
