@@ -404,47 +404,104 @@ FALLBACK_RANDOM_NOTE = ("random ops compiled with Inductor's fallback_random=Tru
                         "runs draw the same numbers, the fp64 run replays eager's draws")
 
 
-def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
-           cache: CompiledCache | None, probe_children: ProbeChildren | None,
-           on_deviation: Callable[[str, str | None], None] | None) -> CheckOutcome:
-    sets = input_sets(given, options)
+class _EagerRuns:
+    """The eager runs of one check: each on a fresh copy of the model, seeded before it (as the
+    compiled and fp64 runs are: random ops draw alike in each), with memory no op wrote filled,
+    so that the results depending on it can be found and left out."""
 
-    allocated: list[int] = []
+    def __init__(self, fn: Callable[..., Any], options: CheckOptions) -> None:
+        self.fn, self.options = fn, options
+        self.allocated: list[int] = []
 
-    def eager_run(arguments: Arguments, fill: float = UNWRITTEN_FILLS[0]) -> tuple[dict[str, Any], list[Any]]:
-        # Seeded before every run (compiled and fp64 ones too): random ops draw alike in each.
-        torch.manual_seed(options.seed)
-        model = _copy_callable(fn)
-        with filling_unwritten(fill, allocated):
+    def run(self, arguments: Arguments, fill: float = UNWRITTEN_FILLS[0]) -> tuple[dict[str, Any], list[Any]]:
+        torch.manual_seed(self.options.seed)
+        model = _copy_callable(self.fn)
+        with filling_unwritten(fill, self.allocated):
             parts, call_args = _execute(model, model if isinstance(model, torch.nn.Module) else None,
-                                        arguments, options)
+                                        arguments, self.options)
         return _released(parts, model), call_args
 
-    def unwritten(arguments: Arguments, eager: tuple[dict[str, Any], list[Any]]) -> dict[str, torch.Tensor] | None:
-        """The elements of the eager run's results that depend on memory no op wrote."""
-        if not allocated:
+    def unwritten(self, arguments: Arguments, eager: tuple[dict[str, Any], list[Any]],
+                  mutated: list[int]) -> dict[str, torch.Tensor] | None:
+        """The elements of ``eager``'s results that depend on memory no op wrote: where a run
+        with that memory filled otherwise differs."""
+        if not self.allocated:
             return None
-        parts, call_args = eager_run(arguments, UNWRITTEN_FILLS[1])
+        parts, call_args = self.run(arguments, UNWRITTEN_FILLS[1])
         filled, filled_unlike = _judged(*eager, mutated), _judged(parts, call_args, mutated)
         return {path: mask for root in filled for path, mask in
                 unwritten_leaves(filled[root], filled_unlike[root], root).items()}
 
+
+@dataclass
+class _Baseline:
+    """Eager's first run, which every later step compares with."""
+
+    parts: dict[str, Any]
+    call_args: list[Any]
+    mutated: list[int]
+    draws_random: bool
+
+
+@dataclass
+class _CompiledRuns:
+    entry: CompiledEntry
+    results: list[tuple[Arguments, tuple[dict[str, Any], list[Any]], tuple[dict[str, Any], list[Any]]]]
+    """Per input set: its arguments, eager's run and the compiled run."""
+    seconds: float
+
+
+def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
+           cache: CompiledCache | None, probe_children: ProbeChildren | None,
+           on_deviation: Callable[[str, str | None], None] | None) -> CheckOutcome:
+    """The steps of a check: eager twice (a model that disagrees with itself cannot be judged),
+    the fp64 references, the compiled runs, the comparison of each input set, then what passing
+    outputs may hide (masked deviations) and what a pass is worth."""
+    sets = input_sets(given, options)
+    eager = _EagerRuns(fn, options)
+    baseline = _eager_baseline(eager, given, options)
+    if isinstance(baseline, CheckOutcome):
+        return baseline
+    # The fp64 runs come before the compile: the fp64 copy of the model (twice its fp32 weights)
+    # is gone before the compiled copy is made, never beside it.
+    references = [_reference(fn, arguments, options, baseline.mutated, baseline.draws_random) for arguments in sets]
+    compiled = _compiled_runs(fn, sets, eager, baseline, options, cache, probe_children)
+    if isinstance(compiled, CheckOutcome):
+        return compiled
+    graphs = compiled.entry.capture.graphs
+    comparison = Comparison([])
+    for (arguments, eager_run, compiled_run), (reference, label) in zip(compiled.results, references, strict=True):
+        comparison = _compare_set(fn, arguments, eager_run, compiled_run, reference, eager, baseline, options,
+                                  graphs, on_deviation)
+        if not comparison.passed:
+            where = f" at {_describe(arguments)}" if len(sets) > 1 else ""
+            message = comparison.structure_error or (
+                f"{len(comparison.failing)} of {len(comparison.leaves)} outputs deviate beyond the "
+                f"{'fp64 rule' if reference is not None else 'cosine check'}{where}")
+            return CheckOutcome(Status.FAIL_ACCURACY, message, comparison, label, graphs,
+                                _failing_graphs(graphs, compiled.entry.capture.dynamo_graphs, options),
+                                compiled.seconds, compiled_run[0]["out"])
+    return _passing_outcome(compiled, baseline, comparison, references[-1][1], options)
+
+
+def _eager_baseline(eager: _EagerRuns, given: Arguments, options: CheckOptions) -> _Baseline | CheckOutcome:
+    """Eager's first run, and a second on the same inputs that must agree with it; the outcome
+    instead where eager runs out of memory or disagrees with itself."""
     torch.manual_seed(options.seed)
     seeded = rng_states()
     try:
-        eager_parts, eager_args = eager_run(given)
-        model_draws_random = any(not torch.equal(a, b) for a, b in zip(seeded, rng_states(), strict=False))
-        eager_again, _ = eager_run(given)
+        parts, call_args = eager.run(given)
+        draws_random = any(not torch.equal(a, b) for a, b in zip(seeded, rng_states(), strict=False))
+        again, _ = eager.run(given)
     except Exception as error:
         if out_of_memory(error):
             return CheckOutcome(Status.OUT_OF_MEMORY, f"the eager run ran out of memory: {error_signature(error, max_chars=300)}",
                                 error=error)
         raise EagerRunError(f"the model raised when run eagerly: {error_signature(error, max_chars=300)}") from error
-    mutated = _mutated_positions(given[0], eager_args)
-    unstable = next((where for root in eager_parts
-                     if (where := first_disagreement(eager_parts[root], eager_again[root], options.tolerance, root))), None)
+    unstable = next((where for root in parts
+                     if (where := first_disagreement(parts[root], again[root], options.tolerance, root))), None)
     if unstable is not None:
-        causes = ("it draws random numbers (dropout in train mode, ...)" if model_draws_random else
+        causes = ("it draws random numbers (dropout in train mode, ...)" if draws_random else
                   "it draws no random numbers: state it keeps between calls (a global or an attribute it "
                   "changes), or nondeterministic kernels")
         return CheckOutcome(
@@ -453,85 +510,97 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
             "compiled result can be judged; make the model deterministic (e.g. model.eval(), no state "
             "changed by a call) to check it",
         )
+    return _Baseline(parts, call_args, _mutated_positions(given[0], call_args), draws_random)
 
-    # The fp64 runs come before the compile: the fp64 copy of the model (twice its fp32 weights)
-    # is gone before the compiled copy is made, never beside it.
-    references = [_reference(fn, arguments, options, mutated, model_draws_random) for arguments in sets]
+
+def _compiled_runs(fn: Callable[..., Any], sets: list[Arguments], eager: _EagerRuns, baseline: _Baseline,
+                   options: CheckOptions, cache: CompiledCache | None,
+                   probe_children: ProbeChildren | None) -> _CompiledRuns | CheckOutcome:
+    """The compiled model's run on each input set beside eager's, compiled anew or taken from
+    ``cache``; the outcome instead where compiling or running it raised. A cached copy that
+    Dynamo no longer compiles (its recompile limit) is dropped and compiled afresh, once."""
     training = options.training
     entry = cache.lookup(fn) if cache is not None and not training else None
-    reused = entry is not None
     started = time.perf_counter()
     try:
         with inductor_config(options.inductor_config), no_compile_caches(), strict_dynamo():
-            if entry is None:
-                entry = _compile(fn, options, probe_children)
-            entry.capture.forget_calls()
-            results = []
-            for index, arguments in enumerate(sets):
-                eager = (eager_parts, eager_args) if index == 0 else eager_run(arguments)
-                torch.manual_seed(options.seed)
-                compiled = _execute(entry.compiled, entry.module, arguments, options)
-                results.append((arguments, eager, compiled))
-            if reused and not any(graph.calls for graph in entry.capture.graphs):
-                # Dynamo stopped compiling this copy (its recompile limit): start afresh.
+            results = _run_sets(entry, sets, eager, baseline, options) if entry is not None else None
+            if entry is not None and not any(graph.calls for graph in entry.capture.graphs):
                 assert cache is not None
                 cache.entries.remove(entry)
-                return _check(fn, given, options, cache, probe_children, on_deviation)
+                entry = results = None
+            reused = entry is not None
+            if entry is None:
+                entry = _compile(fn, options, probe_children)
+                results = _run_sets(entry, sets, eager, baseline, options)
     except Exception as error:
         graphs = entry.capture.graphs if entry is not None else []
         if entry is not None and cache is not None and entry in cache.entries:
             cache.entries.remove(entry)
-        return _compiler_error_outcome(error, graphs, time.perf_counter() - started, eager_parts["out"])
-    elapsed = time.perf_counter() - started
+        return _compiler_error_outcome(error, graphs, time.perf_counter() - started, baseline.parts["out"])
+    assert results is not None
     if cache is not None and not training and not reused:
         cache.entries.append(entry)
     elif cache is None or training:
         reset()
+    return _CompiledRuns(entry, results, time.perf_counter() - started)
 
-    graphs = entry.capture.graphs
-    comparison = Comparison([])
-    reference_label = "fp64"
-    for (arguments, (eager_out, eager_call_args), (compiled_out, compiled_call_args)), (reference, reference_label) \
-            in zip(results, references, strict=True):
-        compared = (_judged(compiled_out, compiled_call_args, mutated), _judged(eager_out, eager_call_args, mutated),
-                    reference, options, unwritten(arguments, (eager_out, eager_call_args)))
-        comparison = _compare(*compared)
-        if not comparison.passed and on_deviation is not None and graphs:
-            on_deviation(graphs[0].config_source, device_of(list(arguments[0]) + list(arguments[1].values())))
-        if not comparison.passed and reference is not None and \
-                any(leaf.rule == "fp64 rmse" for leaf in comparison.failing):
-            comparison = _compare(*compared, _noise_floors(fn, arguments, options, mutated, reference, eager_run,
-                                                           model_draws_random))
-        if not comparison.passed:
-            where = f" at {_describe(arguments)}" if len(sets) > 1 else ""
-            message = comparison.structure_error or (
-                f"{len(comparison.failing)} of {len(comparison.leaves)} outputs deviate beyond the "
-                f"{'fp64 rule' if reference is not None else 'cosine check'}{where}")
-            return CheckOutcome(Status.FAIL_ACCURACY, message, comparison, reference_label, graphs,
-                                _failing_graphs(graphs, entry.capture.dynamo_graphs, options), elapsed,
-                                compiled_out["out"])
-    output = results[0][2][0]["out"]
+
+def _run_sets(entry: CompiledEntry, sets: list[Arguments], eager: _EagerRuns, baseline: _Baseline,
+              options: CheckOptions) -> list[tuple[Arguments, tuple[dict[str, Any], list[Any]], tuple[dict[str, Any], list[Any]]]]:
+    entry.capture.forget_calls()
+    results = []
+    for index, arguments in enumerate(sets):
+        eager_run = (baseline.parts, baseline.call_args) if index == 0 else eager.run(arguments)
+        torch.manual_seed(options.seed)
+        results.append((arguments, eager_run, _execute(entry.compiled, entry.module, arguments, options)))
+    return results
+
+
+def _compare_set(fn: Callable[..., Any], arguments: Arguments, eager_run: tuple[dict[str, Any], list[Any]],
+                 compiled_run: tuple[dict[str, Any], list[Any]], reference: dict[str, Any] | None,
+                 eager: _EagerRuns, baseline: _Baseline, options: CheckOptions, graphs: list[CapturedGraph],
+                 on_deviation: Callable[[str, str | None], None] | None) -> Comparison:
+    """One input set's outputs judged; where they fail by the fp64 rule, judged again against the
+    second legitimate evaluations' errors (run only then), which may overturn it."""
+    mutated = baseline.mutated
+    compared = (_judged(*compiled_run, mutated), _judged(*eager_run, mutated), reference, options,
+                eager.unwritten(arguments, eager_run, mutated))
+    comparison = _compare(*compared)
+    if not comparison.passed and on_deviation is not None and graphs:
+        on_deviation(graphs[0].config_source, device_of(list(arguments[0]) + list(arguments[1].values())))
+    if not comparison.passed and reference is not None and any(leaf.rule == "fp64 rmse" for leaf in comparison.failing):
+        comparison = _compare(*compared, _noise_floors(fn, arguments, options, mutated, reference, eager.run,
+                                                       baseline.draws_random))
+    return comparison
+
+
+def _passing_outcome(compiled: _CompiledRuns, baseline: _Baseline, comparison: Comparison, reference_label: str,
+                     options: CheckOptions) -> CheckOutcome:
+    """Where every output passed: a deviation a later op masks fails it yet; results that hold
+    no tensor, or outputs no result in their dtype can judge, are told apart from a pass."""
+    graphs, seconds = compiled.entry.capture.graphs, compiled.seconds
+    output = compiled.results[0][2][0]["out"]
     if options.intermediates and options.backend == "inductor":
         with inductor_config(options.inductor_config):
-            masked = _masked_divergence(graphs, entry.probes, options)
+            masked = _masked_divergence(graphs, compiled.entry.probes, options)
         if masked is not None:
             graph, divergence = masked
             return CheckOutcome(
                 Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}",
                 dataclasses.replace(comparison, leaves=[*comparison.leaves, divergence.shown_leaf]), reference_label,
-                graphs, [FailingGraph(graph, divergence.inputs, divergence.gm, divergence.note)],
-                elapsed, output)
-    judged = _judged(eager_parts, eager_args, mutated)
+                graphs, [FailingGraph(graph, divergence.inputs, divergence.gm, divergence.note)], seconds, output)
+    judged = _judged(baseline.parts, baseline.call_args, baseline.mutated)
     if not any(isinstance(leaf, torch.Tensor | float) for root in judged for _, leaf in flatten_outputs(judged[root], root)):
         kinds = sorted({type(leaf).__name__ for root in judged for _, leaf in flatten_outputs(judged[root], root)})
         return CheckOutcome(Status.NOT_JUDGED, f"nothing judged: the results hold no tensor (only {', '.join(kinds)})",
-                            comparison, reference_label, graphs, compile_seconds=elapsed, compiled_output=output)
+                            comparison, reference_label, graphs, compile_seconds=seconds, compiled_output=output)
     if inconclusive := comparison.inconclusive:
         return CheckOutcome(Status.INCONCLUSIVE, f"{len(inconclusive)} of {len(comparison.leaves)} outputs "
                             f"inconclusive, {inconclusive[0].path}: {inconclusive[0].detail}", comparison,
-                            reference_label, graphs, compile_seconds=elapsed, compiled_output=output)
+                            reference_label, graphs, compile_seconds=seconds, compiled_output=output)
     status = Status.PASS if reference_label == "fp64" else Status.NO_FP64_REFERENCE
-    return CheckOutcome(status, "", comparison, reference_label, graphs, compile_seconds=elapsed,
+    return CheckOutcome(status, "", comparison, reference_label, graphs, compile_seconds=seconds,
                         compiled_output=output)
 
 

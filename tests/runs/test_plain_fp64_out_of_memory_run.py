@@ -23,7 +23,7 @@ import contextlib
 import pytest
 import torch
 
-from pytest_torchcompile.judging import judge
+from pytest_torchcompile.judging import references
 
 
 @contextlib.contextmanager
@@ -35,7 +35,7 @@ def no_room():
 @pytest.fixture(autouse=True)
 def fp64_runs_out_of_memory(monkeypatch):
     # Every fp64 run of a graph, and that alone, finds no memory.
-    monkeypatch.setattr(judge, "float64_everywhere", no_room)
+    monkeypatch.setattr(references, "float64_everywhere", no_room)
 """
 
 SUITE = """

@@ -203,14 +203,14 @@ def test_gradients_that_cancel_to_nearly_zero_are_no_failure() -> None:
 
 
 def test_gradients_judged_without_an_fp64_reference_name_the_rule_they_failed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_torchcompile.judging import judge
+    from pytest_torchcompile.judging import references
 
     @contextlib.contextmanager
     def no_room() -> Iterator[None]:
         raise torch.OutOfMemoryError("out of memory: tried to allocate 64.00 GiB")
         yield
 
-    monkeypatch.setattr(judge, "float64_everywhere", no_room)
+    monkeypatch.setattr(references, "float64_everywhere", no_room)
     x, v = _inputs()
     checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False)
     with checker.watching():
