@@ -7,7 +7,13 @@ import collections
 import pytest
 import torch
 
-from pytest_torchcompile.checking.model import EagerRunError, check_model
+from pytest_torchcompile.checking.model import (
+    EagerRunError,
+    _Baseline,
+    _eager_baseline,
+    _EagerRuns,
+    check_model,
+)
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, TRAINING_TOLERANCE, Status
 
@@ -66,6 +72,23 @@ def test_randomness_outside_the_seeded_generator_is_eager_nondeterministic() -> 
     outcome = check_model(fn, (torch.randn(16, 8),))
     assert outcome.status is Status.EAGER_NONDETERMINISTIC
     assert "eager disagrees with itself" in outcome.message
+
+
+def test_eager_disagreeing_with_itself_is_run_again_with_deterministic_kernels() -> None:
+    """A GPU convolution's weight gradient accumulates in an order that changes from run to run
+    (inception_v3 in training): eager with deterministic kernels is the baseline then."""
+    generator = torch.Generator().manual_seed(0)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        jitter = 0.0 if torch.backends.cudnn.deterministic else float(torch.rand(1, generator=generator))
+        return x * 2 + jitter
+
+    options = CheckOptions()
+    runs = _EagerRuns(fn, options)
+    baseline = _eager_baseline(runs, ((torch.ones(4),), {}), options)
+    assert isinstance(baseline, _Baseline) and runs.deterministic
+    assert torch.equal(baseline.parts["out"], torch.full((4,), 2.0))
+    assert torch.backends.cudnn.deterministic is False and not torch.are_deterministic_algorithms_enabled()
 
 
 def test_a_check_leaves_the_callers_random_stream_alone() -> None:
