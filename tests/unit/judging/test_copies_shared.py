@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from pytest_torchcompile.judging import references
+from pytest_torchcompile.judging import copies, references
 from pytest_torchcompile.judging.capture import GraphCapture
 from pytest_torchcompile.judging.slicing import GraphSlicer
 
@@ -33,7 +33,9 @@ def _copies_made(monkeypatch: pytest.MonkeyPatch) -> list[torch.Tensor]:
         copied.extend(value for value in values if isinstance(value, torch.Tensor))
         return original(values, keep_grad)
 
+    # Where the runs copy: a run's own copies, and widening an input already in fp64.
     monkeypatch.setattr(references, "clone_values", spy)
+    monkeypatch.setattr(copies, "clone_values", spy)
     return copied
 
 
