@@ -1,8 +1,9 @@
 """Run third-party test suites as they are, plainly and under ``--compile-accuracy``.
 
 Installs each suite's released package from PyPI with its dependencies, the plugin (editable, from
-this checkout) and a torch pin into a virtual environment (one per torch pin: the CPU pin of
-``constraints.txt`` unless a suite names its own), runs a subset of the suite's own tests that
+this checkout) and the CPU torch pin of ``constraints.txt`` into a virtual environment (one shared
+by the suites, but for a suite whose dependencies pin another's otherwise: ``Suite.environment``),
+runs a subset of the suite's own tests that
 exercises ``torch.compile`` plainly and with the plugin (serially, then under ``-n N``), and prints
 per suite: tests, outcomes both ways, checks judged, outcome differences, plugin crashes and wall
 time both ways.
@@ -72,6 +73,9 @@ class Suite:
     options: tuple[str, ...] = ()
     """pytest options given after the script's own (``PYTEST_QUIET``), so that they win where both
     set the same thing: a ``-W`` filter given later takes precedence."""
+    environment: str = "venv"
+    """The virtual environment (a folder of the cache) the suite is installed in; a suite whose
+    dependencies pin another's to another version gets one of its own."""
 
     @property
     def sdist_dir(self) -> str:
@@ -218,6 +222,8 @@ SUITES = {
             ),
             repository="pytorch/rl",
             tag="v0.14.1",
+            # torchrl 0.14.1 needs tensordict 0.14.3 or later; the tensordict suite pins 0.14.0.
+            environment="venv-torchrl",
         ),
         Suite(
             "torchao",
@@ -329,15 +335,15 @@ def repository_checkout(suite: Suite, given: dict[str, Path]) -> Path:
 
 
 def environment(
-    cache: Path, suites: list[Suite], given: dict[str, Path]
+    cache: Path, suites: list[Suite], given: dict[str, Path], name: str = "venv"
 ) -> tuple[Path, dict[str, Path]]:
-    """The virtual environment's python, with the plugin, the suites and their dependencies, and
-    each suite's test sources."""
+    """The python of the virtual environment ``name`` under the cache, with the plugin, the suites
+    and their dependencies, and each suite's test sources."""
     # A missing checkout is told before anything is downloaded.
     sources = {
         suite.name: repository_checkout(suite, given) for suite in suites if suite.repository
     }
-    env_dir = cache / "venv"
+    env_dir = cache / name
     python = env_dir / "bin" / "python"
     if not python.exists():
         venv.create(env_dir, with_pip=True)
@@ -591,11 +597,17 @@ def main() -> int:
     out = args.cache / "runs" / time.strftime("%Y%m%dT%H%M%S")
     out.mkdir(parents=True)
 
+    pythons: dict[str, Path] = {}
+    sources: dict[str, Path] = {}
     try:
-        python, sources = environment(args.cache, suites, given)
+        for name in dict.fromkeys(suite.environment for suite in suites):
+            members = [suite for suite in suites if suite.environment == name]
+            pythons[name], found = environment(args.cache, members, given, name)
+            sources.update(found)
     except SetupError as error:
         print(f"\nSETUP FAILED: {error}", file=sys.stderr)
         return 2
+    python = next(iter(pythons.values()))
     commit = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     )
@@ -608,7 +620,7 @@ def main() -> int:
 
     rows, differences, crashes, failed_setup = [], [], [], []
     for suite in suites:
-        source = sources[suite.name]
+        source, python = sources[suite.name], pythons[suite.environment]
         try:
             runs = [
                 (
