@@ -115,7 +115,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     state = session.config.stash[SESSION_KEY]
-    state.note_collected((item.nodeid for item in session.items), selected=True)
+    state.note_selected(item.nodeid for item in session.items)
     if _is_worker(session.config):
         session.config.workeroutput[COLLECTED_IDS] = sorted(state.collected_ids)  # type: ignore[attr-defined]
         session.config.workeroutput[SELECTED_IDS] = sorted(state.selected_ids)  # type: ignore[attr-defined]
@@ -142,7 +142,7 @@ class ControllerHooks:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}
         self.state.note_collected(output.get(COLLECTED_IDS, ()))
-        self.state.note_collected(output.get(SELECTED_IDS, ()), selected=True)
+        self.state.note_selected(output.get(SELECTED_IDS, ()))
         self.state.note_features_off(output.get(FEATURES_OFF, ()))
         environment = output.get(ENVIRONMENT)
         self.state.note_environment(None if environment is None else json.loads(environment))

@@ -340,6 +340,14 @@ class CompiledCache:
             return None
         return entry
 
+    def keep(self, entry: CompiledEntry) -> None:
+        if entry not in self.entries:
+            self.entries.append(entry)
+
+    def forget(self, entry: CompiledEntry | None) -> None:
+        if entry in self.entries:
+            self.entries.remove(entry)
+
     def clear(self) -> None:
         if self.entries:
             self.entries.clear()
@@ -500,7 +508,7 @@ def _eager_baseline(eager: _EagerRuns, given: Arguments, options: CheckOptions) 
         unstable = _disagreement(parts, again, options)
         if unstable is not None and not draws_random:
             # A GPU convolution's weight gradient accumulates in an order that changes from run
-            # to run (torchvision's inception_v3 in training, H200): deterministic kernels are
+            # to run (timm's inception_v3 in training, H200): deterministic kernels are
             # as legitimate an eager, and two of their runs agree.
             eager.deterministic = True
             parts, call_args = eager.run(given)
@@ -553,29 +561,29 @@ def _compiled_runs(fn: Callable[..., Any], sets: list[Arguments], eager: _EagerR
     """The compiled model's run on each input set beside eager's, compiled anew or taken from
     ``cache``; the outcome instead where compiling or running it raised. A cached copy that
     Dynamo no longer compiles (its recompile limit) is dropped and compiled afresh, once."""
-    training = options.training
-    entry = cache.lookup(fn) if cache is not None and not training else None
+    keeping = cache if not options.training else None
+    entry = keeping.lookup(fn) if keeping is not None else None
     started = time.perf_counter()
     try:
         with inductor_config(options.inductor_config), no_compile_caches(), strict_dynamo():
             results = _run_sets(entry, sets, eager, baseline, options) if entry is not None else None
             if entry is not None and not any(graph.calls for graph in entry.capture.graphs):
-                assert cache is not None
-                cache.entries.remove(entry)
+                # Past Dynamo's recompile limit the cached copy runs eagerly: nothing was judged.
+                assert keeping is not None
+                keeping.forget(entry)
                 entry = results = None
-            reused = entry is not None
             if entry is None:
                 entry = _compile(fn, options, probe_children)
                 results = _run_sets(entry, sets, eager, baseline, options)
     except Exception as error:
+        if keeping is not None:
+            keeping.forget(entry)
         graphs = entry.capture.graphs if entry is not None else []
-        if entry is not None and cache is not None and entry in cache.entries:
-            cache.entries.remove(entry)
         return _compiler_error_outcome(error, graphs, time.perf_counter() - started, baseline.parts["out"])
-    assert results is not None
-    if cache is not None and not training and not reused:
-        cache.entries.append(entry)
-    elif cache is None or training:
+    assert entry is not None and results is not None
+    if keeping is not None:
+        keeping.keep(entry)
+    else:
         reset()
     return _CompiledRuns(entry, results, time.perf_counter() - started)
 

@@ -51,18 +51,15 @@ called instead of ``search.minify_repro``, with its signature: a seam for tests 
 
 
 def load_minifier(config: pytest.Config, state: RunState, spares: SpareChildren | None = None) -> Minifier:
-    if state.devices_lost_in is not None:
-        # Imported only where a case is minified: a run that minifies nothing does not import torch.
-        from pytest_torchcompile.minifying.search import minify_in_fresh_process
-
-        return minify_in_fresh_process
     chosen = config.stash.get(MINIFIER_KEY, None)
-    if chosen is not None:
+    if chosen is not None and state.devices_lost_in is None:
         return chosen
     # Imported only where a case is minified: a run that minifies nothing does not import torch.
-    from pytest_torchcompile.minifying.search import minify_repro
+    from pytest_torchcompile.minifying import search
 
-    return minify_repro if spares is None else functools.partial(minify_repro, spares=spares)
+    if state.devices_lost_in is not None:
+        return search.minify_in_fresh_process
+    return search.minify_repro if spares is None else functools.partial(search.minify_repro, spares=spares)
 
 
 def configure(config: pytest.Config, state: RunState) -> None:

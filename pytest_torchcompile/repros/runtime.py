@@ -87,9 +87,11 @@ def _type_checking_block(node: ast.stmt) -> bool:
     return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
 
 
-def runtime_source(imports: bool = True) -> str:
-    """The judging code of a full repro file: :func:`runtime_modules`, each embedded whole."""
-    return "\n\n".join(embedded_source(module, imports) for module in runtime_modules())
+def runtime_source(imports: bool = True, modules: list[ModuleType] | None = None) -> str:
+    """The judging code of a full repro file: ``modules`` (:func:`runtime_modules` unless
+    given), each embedded whole."""
+    chosen = runtime_modules() if modules is None else modules
+    return "\n\n".join(embedded_source(module, imports) for module in chosen)
 
 
 EMBEDDED = f"{PACKAGE}.repros.embedded"
@@ -106,6 +108,24 @@ def read_module(name: str) -> str:
     if spec is None or spec.origin is None:
         raise ImportError(f"no module {name}")
     return Path(spec.origin).read_text()
+
+
+def embedded_functions(name: str, functions: Iterable[str]) -> str:
+    """The top-level ``functions`` of module ``name`` of ``repros.embedded``, in the order given,
+    each as :func:`embedded_source` embeds a function (read from the file, never imported)."""
+    source = read_module(name)
+    defined = {node.name: node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
+    lines = source.splitlines()
+    return "\n".join(
+        _embedded("\n".join(lines[defined[function].lineno - 1:defined[function].end_lineno]), imports=False)
+        for function in functions)
+
+
+def embedded_module(name: str) -> tuple[str, str]:
+    """Module ``name`` of ``repros.embedded`` as a repro embeds it whole (read, never imported),
+    and the import lines its code needs."""
+    source = read_module(name)
+    return _embedded(source, imports=False), _import_lines(_imports(source))
 
 
 @dataclass(frozen=True)
@@ -126,7 +146,8 @@ def full_file_code(graph_names: Iterable[tuple[str, str]] = ()) -> FullFileCode:
     head = read_module(HEAD)
     prelude = [read_module(name) for name in PRELUDE]
     entry = read_module(ENTRY)
-    sources = [*prelude, *(inspect.getsource(module) for module in runtime_modules()), entry]
+    judging = runtime_modules()
+    sources = [*prelude, *(inspect.getsource(module) for module in judging), entry]
     already = set(_imports(head))
     needed = [statement for statement in _imports(*sources) if statement not in already]
     needed += [("from", module, name, None) for module, name in graph_names
@@ -135,7 +156,7 @@ def full_file_code(graph_names: Iterable[tuple[str, str]] = ()) -> FullFileCode:
         head="from __future__ import annotations\n\n" + _embedded(head, imports=True),
         imports=_import_lines(needed),
         prelude="\n\n".join(_embedded(source, imports=False) for source in prelude),
-        judging=runtime_source(imports=False),
+        judging=runtime_source(imports=False, modules=judging),
         entry=_embedded(entry, imports=False),
     )
 

@@ -155,9 +155,13 @@ class AccuracySession:
         """The collected test ids left to run (not deselected); under xdist, sent by the workers."""
         return frozenset(self._selected_ids)
 
-    def note_collected(self, ids: Iterable[str], selected: bool = False) -> None:
-        """Add test ids collected (``selected``: left to run once deselection is done)."""
-        (self._selected_ids if selected else self._collected_ids).update(ids)
+    def note_collected(self, ids: Iterable[str]) -> None:
+        """Add test ids collected."""
+        self._collected_ids.update(ids)
+
+    def note_selected(self, ids: Iterable[str]) -> None:
+        """Add test ids left to run once deselection is done."""
+        self._selected_ids.update(ids)
 
     @property
     def features_off(self) -> list[str]:

@@ -4,6 +4,7 @@ below it, and the torch-free layers import no torch at all."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,35 @@ def test_the_reason_rule_reads_comments_above_a_group_of_imports() -> None:
               "        fx,\n    )\n\n\ndef g():\n    x = 1\n    import json\n    import re  # optional\n")
     assert _unexplained_function_level_imports(source) == [14]
     assert _unexplained_function_level_imports(f"{MODULE_REASON}the compiler is heavy.\n{source}") == []
+
+
+
+CODE_LINE = re.compile(r"^\s*(def \w+\(|class \w+[(:]|import \w|from [\w.]+ import )", re.MULTILINE)
+
+
+def code_in_strings(source: str) -> list[str]:
+    """The first line of each string assigned at module level in ``source`` that holds a line of
+    Python defining or importing something: code no linter or type checker sees."""
+    found = []
+    for statement in ast.parse(source).body:
+        if isinstance(statement, ast.Assign | ast.AnnAssign) and statement.value is not None:
+            found += [node.value.strip().splitlines()[0] for node in ast.walk(statement.value)
+                      if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                      and CODE_LINE.search(node.value)]
+    return found
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_no_module_level_string_holds_code(module: str) -> None:
+    # The code a repro file carries lives in real modules (repros/embedded), embedded from them.
+    assert code_in_strings(MODULES[module].read_text()) == []
+
+
+def test_the_code_in_strings_rule_sees_snippets_and_leaves_docstrings_and_prose_alone() -> None:
+    source = (
+        '"""Run ``import torch`` first."""\n'
+        'SNIPPET = """\\\ndef load(path):\n    return path\n"""\n'
+        'PARTS: dict[str, str] = {"head": "from os import path"}\n'
+        'NOTE = "a class of its own: import nothing"\n'
+    )
+    assert code_in_strings(source) == ["def load(path):", "from os import path"]

@@ -1,5 +1,5 @@
-"""The judging child: ``python -c ... child_main() REQUESTS_FD REPLIES_FD``, started by
-:mod:`.parent`; it sets up once, then answers requests until its pipe closes."""
+"""The judging child, ``python -m pytest_torchcompile.judging.isolation REQUESTS_FD REPLIES_FD``
+(started by :mod:`.parent`): it sets up once, then answers requests until its pipe closes."""
 
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ from pytest_torchcompile.torch_internals.graph_compile import compile_graph
 
 
 def child_main() -> None:
-    """Entry point of the judging child: ``python -c ... child_main() REQUESTS_FD REPLIES_FD``."""
+    """Entry point of the judging child: ``python -m pytest_torchcompile.judging.isolation
+    REQUESTS_FD REPLIES_FD`` (its ``__main__``)."""
     requests = Connection(int(sys.argv[1]), writable=False)
     replies = Connection(int(sys.argv[2]), readable=False)
     try:

@@ -60,7 +60,8 @@ from pytest_torchcompile.judging.stages import StageAttribution
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.fingerprint import compiler_fingerprint
 
-CHILD_COMMAND = "from pytest_torchcompile.judging.isolation.child import child_main; child_main()"
+CHILD_MODULE = "pytest_torchcompile.judging.isolation"
+"""Run with ``python -m``: its ``__main__`` starts the child's loop (``child.child_main``)."""
 
 
 class InProcessJudge:
@@ -134,7 +135,7 @@ def _spawn_child(setup: ChildSetup, device: str | None, log_path: Path) -> _Chil
         env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-c", CHILD_COMMAND, str(requests_read), str(replies_write)],
+            [sys.executable, "-m", CHILD_MODULE, str(requests_read), str(replies_write)],
             pass_fds=(requests_read, replies_write), env=env, stdin=subprocess.DEVNULL,
             stdout=log, stderr=log, start_new_session=True,
         )

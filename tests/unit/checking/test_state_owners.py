@@ -12,6 +12,7 @@ import torch
 
 from pytest_torchcompile.checking.masked import CONCURRENT_PROBE_ENV, ProbeChildren
 from pytest_torchcompile.common.run_state import MinifyJob
+from pytest_torchcompile.judging.isolation.parent import CHILD_MODULE
 from pytest_torchcompile.run.session import SESSION_KEY
 from pytest_torchcompile.torch_internals.compiling import import_compiler
 from pytest_torchcompile.torch_internals.interception import intercept_inductor, not_intercepted
@@ -29,7 +30,7 @@ def _judging_children() -> list[int]:
         except OSError:
             continue
         parent = int(stat[stat.rindex(")") + 2:].split()[1])
-        if parent == os.getpid() and b"child_main" in command:
+        if parent == os.getpid() and CHILD_MODULE.encode() in command:
             found.append(int(entry.name))
     return found
 

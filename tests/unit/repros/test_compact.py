@@ -3,9 +3,11 @@ full form where the compact one cannot express a case, with the reason in its he
 
 from __future__ import annotations
 
+import ast
 import operator
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,12 +23,28 @@ from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import InProcessJudge
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
 from pytest_torchcompile.judging.judge import DYNAMO
-from pytest_torchcompile.repros.compact import RULE_FUNCTIONS, compact_disagreement
-from pytest_torchcompile.repros.repro import MINIFIED_NAME, load_case, load_repro, write_minified
-from pytest_torchcompile.repros.runtime import embedded_source
+from pytest_torchcompile.repros.compact import (
+    COMPACT,
+    RULE_FUNCTIONS,
+    compact_disagreement,
+    compact_obstacle,
+)
+from pytest_torchcompile.repros.repro import (
+    MINIFIED_NAME,
+    load_case,
+    load_repro,
+    render_repro,
+    write_minified,
+)
+from pytest_torchcompile.repros.runtime import embedded_source, read_module
+from pytest_torchcompile.torch_internals.graph_compile import VISIBLE_OUTPUTS_KEY
+from tests.unit.repros.test_embedded import top_level_names
 
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = {!r}"
 FULL_FORM = "# note:    the full form, not the compact one: "
+DECLARED_FOR_COMPACT = set(top_level_names(ast.parse(
+    (Path(__file__).parents[3] / "pytest_torchcompile" / "repros" / "embedded" / "declared_compact.pyi").read_text())))
+"""The names the compact code declares for the type checker beside ``declared.pyi``'s."""
 TORCH_MINIFIED_LINES = 80
 """torch's own minified repro of a one-relu graph (``after_aot``'s, 10 config lines of them)."""
 
@@ -138,7 +156,9 @@ def test_ops_that_make_a_tensor_from_no_input_stay_ops_of_the_compact_graph(tmp_
 def test_a_compact_file_that_traces_another_graph_is_not_kept(tmp_path: Path) -> None:
     case = relu_plus_a_made_constant()
     path = write_minified(case, tmp_path / MINIFIED_NAME)
-    path.write_text(path.read_text().replace("return made if traced or", "return made if True or"))
+    source = path.read_text()
+    assert "if _holds_proxy((args, kwargs)) or" in source
+    path.write_text(source.replace("if _holds_proxy((args, kwargs)) or", "if True or"))
 
     assert compact_disagreement(load_repro(path).module, case) == "its graph traces to other ops"
 
@@ -233,7 +253,7 @@ def test_a_torch_level_graph_of_a_training_call_is_compact_and_judges_its_gradie
 
     source = path.read_text()
     assert FULL_FORM not in source
-    assert "whole_stack(gm)" in source and ".requires_grad_()" in source
+    assert "compile_whole_stack))" in source and ".requires_grad_()" in source
     done = run(path)
     assert done.returncode == 1, done
     assert [line.split(" ")[0] for line in done.stdout.splitlines()] == ["out[0]", "out[1]", "REPRODUCED"], done
@@ -263,3 +283,62 @@ def test_item_assignment_and_in_place_operators_of_a_torch_level_graph_stay_in_t
         torch.relu, operator.setitem, operator.iadd, operator.mul]
     done = run(path)
     assert done.returncode == 1, done
+
+
+def compact_cases() -> list[ReproCase]:
+    """A case of each variant a compact file takes: an accuracy and an error check, a post-AOT
+    graph with outputs marked visible, a broadcast input, a factory op, a torch-level graph in
+    training and one that adds into its input."""
+    x = torch.randn(8)
+    marked = make_fx(one_relu)(x)
+    marked.graph.find_nodes(op="output")[0].meta[VISIBLE_OUTPUTS_KEY] = [0]
+    inputs = [torch.randn(8), torch.zeros(8)]
+    return [
+        ReproCase(make_fx(one_relu)(x), [x], FailureKind.ACCURACY, "t::relu", config_source=RELU_BUG.format("accuracy")),
+        ReproCase(make_fx(one_relu)(x), [x], FailureKind.COMPILE_ERROR, "t::error", expected_error="RuntimeError: boom"),
+        ReproCase(marked, [x], FailureKind.ACCURACY, "t::visible"),
+        ReproCase(make_fx(one_relu)(x.expand(4, 8)), [torch.randn(8).expand(4, 8)], FailureKind.ACCURACY, "t::broadcast"),
+        relu_plus_a_made_constant(),
+        ReproCase(torch.fx.symbolic_trace(relu_times), [torch.randn(16, requires_grad=True), torch.randn(16)],
+                  FailureKind.ACCURACY, "t::training", level=DYNAMO, grad_enabled=True),
+        ReproCase(adds_relu_into(), inputs, FailureKind.ACCURACY, "t::in_place", level=DYNAMO),
+    ]
+
+
+def adds_relu_into() -> torch.fx.GraphModule:
+    """A torch-level graph as Dynamo writes one: ``out += relu(x); return (out * 2,)``. (fx writes
+    an item assignment's node as a name it never reads, which pyflakes would report.)"""
+    graph = torch.fx.Graph()
+    x_node, out_node = graph.placeholder("x"), graph.placeholder("out")
+    added = graph.call_function(operator.iadd, (out_node, graph.call_function(torch.relu, (x_node,))))
+    graph.output((graph.call_function(operator.mul, (added, 2)),))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+@pytest.mark.parametrize("case", compact_cases(), ids=lambda case: case.title)
+def test_a_compact_file_is_clean_to_pyflakes_and_defines_no_name_twice(case: ReproCase) -> None:
+    pyflakes = pytest.importorskip("pyflakes.api")
+    reporter = pytest.importorskip("pyflakes.reporter")
+    assert compact_obstacle(case) is None
+    source, _ = render_repro(case, compact=True)
+    messages: list[str] = []
+
+    class Collected(reporter.Reporter):  # type: ignore[misc]
+        def __init__(self) -> None:
+            pass
+
+        def flake(self, message: object) -> None:
+            messages.append(str(message))
+
+        def syntaxError(self, *args: object) -> None:
+            messages.append(f"syntax error: {args}")
+
+    pyflakes.check(source, MINIFIED_NAME, Collected())
+    assert messages == []
+    names = Counter(name for name in top_level_names(ast.parse(source)))
+    assert [name for name, count in names.items() if count > 1] == []
+    assert DECLARED_FOR_COMPACT and set(names) >= DECLARED_FOR_COMPACT
+
+
+def test_the_compact_code_marks_visible_outputs_under_the_key_inductor_reads() -> None:
+    assert f'meta["{VISIBLE_OUTPUTS_KEY}"] = VISIBLE_OUTPUTS' in read_module(COMPACT)
