@@ -10,9 +10,9 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import _pytest.pytester
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -25,34 +25,6 @@ settings.register_profile(
     "repo", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True,
 )
 settings.load_profile("repo")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _inline_runs_keep_imported_libraries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """pytester's in-process runs (``pytester.runpytest``) drop from ``sys.modules`` whatever a
-    run imported. torch does not survive that: its modules imported again beside the old ones
-    register their operators twice and crash the process. Keep every module but the runs' own
-    (test modules and conftests under the temporary directory), which the next run writes anew
-    under the same names."""
-    runs_root = tmp_path_factory.getbasetemp().resolve()
-
-    def written_by_a_run(name: str) -> bool:
-        file = getattr(sys.modules.get(name), "__file__", None)
-        return file is not None and Path(file).resolve().is_relative_to(runs_root)
-
-    class KeepLibraries(_pytest.pytester.SysModulesSnapshot):
-        def __init__(self, preserve: Any = None) -> None:
-            super().__init__(preserve=lambda name: not written_by_a_run(name))
-            # A run's test module named as one of this suite's (test_model.py) is the run's to
-            # import: this suite's module of that name steps aside until the snapshot is restored.
-            for path in Path.cwd().glob("*.py"):
-                module = sys.modules.get(path.stem)
-                if module is not None and getattr(module, "__file__", None) != str(path):
-                    del sys.modules[path.stem]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_pytest.pytester, "SysModulesSnapshot", KeepLibraries)
-        yield
 
 
 _SET_BY_TORCH_ON_FIRST_USE = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR",
@@ -112,6 +84,71 @@ def _inline_runs_leave_no_state(request: pytest.FixtureRequest) -> Iterator[None
     differences = {key: _difference(before[key], after[key]) for key in before.keys() & after.keys()}
     changed = {key: difference for key, difference in differences.items() if difference}
     assert not changed, f"an in-process run changed this process's state (before, after): {changed}"
+
+
+class _LibraryKeeper:
+    """A plugin given to every in-process run: at the run's end, before pytester drops from
+    ``sys.modules`` whatever the run imported, it notes the modules that are not the run's own
+    (test modules and conftests under the temporary directory, which the next run writes anew
+    under the same names)."""
+
+    def __init__(self, runs_root: Path, kept: dict[str, ModuleType]) -> None:
+        self.runs_root, self.kept = runs_root, kept
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self) -> None:
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if file is None or not Path(file).resolve().is_relative_to(self.runs_root):
+                self.kept[name] = module
+
+
+_KEPT_LIBRARIES = pytest.StashKey[dict[str, ModuleType]]()
+
+
+@pytest.fixture(autouse=True)
+def _inline_runs_keep_imported_libraries(request: pytest.FixtureRequest) -> Iterator[None]:
+    """pytester's in-process runs (``pytester.runpytest``) drop from ``sys.modules`` whatever a
+    run imported, after the run and again after the test. torch does not survive that: its
+    modules imported again beside the old ones register their operators twice and crash the
+    process. The libraries a run imported (``pytester`` below notes them) go back into
+    ``sys.modules`` after each run and, from here (set up before pytester, torn down after it),
+    after pytester's teardown."""
+    if "pytester" not in request.fixturenames:
+        yield
+        return
+    kept = request.node.stash[_KEPT_LIBRARIES] = {}
+    yield
+    _put_back(kept)
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, request: pytest.FixtureRequest,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[pytest.Pytester]:
+    """pytest's own, its in-process runs given a plugin that notes the libraries they import."""
+    kept = request.node.stash[_KEPT_LIBRARIES]
+    keeper = _LibraryKeeper(tmp_path_factory.getbasetemp().resolve(), kept)
+    inline_run = pytester.inline_run
+
+    def keeping_libraries(*args: Any, plugins: Any = (), **kwargs: Any) -> pytest.HookRecorder:
+        # A run's test module named as one of this suite's (test_model.py) is the run's to
+        # import: this suite's module of that name steps aside during the run.
+        aside = {path.stem: sys.modules.pop(path.stem) for path in Path.cwd().glob("*.py")
+                 if path.stem in sys.modules and getattr(sys.modules[path.stem], "__file__", None) != str(path)}
+        try:
+            return inline_run(*args, plugins=[*plugins, keeper], **kwargs)
+        finally:
+            _put_back(kept)
+            _put_back(aside)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pytester, "inline_run", keeping_libraries)
+        yield pytester
+
+
+def _put_back(modules: dict[str, ModuleType]) -> None:
+    for name, module in modules.items():
+        sys.modules.setdefault(name, module)
 
 
 def _difference(before: object, after: object) -> object:

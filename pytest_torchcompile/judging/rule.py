@@ -14,6 +14,9 @@ import re
 import torch
 
 
+# fmt: off
+# Embedded in compact repro files (repros/compact.py), which stay within the line count of
+# torch's own minified repro: kept as written.
 def leaf_verdict(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor | None, tol: float,
                  check_non_float: bool = True) -> tuple[bool, str, tuple[float, ...]]:
     """Whether ``compiled`` passes, by which part of the rule, and the figures it weighed.
@@ -45,6 +48,7 @@ def leaf_verdict(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.T
     small = eager.numel() < 1000 or (eager.dim() == 4 and eager.shape[-1] == eager.shape[-2] == 1) or tol >= 2e-2
     multiplier = 3.0 if eager.dtype in (torch.float16, torch.bfloat16) or small else 2.0
     return errors[0] <= multiplier * errors[1] + tol / 10.0, "fp64 rmse", (*errors, multiplier)
+# fmt: on
 
 
 def precision_kept(eager: torch.Tensor, reference: torch.Tensor | None) -> bool:
@@ -157,6 +161,9 @@ def _overflow_at_range_edge(compiled: torch.Tensor, eager: torch.Tensor, referen
     return bool((overflowed & (near_edge | reference.isnan()))[differs].all())
 
 
+# fmt: off
+# Embedded in compact repro files (repros/compact.py), which stay within the line count of
+# torch's own minified repro: kept as written.
 def error_signature(error: BaseException, max_chars: int | None = None) -> str:
     """``Type: first line of the message`` (its first ``max_chars``); the identity of a compile
     or runtime failure. A message that carries the traceback of an error raised in another
@@ -179,3 +186,4 @@ def normalized_error(signature: str) -> str:
     names generated modules by content hash), addresses and numbers."""
     without_paths = re.sub(r"(?:[A-Za-z]:)?(?:[/\\][^\s/\\'\"]+)+", "PATH", signature)
     return re.sub(r"0x[0-9a-fA-F]+|\d+", "N", without_paths)
+# fmt: on

@@ -212,6 +212,7 @@ def interrupt(run: subprocess.Popen[str], how: str = "Ctrl-C") -> None:
 STOPS = ["Ctrl-C", "SIGTERM"]
 
 
+@pytest.mark.stops_a_run
 @pytest.mark.parametrize("how", STOPS)
 def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(pytester: pytest.Pytester, how: str) -> None:
     from pytest_torchcompile.common.processes import pid_alive
@@ -339,6 +340,7 @@ def test_slow(compile_accuracy):
 """
 
 
+@pytest.mark.stops_a_run
 @pytest.mark.parametrize("how", STOPS)
 def test_ctrl_c_during_a_check_exits_as_pytest_does(pytester: pytest.Pytester, how: str) -> None:
     pytester.makepyfile(test_model=SLEEPS_IN_ITS_CHECK)
