@@ -108,8 +108,12 @@ MODEL_RUN = textwrap.dedent("""
 """)
 
 TRIVIAL_TESTS = 2000
-MODES = {"plain": "plain torch.compile", "check": "check", "check-here": "check, probe compiled here",
-         "no-probe": "check without the probe"}
+MODES = {
+    "plain": "plain torch.compile",
+    "check": "check",
+    "check-here": "check, probe compiled here",
+    "no-probe": "check without the probe",
+}
 
 
 def _fresh_env(cache: Path) -> dict[str, str]:
@@ -121,8 +125,12 @@ def _model_run(mode: str, model: str, device: str, work: Path) -> dict[str, floa
     env = _fresh_env(cache)
     if mode == "check-here":
         env["PYTEST_TORCHCOMPILE_CONCURRENT_PROBE"] = "0"
-    done = subprocess.run([sys.executable, "-c", MODEL_RUN, mode, model, device, str(BENCHMARKS)],
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", MODEL_RUN, mode, model, device, str(BENCHMARKS)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise SystemExit(f"{model} ({mode}) failed:\n{done.stderr[-3000:]}")
     timings: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -140,20 +148,38 @@ off, and checked."""
 
 def _pytest_seconds(path: Path, extra: list[str], work: Path) -> float:
     cache = Path(tempfile.mkdtemp(dir=work))
-    command = [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(path),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        *extra,
+    ]
     start = time.perf_counter()
     subprocess.run(command, cwd=work, env=_fresh_env(cache), capture_output=True, check=True)
     return time.perf_counter() - start
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--models", default="conv_encoder",
-                        help="comma-separated: conv_encoder (defined here) and benchmarks/zoo.py's names; "
-                             "empty: none")
-    parser.add_argument("--no-trivial", action="store_true", help="skip the tests that compile nothing")
+    parser.add_argument(
+        "--models",
+        default="conv_encoder",
+        help="comma-separated: conv_encoder (defined here) and benchmarks/zoo.py's names; "
+        "empty: none",
+    )
+    parser.add_argument(
+        "--no-trivial", action="store_true", help="skip the tests that compile nothing"
+    )
     args = parser.parse_args()
     names = [name for name in args.models.split(",") if name]
     with tempfile.TemporaryDirectory() as directory:
@@ -161,8 +187,13 @@ def main() -> None:
         one = work / "test_one.py"
         one.write_text("import torch\n\n\ndef test_one():\n    assert torch.ones(3).sum() == 3\n")
         many = work / "test_many.py"
-        many.write_text("import torch\n" + "".join(
-            f"\n\ndef test_{i}():\n    assert torch.ones(3).sum() == 3\n" for i in range(TRIVIAL_TESTS)))
+        many.write_text(
+            "import torch\n"
+            + "".join(
+                f"\n\ndef test_{i}():\n    assert torch.ones(3).sum() == 3\n"
+                for i in range(TRIVIAL_TESTS)
+            )
+        )
         runs: dict[tuple[str, str], list[dict[str, float]]] = {}
         suite: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.rounds):
@@ -173,25 +204,43 @@ def main() -> None:
                     print(f"  {name}, {MODES[mode]}: {run['seconds']:.1f} s", flush=True)
             for path in () if args.no_trivial else (one, many):
                 for contender, extra in TRIVIAL_CONTENDERS.items():
-                    suite.setdefault((path.name, contender), []).append(_pytest_seconds(path, extra, work))
+                    suite.setdefault((path.name, contender), []).append(
+                        _pytest_seconds(path, extra, work)
+                    )
     for name in names:
-        median = {mode: statistics.median(run["seconds"] for run in runs[name, mode]) for mode in MODES}
+        median = {
+            mode: statistics.median(run["seconds"] for run in runs[name, mode]) for mode in MODES
+        }
         print(f"fixture check of {name}, {args.device}, median of {args.rounds}:")
         for mode, seconds in median.items():
-            print(f"  {MODES[mode]:<26} {seconds:6.1f} s  {seconds / median['plain']:.2f}x the plain first call")
+            print(
+                f"  {MODES[mode]:<26} {seconds:6.1f} s  {seconds / median['plain']:.2f}x the plain first call"
+            )
         for mode in ("check", "check-here"):
-            parts = {key: statistics.median(run[key] for run in runs[name, mode])
-                     for key in runs[name, mode][0] if key != "seconds"}
-            print(f"    in the {MODES[mode]}: " + ", ".join(
-                f"{key} {value:.1f}" + ("" if key == "probe judges" else " s") for key, value in parts.items()))
+            parts = {
+                key: statistics.median(run[key] for run in runs[name, mode])
+                for key in runs[name, mode][0]
+                if key != "seconds"
+            }
+            print(
+                f"    in the {MODES[mode]}: "
+                + ", ".join(
+                    f"{key} {value:.1f}" + ("" if key == "probe judges" else " s")
+                    for key, value in parts.items()
+                )
+            )
     if not suite:
         return
     timed = {key: statistics.median(times) for key, times in suite.items()}
     print(f"tests that compile nothing, whole pytest process, median of {args.rounds}:")
     for contender in TRIVIAL_CONTENDERS:
-        per_test = (timed["test_many.py", contender] - timed["test_one.py", contender]) / (TRIVIAL_TESTS - 1)
-        print(f"  {contender:<20} 1 test {timed['test_one.py', contender]:5.2f} s, {TRIVIAL_TESTS} tests "
-              f"{timed['test_many.py', contender]:5.2f} s, {per_test * 1000:.2f} ms per test")
+        per_test = (timed["test_many.py", contender] - timed["test_one.py", contender]) / (
+            TRIVIAL_TESTS - 1
+        )
+        print(
+            f"  {contender:<20} 1 test {timed['test_one.py', contender]:5.2f} s, {TRIVIAL_TESTS} tests "
+            f"{timed['test_many.py', contender]:5.2f} s, {per_test * 1000:.2f} ms per test"
+        )
 
 
 if __name__ == "__main__":

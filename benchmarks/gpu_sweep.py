@@ -34,27 +34,83 @@ from pathlib import Path
 from typing import Any
 
 TIMM = [
-    "resnet18", "resnet50", "resnext50_32x4d", "seresnet50",
-    "regnety_008", "regnetx_016", "rexnet_100", "ghostnet_100", "mobileone_s0", "mobilenetv2_100",
-    "mobilenetv3_large_100", "efficientnet_b0", "efficientnet_b2", "mixnet_s", "mnasnet_100",
-    "densenet121", "dpn68", "dla34", "hrnet_w18_small",
-    "cspresnet50", "repvgg_a2", "convnext_nano", "convnextv2_atto",
-    "eca_nfnet_l0", "poolformer_s12", "resmlp_12_224", "vit_tiny_patch16_224", "deit_tiny_patch16_224",
-    "swin_tiny_patch4_window7_224", "levit_128", "pit_ti_224", "coat_lite_tiny", "edgenext_xx_small",
-    "efficientformer_l1", "mobilevit_xxs", "inception_v3",
+    "resnet18",
+    "resnet50",
+    "resnext50_32x4d",
+    "seresnet50",
+    "regnety_008",
+    "regnetx_016",
+    "rexnet_100",
+    "ghostnet_100",
+    "mobileone_s0",
+    "mobilenetv2_100",
+    "mobilenetv3_large_100",
+    "efficientnet_b0",
+    "efficientnet_b2",
+    "mixnet_s",
+    "mnasnet_100",
+    "densenet121",
+    "dpn68",
+    "dla34",
+    "hrnet_w18_small",
+    "cspresnet50",
+    "repvgg_a2",
+    "convnext_nano",
+    "convnextv2_atto",
+    "eca_nfnet_l0",
+    "poolformer_s12",
+    "resmlp_12_224",
+    "vit_tiny_patch16_224",
+    "deit_tiny_patch16_224",
+    "swin_tiny_patch4_window7_224",
+    "levit_128",
+    "pit_ti_224",
+    "coat_lite_tiny",
+    "edgenext_xx_small",
+    "efficientformer_l1",
+    "mobilevit_xxs",
+    "inception_v3",
 ]
 TORCHVISION = [
-    "alexnet", "vgg11_bn", "squeezenet1_1", "googlenet", "shufflenet_v2_x1_0", "mobilenet_v3_small",
-    "mnasnet0_5", "efficientnet_v2_s", "regnet_y_400mf", "regnet_x_400mf", "wide_resnet50_2",
-    "convnext_tiny", "swin_t", "maxvit_t", "vit_b_32",
+    "alexnet",
+    "vgg11_bn",
+    "squeezenet1_1",
+    "googlenet",
+    "shufflenet_v2_x1_0",
+    "mobilenet_v3_small",
+    "mnasnet0_5",
+    "efficientnet_v2_s",
+    "regnet_y_400mf",
+    "regnet_x_400mf",
+    "wide_resnet50_2",
+    "convnext_tiny",
+    "swin_t",
+    "maxvit_t",
+    "vit_b_32",
 ]
-TRANSFORMERS = ["bert", "distilbert", "albert", "electra", "gpt2", "opt", "gpt_neox", "bloom", "t5", "bart", "llama"]
+TRANSFORMERS = [
+    "bert",
+    "distilbert",
+    "albert",
+    "electra",
+    "gpt2",
+    "opt",
+    "gpt_neox",
+    "bloom",
+    "t5",
+    "bart",
+    "llama",
+]
 MODES = ("bf16", "fp16", "train")
 BATCH = 4
 
 
 def rows(models: list[str] | None, modes: list[str]) -> list[str]:
-    names = [f"timm:{n}" for n in TIMM] + [f"tv:{n}" for n in TORCHVISION] + [f"hf:{n}" for n in TRANSFORMERS]
+    names = (
+        [f"timm:{n}" for n in TIMM]
+        + [f"tv:{n}" for n in TORCHVISION]
+        + [f"hf:{n}" for n in TRANSFORMERS]
+    )
     if models:
         names = [n for n in names if n.split(":", 1)[1] in models]
     return [f"{name}/{mode}" for name in names for mode in modes]
@@ -74,45 +130,95 @@ def _classifier_loss(classes: int, device: str) -> Any:
     import torch.nn.functional as F
 
     labels = (torch.arange(BATCH) * 7 % classes).to(device)
-    return lambda logits: F.cross_entropy((logits[0] if isinstance(logits, tuple) else logits).float(), labels)
+    return lambda logits: F.cross_entropy(
+        (logits[0] if isinstance(logits, tuple) else logits).float(), labels
+    )
 
 
 def _transformer(name: str, device: str) -> tuple[Any, dict[str, Any], Any]:
     import torch
     import transformers as hf
 
-    small = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 512,
-             "vocab_size": 8000}
+    small = {
+        "hidden_size": 256,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "intermediate_size": 512,
+        "vocab_size": 8000,
+    }
     configs: dict[str, Any] = {
         "bert": (hf.BertConfig, hf.BertForMaskedLM, small),
-        "distilbert": (hf.DistilBertConfig, hf.DistilBertForMaskedLM,
-                       {"dim": 256, "n_layers": 4, "n_heads": 4, "hidden_dim": 512, "vocab_size": 8000}),
+        "distilbert": (
+            hf.DistilBertConfig,
+            hf.DistilBertForMaskedLM,
+            {"dim": 256, "n_layers": 4, "n_heads": 4, "hidden_dim": 512, "vocab_size": 8000},
+        ),
         "albert": (hf.AlbertConfig, hf.AlbertForMaskedLM, {**small, "embedding_size": 128}),
         "electra": (hf.ElectraConfig, hf.ElectraForMaskedLM, {**small, "embedding_size": 128}),
-        "gpt2": (hf.GPT2Config, hf.GPT2LMHeadModel, {"n_embd": 256, "n_layer": 4, "n_head": 4, "vocab_size": 8000}),
-        "opt": (hf.OPTConfig, hf.OPTForCausalLM, {**small, "ffn_dim": 512, "word_embed_proj_dim": 256}),
+        "gpt2": (
+            hf.GPT2Config,
+            hf.GPT2LMHeadModel,
+            {"n_embd": 256, "n_layer": 4, "n_head": 4, "vocab_size": 8000},
+        ),
+        "opt": (
+            hf.OPTConfig,
+            hf.OPTForCausalLM,
+            {**small, "ffn_dim": 512, "word_embed_proj_dim": 256},
+        ),
         "gpt_neox": (hf.GPTNeoXConfig, hf.GPTNeoXForCausalLM, small),
-        "bloom": (hf.BloomConfig, hf.BloomForCausalLM, {"hidden_size": 256, "n_layer": 4, "n_head": 4,
-                                                        "vocab_size": 8000}),
-        "t5": (hf.T5Config, hf.T5ForConditionalGeneration, {"d_model": 256, "d_kv": 64, "d_ff": 512,
-                                                            "num_layers": 4, "num_heads": 4, "vocab_size": 8000}),
-        "bart": (hf.BartConfig, hf.BartForConditionalGeneration,
-                 {"d_model": 256, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
-                  "decoder_attention_heads": 4, "encoder_ffn_dim": 512, "decoder_ffn_dim": 512, "vocab_size": 8000}),
+        "bloom": (
+            hf.BloomConfig,
+            hf.BloomForCausalLM,
+            {"hidden_size": 256, "n_layer": 4, "n_head": 4, "vocab_size": 8000},
+        ),
+        "t5": (
+            hf.T5Config,
+            hf.T5ForConditionalGeneration,
+            {
+                "d_model": 256,
+                "d_kv": 64,
+                "d_ff": 512,
+                "num_layers": 4,
+                "num_heads": 4,
+                "vocab_size": 8000,
+            },
+        ),
+        "bart": (
+            hf.BartConfig,
+            hf.BartForConditionalGeneration,
+            {
+                "d_model": 256,
+                "encoder_layers": 2,
+                "decoder_layers": 2,
+                "encoder_attention_heads": 4,
+                "decoder_attention_heads": 4,
+                "encoder_ffn_dim": 512,
+                "decoder_ffn_dim": 512,
+                "vocab_size": 8000,
+            },
+        ),
         "llama": (hf.LlamaConfig, hf.LlamaForCausalLM, {**small, "num_key_value_heads": 2}),
     }
     config_class, model_class, shape = configs[name]
     model = model_class(config_class(**shape))
-    tokens = torch.randint(0, 8000, (BATCH, 32), generator=torch.Generator().manual_seed(0)).to(device)
+    tokens = torch.randint(0, 8000, (BATCH, 32), generator=torch.Generator().manual_seed(0)).to(
+        device
+    )
     mask = torch.ones_like(tokens)
     mask[1, 24:] = 0
-    kwargs = {"input_ids": tokens, "attention_mask": mask, "labels": tokens.masked_fill(mask == 0, -100)}
+    kwargs = {
+        "input_ids": tokens,
+        "attention_mask": mask,
+        "labels": tokens.masked_fill(mask == 0, -100),
+    }
     if name in ("t5", "bart"):
         kwargs["decoder_input_ids"] = tokens
     return model, kwargs, lambda output: output.loss.float()
 
 
-def build(row: str, device: str = os.environ.get("GPU_SWEEP_DEVICE", "cuda")) -> tuple[Any, tuple[Any, ...], dict[str, Any], dict[str, Any], Any]:
+def build(
+    row: str, device: str = os.environ.get("GPU_SWEEP_DEVICE", "cuda")
+) -> tuple[Any, tuple[Any, ...], dict[str, Any], dict[str, Any], Any]:
     """(model, args, kwargs, check options, grad context) for one row: the model in the row's
     dtype and mode, on ``device``."""
     import contextlib
@@ -140,7 +246,13 @@ def build(row: str, device: str = os.environ.get("GPU_SWEEP_DEVICE", "cuda")) ->
         model, kwargs, loss = _transformer(arch, device)
     model = model.to(device)
     if mode == "train":
-        return model.train(), args, kwargs, {"backward": True, "loss_fn": loss}, contextlib.nullcontext()
+        return (
+            model.train(),
+            args,
+            kwargs,
+            {"backward": True, "loss_fn": loss},
+            contextlib.nullcontext(),
+        )
     if library == "hf":
         kwargs.pop("labels")
     dtype = torch.bfloat16 if mode == "bf16" else torch.float16
@@ -148,7 +260,7 @@ def build(row: str, device: str = os.environ.get("GPU_SWEEP_DEVICE", "cuda")) ->
     return model.to(dtype).eval(), args, kwargs, {}, torch.no_grad()
 
 
-TEST_MODULE = '''\
+TEST_MODULE = """\
 import json, os, time
 import pytest
 import gpu_sweep
@@ -166,9 +278,9 @@ def test_row(compile_accuracy, row):
     finally:
         with open(os.path.join({out!r}, "seconds-" + os.environ.get("PYTEST_XDIST_WORKER", "main") + ".jsonl"), "a") as f:
             f.write(json.dumps({{"row": row, "seconds": round(time.perf_counter() - started, 1)}}) + "\\n")
-'''
+"""
 
-MUTANT = '''\
+MUTANT = """\
 import os
 
 import torch
@@ -186,27 +298,60 @@ def _scaled_add(*args, **kwargs):
 
 
 lowering.lowerings[torch.ops.aten.add.Tensor] = _scaled_add
-'''
+"""
 
 
-def run_chunk(selected: list[str], out: Path, workers: int, inject: float | None, tag: str,
-              minify: float | None = None) -> int:
+def run_chunk(
+    selected: list[str],
+    out: Path,
+    workers: int,
+    inject: float | None,
+    tag: str,
+    minify: float | None = None,
+) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = out / f"work-{tag}"
     work.mkdir(exist_ok=True)
-    (work / f"test_sweep_{tag.replace('-', '_').replace('.', '_')}.py").write_text(TEST_MODULE.format(rows=selected, out=str(out.resolve())))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    (work / f"test_sweep_{tag.replace('-', '_').replace('.', '_')}.py").write_text(
+        TEST_MODULE.format(rows=selected, out=str(out.resolve()))
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
     if inject is not None:
         mutant = work / "add_mutant.py"
         mutant.write_text(MUTANT)
         (work / "conftest.py").write_text(f"exec(open({str(mutant)!r}).read())\n")
-        env.update(GPU_SWEEP_INJECT=repr(inject), PYTEST_TORCHCOMPILE_SETUP=str(mutant),
-                   TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
+        env.update(
+            GPU_SWEEP_INJECT=repr(inject),
+            PYTEST_TORCHCOMPILE_SETUP=str(mutant),
+            TORCHINDUCTOR_FORCE_DISABLE_CACHES="1",
+        )
     report = out / f"report-{tag}.json"
-    command = [sys.executable, "-m", "pytest", str(work), "--compile-accuracy", "-p", "no:cacheprovider", "-q",
-               *(["--no-compile-accuracy-minify"] if minify is None else [f"--compile-accuracy-minify-timeout={minify}"]),
-               f"--compile-accuracy-report={report}",
-               f"--compile-accuracy-dir={work / 'repros'}", "-W", "ignore", "--rootdir", str(work)]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(work),
+        "--compile-accuracy",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *(
+            ["--no-compile-accuracy-minify"]
+            if minify is None
+            else [f"--compile-accuracy-minify-timeout={minify}"]
+        ),
+        f"--compile-accuracy-report={report}",
+        f"--compile-accuracy-dir={work / 'repros'}",
+        "-W",
+        "ignore",
+        "--rootdir",
+        str(work),
+    ]
     if workers > 1:
         command += ["-n", str(workers)]
     return subprocess.run(command, env=env, cwd=work).returncode
@@ -224,51 +369,89 @@ def summary(out: Path) -> str:
             row = test["nodeid"].split("[", 1)[1].rstrip("]")
             check = test["checks"][0] if test["checks"] else {}
             failing = [leaf for leaf in check.get("leaves") or [] if not leaf["passed"]]
-            floors = [leaf for leaf in check.get("leaves") or [] if leaf["detail"].startswith("measured against")]
+            floors = [
+                leaf
+                for leaf in check.get("leaves") or []
+                if leaf["detail"].startswith("measured against")
+            ]
             minified = check.get("minify") or {}
-            stage = (f" [minified {minified['ops_before']} -> {minified['ops_after']} ops: "
-                     f"{minified.get('stage_summary') or minified.get('note') or minified.get('stop')}]" if minified else "")
-            results[row] = {"status": test["status"], "ratio": check.get("worst_ratio"),
-                            "message": " ".join((check.get("message") or "").split())[:110] + stage,
-                            "failing": len(failing), "floored": len(floors)}
+            stage = (
+                f" [minified {minified['ops_before']} -> {minified['ops_after']} ops: "
+                f"{minified.get('stage_summary') or minified.get('note') or minified.get('stop')}]"
+                if minified
+                else ""
+            )
+            results[row] = {
+                "status": test["status"],
+                "ratio": check.get("worst_ratio"),
+                "message": " ".join((check.get("message") or "").split())[:110] + stage,
+                "failing": len(failing),
+                "floored": len(floors),
+            }
     lines = [f"{'row':46s} {'status':22s} {'ratio':>8s} {'s':>6s}  verdict"]
     counts: dict[str, int] = {}
     for row in sorted(set(results) | set(seconds)):
-        result = results.get(row, {"status": "crash (no result)", "ratio": None, "message": "", "failing": 0,
-                                   "floored": 0})
+        result = results.get(
+            row,
+            {
+                "status": "crash (no result)",
+                "ratio": None,
+                "message": "",
+                "failing": 0,
+                "floored": 0,
+            },
+        )
         counts[result["status"]] = counts.get(result["status"], 0) + 1
         ratio = result["ratio"]
-        verdict = result["message"] or (f"{result['floored']} output(s) passed on the reversed-batch floor"
-                                        if result["floored"] else "")
+        verdict = result["message"] or (
+            f"{result['floored']} output(s) passed on the reversed-batch floor"
+            if result["floored"]
+            else ""
+        )
         ratio_text = "-" if ratio is None else ratio if isinstance(ratio, str) else f"{ratio:.2f}"
-        lines.append(f"{row:46s} {result['status']:22s} {ratio_text:>8s} {seconds.get(row, 0):6.0f}  {verdict}")
+        lines.append(
+            f"{row:46s} {result['status']:22s} {ratio_text:>8s} {seconds.get(row, 0):6.0f}  {verdict}"
+        )
     false_alarms = sum(n for status, n in counts.items() if status.startswith("fail_"))
     lines.append("")
-    lines.append(f"rows: {sum(counts.values())}; " + ", ".join(f"{status}: {n}" for status, n in sorted(counts.items())))
-    lines.append(f"compiler failures (false alarms unless shown otherwise): {false_alarms}; "
-                 f"crashes: {counts.get('crash (no result)', 0)}; unconfirmed: {counts.get('unconfirmed', 0)}")
+    lines.append(
+        f"rows: {sum(counts.values())}; "
+        + ", ".join(f"{status}: {n}" for status, n in sorted(counts.items()))
+    )
+    lines.append(
+        f"compiler failures (false alarms unless shown otherwise): {false_alarms}; "
+        f"crashes: {counts.get('crash (no result)', 0)}; unconfirmed: {counts.get('unconfirmed', 0)}"
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=textwrap.dedent(__doc__ or "").splitlines()[0])
     parser.add_argument("--list", action="store_true", help="print the rows and exit")
-    parser.add_argument("--models", type=lambda text: text.split(","), help="only these architectures")
+    parser.add_argument(
+        "--models", type=lambda text: text.split(","), help="only these architectures"
+    )
     parser.add_argument("--modes", type=lambda text: text.split(","), default=list(MODES))
     parser.add_argument("--chunk", default="1/1", help="K/N: the K-th of N equal parts of the rows")
     parser.add_argument("--out", type=Path, default=Path("gpu-sweep"))
     parser.add_argument("-n", "--workers", type=int, default=8)
     parser.add_argument("--inject", type=float, help="scale Inductor's add lowering by 1 + EPS")
-    parser.add_argument("--summary", type=Path, help="print the table of a sweep's --out folder and exit")
-    parser.add_argument("--minify", type=float, metavar="SECONDS",
-                        help="minify each failing row within this budget (default: no minification)")
+    parser.add_argument(
+        "--summary", type=Path, help="print the table of a sweep's --out folder and exit"
+    )
+    parser.add_argument(
+        "--minify",
+        type=float,
+        metavar="SECONDS",
+        help="minify each failing row within this budget (default: no minification)",
+    )
     args = parser.parse_args(argv)
     if args.summary:
         print(summary(args.summary))
         return 0
     selected = rows(args.models, args.modes)
     index, count = (int(part) for part in args.chunk.split("/"))
-    selected = selected[index - 1::count]
+    selected = selected[index - 1 :: count]
     if args.list:
         print("\n".join(selected) + f"\n{len(selected)} rows")
         return 0

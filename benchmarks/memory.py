@@ -33,12 +33,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MODELS = {
-    "mlp": ("30 x Linear(2048, 2048)",
-            "torch.nn.Sequential(*[layer for _ in range(30) for layer in (torch.nn.Linear(2048, 2048), "
-            "torch.nn.ReLU())])", "torch.randn(8, 2048)"),
-    "convs": ("31 convolutions, 512 channels",
-              "torch.nn.Sequential(torch.nn.Conv2d(3, 512, 3, padding=1), *[layer for _ in range(30) for layer "
-              "in (torch.nn.ReLU(), torch.nn.Conv2d(512, 512, 3, padding=1))])", "torch.randn(1, 3, 16, 16)"),
+    "mlp": (
+        "30 x Linear(2048, 2048)",
+        "torch.nn.Sequential(*[layer for _ in range(30) for layer in (torch.nn.Linear(2048, 2048), "
+        "torch.nn.ReLU())])",
+        "torch.randn(8, 2048)",
+    ),
+    "convs": (
+        "31 convolutions, 512 channels",
+        "torch.nn.Sequential(torch.nn.Conv2d(3, 512, 3, padding=1), *[layer for _ in range(30) for layer "
+        "in (torch.nn.ReLU(), torch.nn.Conv2d(512, 512, 3, padding=1))])",
+        "torch.randn(1, 3, 16, 16)",
+    ),
 }
 
 TEST_FILE = textwrap.dedent("""
@@ -110,8 +116,14 @@ def _measure(command: list[str], work: Path, address_space: int | None) -> Peak:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1"}
     log = work / "pytest.log"
     with log.open("w") as out:
-        process = subprocess.Popen(command, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   preexec_fn=lambda: _limited(address_space))
+        process = subprocess.Popen(
+            command,
+            cwd=work,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lambda: _limited(address_space),
+        )
         tree_peak = 0
         done = threading.Event()
 
@@ -142,36 +154,79 @@ def _gb(size: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
-    parser.add_argument("--paths", default=",".join(PATHS), help=f"comma-separated, of {', '.join(PATHS)}")
-    parser.add_argument("--address-space", type=float, default=None, metavar="GIB",
-                        help="run the checked side under this RLIMIT_AS, and print its outcome")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}"
+    )
+    parser.add_argument(
+        "--paths", default=",".join(PATHS), help=f"comma-separated, of {', '.join(PATHS)}"
+    )
+    parser.add_argument(
+        "--address-space",
+        type=float,
+        default=None,
+        metavar="GIB",
+        help="run the checked side under this RLIMIT_AS, and print its outcome",
+    )
     args = parser.parse_args()
     limit = int(args.address_space * 2**30) if args.address_space else None
-    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; "
-          "tree: summed VmRSS of pytest and its children, sampled; largest: one process's "
-          "ru_maxrss", flush=True)
+    print(
+        f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; "
+        "tree: summed VmRSS of pytest and its children, sampled; largest: one process's "
+        "ru_maxrss",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as directory:
         work = Path(directory)
         for name in args.models.split(","):
             title, model, inputs = MODELS[name]
             test = work / f"test_{name}.py"
             test.write_text(TEST_FILE.format(model=model, inputs=inputs))
-            command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+            command = [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:xdist",
+            ]
             plain = _measure([*command, f"{test}::test_plain"], work, None)
             _tell_failure(name, "plain", plain)
-            print(f"{title}: plain run, tree {_gb(plain.tree_bytes)}, largest {_gb(plain.largest_bytes)}")
+            print(
+                f"{title}: plain run, tree {_gb(plain.tree_bytes)}, largest {_gb(plain.largest_bytes)}"
+            )
             for path in args.paths.split(","):
-                checked = _measure([*command, f"{test}::test_{path}", "--compile-accuracy",
-                                    f"--compile-accuracy-dir={work / 'repros'}"], work, limit)
+                checked = _measure(
+                    [
+                        *command,
+                        f"{test}::test_{path}",
+                        "--compile-accuracy",
+                        f"--compile-accuracy-dir={work / 'repros'}",
+                    ],
+                    work,
+                    limit,
+                )
                 _tell_failure(name, PATHS[path], checked)
-                print(f"  {PATHS[path]}: tree {_gb(checked.tree_bytes)} "
-                      f"({checked.tree_bytes / plain.tree_bytes:.2f}x), largest {_gb(checked.largest_bytes)} "
-                      f"({checked.largest_bytes / plain.largest_bytes:.2f}x)", flush=True)
+                print(
+                    f"  {PATHS[path]}: tree {_gb(checked.tree_bytes)} "
+                    f"({checked.tree_bytes / plain.tree_bytes:.2f}x), largest {_gb(checked.largest_bytes)} "
+                    f"({checked.largest_bytes / plain.largest_bytes:.2f}x)",
+                    flush=True,
+                )
                 if limit is not None:
-                    lines = [line for line in checked.output.splitlines() if "memory" in line or "fp64" in line]
-                    print("  under the limit: " + ("; ".join(lines[-3:]) or checked.output.splitlines()[-1]))
+                    lines = [
+                        line
+                        for line in checked.output.splitlines()
+                        if "memory" in line or "fp64" in line
+                    ]
+                    print(
+                        "  under the limit: "
+                        + ("; ".join(lines[-3:]) or checked.output.splitlines()[-1])
+                    )
 
 
 if __name__ == "__main__":

@@ -59,14 +59,18 @@ class Run:
     """Lines of the minified repro file it wrote (ours: minified.py; torch's: repro.py)."""
 
 
-def anchor_model(anchor: Path, layers: int, bug_at: int, device: str) -> tuple[torch.nn.Module, torch.Tensor]:
+def anchor_model(
+    anchor: Path, layers: int, bug_at: int, device: str
+) -> tuple[torch.nn.Module, torch.Tensor]:
     """The anchor script's model and input, built the way the script builds them.
 
     Only the script's model class is executed (it is read from the file), not its module body,
     which would compile the model under torch's minifier settings.
     """
     tree = ast.parse(anchor.read_text())
-    model_class = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "M")
+    model_class = next(
+        node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "M"
+    )
     namespace: dict[str, Any] = {"torch": torch, "LAYERS": layers, "BUG_AT": bug_at}
     exec(compile(ast.Module([model_class], type_ignores=[]), str(anchor), "exec"), namespace)
     torch.manual_seed(0)
@@ -74,18 +78,32 @@ def anchor_model(anchor: Path, layers: int, bug_at: int, device: str) -> tuple[t
     return model, torch.randn(16, 32, device=device)
 
 
-def write_anchor_repro(anchor: Path, layers: int, bug_at: int, device: str, directory: Path) -> tuple[Path, int]:
+def write_anchor_repro(
+    anchor: Path, layers: int, bug_at: int, device: str, directory: Path
+) -> tuple[Path, int]:
     """This package's repro of the anchor graph; returns its path and op count."""
     model, x = anchor_model(anchor, layers, bug_at, device)
     knob = "triton" if device == "cuda" else "cpp"
     with torch.no_grad():
-        outcome = check_model(model, (x,), options=CheckOptions(
-            inductor_config={f"{knob}.inject_relu_bug_TESTING_ONLY": "accuracy"}))
+        outcome = check_model(
+            model,
+            (x,),
+            options=CheckOptions(
+                inductor_config={f"{knob}.inject_relu_bug_TESTING_ONLY": "accuracy"}
+            ),
+        )
     if not outcome.failing_graphs:
-        raise SystemExit(f"the anchor model did not fail its check: {outcome.status} {outcome.message}")
+        raise SystemExit(
+            f"the anchor model did not fail its check: {outcome.status} {outcome.message}"
+        )
     failing = outcome.failing_graphs[0]
-    case = ReproCase(failing.gm or failing.graph.gm, failing.inputs or [], "accuracy",
-                     f"anchor {layers} layers, bug at {bug_at}", config_source=failing.graph.config_source)
+    case = ReproCase(
+        failing.gm or failing.graph.gm,
+        failing.inputs or [],
+        "accuracy",
+        f"anchor {layers} layers, bug at {bug_at}",
+        config_source=failing.graph.config_source,
+    )
     return write_repro(case, directory / "repro.py"), case.op_count
 
 
@@ -111,16 +129,26 @@ class Bench:
 
     def environment(self, cache_name: str) -> dict[str, str]:
         """A contender's environment: this checkout importable, a fresh Inductor cache of its own."""
-        return {**_environment(), "TORCHINDUCTOR_CACHE_DIR": str(self.workdir / f"cache-{cache_name}")}
+        return {
+            **_environment(),
+            "TORCHINDUCTOR_CACHE_DIR": str(self.workdir / f"cache-{cache_name}"),
+        }
 
     def timed(self, command: list[str], cwd: Path, cache_name: str) -> tuple[float, str]:
         """Run a contender with a fresh Inductor cache of its own; its wall time and its output."""
         env = self.environment(cache_name)
         if self.primed_caches:
-            subprocess.run([sys.executable, "-c", PRIME, self.device], env=env, check=True,
-                           capture_output=True, timeout=self.timeout_s)
+            subprocess.run(
+                [sys.executable, "-c", PRIME, self.device],
+                env=env,
+                check=True,
+                capture_output=True,
+                timeout=self.timeout_s,
+            )
         started = time.perf_counter()
-        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=self.timeout_s)
+        done = subprocess.run(
+            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=self.timeout_s
+        )
         seconds = time.perf_counter() - started
         output = done.stdout + done.stderr
         if done.returncode != 0:
@@ -130,7 +158,9 @@ class Bench:
 
 def _environment() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(ROOT) + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
     for name in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL"):
         env.pop(name, None)
     return env
@@ -148,34 +178,52 @@ def run_ours(bench: Bench, repro: Path, isolate: bool) -> Run:
         f"r = minify_repro(Path(sys.argv[1]), isolate={isolate}, device={device!r}, find_stage=False); "
         "print('RESULT ' + json.dumps(dataclasses.asdict(r)))"
     )
-    seconds, output = bench.timed([sys.executable, "-c", script, str(copy / "repro.py")], copy, copy.name)
-    result = json.loads(next(line for line in output.splitlines() if line.startswith("RESULT "))[len("RESULT "):])
+    seconds, output = bench.timed(
+        [sys.executable, "-c", script, str(copy / "repro.py")], copy, copy.name
+    )
+    result = json.loads(
+        next(line for line in output.splitlines() if line.startswith("RESULT "))[len("RESULT ") :]
+    )
     lines = len(Path(result["path"]).read_text().splitlines()) if result.get("path") else None
     return Run(name, seconds, result["compiles"], result["ops_after"], result["note"], lines)
 
 
-def torch_launcher(bench: Bench, anchor: Path, layers: int, bug_at: int, tag: str = "",
-                   cache_name: str | None = None) -> tuple[Path, float]:
+def torch_launcher(
+    bench: Bench,
+    anchor: Path,
+    layers: int,
+    bug_at: int,
+    tag: str = "",
+    cache_name: str | None = None,
+) -> tuple[Path, float]:
     """Run the anchor script as published; return torch's minifier launcher and the detection time.
     ``cache_name``: the Inductor cache directory's name (default: a fresh one of its own)."""
     scratch = bench.workdir / f"torch-detect{tag}"
     scratch.mkdir()
-    seconds, output = bench.timed([sys.executable, str(anchor), bench.device, str(layers), str(bug_at)], scratch,
-                                  cache_name or scratch.name)
+    seconds, output = bench.timed(
+        [sys.executable, str(anchor), bench.device, str(layers), str(bug_at)],
+        scratch,
+        cache_name or scratch.name,
+    )
     if "NO FAILURE DETECTED" in output:
         raise SystemExit("torch's accuracy check did not detect the anchor's bug")
     return next(scratch.glob("torch_compile_debug/*/minifier/minifier_launcher.py")), seconds
 
 
-def run_torch(bench: Bench, launcher: Path, isolate: bool, tag: str = "", cache_name: str | None = None) -> Run:
+def run_torch(
+    bench: Bench, launcher: Path, isolate: bool, tag: str = "", cache_name: str | None = None
+) -> Run:
     name = "torch minifier" + ("" if isolate else " --no-isolate")
     scratch = bench.workdir / (("torch-isolated" if isolate else "torch-no-isolate") + tag)
     scratch.mkdir()
     # The launcher pins the cache directory of the run that wrote it: give it this run's own.
     cache = bench.workdir / f"cache-{cache_name or scratch.name}"
-    source = re.sub(r"^os\.environ\['TORCHINDUCTOR_CACHE_DIR'\] = .*$",
-                    f"os.environ['TORCHINDUCTOR_CACHE_DIR'] = {str(cache)!r}",
-                    launcher.read_text(), flags=re.M)
+    source = re.sub(
+        r"^os\.environ\['TORCHINDUCTOR_CACHE_DIR'\] = .*$",
+        f"os.environ['TORCHINDUCTOR_CACHE_DIR'] = {str(cache)!r}",
+        launcher.read_text(),
+        flags=re.M,
+    )
     copy = scratch / "minifier_launcher.py"
     copy.write_text(source)
     command = [sys.executable, str(copy), "minify", *([] if isolate else ["--no-isolate"])]
@@ -185,18 +233,30 @@ def run_torch(bench: Bench, launcher: Path, isolate: bool, tag: str = "", cache_
     # Torch counts placeholders and the output node; its one-relu result is 3 nodes. It copies its
     # minimal repro to repro.py in the directory it runs in.
     minimal = scratch / "repro.py"
-    return Run(name, seconds, int(queries[-1]) if queries else None, None,
-               f"final graph: {checkpoints[-1]} nodes" if checkpoints else "",
-               len(minimal.read_text().splitlines()) if minimal.is_file() else None)
+    return Run(
+        name,
+        seconds,
+        int(queries[-1]) if queries else None,
+        None,
+        f"final graph: {checkpoints[-1]} nodes" if checkpoints else "",
+        len(minimal.read_text().splitlines()) if minimal.is_file() else None,
+    )
 
 
 def report(runs: list[Run], ops_before: int, detect_s: float) -> None:
     ours = next(run for run in runs if run.name == "pytest-torchcompile")
     print(f"\nanchor graph: {ops_before} ops; torch's detection run: {detect_s:.1f} s\n")
-    print(f"{'contender':40} {'wall s':>8} {'compiles':>9} {'ops after':>9} {'repro lines':>11}  ours vs it")
+    print(
+        f"{'contender':40} {'wall s':>8} {'compiles':>9} {'ops after':>9} {'repro lines':>11}  ours vs it"
+    )
     for run in runs:
-        ratio = "" if run is ours else f"{run.seconds / ours.seconds:.1f}x slower" if run.seconds >= ours.seconds \
+        ratio = (
+            ""
+            if run is ours
+            else f"{run.seconds / ours.seconds:.1f}x slower"
+            if run.seconds >= ours.seconds
             else f"{ours.seconds / run.seconds:.1f}x faster"
+        )
         compiles = "-" if run.compiles is None else str(run.compiles)
         ops = "-" if run.ops_after is None else str(run.ops_after)
         lines = "-" if run.repro_lines is None else str(run.repro_lines)
@@ -227,18 +287,28 @@ def anchor_arguments(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--bug-at", type=int, default=7)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--anchor", type=Path, default=ANCHOR, help="the anchor script (default: %(default)s)")
+    parser.add_argument(
+        "--anchor", type=Path, default=ANCHOR, help="the anchor script (default: %(default)s)"
+    )
     return parser
 
 
 def main() -> None:
     parser = anchor_arguments(__doc__.split("\n\n")[0])
-    parser.add_argument("--skip-torch-isolated", action="store_true",
-                        help="skip torch's isolated minify (one process per query: minutes)")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="limit per contender, seconds")
-    parser.add_argument("--primed-caches", action="store_true",
-                        help="give each fresh cache Inductor's one-time setup first (untimed), so that "
-                             "the times show the minifiers' own work")
+    parser.add_argument(
+        "--skip-torch-isolated",
+        action="store_true",
+        help="skip torch's isolated minify (one process per query: minutes)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=1800.0, help="limit per contender, seconds"
+    )
+    parser.add_argument(
+        "--primed-caches",
+        action="store_true",
+        help="give each fresh cache Inductor's one-time setup first (untimed), so that "
+        "the times show the minifiers' own work",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args()
     anchor = args.anchor.resolve()  # contenders run in directories of their own
@@ -246,9 +316,15 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="minify-vs-torch-"))
     bench = Bench(workdir, args.device, args.timeout, args.primed_caches)
     try:
-        repro, ops_before = write_anchor_repro(anchor, args.layers, args.bug_at, args.device, workdir / "repro")
+        repro, ops_before = write_anchor_repro(
+            anchor, args.layers, args.bug_at, args.device, workdir / "repro"
+        )
         launcher, detect_s = torch_launcher(bench, anchor, args.layers, args.bug_at)
-        runs = [run_ours(bench, repro, True), run_ours(bench, repro, False), run_torch(bench, launcher, False)]
+        runs = [
+            run_ours(bench, repro, True),
+            run_ours(bench, repro, False),
+            run_torch(bench, launcher, False),
+        ]
         if not args.skip_torch_isolated:
             runs.append(run_torch(bench, launcher, True))
         report(runs, ops_before, detect_s)

@@ -41,7 +41,7 @@ def pytest_configure(config):
     config.stash[KEEP_QUEUE_KEY] = True  # its jobs' attempts and timings are read after the run
 """
 
-SUITE = '''
+SUITE = """
 import pytest
 import torch
 
@@ -77,7 +77,7 @@ def test_anchor(compile_accuracy, bug_at, request):
     x = torch.randn(16, 32, device=DEVICE)
     with torch.no_grad():
         compile_accuracy(model, x)
-'''
+"""
 
 
 def bug_layers(cases: int, layers: int) -> list[int]:
@@ -91,12 +91,29 @@ def newest_queue(out: Path) -> Path:
     return max((out / ".queue").iterdir(), key=lambda p: (p / "run.json").stat().st_mtime)
 
 
-def run_once(workdir: Path, workers: int, label: str, timeout_s: float, extra: list[str]) -> dict[str, Any]:
+def run_once(
+    workdir: Path, workers: int, label: str, timeout_s: float, extra: list[str]
+) -> dict[str, Any]:
     out = workdir / f"out-{label}"
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(workdir / f"inductor-cache-{label}")}
-    command = [sys.executable, "-m", "pytest", "-n", str(workers), "--compile-accuracy",
-               "--compile-accuracy-dir", str(out), "--compile-accuracy-minify-timeout", str(timeout_s),
-               "-p", "no:cacheprovider", "-q", "-W", "ignore", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-n",
+        str(workers),
+        "--compile-accuracy",
+        "--compile-accuracy-dir",
+        str(out),
+        "--compile-accuracy-minify-timeout",
+        str(timeout_s),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-W",
+        "ignore",
+        *extra,
+    ]
     started = time.perf_counter()
     run = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
@@ -109,24 +126,37 @@ def run_once(workdir: Path, workers: int, label: str, timeout_s: float, extra: l
         sys.stderr.write(run.stdout[-4000:] + run.stderr[-4000:])
         raise SystemExit(f"{label}: not every case was minified: {[job['state'] for job in jobs]}")
     return {
-        "label": label, "workers": workers, "phase_s": phase_seconds(queue_dir), "wall_s": wall,
+        "label": label,
+        "workers": workers,
+        "phase_s": phase_seconds(queue_dir),
+        "wall_s": wall,
         "minifiers": sorted({a["worker"] for j in jobs for a in j["attempts"]}),
-        "cases": [{"nodeid": j["nodeid"], "worker": j["attempts"][-1]["worker"],
-                   "seconds": j["finished"] - j["attempts"][-1]["claimed"],
-                   "device": j["attempts"][-1].get("device") or "-",
-                   "ops": f"{j['result']['ops_before']} -> {j['result']['ops_after']}",
-                   "compiles": j["result"]["compiles"]} for j in jobs],
+        "cases": [
+            {
+                "nodeid": j["nodeid"],
+                "worker": j["attempts"][-1]["worker"],
+                "seconds": j["finished"] - j["attempts"][-1]["claimed"],
+                "device": j["attempts"][-1].get("device") or "-",
+                "ops": f"{j['result']['ops_before']} -> {j['result']['ops_after']}",
+                "compiles": j["result"]["compiles"],
+            }
+            for j in jobs
+        ],
         "lines": lines,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=2, help="K: failing cases, and workers of the parallel run")
+    parser.add_argument(
+        "--cases", type=int, default=2, help="K: failing cases, and workers of the parallel run"
+    )
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--device", choices=["cpu", "cuda"], default=None)
     parser.add_argument("--repeat", type=int, default=1, help="pairs of runs; medians are reported")
-    parser.add_argument("--timeout", type=float, default=600.0, help="--compile-accuracy-minify-timeout per case")
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="--compile-accuracy-minify-timeout per case"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
@@ -139,30 +169,55 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="parallel-minify-"))
     (workdir / "pytest.ini").write_text("[pytest]\n")
     (workdir / "conftest.py").write_text(KEEP_QUEUE_CONFTEST)
-    (workdir / "test_anchor.py").write_text(textwrap.dedent(SUITE.format(
-        device=args.device, layers=args.layers, bug_layers=layers)))
-    print(f"{args.cases} cases (relu bug at layers {layers} of {args.layers}), device {args.device}, "
-          f"{os.cpu_count()} CPUs; work dir {workdir}", flush=True)
+    (workdir / "test_anchor.py").write_text(
+        textwrap.dedent(SUITE.format(device=args.device, layers=args.layers, bug_layers=layers))
+    )
+    print(
+        f"{args.cases} cases (relu bug at layers {layers} of {args.layers}), device {args.device}, "
+        f"{os.cpu_count()} CPUs; work dir {workdir}",
+        flush=True,
+    )
     runs: dict[str, list[dict[str, Any]]] = {"n1": [], f"n{args.cases}": []}
     for repeat in range(args.repeat):
         for label, workers in (("n1", 1), (f"n{args.cases}", args.cases)):
             result = run_once(workdir, workers, f"{label}-{repeat}", args.timeout, args.pytest_args)
             runs[label].append(result)
-            print(f"-n {workers}: minify phase {result['phase_s']:.1f} s (total wall {result['wall_s']:.1f} s), "
-                  f"minified by {', '.join(result['minifiers'])}", flush=True)
+            print(
+                f"-n {workers}: minify phase {result['phase_s']:.1f} s (total wall {result['wall_s']:.1f} s), "
+                f"minified by {', '.join(result['minifiers'])}",
+                flush=True,
+            )
             for case in result["cases"]:
-                print(f"    {case['nodeid']}: {case['ops']} ops, {case['compiles']} compiles, "
-                      f"{case['seconds']:.1f} s on {case['worker']} (device {case['device']})", flush=True)
+                print(
+                    f"    {case['nodeid']}: {case['ops']} ops, {case['compiles']} compiles, "
+                    f"{case['seconds']:.1f} s on {case['worker']} (device {case['device']})",
+                    flush=True,
+                )
     devices_log = workdir / "test-devices.log"
     if devices_log.exists():
-        print("tests ran on:\n    " + "\n    ".join(sorted(set(devices_log.read_text().splitlines()))))
+        print(
+            "tests ran on:\n    " + "\n    ".join(sorted(set(devices_log.read_text().splitlines())))
+        )
     serial = statistics.median(r["phase_s"] for r in runs["n1"])
     parallel = statistics.median(r["phase_s"] for r in runs[f"n{args.cases}"])
-    print(f"minify phase: -n 1 {serial:.1f} s, -n {args.cases} {parallel:.1f} s: speedup {serial / parallel:.2f}x")
+    print(
+        f"minify phase: -n 1 {serial:.1f} s, -n {args.cases} {parallel:.1f} s: speedup {serial / parallel:.2f}x"
+    )
     if args.json is not None:
-        args.json.write_text(json.dumps({"cases": args.cases, "device": args.device, "cpus": os.cpu_count(),
-                                         "serial_s": serial, "parallel_s": parallel,
-                                         "speedup": serial / parallel, "runs": runs}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "cases": args.cases,
+                    "device": args.device,
+                    "cpus": os.cpu_count(),
+                    "serial_s": serial,
+                    "parallel_s": parallel,
+                    "speedup": serial / parallel,
+                    "runs": runs,
+                },
+                indent=1,
+            )
+        )
     if not args.keep:
         import shutil
 

@@ -399,7 +399,9 @@ def plugin_crash(text: str) -> str:
     A test the plugin fails on purpose ends in pytest's ``Failed``; anything else raised in the
     plugin's files, or a repro the plugin calls its own defect, is a crash."""
     if "defect of pytest-torchcompile" in text:
-        return next(line for line in text.splitlines() if "defect of pytest-torchcompile" in line).strip()
+        return next(
+            line for line in text.splitlines() if "defect of pytest-torchcompile" in line
+        ).strip()
     last = next((line for line in reversed(text.strip().splitlines()) if RAISED_AT.match(line)), "")
     raised = RAISED_AT.match(last)
     if raised and "pytest_torchcompile" in raised["path"] and not raised["type"].endswith("Failed"):
@@ -438,7 +440,12 @@ def run_subset(
     # Each run compiles on a cold Inductor cache of its own: a cache the other run filled would
     # make either side's compiles cheap, and the ratio meaningless.
     cache = out / f"{suite.name}-{label}-inductor-cache"
-    env = {**os.environ, **suite.env, "PYTHONDONTWRITEBYTECODE": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    env = {
+        **os.environ,
+        **suite.env,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "TORCHINDUCTOR_CACHE_DIR": str(cache),
+    }
     env.pop("PYTHONPATH", None)
     # -P: the sources' root is not put on sys.path, so that a repository's checkout does not
     # shadow the released package installed from PyPI (whose compiled parts it lacks).
@@ -520,8 +527,11 @@ def junit_id(nodeid: str) -> str:
 
 def compiler_failures(report: dict | None) -> set[str]:
     """The tests (by JUnit id) with a check that found a compiler failure, from the JSON report."""
-    return {junit_id(test["nodeid"]) for test in (report or {}).get("tests", [])
-            if any(check.get("status") in COMPILER_FAILURES for check in test.get("checks", []))}
+    return {
+        junit_id(test["nodeid"])
+        for test in (report or {}).get("tests", [])
+        if any(check.get("status") in COMPILER_FAILURES for check in test.get("checks", []))
+    }
 
 
 def outcome_differences(plain: Outcome, checked: Outcome) -> list[tuple[str, str, str, str]]:
@@ -648,7 +658,10 @@ def main() -> int:
             graphs = graph_checks(checked.report)
             found = outcome_differences(plain, checked)
             differences += [(suite.name, mode, *difference) for difference in found]
-            crashes += [(suite.name, mode, test_id, what) for test_id, what in sorted(checked.crashes.items())]
+            crashes += [
+                (suite.name, mode, test_id, what)
+                for test_id, what in sorted(checked.crashes.items())
+            ]
             rows.append(
                 (
                     suite.name,
@@ -695,8 +708,10 @@ def main() -> int:
     for row in rows:
         print("| " + " | ".join(row) + " |")
     for name, mode, test_id, before, after, reason in differences:
-        print(f"OUTCOME DIFFERENCE ({name}, {mode}): {test_id}: {before} plainly, {after} under "
-              f"--compile-accuracy{f': {reason}' if reason else ''}")
+        print(
+            f"OUTCOME DIFFERENCE ({name}, {mode}): {test_id}: {before} plainly, {after} under "
+            f"--compile-accuracy{f': {reason}' if reason else ''}"
+        )
     for name, mode, test_id, what in crashes:
         print(f"PLUGIN CRASH ({name}, {mode}): {test_id}: {what}")
     if failed_setup:

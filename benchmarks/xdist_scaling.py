@@ -39,7 +39,7 @@ sys.path.insert(0, str(BENCHMARKS))
 
 from minify_vs_torch import Report  # noqa: E402
 
-ZOO_SUITE = '''\
+ZOO_SUITE = """\
 import sys, pytest, torch
 sys.path.insert(0, {benchmarks!r})
 import zoo
@@ -55,9 +55,9 @@ def test_model(compile_accuracy, name, dtype):
     model, args, kwargs = zoo.prepare(case, zoo.DTYPES[dtype], "inference", DEVICE)
     with torch.no_grad():
         compile_accuracy.check(model, args, kwargs)
-'''
+"""
 
-PLAIN_ZOO_SUITE = '''\
+PLAIN_ZOO_SUITE = """\
 import sys, pytest, torch
 sys.path.insert(0, {benchmarks!r})
 import zoo
@@ -74,9 +74,9 @@ def test_model(name, dtype):
     with torch.no_grad():
         model(*args, **kwargs)
         torch.compile(model)(*args, **kwargs)
-'''
+"""
 
-SMALL_SUITE = '''\
+SMALL_SUITE = """\
 import pytest, torch
 from torch import nn
 
@@ -119,7 +119,7 @@ def test_model(compile_accuracy, name):
     model, shape = MODELS[name]()
     with torch.no_grad():
         compile_accuracy(model.eval().to(DEVICE), torch.randn(*shape, device=DEVICE))
-'''
+"""
 
 
 def zoo_names() -> list[str]:
@@ -129,42 +129,86 @@ def zoo_names() -> list[str]:
     return [spec.name for spec in zoo.MODELS if importlib.util.find_spec(spec.library) is not None]
 
 
-def run_suite(project: Path, suite: str, workers: int, extra: list[str],
-              timeout_s: float) -> tuple[float, str, list[str]]:
+def run_suite(
+    project: Path, suite: str, workers: int, extra: list[str], timeout_s: float
+) -> tuple[float, str, list[str]]:
     cache = Path(tempfile.mkdtemp(prefix="inductor-cache-", dir=project))
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-               "-n", str(workers), "--durations=0", *extra, suite]
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CACHE_DIR": str(cache),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-n",
+        str(workers),
+        "--durations=0",
+        *extra,
+        suite,
+    ]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout_s)
+    done = subprocess.run(
+        command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout_s
+    )
     seconds = time.perf_counter() - started
     shutil.rmtree(cache, ignore_errors=True)
     summary = re.findall(r"^=* ?(\d+ (?:passed|failed).*?)=*$", done.stdout, re.M)
     if done.returncode not in (0, 1):
-        raise SystemExit(f"{' '.join(command)} exited {done.returncode}:\n{(done.stdout + done.stderr)[-4000:]}")
+        raise SystemExit(
+            f"{' '.join(command)} exited {done.returncode}:\n{(done.stdout + done.stderr)[-4000:]}"
+        )
     durations = re.findall(r"^\s*(\d+\.\d+s (?:setup|call|teardown) .*)$", done.stdout, re.M)
-    return seconds, (summary[-1].strip() if summary else done.stdout.strip().splitlines()[-1]), durations
+    return (
+        seconds,
+        (summary[-1].strip() if summary else done.stdout.strip().splitlines()[-1]),
+        durations,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--workers", default=None,
-                        help="comma-separated -n values, the first is the anchor (default: 1,4 on cuda, 0,2 on cpu)")
-    parser.add_argument("--small", action="store_true", help="the small models defined here, even with zoo libraries")
-    parser.add_argument("--tiny", action="store_true", help="zoo models with tiny shapes (default on a CPU)")
-    parser.add_argument("--dtypes", default="fp32", help="zoo models' dtypes, comma-separated: fp32, bf16")
-    parser.add_argument("--unbudgeted", action="store_true",
-                        help="add a run at the last -n with --compile-accuracy-threads 0 (no shared CPU budget)")
-    parser.add_argument("--suites", default="checked",
-                        help="comma-separated: checked (under --compile-accuracy), plain (the zoo models' "
-                             "plain torch.compile first call and an eager call, no check: what the host gives "
-                             "a suite without the plugin)")
-    parser.add_argument("--timeout", type=float, default=1200.0, help="limit per pytest run, seconds")
+    parser.add_argument(
+        "--workers",
+        default=None,
+        help="comma-separated -n values, the first is the anchor (default: 1,4 on cuda, 0,2 on cpu)",
+    )
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="the small models defined here, even with zoo libraries",
+    )
+    parser.add_argument(
+        "--tiny", action="store_true", help="zoo models with tiny shapes (default on a CPU)"
+    )
+    parser.add_argument(
+        "--dtypes", default="fp32", help="zoo models' dtypes, comma-separated: fp32, bf16"
+    )
+    parser.add_argument(
+        "--unbudgeted",
+        action="store_true",
+        help="add a run at the last -n with --compile-accuracy-threads 0 (no shared CPU budget)",
+    )
+    parser.add_argument(
+        "--suites",
+        default="checked",
+        help="comma-separated: checked (under --compile-accuracy), plain (the zoo models' "
+        "plain torch.compile first call and an eager call, no check: what the host gives "
+        "a suite without the plugin)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=1200.0, help="limit per pytest run, seconds"
+    )
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     args = parser.parse_args()
-    counts = [int(n) for n in (args.workers or ("1,4" if args.device == "cuda" else "0,2")).split(",")]
+    counts = [
+        int(n) for n in (args.workers or ("1,4" if args.device == "cuda" else "0,2")).split(",")
+    ]
 
     names = [] if args.small else zoo_names()
     workdir = Path(tempfile.mkdtemp(prefix="xdist-scaling-"))
@@ -174,25 +218,48 @@ def main() -> None:
     try:
         if names:
             dtypes = args.dtypes.split(",")
-            source = ZOO_SUITE.format(benchmarks=str(BENCHMARKS), device=args.device,
-                                      tiny=args.tiny or args.device == "cpu", names=names, dtypes=dtypes)
-            say(f"suite: {len(names) * len(dtypes)} checks, zoo models ({', '.join(names)}) in "
-                f"{' and '.join(dtypes)}, inference, on {args.device}")
+            source = ZOO_SUITE.format(
+                benchmarks=str(BENCHMARKS),
+                device=args.device,
+                tiny=args.tiny or args.device == "cpu",
+                names=names,
+                dtypes=dtypes,
+            )
+            say(
+                f"suite: {len(names) * len(dtypes)} checks, zoo models ({', '.join(names)}) in "
+                f"{' and '.join(dtypes)}, inference, on {args.device}"
+            )
         else:
             source = SMALL_SUITE.format(device=args.device)
-            say(f"suite: 8 small models defined in xdist_scaling.py, inference fp32, on {args.device}")
+            say(
+                f"suite: 8 small models defined in xdist_scaling.py, inference fp32, on {args.device}"
+            )
         (workdir / "test_suite.py").write_text(source)
-        say(f"{len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()} CPUs; "
-            f"each run a fresh process and a fresh Inductor cache")
+        say(
+            f"{len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()} CPUs; "
+            f"each run a fresh process and a fresh Inductor cache"
+        )
         suites = args.suites.split(",")
         checked = ["--compile-accuracy", "test_suite.py"]
         runs = [(f"-n {n}", n, checked) for n in counts] if "checked" in suites else []
         if args.unbudgeted:
-            runs.append((f"-n {counts[-1]} --compile-accuracy-threads 0", counts[-1], ["--compile-accuracy-threads", "0", *checked]))
+            runs.append(
+                (
+                    f"-n {counts[-1]} --compile-accuracy-threads 0",
+                    counts[-1],
+                    ["--compile-accuracy-threads", "0", *checked],
+                )
+            )
         if "plain" in suites and names:
-            (workdir / "test_plain.py").write_text(PLAIN_ZOO_SUITE.format(
-                benchmarks=str(BENCHMARKS), device=args.device, tiny=args.tiny or args.device == "cpu",
-                names=names, dtypes=dtypes))
+            (workdir / "test_plain.py").write_text(
+                PLAIN_ZOO_SUITE.format(
+                    benchmarks=str(BENCHMARKS),
+                    device=args.device,
+                    tiny=args.tiny or args.device == "cpu",
+                    names=names,
+                    dtypes=dtypes,
+                )
+            )
             runs += [(f"plain -n {n}", n, ["test_plain.py"]) for n in counts]
         results: dict[str, float] = {}
         for label, n, extra in runs:
@@ -207,8 +274,11 @@ def main() -> None:
             if label == first or first not in results:
                 continue
             anchor_s = results[first]
-            say(f"{label} vs {first}: {anchor_s / seconds:.2f}x faster" if seconds <= anchor_s
-                else f"{label} vs {first}: {seconds / anchor_s:.2f}x slower")
+            say(
+                f"{label} vs {first}: {anchor_s / seconds:.2f}x faster"
+                if seconds <= anchor_s
+                else f"{label} vs {first}: {seconds / anchor_s:.2f}x slower"
+            )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         report.write(args.out)

@@ -115,7 +115,9 @@ class ModelSpec:
 
 def _images(sizes: Sizes) -> torch.Tensor:
     generator = torch.Generator().manual_seed(0)
-    return torch.randn(sizes.batch, 3, sizes.image, sizes.image, generator=generator).to(sizes.device)
+    return torch.randn(sizes.batch, 3, sizes.image, sizes.image, generator=generator).to(
+        sizes.device
+    )
 
 
 def _classification_loss(sizes: Sizes, num_classes: int) -> LossFn:
@@ -128,7 +130,9 @@ def _timm(name: str) -> Callable[[Sizes], Case]:
         import timm
 
         extra: dict[str, Any] = {"img_size": sizes.image} if name.startswith("vit") else {}
-        model = timm.create_model(name, pretrained=False, drop_rate=0.0, drop_path_rate=0.0, **extra)
+        model = timm.create_model(
+            name, pretrained=False, drop_rate=0.0, drop_path_rate=0.0, **extra
+        )
         return Case(model, (_images(sizes),), {}, _classification_loss(sizes, model.num_classes))
 
     return build
@@ -145,6 +149,7 @@ def _torchvision(name: str) -> Callable[[Sizes], Case]:
     """A torchvision classifier by name (random weights); RegNet's padded strides and Swin's
     window shifts through in-place ops are what Inductor's re-runs and torch-level repros must
     keep."""
+
     def build(sizes: Sizes) -> Case:
         import torchvision
 
@@ -156,7 +161,9 @@ def _torchvision(name: str) -> Callable[[Sizes], Case]:
 
 def _tokens(sizes: Sizes, vocab_size: int, seed: int = 0) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
-    return torch.randint(0, vocab_size, (sizes.batch, sizes.seq_len), generator=generator).to(sizes.device)
+    return torch.randint(0, vocab_size, (sizes.batch, sizes.seq_len), generator=generator).to(
+        sizes.device
+    )
 
 
 def _padding_mask(sizes: Sizes) -> torch.Tensor:
@@ -164,7 +171,7 @@ def _padding_mask(sizes: Sizes) -> torch.Tensor:
     of -inf/NaN differences, so the audit should see it."""
     mask = torch.ones(sizes.batch, sizes.seq_len, dtype=torch.long)
     if sizes.batch > 1:
-        mask[1, sizes.seq_len - sizes.seq_len // 4:] = 0
+        mask[1, sizes.seq_len - sizes.seq_len // 4 :] = 0
     return mask.to(sizes.device)
 
 
@@ -183,15 +190,27 @@ def _own_loss(output: Any) -> torch.Tensor:
 def _bert(sizes: Sizes) -> Case:
     from transformers import BertConfig, BertModel
 
-    tiny: dict[str, Any] = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "intermediate_size": 128, "vocab_size": 1000}
-    config = BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                        **(tiny if sizes.tiny else {}))
-    kwargs = {"input_ids": _tokens(sizes, config.vocab_size), "attention_mask": _padding_mask(sizes)}
+    tiny: dict[str, Any] = {
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+        "vocab_size": 1000,
+    }
+    config = BertConfig(
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **(tiny if sizes.tiny else {})
+    )
+    kwargs = {
+        "input_ids": _tokens(sizes, config.vocab_size),
+        "attention_mask": _padding_mask(sizes),
+    }
 
     def loss(output: Any) -> torch.Tensor:
         # BertModel has no head: a quadratic of both outputs, so every parameter gets a gradient.
-        return output.last_hidden_state.float().square().mean() + output.pooler_output.float().square().mean()
+        return (
+            output.last_hidden_state.float().square().mean()
+            + output.pooler_output.float().square().mean()
+        )
 
     return Case(BertModel(config), (), kwargs, loss)
 
@@ -199,9 +218,18 @@ def _bert(sizes: Sizes) -> Case:
 def _gpt2(sizes: Sizes) -> Case:
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    tiny: dict[str, Any] = {"n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 1000, "n_positions": 128,
-            "bos_token_id": 0, "eos_token_id": 0}
-    config = GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **(tiny if sizes.tiny else {}))
+    tiny: dict[str, Any] = {
+        "n_embd": 64,
+        "n_layer": 2,
+        "n_head": 4,
+        "vocab_size": 1000,
+        "n_positions": 128,
+        "bos_token_id": 0,
+        "eos_token_id": 0,
+    }
+    config = GPT2Config(
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **(tiny if sizes.tiny else {})
+    )
     kwargs, train_kwargs = _lm_inputs(sizes, config.vocab_size)
     return Case(GPT2LMHeadModel(config), (), kwargs, _own_loss, train_kwargs)
 
@@ -209,12 +237,23 @@ def _gpt2(sizes: Sizes) -> Case:
 def _t5(sizes: Sizes) -> Case:
     from transformers import T5Config, T5ForConditionalGeneration
 
-    tiny: dict[str, Any] = {"d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 2, "num_heads": 4, "vocab_size": 1000}
+    tiny: dict[str, Any] = {
+        "d_model": 64,
+        "d_kv": 16,
+        "d_ff": 128,
+        "num_layers": 2,
+        "num_heads": 4,
+        "vocab_size": 1000,
+    }
     config = T5Config(dropout_rate=0.0, **(tiny if sizes.tiny else {}))  # default: t5-small's shape
     labels = _tokens(sizes, config.vocab_size, seed=1)
-    kwargs = {"input_ids": _tokens(sizes, config.vocab_size), "attention_mask": _padding_mask(sizes),
-              # An encoder-decoder needs decoder inputs; training derives them from the labels.
-              "decoder_input_ids": labels, "use_cache": False}
+    kwargs = {
+        "input_ids": _tokens(sizes, config.vocab_size),
+        "attention_mask": _padding_mask(sizes),
+        # An encoder-decoder needs decoder inputs; training derives them from the labels.
+        "decoder_input_ids": labels,
+        "use_cache": False,
+    }
     return Case(T5ForConditionalGeneration(config), (), kwargs, _own_loss, {"labels": labels})
 
 
@@ -222,10 +261,22 @@ def _llama(sizes: Sizes) -> Case:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     # A small Llama (grouped-query attention, RoPE, RMSNorm, SwiGLU); a 7B would not fit the budget.
-    small = {"hidden_size": 512, "intermediate_size": 1408, "num_hidden_layers": 4,
-             "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 32000}
-    tiny = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}
+    small = {
+        "hidden_size": 512,
+        "intermediate_size": 1408,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "vocab_size": 32000,
+    }
+    tiny = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 1000,
+    }
     shape: dict[str, Any] = tiny if sizes.tiny else small
     config = LlamaConfig(max_position_embeddings=256, attention_dropout=0.0, **shape)
     kwargs, train_kwargs = _lm_inputs(sizes, config.vocab_size)
@@ -259,7 +310,9 @@ def _cast(value: Any, dtype: torch.dtype) -> Any:
     return value
 
 
-def prepare(case: Case, dtype: torch.dtype, mode: str, device: torch.device) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
+def prepare(
+    case: Case, dtype: torch.dtype, mode: str, device: torch.device
+) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
     """The model to check and its inputs, on the device, in ``dtype`` and the mode's state."""
     model = case.model.to(device=device, dtype=dtype)
     args = tuple(_cast(a, dtype) for a in case.args)
@@ -273,15 +326,25 @@ def prepare(case: Case, dtype: torch.dtype, mode: str, device: torch.device) -> 
 
 
 def _mode_options(options: CheckOptions, mode: str, case: Case) -> CheckOptions:
-    return options if mode == "inference" else dataclasses.replace(options, backward=True, loss_fn=case.loss)
+    return (
+        options
+        if mode == "inference"
+        else dataclasses.replace(options, backward=True, loss_fn=case.loss)
+    )
 
 
 def _grad_mode(mode: str) -> Any:
     return torch.no_grad() if mode == "inference" else nullcontext()
 
 
-def _run_step(call: Callable[..., Any], model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
-              mode: str, loss: LossFn) -> Any:
+def _run_step(
+    call: Callable[..., Any],
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    mode: str,
+    loss: LossFn,
+) -> Any:
     """What the user's own code does in this mode: a forward through ``call`` (``model``
     compiled), and for training the gradients of ``model``'s parameters."""
     with _grad_mode(mode):
@@ -356,8 +419,14 @@ def _cold_cache() -> Iterator[None]:
         yield
 
 
-def _plain_compile_seconds(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mode: str,
-                           loss: LossFn, device: torch.device) -> float:
+def _plain_compile_seconds(
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    mode: str,
+    loss: LossFn,
+    device: torch.device,
+) -> float:
     """What a user pays without the check: the first call of ``torch.compile(model)`` on a fresh
     dynamo (for training, with its backward)."""
     reset()
@@ -384,18 +453,32 @@ def _fill_from_outcome(row: Row, outcome: CheckOutcome) -> None:
         row.worst_ratio = outcome.comparison.worst_ratio
         if not outcome.comparison.passed:
             row.failing_outputs = format_table(outcome.comparison.failing[:20])
-    row.failing_graphs = [failing.graph.label + (f" ({failing.note})" if failing.note else "")
-                          for failing in outcome.failing_graphs]
+    row.failing_graphs = [
+        failing.graph.label + (f" ({failing.note})" if failing.note else "")
+        for failing in outcome.failing_graphs
+    ]
 
 
-def _measure_into(row: Row, spec: ModelSpec, sizes: Sizes, options: CheckOptions, plain: bool,
-                  probe_children: ProbeChildren | None) -> None:
+def _measure_into(
+    row: Row,
+    spec: ModelSpec,
+    sizes: Sizes,
+    options: CheckOptions,
+    plain: bool,
+    probe_children: ProbeChildren | None,
+) -> None:
     torch.manual_seed(0)  # identical random weights for every dtype and mode of a model
     case = spec.build(sizes)
     model, args, kwargs = prepare(case, DTYPES[row.dtype], row.mode, sizes.device)
     started = time.perf_counter()
     with _cold_cache(), _grad_mode(row.mode):
-        outcome = check_model(model, args, kwargs, _mode_options(options, row.mode, case), probe_children=probe_children)
+        outcome = check_model(
+            model,
+            args,
+            kwargs,
+            _mode_options(options, row.mode, case),
+            probe_children=probe_children,
+        )
     _synchronize(sizes.device)
     row.check_seconds = time.perf_counter() - started
     _fill_from_outcome(row, outcome)
@@ -406,13 +489,22 @@ def _measure_into(row: Row, spec: ModelSpec, sizes: Sizes, options: CheckOptions
     # rather than to plain keeps the overhead figure on the safe (high) side.
     if plain:
         try:
-            row.compile_seconds = _plain_compile_seconds(model, args, kwargs, row.mode, case.loss, sizes.device)
+            row.compile_seconds = _plain_compile_seconds(
+                model, args, kwargs, row.mode, case.loss, sizes.device
+            )
         except Exception as error:  # the check's status already tells what went wrong
             row.error = f"plain torch.compile raised: {type(error).__name__}: {error}"[:2000]
 
 
-def measure(spec: ModelSpec, dtype_name: str, mode: str, sizes: Sizes, options: CheckOptions,
-            plain: bool = True, probe_children: ProbeChildren | None = None) -> Row:
+def measure(
+    spec: ModelSpec,
+    dtype_name: str,
+    mode: str,
+    sizes: Sizes,
+    options: CheckOptions,
+    plain: bool = True,
+    probe_children: ProbeChildren | None = None,
+) -> Row:
     """One row; never raises (a crash of any kind becomes the row's status)."""
     row = Row(spec.name, spec.library, dtype_name, mode, status=CRASH)
     try:
@@ -435,8 +527,14 @@ def _warm_up(device: torch.device) -> None:
     reset()
     with _cold_cache():
         layer = nn.Linear(8, 8).to(device)
-        _run_step(torch.compile(layer), layer, (torch.randn(2, 8, device=device),), {}, "training",
-                  lambda out: out.square().mean())
+        _run_step(
+            torch.compile(layer),
+            layer,
+            (torch.randn(2, 8, device=device),),
+            {},
+            "training",
+            lambda out: out.square().mean(),
+        )
     _synchronize(device)
     reset()
 
@@ -467,12 +565,16 @@ def _number(value: float | None, digits: int) -> str:
 
 
 def markdown_table(rows: list[Row]) -> str:
-    lines = ["| model | dtype | mode | status | worst ratio | compile s | overhead x |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | dtype | mode | status | worst ratio | compile s | overhead x |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in rows:
-        lines.append(f"| {row.model} | {row.dtype} | {row.mode} | {row.status} | "
-                     f"{_number(row.worst_ratio, 2)} | {_number(row.compile_seconds, 1)} | "
-                     f"{_number(row.overhead, 1)} |")
+        lines.append(
+            f"| {row.model} | {row.dtype} | {row.mode} | {row.status} | "
+            f"{_number(row.worst_ratio, 2)} | {_number(row.compile_seconds, 1)} | "
+            f"{_number(row.overhead, 1)} |"
+        )
     return "\n".join(lines)
 
 
@@ -480,8 +582,10 @@ def progress_line(row: Row) -> str:
     line = f"  {row.model:28} {row.dtype:5} {row.mode:10} {row.status:22}"
     if row.skipped:
         return line
-    return (f"{line} ratio {_number(row.worst_ratio, 2):>6}  compile {_number(row.compile_seconds, 1):>6}s  "
-            f"check {_number(row.check_seconds, 1):>6}s  x{_number(row.overhead, 1)}")
+    return (
+        f"{line} ratio {_number(row.worst_ratio, 2):>6}  compile {_number(row.compile_seconds, 1):>6}s  "
+        f"check {_number(row.check_seconds, 1):>6}s  x{_number(row.overhead, 1)}"
+    )
 
 
 def report_text(rows: list[Row], missing: dict[str, str]) -> str:
@@ -512,12 +616,23 @@ def environment(device: torch.device, sizes: Sizes, options: CheckOptions) -> di
         except Exception:
             env[library] = NOT_INSTALLED
     # TF32 changes what fp32 eager (and so the allowed error) is on a GPU: record it.
-    env.update(cudnn_allow_tf32=torch.backends.cudnn.allow_tf32,
-               matmul_allow_tf32=torch.backends.cuda.matmul.allow_tf32,
-               deterministic=torch.are_deterministic_algorithms_enabled())
-    env.update(tol=options.tol if options.tol is not None else "default", intermediates=options.intermediates)
-    env.update(device=str(device), tiny=sizes.tiny, batch=sizes.batch, seq_len=sizes.seq_len,
-               image=sizes.image, date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
+    env.update(
+        cudnn_allow_tf32=torch.backends.cudnn.allow_tf32,
+        matmul_allow_tf32=torch.backends.cuda.matmul.allow_tf32,
+        deterministic=torch.are_deterministic_algorithms_enabled(),
+    )
+    env.update(
+        tol=options.tol if options.tol is not None else "default",
+        intermediates=options.intermediates,
+    )
+    env.update(
+        device=str(device),
+        tiny=sizes.tiny,
+        batch=sizes.batch,
+        seq_len=sizes.seq_len,
+        image=sizes.image,
+        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    )
     return env
 
 
@@ -551,8 +666,14 @@ def merge_rows(previous: list[Row], new: list[Row]) -> list[Row]:
     by_key = {row.key: row for row in previous}
     by_key.update({row.key: row for row in new})
     order = {spec.name: index for index, spec in enumerate(MODELS)}
-    return sorted(by_key.values(), key=lambda r: (order.get(r.model, len(order)), list(DTYPES).index(r.dtype)
-                                                  if r.dtype in DTYPES else 9, r.mode))
+    return sorted(
+        by_key.values(),
+        key=lambda r: (
+            order.get(r.model, len(order)),
+            list(DTYPES).index(r.dtype) if r.dtype in DTYPES else 9,
+            r.mode,
+        ),
+    )
 
 
 TABLE_NOTE = (
@@ -564,18 +685,26 @@ TABLE_NOTE = (
 )
 
 
-def write_outputs(args: argparse.Namespace, rows: list[Row], runs: dict[str, dict[str, Any]]) -> None:
+def write_outputs(
+    args: argparse.Namespace, rows: list[Row], runs: dict[str, dict[str, Any]]
+) -> None:
     """JSON: every row and the environment of each run that measured some (rows name it by date)."""
     if args.json:
-        payload = {"environment": runs[max(runs)], "runs": runs, "rows": [_row_json(row) for row in rows]}
+        payload = {
+            "environment": runs[max(runs)],
+            "runs": runs,
+            "rows": [_row_json(row) for row in rows],
+        }
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
     if args.markdown:
         env = runs[max(runs)]
-        caption = (f"{env.get('cuda_device') or env.get('cpu')}, torch {env['torch']}, "
-                   f"triton {env['triton']}, timm {env['timm']}, torchvision {env['torchvision']}, "
-                   f"transformers {env['transformers']}, {env['date'][:10]}"
-                   + (" (tiny configs)" if env["tiny"] else "")
-                   + (f"; merged from {len(runs)} runs" if len(runs) > 1 else ""))
+        caption = (
+            f"{env.get('cuda_device') or env.get('cpu')}, torch {env['torch']}, "
+            f"triton {env['triton']}, timm {env['timm']}, torchvision {env['torchvision']}, "
+            f"transformers {env['transformers']}, {env['date'][:10]}"
+            + (" (tiny configs)" if env["tiny"] else "")
+            + (f"; merged from {len(runs)} runs" if len(runs) > 1 else "")
+        )
         Path(args.markdown).write_text(f"{caption}\n\n{markdown_table(rows)}\n\n{TABLE_NOTE}\n")
 
 
@@ -595,28 +724,54 @@ def _csv(allowed: tuple[str, ...] | list[str]) -> Callable[[str], list[str]]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--models", default="",
-                        help="comma-separated, case-insensitive: each starts a model name or a _-separated part of "
-                             "one, e.g. bert,t5,vit (default: all; see --list)")
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu"
+    )
+    parser.add_argument(
+        "--models",
+        default="",
+        help="comma-separated, case-insensitive: each starts a model name or a _-separated part of "
+        "one, e.g. bert,t5,vit (default: all; see --list)",
+    )
     parser.add_argument("--dtypes", type=_csv(tuple(DTYPES)), default=list(DTYPES))
     parser.add_argument("--modes", type=_csv(MODES), default=list(MODES))
-    parser.add_argument("--tol", type=float, default=None,
-                        help="the checks' tolerance (default: the plugin's, 1e-4 inference, 1e-3 training)")
-    parser.add_argument("--no-intermediates", action="store_true",
-                        help="skip the masked-deviation check of every intermediate (on by default, "
-                             "as for users; one extra compile per graph)")
-    parser.add_argument("--no-plain", action="store_true",
-                        help="skip the plain torch.compile timing (compile s, overhead x) to save time")
-    parser.add_argument("--deterministic", action="store_true",
-                        help="torch.use_deterministic_algorithms (warn only): tells whether an "
-                             "eager_nondeterministic row comes from nondeterministic kernels")
-    parser.add_argument("--tiny", action="store_true",
-                        help="tiny transformer configs and 64x64 images (CPU smoke test, not the audit)")
-    parser.add_argument("--json", metavar="PATH", help="write every row (messages, timings) as JSON")
+    parser.add_argument(
+        "--tol",
+        type=float,
+        default=None,
+        help="the checks' tolerance (default: the plugin's, 1e-4 inference, 1e-3 training)",
+    )
+    parser.add_argument(
+        "--no-intermediates",
+        action="store_true",
+        help="skip the masked-deviation check of every intermediate (on by default, "
+        "as for users; one extra compile per graph)",
+    )
+    parser.add_argument(
+        "--no-plain",
+        action="store_true",
+        help="skip the plain torch.compile timing (compile s, overhead x) to save time",
+    )
+    parser.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="torch.use_deterministic_algorithms (warn only): tells whether an "
+        "eager_nondeterministic row comes from nondeterministic kernels",
+    )
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="tiny transformer configs and 64x64 images (CPU smoke test, not the audit)",
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", help="write every row (messages, timings) as JSON"
+    )
     parser.add_argument("--markdown", metavar="PATH", help="write the README table")
-    parser.add_argument("--merge", action="store_true",
-                        help="merge into the rows already in --json (a run split over several commands)")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="merge into the rows already in --json (a run split over several commands)",
+    )
     parser.add_argument("--list", action="store_true", help="list the models and exit")
     args = parser.parse_args(argv)
     if args.merge and not args.json:
@@ -628,8 +783,12 @@ def selected(models: str) -> list[ModelSpec]:
     """The models named by ``--models``: each needle must start the name or one of its
     ``_``-separated parts (a bare substring test would let ``t5`` pick resnet50)."""
     needles = [n.strip().lower() for n in models.split(",") if n.strip()]
-    return [spec for spec in MODELS
-            if not needles or any(re.search(rf"(^|_){re.escape(n)}", spec.name.lower()) for n in needles)]
+    return [
+        spec
+        for spec in MODELS
+        if not needles
+        or any(re.search(rf"(^|_){re.escape(n)}", spec.name.lower()) for n in needles)
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -650,8 +809,11 @@ def main(argv: list[str] | None = None) -> int:
     env = environment(device, sizes, options)
     previous, runs = load_previous(Path(args.json)) if args.merge else ([], {})
     runs[env["date"]] = env
-    print(f"zoo: {len(specs)} models x {args.dtypes} x {args.modes} on {device} "
-          f"(torch {torch.__version__}{', tiny configs' if args.tiny else ''})", flush=True)
+    print(
+        f"zoo: {len(specs)} models x {args.dtypes} x {args.modes} on {device} "
+        f"(torch {torch.__version__}{', tiny configs' if args.tiny else ''})",
+        flush=True,
+    )
 
     rows: list[Row] = []
     _warm_up(device)
@@ -659,10 +821,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for spec, dtype_name, mode in itertools.product(specs, args.dtypes, args.modes):
             if spec.library in missing:
-                row = Row(spec.name, spec.library, dtype_name, mode, NOT_INSTALLED, message=missing[spec.library])
+                row = Row(
+                    spec.name,
+                    spec.library,
+                    dtype_name,
+                    mode,
+                    NOT_INSTALLED,
+                    message=missing[spec.library],
+                )
             else:
-                row = measure(spec, dtype_name, mode, sizes, options, plain=not args.no_plain,
-                              probe_children=probe_children)
+                row = measure(
+                    spec,
+                    dtype_name,
+                    mode,
+                    sizes,
+                    options,
+                    plain=not args.no_plain,
+                    probe_children=probe_children,
+                )
             row.run = env["date"]
             rows.append(row)
             print(progress_line(row), flush=True)

@@ -28,8 +28,13 @@ DEFAULT_DIR = Path(".compile-accuracy")
 REPRO, MINIFIED = "repro.py", "minified.py"
 
 EXIT_STATUSES = {
-    StopReason.MINIMAL: 0, StopReason.TIME_BUDGET: 0, StopReason.NOT_REPRODUCED: 1,
-    StopReason.REPRO_BROKEN: 3, StopReason.CRASHED: 1, StopReason.INTERRUPTED: 1, StopReason.SPREAD: 1,
+    StopReason.MINIMAL: 0,
+    StopReason.TIME_BUDGET: 0,
+    StopReason.NOT_REPRODUCED: 1,
+    StopReason.REPRO_BROKEN: 3,
+    StopReason.CRASHED: 1,
+    StopReason.INTERRUPTED: 1,
+    StopReason.SPREAD: 1,
     StopReason.UNWRITTEN: 1,
 }
 """``minify``'s exit status by why it stopped."""
@@ -55,8 +60,14 @@ class Verb:
     exit_status: str = ""
 
     def epilog(self) -> str:
-        examples = "\n".join(f"  {PROG} {self.name} {example}".rstrip() for example in self.examples)
-        exit_status = f"\n\n{textwrap.fill(f'exit status: {self.exit_status}', 78)}" if self.exit_status else ""
+        examples = "\n".join(
+            f"  {PROG} {self.name} {example}".rstrip() for example in self.examples
+        )
+        exit_status = (
+            f"\n\n{textwrap.fill(f'exit status: {self.exit_status}', 78)}"
+            if self.exit_status
+            else ""
+        )
         return f"examples:\n{examples}{exit_status}"
 
 
@@ -78,8 +89,10 @@ def _case_dir(given: Path) -> Path:
 
 def _repros_of(root: Path) -> list[Path]:
     if not root.is_dir():
-        raise UsageError(f"no repro directory {root} (run pytest with --compile-accuracy first, "
-                         "or name the directory)")
+        raise UsageError(
+            f"no repro directory {root} (run pytest with --compile-accuracy first, "
+            "or name the directory)"
+        )
     return _case_dirs(root)
 
 
@@ -87,8 +100,13 @@ def _repros_of(root: Path) -> list[Path]:
 
 
 def _list_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", nargs="?", type=Path, default=DEFAULT_DIR,
-                        help=f"the repro directory (default: {DEFAULT_DIR})")
+    parser.add_argument(
+        "directory",
+        nargs="?",
+        type=Path,
+        default=DEFAULT_DIR,
+        help=f"the repro directory (default: {DEFAULT_DIR})",
+    )
 
 
 def list_cases(args: argparse.Namespace) -> int:
@@ -100,7 +118,11 @@ def list_cases(args: argparse.Namespace) -> int:
         fields = header_fields(case / REPRO)
         status = fields.get("status", "?").split(":")[0]
         minified = case / MINIFIED
-        shrunk = f", minified to {header_fields(minified).get('ops', '?')} ops" if minified.is_file() else ""
+        shrunk = (
+            f", minified to {header_fields(minified).get('ops', '?')} ops"
+            if minified.is_file()
+            else ""
+        )
         print(f"{case.name}  {status}  ({fields.get('ops', '?')} ops{shrunk})")
         print(f"  {fields.get('case', '')}")
     print(f"{len(cases)} case(s) in {args.directory}")
@@ -109,9 +131,14 @@ def list_cases(args: argparse.Namespace) -> int:
 
 def _rerun_arguments(parser: argparse.ArgumentParser) -> None:
     _list_arguments(parser)
-    parser.add_argument("--minified", action="store_true",
-                        help=f"run a case's {MINIFIED} where it has one (faster), else its {REPRO}")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds for one repro (default 600)")
+    parser.add_argument(
+        "--minified",
+        action="store_true",
+        help=f"run a case's {MINIFIED} where it has one (faster), else its {REPRO}",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds for one repro (default 600)"
+    )
 
 
 def rerun(args: argparse.Namespace) -> int:
@@ -119,26 +146,42 @@ def rerun(args: argparse.Namespace) -> int:
     for case in _repros_of(args.directory):
         path = case / MINIFIED if args.minified and (case / MINIFIED).is_file() else case / REPRO
         try:
-            status = subprocess.run([sys.executable, path.name], cwd=case, capture_output=True,
-                                    timeout=args.timeout).returncode
+            status = subprocess.run(
+                [sys.executable, path.name], cwd=case, capture_output=True, timeout=args.timeout
+            ).returncode
         except subprocess.TimeoutExpired:
             status = 3
         status = status if status in RERUN_OUTCOMES else 3
         outcomes[status] += 1
         print(f"{RERUN_OUTCOMES[status]}: {case / path.name}")
-    print(", ".join(f"{outcomes[status]} {RERUN_OUTCOMES[status]}" for status in RERUN_PRECEDENCE
-                    if outcomes[status]) or "no repros")
+    print(
+        ", ".join(
+            f"{outcomes[status]} {RERUN_OUTCOMES[status]}"
+            for status in RERUN_PRECEDENCE
+            if outcomes[status]
+        )
+        or "no repros"
+    )
     return next((status for status in RERUN_PRECEDENCE if outcomes[status]), 0)
 
 
 def _minify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("repro", type=Path)
     parser.add_argument("--timeout", type=float, default=300.0, help="time budget in seconds")
-    parser.add_argument("--no-isolate", action="store_true",
-                        help="judge candidates in this process (faster start, no crash isolation)")
-    parser.add_argument("--device", default=None, help="CUDA device for the candidates, e.g. cuda:1")
-    parser.add_argument("--result-json", type=Path, default=None,
-                        help="also write the result (ops before and after, time, paths) to this JSON file")
+    parser.add_argument(
+        "--no-isolate",
+        action="store_true",
+        help="judge candidates in this process (faster start, no crash isolation)",
+    )
+    parser.add_argument(
+        "--device", default=None, help="CUDA device for the candidates, e.g. cuda:1"
+    )
+    parser.add_argument(
+        "--result-json",
+        type=Path,
+        default=None,
+        help="also write the result (ops before and after, time, paths) to this JSON file",
+    )
 
 
 class ProgressLine:
@@ -173,8 +216,13 @@ def minify(args: argparse.Namespace) -> int:
     if not args.repro.is_file():
         raise UsageError(f"no such repro file: {args.repro}")
     progress = ProgressLine(sys.stderr)
-    result = minify_repro(args.repro, timeout_s=args.timeout, progress=progress,
-                          isolate=not args.no_isolate, device=args.device)
+    result = minify_repro(
+        args.repro,
+        timeout_s=args.timeout,
+        progress=progress,
+        isolate=not args.no_isolate,
+        device=args.device,
+    )
     progress.close()
     if args.result_json is not None:
         args.result_json.write_text(json.dumps(dataclasses.asdict(result)))
@@ -187,7 +235,11 @@ def minify(args: argparse.Namespace) -> int:
 
 
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("case", type=Path, help=f"a case directory, its name under {DEFAULT_DIR}, or one of its files")
+    parser.add_argument(
+        "case",
+        type=Path,
+        help=f"a case directory, its name under {DEFAULT_DIR}, or one of its files",
+    )
 
 
 def report(args: argparse.Namespace) -> int:
@@ -201,18 +253,44 @@ def report(args: argparse.Namespace) -> int:
 
 
 def _hunt_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--minutes", type=float, default=10.0, help="time to draw programs for (default 10)")
-    parser.add_argument("--seed", type=int, default=0, help="hypothesis' seed: one seed, one sequence of programs")
-    parser.add_argument("--dir", type=Path, default=Path(".compile-accuracy-hunt"),
-                        help="where findings are written (default: .compile-accuracy-hunt)")
-    parser.add_argument("--minify-timeout", type=float, default=120.0, help="seconds to minify one finding")
-    parser.add_argument("--max-ops", type=int, default=6, help="the most steps of a program (default 6)")
-    parser.add_argument("--known", type=Path, action="append", default=[],
-                        help="a repro directory of known cases: causes matching one are marked known")
-    parser.add_argument("--intermediates", action="store_true",
-                        help="also probe each graph for masked deviations (slower)")
-    parser.add_argument("--inductor-config", type=_config_entry, action="append", default=[],
-                        metavar="KEY=VALUE", help="an Inductor config entry to hunt under, e.g. cpp_wrapper=True")
+    parser.add_argument(
+        "--minutes", type=float, default=10.0, help="time to draw programs for (default 10)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="hypothesis' seed: one seed, one sequence of programs"
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(".compile-accuracy-hunt"),
+        help="where findings are written (default: .compile-accuracy-hunt)",
+    )
+    parser.add_argument(
+        "--minify-timeout", type=float, default=120.0, help="seconds to minify one finding"
+    )
+    parser.add_argument(
+        "--max-ops", type=int, default=6, help="the most steps of a program (default 6)"
+    )
+    parser.add_argument(
+        "--known",
+        type=Path,
+        action="append",
+        default=[],
+        help="a repro directory of known cases: causes matching one are marked known",
+    )
+    parser.add_argument(
+        "--intermediates",
+        action="store_true",
+        help="also probe each graph for masked deviations (slower)",
+    )
+    parser.add_argument(
+        "--inductor-config",
+        type=_config_entry,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an Inductor config entry to hunt under, e.g. cpp_wrapper=True",
+    )
 
 
 def _config_entry(text: str) -> tuple[str, object]:
@@ -246,42 +324,84 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 VERBS: tuple[Verb, ...] = (
-    Verb("list", "list the cases of a repro directory with their status",
-         ("", "build/.compile-accuracy"), _list_arguments, list_cases),
-    Verb("rerun", "run every repro of a directory; say which still reproduce",
-         ("                      # after upgrading torch: which bugs are fixed?", "--minified --timeout 120"),
-         _rerun_arguments, rerun,
-         "1 if any repro still reproduces, else 2 if any fails another way, else 3 if any cannot "
-         "run, else 0 (all fixed)"),
-    Verb("minify", "write minified.py beside a repro.py",
-         (".compile-accuracy/tests_test_model.py__test_mlp/repro.py", "repro.py --timeout 600 --device cuda:1"),
-         _minify_arguments, minify,
-         "0 once minified.py is written, 1 when nothing was, 3 when the repro cannot run"),
-    Verb("report", "print a bug report (Markdown) for a case",
-         ("tests_test_model.py__test_mlp", ".compile-accuracy/tests_test_model.py__test_mlp > issue.md"),
-         _report_arguments, report),
-    Verb("merge", "judge the JSON reports of a split run's shards as one run, and merge their repros",
-         ("shard-*/report.json --baseline compile-accuracy-baseline.txt --junit merged.xml",
-          "shard-*/report.json --repros shard-*/.compile-accuracy --into .compile-accuracy"),
-         merge_arguments, _merge,
-         "as the unsharded run's would be; 4 when the reports cannot be merged (one line says why)"),
-    Verb("hunt", "check drawn torch programs for a time budget; print each root cause found",
-         ("--minutes 30", "--minutes 5 --seed 7 --dir hunt --known .compile-accuracy"),
-         _hunt_arguments, hunt,
-         "1 when a cause not known was found, else 0"),
+    Verb(
+        "list",
+        "list the cases of a repro directory with their status",
+        ("", "build/.compile-accuracy"),
+        _list_arguments,
+        list_cases,
+    ),
+    Verb(
+        "rerun",
+        "run every repro of a directory; say which still reproduce",
+        (
+            "                      # after upgrading torch: which bugs are fixed?",
+            "--minified --timeout 120",
+        ),
+        _rerun_arguments,
+        rerun,
+        "1 if any repro still reproduces, else 2 if any fails another way, else 3 if any cannot "
+        "run, else 0 (all fixed)",
+    ),
+    Verb(
+        "minify",
+        "write minified.py beside a repro.py",
+        (
+            ".compile-accuracy/tests_test_model.py__test_mlp/repro.py",
+            "repro.py --timeout 600 --device cuda:1",
+        ),
+        _minify_arguments,
+        minify,
+        "0 once minified.py is written, 1 when nothing was, 3 when the repro cannot run",
+    ),
+    Verb(
+        "report",
+        "print a bug report (Markdown) for a case",
+        (
+            "tests_test_model.py__test_mlp",
+            ".compile-accuracy/tests_test_model.py__test_mlp > issue.md",
+        ),
+        _report_arguments,
+        report,
+    ),
+    Verb(
+        "merge",
+        "judge the JSON reports of a split run's shards as one run, and merge their repros",
+        (
+            "shard-*/report.json --baseline compile-accuracy-baseline.txt --junit merged.xml",
+            "shard-*/report.json --repros shard-*/.compile-accuracy --into .compile-accuracy",
+        ),
+        merge_arguments,
+        _merge,
+        "as the unsharded run's would be; 4 when the reports cannot be merged (one line says why)",
+    ),
+    Verb(
+        "hunt",
+        "check drawn torch programs for a time budget; print each root cause found",
+        ("--minutes 30", "--minutes 5 --seed 7 --dir hunt --known .compile-accuracy"),
+        _hunt_arguments,
+        hunt,
+        "1 when a cause not known was found, else 0",
+    ),
 )
 
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
-        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=PROG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Work with the repro files a --compile-accuracy run wrote.",
-        epilog="examples:\n" + "\n".join(f"  {PROG} {verb.name} --help" for verb in VERBS))
+        epilog="examples:\n" + "\n".join(f"  {PROG} {verb.name} --help" for verb in VERBS),
+    )
     verbs = top.add_subparsers(dest="verb", metavar="VERB", title="verbs")
     for verb in VERBS:
-        sub = verbs.add_parser(verb.name, help=verb.summary, description=verb.summary,
-                               formatter_class=argparse.RawDescriptionHelpFormatter,
-                               epilog=verb.epilog())
+        sub = verbs.add_parser(
+            verb.name,
+            help=verb.summary,
+            description=verb.summary,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            epilog=verb.epilog(),
+        )
         verb.arguments(sub)
         sub.set_defaults(run=verb.run)
     return top

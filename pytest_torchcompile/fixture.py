@@ -48,16 +48,28 @@ class CompileAccuracy:
         """The settings a check in this test would use, with ``overrides`` applied."""
         return self._state.settings_for(self._item.get_closest_marker("inductor_repro"), overrides)
 
-    def check(self, fn: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None,
-              **overrides: Any) -> Any:
+    def check(
+        self,
+        fn: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> Any:
         item = self._item
 
         def record_property(name: str, value: object) -> None:
             item.user_properties.append((name, value))
 
         hypothesis_test = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
-        return self._state.check(item.nodeid, fn, args, kwargs or {}, self.settings(**overrides),
-                                 record_property, supersede=hypothesis_test)
+        return self._state.check(
+            item.nodeid,
+            fn,
+            args,
+            kwargs or {},
+            self.settings(**overrides),
+            record_property,
+            supersede=hypothesis_test,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -81,19 +81,28 @@ class HuntResult:
 
     def lines(self) -> list[str]:
         new = [cause for cause in self.causes if cause.known is None]
-        lines = [f"hunt: {self.programs} programs in {self.seconds / 60:.1f} min "
-                 f"({self.per_minute:.1f} per minute)",
-                 f"findings: {self.findings} confirmed, {self.unconfirmed} unconfirmed; "
-                 f"distinct causes: {len(self.causes)} ({len(new)} not known)"]
+        lines = [
+            f"hunt: {self.programs} programs in {self.seconds / 60:.1f} min "
+            f"({self.per_minute:.1f} per minute)",
+            f"findings: {self.findings} confirmed, {self.unconfirmed} unconfirmed; "
+            f"distinct causes: {len(self.causes)} ({len(new)} not known)",
+        ]
         if self.unreferenced:
             lines.append(f"not counted, judged without fp64: {len(self.unreferenced)}")
         if self.invalid:
-            lines.append(f"programs eager could not run: {len(self.invalid)} (first: {self.invalid[0][:40]})")
+            lines.append(
+                f"programs eager could not run: {len(self.invalid)} (first: {self.invalid[0][:40]})"
+            )
         for cause in self.causes:
             known = f" (known: {cause.known})" if cause.known else ""
-            lines.append(f"[{len(cause.programs)} programs] {cause.failure_type}: {', '.join(cause.ops)}{known}")
-            for label, path in (("minified", cause.minified), ("bug report", cause.bug_report),
-                                ("program", cause.program)):
+            lines.append(
+                f"[{len(cause.programs)} programs] {cause.failure_type}: {', '.join(cause.ops)}{known}"
+            )
+            for label, path in (
+                ("minified", cause.minified),
+                ("bug report", cause.bug_report),
+                ("program", cause.program),
+            ):
                 if path:
                     lines.append(f"  {label}: {_shown(path)}")
         lines += [f"not reduced: {_shown(path)}" for path in self.unreduced]
@@ -133,10 +142,21 @@ class _Drawn:
     invalid: list[str] = field(default_factory=list)
 
 
-def _draw_and_check(runner: CheckRunner, session: AccuracySession, deadline: float, seed: int,
-                    max_ops: int, drawn: _Drawn) -> None:
-    @settings(max_examples=10**9, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+def _draw_and_check(
+    runner: CheckRunner,
+    session: AccuracySession,
+    deadline: float,
+    seed: int,
+    max_ops: int,
+    drawn: _Drawn,
+) -> None:
+    @settings(
+        max_examples=10**9,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @hypothesis_seed(seed)
     @given(programs(max_ops=max_ops))
     def check(program: Program) -> None:
@@ -145,8 +165,13 @@ def _draw_and_check(runner: CheckRunner, session: AccuracySession, deadline: flo
         nodeid = f"program_{len(drawn.checked)}"
         drawn.checked.append((nodeid, program))
         try:
-            runner.check(nodeid, program.fn, program.make_inputs(), {},
-                         session.base_settings.replace(program.options))
+            runner.check(
+                nodeid,
+                program.fn,
+                program.make_inputs(),
+                {},
+                session.base_settings.replace(program.options),
+            )
         except pytest.fail.Exception:
             pass
         except Exception as error:  # a program eager cannot run: counted, the hunt goes on
@@ -158,15 +183,26 @@ def _draw_and_check(runner: CheckRunner, session: AccuracySession, deadline: flo
         check()
 
 
-def hunt(minutes: float, directory: Path, seed: int = 0, minify_timeout: float = 120.0, max_ops: int = 6,
-         known: Sequence[Path] = (), intermediates: bool = False,
-         inductor_config: dict[str, Any] | None = None, progress: Callable[[str], None] = print) -> HuntResult:
+def hunt(
+    minutes: float,
+    directory: Path,
+    seed: int = 0,
+    minify_timeout: float = 120.0,
+    max_ops: int = 6,
+    known: Sequence[Path] = (),
+    intermediates: bool = False,
+    inductor_config: dict[str, Any] | None = None,
+    progress: Callable[[str], None] = print,
+) -> HuntResult:
     """Hunt for ``minutes``, writing every finding under ``directory``; then reduce. The
     masked-deviation probe (``intermediates``) is off unless asked for: it compiles every
     program twice, halving the programs checked."""
     started = time.monotonic()
-    base = CheckSettings(minify_timeout=minify_timeout, intermediates=intermediates,
-                         inductor_config=dict(inductor_config or {}))
+    base = CheckSettings(
+        minify_timeout=minify_timeout,
+        intermediates=intermediates,
+        inductor_config=dict(inductor_config or {}),
+    )
     session = AccuracySession(True, directory, base, dict)
     runner = CheckRunner.start(session, TerminalLayout(), trace_log=False, probe_child=False)
     drawn = _Drawn()
@@ -179,21 +215,41 @@ def hunt(minutes: float, directory: Path, seed: int = 0, minify_timeout: float =
     failing = [result for result in session.results if result.status.is_compiler_failure]
     for result in failing:
         if result.repro_path:
-            Path(result.repro_path).with_name(PROGRAM_NAME).write_text(programs_by_id[result.nodeid].script())
+            Path(result.repro_path).with_name(PROGRAM_NAME).write_text(
+                programs_by_id[result.nodeid].script()
+            )
     # An accuracy failure judged without the fp64 reference (the cosine check against eager) is
     # not counted: an ill-conditioned program fails it where the compiled result is the closer.
-    unreferenced = [result for result in failing if result.status is Status.FAIL_ACCURACY
-                    and result.reference != "fp64"]
-    findings = [result for result in failing if result.repro_path and result.repro_defect is None
-                and result not in unreferenced]
+    unreferenced = [
+        result
+        for result in failing
+        if result.status is Status.FAIL_ACCURACY and result.reference != "fp64"
+    ]
+    findings = [
+        result
+        for result in failing
+        if result.repro_path and result.repro_defect is None and result not in unreferenced
+    ]
     causes, unreduced = _reduce(findings, known_cases(known), minify_timeout, progress)
     unconfirmed = sum(1 for result in session.results if result.status is Status.UNCONFIRMED)
-    return HuntResult(seconds, len(drawn.checked), len(findings), unconfirmed, drawn.invalid, causes, unreduced,
-                      [result.repro_path or result.nodeid for result in unreferenced])
+    return HuntResult(
+        seconds,
+        len(drawn.checked),
+        len(findings),
+        unconfirmed,
+        drawn.invalid,
+        causes,
+        unreduced,
+        [result.repro_path or result.nodeid for result in unreferenced],
+    )
 
 
-def _reduce(findings: list[CaseResult], known: dict[tuple[str, tuple[str, ...]], str], minify_timeout: float,
-            progress: Callable[[str], None]) -> tuple[list[Cause], list[str]]:
+def _reduce(
+    findings: list[CaseResult],
+    known: dict[tuple[str, tuple[str, ...]], str],
+    minify_timeout: float,
+    progress: Callable[[str], None],
+) -> tuple[list[Cause], list[str]]:
     causes: dict[str, Cause] = {}
     unreduced: list[str] = []
     for result in findings:
@@ -203,8 +259,14 @@ def _reduce(findings: list[CaseResult], known: dict[tuple[str, tuple[str, ...]],
             unreduced.append(str(path))
             continue
         kind, ops = found
-        covered = next((cause for cause in causes.values()
-                        if cause.failure_type == kind and set(cause.ops) <= set(ops)), None)
+        covered = next(
+            (
+                cause
+                for cause in causes.values()
+                if cause.failure_type == kind and set(cause.ops) <= set(ops)
+            ),
+            None,
+        )
         if covered is not None:
             covered.programs.append(result.nodeid)
             continue
@@ -219,19 +281,38 @@ def _reduce(findings: list[CaseResult], known: dict[tuple[str, tuple[str, ...]],
             minimal = _case_ops(Path(result.minify.path))
             kind_ops = (kind, tuple(sorted(minimal[1] if minimal else result.minify.ops)))
             cause = causes[signature] = Cause(
-                signature, kind, list(minimal[1] if minimal else result.minify.ops),
-                minified=result.minify.path, bug_report=result.minify.bug_report_path,
-                program=str(path.with_name(PROGRAM_NAME)), known=known.get(kind_ops))
+                signature,
+                kind,
+                list(minimal[1] if minimal else result.minify.ops),
+                minified=result.minify.path,
+                bug_report=result.minify.bug_report_path,
+                program=str(path.with_name(PROGRAM_NAME)),
+                known=known.get(kind_ops),
+            )
         cause.programs.append(result.nodeid)
     # The order run summaries use: the causes breaking most programs first.
-    order = [group.signature for group in root_causes([r for r in findings if r.minify is not None])]
-    ranked = sorted(causes.values(), key=lambda cause: (-len(cause.programs),
-                                                       order.index(cause.signature) if cause.signature in order else 0))
+    order = [
+        group.signature for group in root_causes([r for r in findings if r.minify is not None])
+    ]
+    ranked = sorted(
+        causes.values(),
+        key=lambda cause: (
+            -len(cause.programs),
+            order.index(cause.signature) if cause.signature in order else 0,
+        ),
+    )
     return ranked, unreduced
 
 
 def hunt_options(args: Any) -> dict[str, Any]:
     """The keywords of :func:`hunt` from the command line's arguments."""
-    return {"minutes": args.minutes, "directory": args.dir, "seed": args.seed,
-            "minify_timeout": args.minify_timeout, "max_ops": args.max_ops, "known": args.known,
-            "intermediates": args.intermediates, "inductor_config": dict(args.inductor_config)}
+    return {
+        "minutes": args.minutes,
+        "directory": args.dir,
+        "seed": args.seed,
+        "minify_timeout": args.minify_timeout,
+        "max_ops": args.max_ops,
+        "known": args.known,
+        "intermediates": args.intermediates,
+        "inductor_config": dict(args.inductor_config),
+    }

@@ -60,8 +60,9 @@ def pytest_configure(config: pytest.Config) -> None:
     root = Path(directory) if directory else Path(config.rootpath) / ".compile-accuracy"
     if not root.is_absolute():
         root = Path(config.rootpath) / root
-    config.stash[SESSION_KEY] = AccuracySession(enabled, root, settings.session_settings(config), _environment,
-                                                shard=shard_of(config))
+    config.stash[SESSION_KEY] = AccuracySession(
+        enabled, root, settings.session_settings(config), _environment, shard=shard_of(config)
+    )
     config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config))
     if enabled:
         config.stash[SESSION_KEY].stop_on_sigterm()
@@ -77,12 +78,18 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_torchcompile.checking.runner import CheckRunner
 
         config.stash[SESSION_KEY].runner = CheckRunner.start(
-            config.stash[SESSION_KEY], _layout(config),
-            trace_log=bool(settings.option_value(config, settings.option("compile-accuracy-trace-log"))),
-            probe_child=not config.option.collectonly and config.stash[SESSION_KEY].base_settings.intermediates,
+            config.stash[SESSION_KEY],
+            _layout(config),
+            trace_log=bool(
+                settings.option_value(config, settings.option("compile-accuracy-trace-log"))
+            ),
+            probe_child=not config.option.collectonly
+            and config.stash[SESSION_KEY].base_settings.intermediates,
         )
     if not _is_worker(config):
-        config.pluginmanager.register(ControllerHooks(config.stash[SESSION_KEY]), "torchcompile-controller")
+        config.pluginmanager.register(
+            ControllerHooks(config.stash[SESSION_KEY]), "torchcompile-controller"
+        )
 
 
 def _environment() -> dict[str, Any]:
@@ -177,13 +184,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         config.workeroutput[FEATURES_OFF] = config.stash[SESSION_KEY].features_off  # type: ignore[attr-defined]
         # As JSON text: execnet carries only builtin types, and the report is JSON anyway.
         environment = config.stash[SESSION_KEY].environment
-        config.workeroutput[ENVIRONMENT] = None if environment is None else json.dumps(  # type: ignore[attr-defined]
-            environment, default=repr)
+        shown = None if environment is None else json.dumps(environment, default=repr)
+        config.workeroutput[ENVIRONMENT] = shown  # type: ignore[attr-defined]
     if run_minify_phase(config, config.stash[SESSION_KEY]):
         session.exitstatus = pytest.ExitCode.INTERRUPTED
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not _is_worker(config):
-        config.stash[SESSION_KEY].name_minified_in_failures(reporter.stats.get("failed", []), _layout(config))
+        config.stash[SESSION_KEY].name_minified_in_failures(
+            reporter.stats.get("failed", []), _layout(config)
+        )
 
 
 def _exitstatus(config: pytest.Config) -> int | None:
@@ -205,7 +214,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if end.lines:
         terminalreporter.section("compile accuracy")
         for line in end.lines:
-            terminalreporter.write_line(line, red=line.startswith("ERROR"), yellow=line.startswith("WARNING"))
+            terminalreporter.write_line(
+                line, red=line.startswith("ERROR"), yellow=line.startswith("WARNING")
+            )
     if end.failures:
         terminalreporter.write_line(f"compile accuracy: {end.heading}:", red=True, bold=True)
         for line in end.failure_lines:

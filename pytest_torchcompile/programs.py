@@ -43,8 +43,16 @@ from hypothesis.strategies import SearchStrategy
 __all__ = ["Program", "filled", "programs"]
 
 ALL_DTYPES: tuple[torch.dtype, ...] = (
-    torch.float32, torch.int64, torch.bool, torch.float16, torch.bfloat16, torch.int32,
-    torch.int8, torch.uint8, torch.int16, torch.float64,
+    torch.float32,
+    torch.int64,
+    torch.bool,
+    torch.float16,
+    torch.bfloat16,
+    torch.int32,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.float64,
 )
 """Simplest first: shrinking settles on the first dtype that still fails."""
 
@@ -105,10 +113,14 @@ class Program:
     def script(self) -> str:
         """A standalone script: the program, its inputs and the call."""
         names = ", ".join(f"x{index}" for index in range(len(self.input_sources)))
-        inputs = "\n".join(f"x{index} = {source}" for index, source in enumerate(self.input_sources))
+        inputs = "\n".join(
+            f"x{index} = {source}" for index, source in enumerate(self.input_sources)
+        )
         options = f"  # check with {self.options}" if self.options else ""
-        return (f"import torch\nfrom pytest_torchcompile.programs import filled\n\n{self.source}\n"
-                f"{inputs}\nprogram({names}){options}\n")
+        return (
+            f"import torch\nfrom pytest_torchcompile.programs import filled\n\n{self.source}\n"
+            f"{inputs}\nprogram({names}){options}\n"
+        )
 
     def __repr__(self) -> str:
         return f"Program(\n{self.script()})"
@@ -132,14 +144,23 @@ class _Builder:
     read: set[str] = field(default_factory=set)
     counter: itertools.count[int] = field(default_factory=itertools.count)
 
-    def step(self, expression: str, operands: Sequence[_Value], writable: bool = True,
-             differentiable: bool = True) -> None:
+    def step(
+        self,
+        expression: str,
+        operands: Sequence[_Value],
+        writable: bool = True,
+        differentiable: bool = True,
+    ) -> None:
         env = {**_NAMESPACE, **{value.name: value.tensor for value in self.values}}
         tensor = eval(expression, env)
         name = f"v{next(self.counter)}"
         self.lines.append(f"    {name} = {expression}")
         self.read.update(value.name for value in operands)
-        grad = differentiable and tensor.is_floating_point() and any(v.differentiable for v in operands)
+        grad = (
+            differentiable
+            and tensor.is_floating_point()
+            and any(v.differentiable for v in operands)
+        )
         self.values.append(_Value(name, tensor, writable, grad))
 
     def pick(self, candidates: Sequence[_Value]) -> _Value:
@@ -164,7 +185,9 @@ def _broadcasts(shape: Sequence[int], into: Sequence[int]) -> bool:
     """``shape`` broadcasts to exactly ``into``."""
     if len(shape) > len(into):
         return False
-    return all(side in (1, target) for side, target in zip(reversed(shape), reversed(into), strict=False))
+    return all(
+        side in (1, target) for side, target in zip(reversed(shape), reversed(into), strict=False)
+    )
 
 
 def _compatible(a: Sequence[int], b: Sequence[int]) -> bool:
@@ -183,7 +206,7 @@ def _nested(values: list[Any], shape: Sequence[int]) -> Any:
     if not shape:
         return values[0]
     size = math.prod(shape[1:])
-    return [_nested(values[i * size:(i + 1) * size], shape[1:]) for i in range(shape[0])]
+    return [_nested(values[i * size : (i + 1) * size], shape[1:]) for i in range(shape[0])]
 
 
 def _index_tensor(builder: _Builder, shape: Sequence[int], bound: int) -> str:
@@ -193,7 +216,9 @@ def _index_tensor(builder: _Builder, shape: Sequence[int], bound: int) -> str:
 
 
 def _distinct_indices(builder: _Builder, bound: int) -> list[int]:
-    return builder.draw(st.lists(st.integers(0, bound - 1), min_size=1, max_size=bound, unique=True))
+    return builder.draw(
+        st.lists(st.integers(0, bound - 1), min_size=1, max_size=bound, unique=True)
+    )
 
 
 def _scalar(builder: _Builder, tensor: torch.Tensor) -> str:
@@ -201,8 +226,11 @@ def _scalar(builder: _Builder, tensor: torch.Tensor) -> str:
         return repr(builder.draw(st.booleans()))
     if tensor.dtype == torch.uint8:
         return str(builder.draw(st.integers(0, 3)))
-    return repr(builder.draw(st.sampled_from([2, -1, 0.5, 3, -2.5]) if _is_float(tensor)
-                             else st.integers(-3, 3)))
+    return repr(
+        builder.draw(
+            st.sampled_from([2, -1, 0.5, 3, -2.5]) if _is_float(tensor) else st.integers(-3, 3)
+        )
+    )
 
 
 # --- ops: each reads the drawn value ``a`` and adds one step, or returns False where it does not
@@ -211,14 +239,32 @@ def _scalar(builder: _Builder, tensor: torch.Tensor) -> str:
 # sin of a large value is noise at any precision short of fp64 (bf16's spacing at 16384 is 128):
 # its argument is kept where rounding moves it little.
 _FLOAT_UNARY = (
-    "torch.sin({a}.clamp(-8, 8))", "torch.tanh({a})", "torch.sigmoid({a})", "torch.exp({a}.clamp(-6, 6))",
-    "torch.log1p({a}.abs())", "torch.sqrt({a}.abs())", "torch.rsqrt({a}.abs() + 1)", "torch.erf({a})",
-    "torch.floor({a})", "torch.round({a})", "torch.nn.functional.gelu({a})", "torch.atan({a})",
-    "torch.reciprocal({a}.abs() + 0.5)", "{a} * {a}", "torch.trunc({a})", "torch.frac({a})",
+    "torch.sin({a}.clamp(-8, 8))",
+    "torch.tanh({a})",
+    "torch.sigmoid({a})",
+    "torch.exp({a}.clamp(-6, 6))",
+    "torch.log1p({a}.abs())",
+    "torch.sqrt({a}.abs())",
+    "torch.rsqrt({a}.abs() + 1)",
+    "torch.erf({a})",
+    "torch.floor({a})",
+    "torch.round({a})",
+    "torch.nn.functional.gelu({a})",
+    "torch.atan({a})",
+    "torch.reciprocal({a}.abs() + 0.5)",
+    "{a} * {a}",
+    "torch.trunc({a})",
+    "torch.frac({a})",
 )
 _NUMERIC_UNARY = (
-    "torch.abs({a})", "torch.neg({a})", "torch.sign({a})", "{a}.clamp(-2, 3)", "torch.relu({a})",
-    "{a} % 3", "{a} // 2", "{a} * {a}",
+    "torch.abs({a})",
+    "torch.neg({a})",
+    "torch.sign({a})",
+    "{a}.clamp(-2, 3)",
+    "torch.relu({a})",
+    "{a} % 3",
+    "{a} // 2",
+    "{a} * {a}",
 )
 _INTEGER_UNARY = ("torch.bitwise_not({a})", "{a} >> 1", "{a} & 5", "{a} | 2", "{a} ^ 3")
 _BOOL_UNARY = ("torch.logical_not({a})", "{a} & True", "{a} ^ True")
@@ -247,11 +293,22 @@ def _with_scalar(builder: _Builder, a: _Value) -> bool:
 
 
 _BINARY = {
-    "add": "{a} + {b}", "mul": "{a} * {b}", "sub": "{a} - {b}", "maximum": "torch.maximum({a}, {b})",
-    "minimum": "torch.minimum({a}, {b})", "div": "{a} / ({b}.abs() + 1)", "gt": "{a} > {b}",
-    "eq": "{a} == {b}", "le": "{a} <= {b}", "ne": "{a} != {b}", "atan2": "torch.atan2({a}, {b})",
-    "bitwise_and": "{a} & {b}", "bitwise_or": "{a} | {b}", "bitwise_xor": "{a} ^ {b}",
-    "floor_divide": "{a} // ({b}.abs() + 1)", "remainder": "{a} % ({b}.abs() + 1)",
+    "add": "{a} + {b}",
+    "mul": "{a} * {b}",
+    "sub": "{a} - {b}",
+    "maximum": "torch.maximum({a}, {b})",
+    "minimum": "torch.minimum({a}, {b})",
+    "div": "{a} / ({b}.abs() + 1)",
+    "gt": "{a} > {b}",
+    "eq": "{a} == {b}",
+    "le": "{a} <= {b}",
+    "ne": "{a} != {b}",
+    "atan2": "torch.atan2({a}, {b})",
+    "bitwise_and": "{a} & {b}",
+    "bitwise_or": "{a} | {b}",
+    "bitwise_xor": "{a} ^ {b}",
+    "floor_divide": "{a} // ({b}.abs() + 1)",
+    "remainder": "{a} % ({b}.abs() + 1)",
 }
 
 
@@ -272,22 +329,32 @@ def _binary_allowed(name: str, a: torch.Tensor, b: torch.Tensor) -> bool:
 def _binary(builder: _Builder, a: _Value) -> bool:
     partners = [v for v in builder.values if _compatible(v.tensor.shape, a.tensor.shape)]
     b = builder.pick(partners)
-    names = [name for name in _BINARY if _binary_allowed(name, a.tensor, b.tensor)
-             and _differentiable(builder, _BINARY[name])]
+    names = [
+        name
+        for name in _BINARY
+        if _binary_allowed(name, a.tensor, b.tensor) and _differentiable(builder, _BINARY[name])
+    ]
     name = builder.draw(st.sampled_from(names))
     builder.step(_BINARY[name].format(a=a.name, b=b.name), [a, b])
     return True
 
 
 def _where(builder: _Builder, a: _Value) -> bool:
-    conditions = [v for v in builder.values if v.tensor.dtype == torch.bool
-                  and _compatible(v.tensor.shape, a.tensor.shape)]
+    conditions = [
+        v
+        for v in builder.values
+        if v.tensor.dtype == torch.bool and _compatible(v.tensor.shape, a.tensor.shape)
+    ]
     if not conditions:
         builder.step(f"torch.where({a.name} > 0, {a.name}, {_scalar(builder, a.tensor)})", [a])
         return True
     condition = builder.pick(conditions)
-    others = [v for v in builder.values if _compatible(v.tensor.shape, a.tensor.shape)
-              and _compatible(v.tensor.shape, condition.tensor.shape)]
+    others = [
+        v
+        for v in builder.values
+        if _compatible(v.tensor.shape, a.tensor.shape)
+        and _compatible(v.tensor.shape, condition.tensor.shape)
+    ]
     b = builder.pick(others)
     builder.step(f"torch.where({condition.name}, {a.name}, {b.name})", [condition, a, b])
     return True
@@ -323,8 +390,19 @@ def _view(builder: _Builder, a: _Value) -> bool:
     if t.dim() == 0:
         builder.step(f"{a.name}.unsqueeze(0)", [a], writable=a.writable)
         return True
-    kinds = ["transpose", "slice", "unsqueeze", "select", "narrow", "flip", "reshape", "expand",
-             "permute", "diagonal", "t_contiguous"]
+    kinds = [
+        "transpose",
+        "slice",
+        "unsqueeze",
+        "select",
+        "narrow",
+        "flip",
+        "reshape",
+        "expand",
+        "permute",
+        "diagonal",
+        "t_contiguous",
+    ]
     kind = builder.draw(st.sampled_from(kinds))
     d = _dim(builder, t)
     if kind == "transpose" and t.dim() >= 2:
@@ -334,7 +412,9 @@ def _view(builder: _Builder, a: _Value) -> bool:
         order = builder.draw(st.permutations(range(t.dim())))
         builder.step(f"{a.name}.permute({', '.join(map(str, order))})", [a], writable=a.writable)
     elif kind == "diagonal" and t.dim() >= 2:
-        builder.step(f"{a.name}.diagonal(0, {t.dim() - 2}, {t.dim() - 1})", [a], writable=a.writable)
+        builder.step(
+            f"{a.name}.diagonal(0, {t.dim() - 2}, {t.dim() - 1})", [a], writable=a.writable
+        )
     elif kind == "slice":
         start = builder.draw(st.integers(0, t.shape[d] - 1))
         step = builder.draw(st.integers(1, 3))
@@ -345,8 +425,11 @@ def _view(builder: _Builder, a: _Value) -> bool:
         length = builder.draw(st.integers(1, t.shape[d] - start))
         builder.step(f"{a.name}.narrow({d}, {start}, {length})", [a], writable=a.writable)
     elif kind == "select" and t.dim() >= 2:
-        builder.step(f"{a.name}.select({d}, {builder.draw(st.integers(0, t.shape[d] - 1))})", [a],
-                     writable=a.writable)
+        builder.step(
+            f"{a.name}.select({d}, {builder.draw(st.integers(0, t.shape[d] - 1))})",
+            [a],
+            writable=a.writable,
+        )
     elif kind == "flip":
         builder.step(f"{a.name}.flip({d})", [a])
     elif kind == "reshape":
@@ -357,7 +440,9 @@ def _view(builder: _Builder, a: _Value) -> bool:
     elif kind == "t_contiguous" and t.dim() >= 2:
         builder.step(f"{a.name}.transpose(0, {t.dim() - 1}).contiguous()", [a])
     else:
-        builder.step(f"{a.name}.unsqueeze({builder.draw(st.integers(0, t.dim()))})", [a], writable=a.writable)
+        builder.step(
+            f"{a.name}.unsqueeze({builder.draw(st.integers(0, t.dim()))})", [a], writable=a.writable
+        )
     return True
 
 
@@ -392,7 +477,9 @@ def _scan(builder: _Builder, a: _Value) -> bool:
     t = a.tensor
     if t.dim() == 0:
         return False
-    names = ["cumsum", "cummax", "cummin"] + (["cumprod", "logcumsumexp"] if _is_float(t) else ["cumprod"])
+    names = ["cumsum", "cummax", "cummin"] + (
+        ["cumprod", "logcumsumexp"] if _is_float(t) else ["cumprod"]
+    )
     name = builder.draw(st.sampled_from(names))
     d = _dim(builder, t)
     if name in ("cummax", "cummin"):
@@ -420,8 +507,21 @@ def _indexing(builder: _Builder, a: _Value) -> bool:
         return False
     d = _dim(builder, t)
     size = t.shape[d]
-    kind = builder.draw(st.sampled_from(["gather", "index_select", "getitem", "scatter_add", "scatter_reduce",
-                                         "index_add", "index_put", "scatter", "take_along_dim"]))
+    kind = builder.draw(
+        st.sampled_from(
+            [
+                "gather",
+                "index_select",
+                "getitem",
+                "scatter_add",
+                "scatter_reduce",
+                "index_add",
+                "index_put",
+                "scatter",
+                "take_along_dim",
+            ]
+        )
+    )
     if kind in ("gather", "scatter_add", "scatter_reduce", "take_along_dim"):
         shape = [builder.draw(st.integers(1, side)) for side in t.shape]
         index = _index_tensor(builder, shape, size)
@@ -429,8 +529,10 @@ def _indexing(builder: _Builder, a: _Value) -> bool:
             builder.step(f"torch.gather({a.name}, {d}, {index})", [a])
         elif kind == "take_along_dim":
             # Broadcast against ``a`` on the other dimensions.
-            shape = [side if i == d else builder.draw(st.sampled_from([t.shape[i], 1]))
-                     for i, side in enumerate(shape)]
+            shape = [
+                side if i == d else builder.draw(st.sampled_from([t.shape[i], 1]))
+                for i, side in enumerate(shape)
+            ]
             index = _index_tensor(builder, shape, size)
             builder.step(f"torch.take_along_dim({a.name}, {index}, {d})", [a])
         # The source of a scatter as large as the index: autograd wants its gradient so.
@@ -438,11 +540,18 @@ def _indexing(builder: _Builder, a: _Value) -> bool:
         if kind == "scatter_add":
             builder.step(f"{a.name}.scatter_add({d}, {index}, {source})", [a])
         else:
-            reduce = builder.draw(st.sampled_from(["sum", "amax", "amin", "prod"] + (["mean"] if _is_float(t) else [])))
+            reduce = builder.draw(
+                st.sampled_from(
+                    ["sum", "amax", "amin", "prod"] + (["mean"] if _is_float(t) else [])
+                )
+            )
             include = builder.draw(st.booleans())
             if t.dtype == torch.bool:
                 return False
-            builder.step(f"{a.name}.scatter_reduce({d}, {index}, {source}, {reduce!r}, include_self={include})", [a])
+            builder.step(
+                f"{a.name}.scatter_reduce({d}, {index}, {source}, {reduce!r}, include_self={include})",
+                [a],
+            )
         return True
     # ``index_put`` indexes the first dimension.
     indices = _distinct_indices(builder, t.shape[0] if kind == "index_put" else size)
@@ -460,8 +569,10 @@ def _indexing(builder: _Builder, a: _Value) -> bool:
         # Distinct indices along ``d`` in every column: a permutation's first rows.
         shape = list(t.shape)
         shape[d] = len(indices)
-        index = f"{literal}.reshape({', '.join(str(len(indices)) if i == d else '1' for i in range(t.dim()))})" \
-                f".expand({', '.join(map(str, shape))})"
+        index = (
+            f"{literal}.reshape({', '.join(str(len(indices)) if i == d else '1' for i in range(t.dim()))})"
+            f".expand({', '.join(map(str, shape))})"
+        )
         builder.step(f"{a.name}.scatter({d}, {index}, {_scalar(builder, t)})", [a])
     else:
         accumulate = builder.draw(st.booleans()) and t.dtype != torch.bool
@@ -487,43 +598,75 @@ def _in_place(builder: _Builder, a: _Value) -> bool:
     t = a.tensor
     if builder.training or not a.writable:
         return False
-    kind = builder.draw(st.sampled_from(["add_", "mul_", "copy_", "clamp_", "masked_fill_", "setitem",
-                                         "index_add_", "neg_"]))
+    kind = builder.draw(
+        st.sampled_from(
+            ["add_", "mul_", "copy_", "clamp_", "masked_fill_", "setitem", "index_add_", "neg_"]
+        )
+    )
     if kind in ("add_", "mul_", "copy_"):
-        partners = [v for v in builder.values if v.name != a.name and _writes_into(kind, v.tensor, t)]
+        partners = [
+            v for v in builder.values if v.name != a.name and _writes_into(kind, v.tensor, t)
+        ]
         if not partners:
             return False
         b = builder.pick(partners)
         # Eager refuses a source that overlaps the tensor written.
         shared = b.tensor.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
-        builder.step(f"{a.name}.{kind}({b.name}{'.clone()' if shared else ''})", [a, b], writable=a.writable)
+        builder.step(
+            f"{a.name}.{kind}({b.name}{'.clone()' if shared else ''})", [a, b], writable=a.writable
+        )
     elif kind == "clamp_" and t.dtype != torch.bool:
         builder.step(f"{a.name}.clamp_(-2, 2)", [a], writable=a.writable)
     elif kind == "neg_" and t.dtype != torch.bool:
         builder.step(f"{a.name}.neg_()", [a], writable=a.writable)
     elif kind == "masked_fill_":
-        masks = [v for v in builder.values if v.tensor.dtype == torch.bool and _broadcasts(v.tensor.shape, t.shape)]
+        masks = [
+            v
+            for v in builder.values
+            if v.tensor.dtype == torch.bool and _broadcasts(v.tensor.shape, t.shape)
+        ]
         if not masks:
             return False
         mask = builder.pick(masks)
-        builder.step(f"{a.name}.masked_fill_({mask.name}, {_scalar(builder, t)})", [a, mask], writable=a.writable)
+        builder.step(
+            f"{a.name}.masked_fill_({mask.name}, {_scalar(builder, t)})",
+            [a, mask],
+            writable=a.writable,
+        )
     elif kind == "index_add_" and t.dim() >= 1 and t.dtype != torch.bool:
         d = _dim(builder, t)
         indices = _distinct_indices(builder, t.shape[d])
-        builder.step(f"{a.name}.index_add_({d}, torch.tensor({_literal(indices)}), "
-                     f"{a.name}.narrow({d}, 0, {len(indices)}).clone())", [a], writable=a.writable)
+        builder.step(
+            f"{a.name}.index_add_({d}, torch.tensor({_literal(indices)}), "
+            f"{a.name}.narrow({d}, 0, {len(indices)}).clone())",
+            [a],
+            writable=a.writable,
+        )
     elif kind == "setitem" and t.dim() >= 1 and t.shape[0] >= 2:
         # ``a[1:] = a[:-1]`` as one statement: the step is the slice written.
-        builder.step(f"{a.name}.narrow(0, 1, {t.shape[0] - 1}).copy_({a.name}.narrow(0, 0, {t.shape[0] - 1}).clone())",
-                     [a], writable=a.writable)
+        builder.step(
+            f"{a.name}.narrow(0, 1, {t.shape[0] - 1}).copy_({a.name}.narrow(0, 0, {t.shape[0] - 1}).clone())",
+            [a],
+            writable=a.writable,
+        )
     else:
         return False
     return True
 
 
 _OPS: tuple[Callable[[_Builder, _Value], bool], ...] = (
-    _unary, _binary, _with_scalar, _reduction, _view, _cast, _where, _scan, _indexing, _in_place,
-    _matmul, _dtype_view,
+    _unary,
+    _binary,
+    _with_scalar,
+    _reduction,
+    _view,
+    _cast,
+    _where,
+    _scan,
+    _indexing,
+    _in_place,
+    _matmul,
+    _dtype_view,
 )
 
 
@@ -541,7 +684,11 @@ def _input(draw: st.DrawFn, shape: tuple[int, ...], dtypes: Sequence[torch.dtype
     """An input's expression: a literal or a seeded fill, in a drawn layout."""
     # Broadcasting partners: some sides 1, some leading dims dropped.
     drop = draw(st.integers(0, len(shape)))
-    own = [1 if draw(st.integers(0, 3)) == 0 else side for side in shape[drop:]] if drop < len(shape) else []
+    own = (
+        [1 if draw(st.integers(0, 3)) == 0 else side for side in shape[drop:]]
+        if drop < len(shape)
+        else []
+    )
     dtype = draw(st.sampled_from(list(dtypes)))
     layout = draw(st.sampled_from(["contiguous", "transposed", "strided"]))
     base = list(own)
@@ -598,13 +745,16 @@ def programs(
     count = draw(st.integers(1, max_inputs))
     # A training program differentiates with respect to its first input, at least.
     floats = [dtype for dtype in dtypes if dtype.is_floating_point] if training else []
-    sources = [draw(_input(shape, floats or dtypes if index == 0 else dtypes)) for index in range(count)]
+    sources = [
+        draw(_input(shape, floats or dtypes if index == 0 else dtypes)) for index in range(count)
+    ]
     inputs = [eval(source, dict(_NAMESPACE)) for source in sources]
     floating = [index for index, tensor in enumerate(inputs) if tensor.is_floating_point()]
     train = bool(floating) and (draw(st.integers(0, 3)) == 3 if training is None else training)
     builder = _Builder(draw, train)
-    builder.values = [_Value(f"x{index}", tensor, True, index in floating)
-                      for index, tensor in enumerate(inputs)]
+    builder.values = [
+        _Value(f"x{index}", tensor, True, index in floating) for index, tensor in enumerate(inputs)
+    ]
     steps = draw(st.integers(1, max_ops))
     for _ in range(steps):
         a = builder.pick(builder.values)
@@ -620,7 +770,9 @@ def programs(
     names = {f"x{old}": f"x{new}" for new, old in enumerate(used)}
     body = [re.sub(r"\bx\d+\b", lambda match: names[match.group()], line) for line in builder.lines]
     args = ", ".join(names.values())
-    source = "\n".join([f"def program({args}):", *body, f"    return ({', '.join(outputs)},)"]) + "\n"
+    source = (
+        "\n".join([f"def program({args}):", *body, f"    return ({', '.join(outputs)},)"]) + "\n"
+    )
     sources = [sources[index] for index in used]
     options: dict[str, Any] = {}
     if train:

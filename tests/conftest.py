@@ -22,13 +22,21 @@ if TYPE_CHECKING:
 
 # Compiling a graph takes about a second on a CPU: hypothesis' default deadline would flag it.
 settings.register_profile(
-    "repo", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True,
+    "repo",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
 )
 settings.load_profile("repo")
 
 
-_SET_BY_TORCH_ON_FIRST_USE = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR",
-                              "TRITON_CACHE_DIR", "TRITON_PTXAS_PATH"}
+_SET_BY_TORCH_ON_FIRST_USE = {
+    "PYTEST_CURRENT_TEST",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR",
+    "TRITON_CACHE_DIR",
+    "TRITON_PTXAS_PATH",
+}
 """Environment variables pytest, or torch the first time it compiles in a process (the Triton
 ones at its first Triton kernel, on a GPU), sets for the whole process: not left by a run."""
 
@@ -36,13 +44,18 @@ ones at its first Triton kernel, on a GPU), sets for the whole process: not left
 def _process_state(config: pytest.Config) -> dict[str, object]:
     """What an in-process run could change for the runs after it: read without importing
     anything (torch's parts only where already imported)."""
-    loggers = {name: logger for name, logger in logging.Logger.manager.loggerDict.items()
-               if name.startswith("torch") and isinstance(logger, logging.Logger)}
+    loggers = {
+        name: logger
+        for name, logger in logging.Logger.manager.loggerDict.items()
+        if name.startswith("torch") and isinstance(logger, logging.Logger)
+    }
     state: dict[str, object] = {
         "environment": {k: v for k, v in os.environ.items() if k not in _SET_BY_TORCH_ON_FIRST_USE},
         "warnings filters": list(warnings.filters),
-        "loggers": {name: (logger.level, _handlers(logger), logger.propagate, logger.disabled)
-                    for name, logger in [("root", logging.getLogger()), *loggers.items()]},
+        "loggers": {
+            name: (logger.level, _handlers(logger), logger.propagate, logger.disabled)
+            for name, logger in [("root", logging.getLogger()), *loggers.items()]
+        },
         "signal handlers": [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)],
         "plugins": sorted(name for name, _ in config.pluginmanager.list_name_plugin()),
         "meta path": list(sys.meta_path),
@@ -58,15 +71,20 @@ def _process_state(config: pytest.Config) -> dict[str, object]:
         if module is not None:
             state[name] = module.get_config_copy()
             # Deleted entries (pytest's monkeypatch undo deletes what it set through a config proxy).
-            state[f"{name}, hidden"] = sorted(key for key, entry in getattr(module, "_config", {}).items()
-                                              if getattr(entry, "hide", False))
+            state[f"{name}, hidden"] = sorted(
+                key
+                for key, entry in getattr(module, "_config", {}).items()
+                if getattr(entry, "hide", False)
+            )
     return state
 
 
 def _handlers(logger: logging.Logger) -> list[logging.Handler]:
     """A logger's handlers but torch's own, which torch sets up anew as it pleases (its
     structured-trace handler goes when a compile re-reads its log settings)."""
-    return [handler for handler in logger.handlers if not type(handler).__module__.startswith("torch.")]
+    return [
+        handler for handler in logger.handlers if not type(handler).__module__.startswith("torch.")
+    ]
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +99,9 @@ def _inline_runs_leave_no_state(request: pytest.FixtureRequest) -> Iterator[None
     before = _process_state(request.config)
     yield
     after = _process_state(request.config)
-    differences = {key: _difference(before[key], after[key]) for key in before.keys() & after.keys()}
+    differences = {
+        key: _difference(before[key], after[key]) for key in before.keys() & after.keys()
+    }
     changed = {key: difference for key, difference in differences.items() if difference}
     assert not changed, f"an in-process run changed this process's state (before, after): {changed}"
 
@@ -123,8 +143,11 @@ def _inline_runs_keep_imported_libraries(request: pytest.FixtureRequest) -> Iter
 
 
 @pytest.fixture
-def pytester(pytester: pytest.Pytester, request: pytest.FixtureRequest,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[pytest.Pytester]:
+def pytester(
+    pytester: pytest.Pytester,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[pytest.Pytester]:
     """pytest's own, its in-process runs given a plugin that notes the libraries they import."""
     kept = request.node.stash[_KEPT_LIBRARIES]
     keeper = _LibraryKeeper(tmp_path_factory.getbasetemp().resolve(), kept)
@@ -133,8 +156,12 @@ def pytester(pytester: pytest.Pytester, request: pytest.FixtureRequest,
     def keeping_libraries(*args: Any, plugins: Any = (), **kwargs: Any) -> pytest.HookRecorder:
         # A run's test module named as one of this suite's (test_model.py) is the run's to
         # import: this suite's module of that name steps aside during the run.
-        aside = {path.stem: sys.modules.pop(path.stem) for path in Path.cwd().glob("*.py")
-                 if path.stem in sys.modules and getattr(sys.modules[path.stem], "__file__", None) != str(path)}
+        aside = {
+            path.stem: sys.modules.pop(path.stem)
+            for path in Path.cwd().glob("*.py")
+            if path.stem in sys.modules
+            and getattr(sys.modules[path.stem], "__file__", None) != str(path)
+        }
         try:
             return inline_run(*args, plugins=[*plugins, keeper], **kwargs)
         finally:
@@ -156,7 +183,11 @@ def _difference(before: object, after: object) -> object:
     imports its modules)."""
     if isinstance(before, dict) and isinstance(after, dict):
         keys = before.keys() if "root" in before else before.keys() | after.keys()
-        return {key: (before.get(key), after.get(key)) for key in keys if before.get(key) != after.get(key)}
+        return {
+            key: (before.get(key), after.get(key))
+            for key in keys
+            if before.get(key) != after.get(key)
+        }
     return (before, after) if before != after else None
 
 

@@ -6,8 +6,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def run_together(context: Any, target: Callable[..., None], each: Sequence[tuple[Any, ...]],
-                 timeout_s: float = 120.0) -> list[int | None]:
+def run_together(
+    context: Any,
+    target: Callable[..., None],
+    each: Sequence[tuple[Any, ...]],
+    timeout_s: float = 120.0,
+) -> list[int | None]:
     """Run ``target(*args, barrier)`` for each ``args`` of ``each``, in a process of its own
     started from the multiprocessing ``context``; all share ``barrier``, for the target to wait
     at (to start its work with the others, or to live until all have done theirs). Returns their

@@ -19,7 +19,10 @@ def starts_pytest(command: object) -> bool:
     elif isinstance(command, os.PathLike):
         words = [os.fspath(command)]
     elif isinstance(command, Sequence):
-        words = [os.fsdecode(word) if isinstance(word, (bytes, os.PathLike)) else str(word) for word in command]
+        words = [
+            os.fsdecode(word) if isinstance(word, (bytes, os.PathLike)) else str(word)
+            for word in command
+        ]
     else:
         return False
     if words and os.path.basename(words[0]) in ("pytest", "py.test"):

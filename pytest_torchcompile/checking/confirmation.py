@@ -62,7 +62,8 @@ class Confirmer:
         if key not in self._judges:
             try:
                 self._judges[key] = self._stack.enter_context(
-                    IsolatedJudge(config_source, device=device, spares=self._prestarted))
+                    IsolatedJudge(config_source, device=device, spares=self._prestarted)
+                )
             except (IsolationError, OSError):
                 self._judges[key] = None
         return self._judges[key]
@@ -80,8 +81,11 @@ class Confirmer:
             verdict = judge(case.gm, case.inputs, settings)
         except (IsolationError, OSError):
             return None
-        if verdict.failure in (FailureKind.CRASHED, FailureKind.TIMED_OUT, FailureKind.JUDGE_ERROR) \
-                or same_failure(verdict, case.kind, case.expected_error, case.error_pattern):
+        if verdict.failure in (
+            FailureKind.CRASHED,
+            FailureKind.TIMED_OUT,
+            FailureKind.JUDGE_ERROR,
+        ) or same_failure(verdict, case.kind, case.expected_error, case.error_pattern):
             return None
         fresh = "its repro, judged in a fresh process,"
         if verdict.failure is None:
@@ -100,8 +104,10 @@ def _what_differed(case: ReproCase, settings: JudgeSettings, there: IsolatedJudg
         with aside(), InProcessJudge(case.config_source) as here:
             verdict = here(case.gm, case.inputs, settings)
             if not same_failure(verdict, case.kind, case.expected_error, case.error_pattern):
-                return ("judged again in this process, the repro's graph passes too: the failure was in the "
-                        "code the test ran, which the graph the repro holds does not compile to")
+                return (
+                    "judged again in this process, the repro's graph passes too: the failure was in the "
+                    "code the test ran, which the graph the repro holds does not compile to"
+                )
             here_code = here.kernel_source(case.gm, case.inputs, settings)
         there_code = there.kernel_source(case.gm, case.inputs, settings)
     except (IsolationError, OSError) as error:
@@ -109,17 +115,23 @@ def _what_differed(case: ReproCase, settings: JudgeSettings, there: IsolatedJudg
     if here_code is None or there_code is None:
         return "the repro's graph fails again in this process; the code it compiles to could not be compared"
     if here_code == there_code:
-        return ("the repro's graph fails again in this process, and compiles to the same code in both: what "
-                "differs is this process's state as the code runs")
+        return (
+            "the repro's graph fails again in this process, and compiles to the same code in both: what "
+            "differs is this process's state as the code runs"
+        )
     line, here_line, there_line = _first_difference(here_code.splitlines(), there_code.splitlines())
-    return (f"the repro's graph fails again in this process, where Inductor generates other code for it than "
-            f"in the fresh process (line {line}: here {here_line!r}, there {there_line!r}): this process "
-            "compiles with something a fresh one lacks (a patched lowering, decomposition or pass)")
+    return (
+        f"the repro's graph fails again in this process, where Inductor generates other code for it than "
+        f"in the fresh process (line {line}: here {here_line!r}, there {there_line!r}): this process "
+        "compiles with something a fresh one lacks (a patched lowering, decomposition or pass)"
+    )
 
 
 def _first_difference(here: list[str], there: list[str], width: int = 100) -> tuple[int, str, str]:
     """The first line (1-based) where two texts differ, and that line of each (shortened)."""
-    for number, (mine, theirs) in enumerate(itertools.zip_longest(here, there, fillvalue=""), start=1):
+    for number, (mine, theirs) in enumerate(
+        itertools.zip_longest(here, there, fillvalue=""), start=1
+    ):
         if mine != theirs:
             return number, mine.strip()[:width], theirs.strip()[:width]
     return len(here) + 1, "", ""

@@ -56,9 +56,15 @@ class MaskedDivergence:
     @property
     def message(self) -> str:
         ratio = self.leaf.ratio
-        return (f"the outputs pass, but intermediate {self.node!r} deviates"
-                + (f" ({ratio:.1f}x eager's error vs fp64)" if ratio is not None else f" ({self.leaf.rule})")
-                + ": a later op masks it")
+        return (
+            f"the outputs pass, but intermediate {self.node!r} deviates"
+            + (
+                f" ({ratio:.1f}x eager's error vs fp64)"
+                if ratio is not None
+                else f" ({self.leaf.rule})"
+            )
+            + ": a later op masks it"
+        )
 
     @property
     def shown_leaf(self) -> LeafResult:
@@ -69,8 +75,10 @@ class MaskedDivergence:
     @property
     def note(self) -> str:
         company = "alone" if self.ops == 1 else f"with its neighbours ({self.ops} ops)"
-        return (f"the op {self.node!r} fed with eager's values, {company}: it deviates on its own; "
-                "in the full graph a later op masks it")
+        return (
+            f"the op {self.node!r} fed with eager's values, {company}: it deviates on its own; "
+            "in the full graph a later op masks it"
+        )
 
 
 CONCURRENT_PROBE_MIN_OPS = 100
@@ -101,8 +109,9 @@ class PreparedProbe:
         """The probe judged in the child on ``inputs``; None where it must be judged here (inputs
         laid out unlike the compiled probe expects, a child that cannot judge it)."""
         if len(inputs) != len(self.input_specs) or any(
-                not isinstance(value, torch.Tensor) or input_spec(value) != spec
-                for value, spec in zip(inputs, self.input_specs, strict=True)):
+            not isinstance(value, torch.Tensor) or input_spec(value) != spec
+            for value, spec in zip(inputs, self.input_specs, strict=True)
+        ):
             return None
         verdict = self.judge.judge_prepared(self.key, list(inputs), JudgeSettings(tol))
         return None if verdict.failure == FailureKind.JUDGE_ERROR else verdict
@@ -122,7 +131,9 @@ class ProbeChildren:
     def judge(self, device: str | None) -> IsolatedJudge | None:
         if device not in self._judges:
             try:
-                judge = self._stack.enter_context(IsolatedJudge(device=device, candidate_timeout_s=PROBE_TIMEOUT_S))
+                judge = self._stack.enter_context(
+                    IsolatedJudge(device=device, candidate_timeout_s=PROBE_TIMEOUT_S)
+                )
                 judge.warm_up()
             except (IsolationError, OSError):
                 judge = None
@@ -166,8 +177,9 @@ class ConcurrentProbes:
             judge.prepare(probe, GraphToPrepare(key, graph.config_source, list(graph.input_specs)))
         except Exception:
             return  # probed here, as without a child
-        self.prepared[graph.index] = PreparedProbe(judge, key, tuple(node.name for node in observed),
-                                                   tuple(graph.input_specs))
+        self.prepared[graph.index] = PreparedProbe(
+            judge, key, tuple(node.name for node in observed), tuple(graph.input_specs)
+        )
 
 
 def device_of(values: Sequence[Any]) -> str | None:
@@ -182,7 +194,9 @@ def current_device() -> str | None:
 
 def _children_wanted() -> bool:
     chosen = os.environ.get(CONCURRENT_PROBE_ENV, "")
-    return chosen == "1" or (chosen != "0" and torch.get_num_threads() >= CONCURRENT_PROBE_MIN_THREADS)
+    return chosen == "1" or (
+        chosen != "0" and torch.get_num_threads() >= CONCURRENT_PROBE_MIN_THREADS
+    )
 
 
 def _accelerator(devices: Iterable[torch.device]) -> str | None:
@@ -192,9 +206,12 @@ def _accelerator(devices: Iterable[torch.device]) -> str | None:
 def _worth_a_child(graph: CapturedGraph) -> bool:
     """A static graph without random ops; unless :data:`CONCURRENT_PROBE_ENV` says otherwise, a
     large one in a process with CPUs to spare for the child."""
-    if not _children_wanted() or graph.has_random_ops \
-            or not all(isinstance(spec, TensorSpec) for spec in graph.input_specs) \
-            or not all(size.isdigit() for sizes in graph.symbolic_sizes for size in sizes or ()):
+    if (
+        not _children_wanted()
+        or graph.has_random_ops
+        or not all(isinstance(spec, TensorSpec) for spec in graph.input_specs)
+        or not all(size.isdigit() for sizes in graph.symbolic_sizes for size in sizes or ())
+    ):
         return False
     return os.environ.get(CONCURRENT_PROBE_ENV) == "1" or graph.op_count >= CONCURRENT_PROBE_MIN_OPS
 
@@ -204,8 +221,12 @@ PROBE_TIMEOUT_S = 1800.0
 little before, and a compile this process made would have no limit at all."""
 
 
-def find_masked_divergence(gm: torch.fx.GraphModule, inputs: Sequence[Any], tol: float,
-                           prepared: PreparedProbe | None = None) -> MaskedDivergence | None:
+def find_masked_divergence(
+    gm: torch.fx.GraphModule,
+    inputs: Sequence[Any],
+    tol: float,
+    prepared: PreparedProbe | None = None,
+) -> MaskedDivergence | None:
     """One compile of ``gm`` returning the floating intermediates a later op can mask
     (``prepared``: compiled in a child); where some deviate, one more compile of the ops where the
     deviations start, each alone and with its neighbours, side by side, to confirm that one
@@ -227,28 +248,41 @@ def find_masked_divergence(gm: torch.fx.GraphModule, inputs: Sequence[Any], tol:
         verdict = judge_graph(probe, probe_inputs, tol, check_non_float=False)
     if verdict.failure != FailureKind.ACCURACY:
         return None
-    diverged = {observed[index]: leaf for leaf in verdict.leaves
-                if not leaf.passed and (index := output_index(leaf.path)) is not None}
+    diverged = {
+        observed[index]: leaf
+        for leaf in verdict.leaves
+        if not leaf.passed and (index := output_index(leaf.path)) is not None
+    }
     windows: list[tuple[str, frozenset[str]]] = []
     for root in slicer.divergence_roots(slicer.carried(set(diverged)), set())[:ROOTS_TRIED_ALONE]:
         # Among compiled neighbours, a rounding difference of theirs (a fused multiply-add, say)
         # can move a rounding op's result by a whole step: such an op is judged on eager's values.
-        for radius in (0,) if rounds_to_steps(slicer.units[root][0].target) else NEIGHBOURHOOD_RADII:
+        for radius in (
+            (0,) if rounds_to_steps(slicer.units[root][0].target) else NEIGHBOURHOOD_RADII
+        ):
             window = slicer.neighbourhood(root, radius, frozenset(slicer.order))
             if (root, window) not in windows:
                 windows.append((root, window))
-    cuts = [slicer.slice(window, outputs=[n for n in observed if slicer.unit_of[n] in window])
-            for _, window in windows]
+    cuts = [
+        slicer.slice(window, outputs=[n for n in observed if slicer.unit_of[n] in window])
+        for _, window in windows
+    ]
     first = _first_deviating(slicer.gm, cuts, tol, _all_finite(inputs))
     if first is None:
         return None
     (root, window), (candidate, candidate_inputs) = windows[first], cuts[first]
     node = next(n for n in slicer.units[root] if n in diverged)
-    return MaskedDivergence(root, diverged[node], candidate, candidate_inputs, slicer.op_count(window))
+    return MaskedDivergence(
+        root, diverged[node], candidate, candidate_inputs, slicer.op_count(window)
+    )
 
 
-def _first_deviating(root: torch.fx.GraphModule, cuts: list[tuple[torch.fx.GraphModule, list[Any]]],
-                     tol: float, graph_inputs_finite: bool) -> int | None:
+def _first_deviating(
+    root: torch.fx.GraphModule,
+    cuts: list[tuple[torch.fx.GraphModule, list[Any]]],
+    tol: float,
+    graph_inputs_finite: bool,
+) -> int | None:
     """The first of ``cuts`` that deviates compiled on its own (:func:`deviates_on_its_own`).
     Several are judged side by side in one compile first (a compile of a few ops costs about as
     much as one of many): only those that deviate there are compiled alone, in order."""
@@ -261,12 +295,23 @@ def _first_deviating(root: torch.fx.GraphModule, cuts: list[tuple[torch.fx.Graph
         failing = {output_index(leaf.path) for leaf in verdict.leaves if not leaf.passed}
         if verdict.failure == FailureKind.ACCURACY and None not in failing:
             suspects = [index for index, span in enumerate(spans) if failing & set(span)]
-    return next((index for index in suspects
-                 if deviates_on_its_own(judge_graph(*cuts[index], tol, check_non_float=False), cuts[index][1],
-                                        graph_inputs_finite)), None)
+    return next(
+        (
+            index
+            for index in suspects
+            if deviates_on_its_own(
+                judge_graph(*cuts[index], tol, check_non_float=False),
+                cuts[index][1],
+                graph_inputs_finite,
+            )
+        ),
+        None,
+    )
 
 
-def deviates_on_its_own(verdict: GraphVerdict, cut_inputs: Sequence[Any], graph_inputs_finite: bool) -> bool:
+def deviates_on_its_own(
+    verdict: GraphVerdict, cut_inputs: Sequence[Any], graph_inputs_finite: bool
+) -> bool:
     """Whether a cut's verdict is a finding: an accuracy failure, unless it is only where
     non-finite values go in an op fed with eager's own overflow (finite graph inputs, non-finite
     values in the cut's). Which outputs an infinity reaches depends on the op's algorithm, not on
@@ -275,10 +320,15 @@ def deviates_on_its_own(verdict: GraphVerdict, cut_inputs: Sequence[Any], graph_
     more non-finite values of 401408 than eager's, 381571 of them non-finite already)."""
     if verdict.failure != FailureKind.ACCURACY:
         return False
-    only_non_finite = all(leaf.rule == "non-finite pattern" for leaf in verdict.leaves if not leaf.passed)
+    only_non_finite = all(
+        leaf.rule == "non-finite pattern" for leaf in verdict.leaves if not leaf.passed
+    )
     return not (only_non_finite and graph_inputs_finite and not _all_finite(cut_inputs))
 
 
 def _all_finite(values: Sequence[Any]) -> bool:
-    return all(bool(value.isfinite().all()) for value in values
-               if isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex()))
+    return all(
+        bool(value.isfinite().all())
+        for value in values
+        if isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
+    )

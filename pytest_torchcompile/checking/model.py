@@ -106,13 +106,23 @@ class CheckOutcome:
 
     @property
     def passed(self) -> bool:
-        return self.status in (Status.PASS, Status.NO_FP64_REFERENCE, Status.INCONCLUSIVE, Status.NOT_JUDGED)
+        return self.status in (
+            Status.PASS,
+            Status.NO_FP64_REFERENCE,
+            Status.INCONCLUSIVE,
+            Status.NOT_JUDGED,
+        )
 
 
 def _clone_tree(value: Any) -> Any:
     return tree_map(
-        lambda leaf: strided_copy(leaf).requires_grad_(leaf.requires_grad) if isinstance(leaf, torch.Tensor)
-        else copy.deepcopy(leaf), value)
+        lambda leaf: (
+            strided_copy(leaf).requires_grad_(leaf.requires_grad)
+            if isinstance(leaf, torch.Tensor)
+            else copy.deepcopy(leaf)
+        ),
+        value,
+    )
 
 
 def _to_fp64(value: Any) -> Any:
@@ -126,9 +136,11 @@ def _copy_callable(fn: Callable[..., Any], fp64: bool = False) -> Callable[..., 
             return copy.deepcopy(fn)
         # Parameters widened as they are copied (as Parameter.__deepcopy__ copies them): an fp32
         # copy cast afterwards would hold the weights in both precisions at once.
-        memo: dict[int, Any] = {id(p): torch.nn.Parameter(p.data.to(torch.float64), p.requires_grad)
-                                for p in fn.parameters()
-                                if type(p) is torch.nn.Parameter and p.is_floating_point()}
+        memo: dict[int, Any] = {
+            id(p): torch.nn.Parameter(p.data.to(torch.float64), p.requires_grad)
+            for p in fn.parameters()
+            if type(p) is torch.nn.Parameter and p.is_floating_point()
+        }
         return copy.deepcopy(fn, memo).to(torch.float64)
     return fn
 
@@ -154,8 +166,11 @@ def _loss(output: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.T
     """The user's loss, or the sum of every floating output."""
     if loss_fn is not None:
         return loss_fn(output)
-    leaves = [leaf for _, leaf in flatten_outputs(output)
-              if isinstance(leaf, torch.Tensor) and leaf.is_floating_point() and leaf.requires_grad]
+    leaves = [
+        leaf
+        for _, leaf in flatten_outputs(output)
+        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point() and leaf.requires_grad
+    ]
     if not leaves:
         raise ValueError("backward=True needs a floating output that requires grad")
     return torch.stack([leaf.float().sum() for leaf in leaves]).sum()
@@ -168,7 +183,10 @@ def _trainable(module: torch.nn.Module | None) -> list[tuple[str, torch.Tensor]]
 
 
 def _execute(
-    call: Callable[..., Any], module: torch.nn.Module | None, arguments: Arguments, options: CheckOptions,
+    call: Callable[..., Any],
+    module: torch.nn.Module | None,
+    arguments: Arguments,
+    options: CheckOptions,
 ) -> tuple[dict[str, Any], list[Any]]:
     """Run once on clones of the arguments. Returns what is judged, by kind ("out", "grad",
     "param"), and the positional arguments as the call left them (in-place mutations)."""
@@ -187,22 +205,35 @@ def _execute(
         return {"out": call(*args, **kwargs)}, args
     with torch.enable_grad():
         output = call(*args, **kwargs)
-        targets = _trainable(module) + [(name, a) for name, a in _named_arguments(args, kwargs) if a.requires_grad]
-        grads = torch.autograd.grad(_loss(output, options.loss_fn), [t for _, t in targets], allow_unused=True)
+        targets = _trainable(module) + [
+            (name, a) for name, a in _named_arguments(args, kwargs) if a.requires_grad
+        ]
+        grads = torch.autograd.grad(
+            _loss(output, options.loss_fn), [t for _, t in targets], allow_unused=True
+        )
     # No gradient and a zero gradient are one: compiled code gives zeros where eager gives None
     # (AOT autograd's backward covers every input of the graph, outputs the loss leaves out
     # included: GoogLeNet's auxiliary heads in train mode), as PyTorch's accuracy runs treat them.
-    return {"out": output, "grad": {n: torch.zeros_like(t) if g is None else g
-                                    for (n, t), g in zip(targets, grads, strict=True)}}, args
+    return {
+        "out": output,
+        "grad": {
+            n: torch.zeros_like(t) if g is None else g
+            for (n, t), g in zip(targets, grads, strict=True)
+        },
+    }, args
 
 
 def _named_arguments(args: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
     """The tensor arguments of a call, by the names their gradients are reported under."""
-    named = [(f"args[{i}]", a) for i, a in enumerate(args)] + [(f"kwargs[{k!r}]", v) for k, v in kwargs.items()]
+    named = [(f"args[{i}]", a) for i, a in enumerate(args)] + [
+        (f"kwargs[{k!r}]", v) for k, v in kwargs.items()
+    ]
     return [(name, value) for name, value in named if isinstance(value, torch.Tensor)]
 
 
-def _differentiable(fn: Callable[..., Any], arguments: Arguments, options: CheckOptions) -> tuple[Arguments, str]:
+def _differentiable(
+    fn: Callable[..., Any], arguments: Arguments, options: CheckOptions
+) -> tuple[Arguments, str]:
     """The arguments a gradient check differentiates with respect to, and a note saying which.
 
     ``backward=True`` on a model with no trainable parameter and no input that requires grad
@@ -210,25 +241,38 @@ def _differentiable(fn: Callable[..., Any], arguments: Arguments, options: Check
     them): those inputs are made to require grad, on detached aliases, so the caller's tensors
     are left as they are."""
     module = fn if isinstance(fn, torch.nn.Module) else None
-    if not options.backward or options.steps or _trainable(module) \
-            or any(a.requires_grad for _, a in _named_arguments(*arguments)):
+    if (
+        not options.backward
+        or options.steps
+        or _trainable(module)
+        or any(a.requires_grad for _, a in _named_arguments(*arguments))
+    ):
         return arguments, ""
     chosen = [name for name, a in _named_arguments(*arguments) if a.is_floating_point()]
     if not chosen:
-        raise ValueError("backward=True needs trainable parameters, inputs that require grad, or floating "
-                         "inputs to differentiate with respect to; this call has none")
+        raise ValueError(
+            "backward=True needs trainable parameters, inputs that require grad, or floating "
+            "inputs to differentiate with respect to; this call has none"
+        )
 
     def promoted(value: Any) -> Any:
         if isinstance(value, torch.Tensor) and value.is_floating_point():
             return value.detach().requires_grad_()
         return value
 
-    return ((tuple(promoted(a) for a in arguments[0]), {k: promoted(v) for k, v in arguments[1].items()}),
-            f"backward=True with nothing requiring grad: gradients taken with respect to the floating "
-            f"inputs {', '.join(chosen)}")
+    return (
+        (
+            tuple(promoted(a) for a in arguments[0]),
+            {k: promoted(v) for k, v in arguments[1].items()},
+        ),
+        f"backward=True with nothing requiring grad: gradients taken with respect to the floating "
+        f"inputs {', '.join(chosen)}",
+    )
 
 
-def unjudgeable_input(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+def unjudgeable_input(
+    fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
+) -> str | None:
     """Why the check cannot judge a call given these inputs, or None: a tensor not laid out in
     strided memory (sparse, mkldnn) among the arguments or the model's weights, which the copies,
     comparisons and fp64 widening of a check do not support (``torch.equal`` raises on a sparse
@@ -255,8 +299,11 @@ def _note_layout(found: list[tuple[str, torch.layout]], name: str, leaf: Any) ->
 def _mutated_positions(original: Sequence[Any], after: Sequence[Any]) -> list[int]:
     """Positions of the tensor arguments that the eager call changed in place."""
     return [
-        index for index, (before, now) in enumerate(zip(original, after, strict=True))
-        if isinstance(before, torch.Tensor) and isinstance(now, torch.Tensor) and changed(before, now)
+        index
+        for index, (before, now) in enumerate(zip(original, after, strict=True))
+        if isinstance(before, torch.Tensor)
+        and isinstance(now, torch.Tensor)
+        and changed(before, now)
     ]
 
 
@@ -265,14 +312,26 @@ def _judged(parts: dict[str, Any], call_args: Sequence[Any], mutated: list[int])
     return {**parts, **{f"args[{i}] (mutated in place)": call_args[i] for i in mutated}}
 
 
-def _compare(compiled: dict[str, Any], eager: dict[str, Any], reference: dict[str, Any] | None,
-             options: CheckOptions, unwritten: dict[str, torch.Tensor] | None = None,
-             noise: dict[str, float] | None = None) -> Comparison:
+def _compare(
+    compiled: dict[str, Any],
+    eager: dict[str, Any],
+    reference: dict[str, Any] | None,
+    options: CheckOptions,
+    unwritten: dict[str, torch.Tensor] | None = None,
+    noise: dict[str, float] | None = None,
+) -> Comparison:
     leaves: list[LeafResult] = []
     for root, value in eager.items():
-        part = compare_outputs(compiled[root], value, reference[root] if reference is not None else None,
-                               options.tolerance, not options.ignore_non_float, root=root, unwritten=unwritten,
-                               noise=noise)
+        part = compare_outputs(
+            compiled[root],
+            value,
+            reference[root] if reference is not None else None,
+            options.tolerance,
+            not options.ignore_non_float,
+            root=root,
+            unwritten=unwritten,
+            noise=noise,
+        )
         if part.structure_error:
             return part
         leaves += part.leaves
@@ -298,13 +357,21 @@ def input_sets(arguments: Arguments, options: CheckOptions) -> list[Arguments]:
         if tensors:
             batch = int(tensors[0].shape[0])
             for size in (2 * batch + 1, 4 * batch + 3):
-                sets.append((tuple(_grown(a, batch, size) for a in arguments[0]),
-                             {k: _grown(v, batch, size) for k, v in arguments[1].items()}))
+                sets.append(
+                    (
+                        tuple(_grown(a, batch, size) for a in arguments[0]),
+                        {k: _grown(v, batch, size) for k, v in arguments[1].items()},
+                    )
+                )
     return sets
 
 
 def _describe(arguments: Arguments) -> str:
-    shapes = [list(a.shape) for a in (*arguments[0], *arguments[1].values()) if isinstance(a, torch.Tensor)]
+    shapes = [
+        list(a.shape)
+        for a in (*arguments[0], *arguments[1].values())
+        if isinstance(a, torch.Tensor)
+    ]
     return f"input sizes {shapes}"
 
 
@@ -354,19 +421,29 @@ class CompiledCache:
             reset()
 
 
-def _compile(fn: Callable[..., Any], options: CheckOptions, probe_children: ProbeChildren | None) -> CompiledEntry:
+def _compile(
+    fn: Callable[..., Any], options: CheckOptions, probe_children: ProbeChildren | None
+) -> CompiledEntry:
     reset()
     copy_ = _copy_callable(fn)
     probes = ConcurrentProbes(probe_children)
     # The calls of a copy no optimizer steps record the caller's weights while they are alike,
     # instead of a second copy of them.
     originals = dict(_state(fn)) if not options.steps else {}
-    capture = GraphCapture(lowering_observer=probes.prepare if options.intermediates else None,
-                           originals=[(tensor, originals[name]) for name, tensor in _state(copy_)
-                                      if name in originals])
-    backend = capture.backend(options.mode, random_config=EAGER_RNG_CONFIG) \
-        if options.backend == "inductor" else options.backend
-    compiled = torch.compile(copy_, backend=backend, dynamic=options.dynamic, fullgraph=options.fullgraph)
+    capture = GraphCapture(
+        lowering_observer=probes.prepare if options.intermediates else None,
+        originals=[
+            (tensor, originals[name]) for name, tensor in _state(copy_) if name in originals
+        ],
+    )
+    backend = (
+        capture.backend(options.mode, random_config=EAGER_RNG_CONFIG)
+        if options.backend == "inductor"
+        else options.backend
+    )
+    compiled = torch.compile(
+        copy_, backend=backend, dynamic=options.dynamic, fullgraph=options.fullgraph
+    )
     module = copy_ if isinstance(copy_, torch.nn.Module) else None
     return CompiledEntry(fn, module, compiled, capture, probes)
 
@@ -409,8 +486,10 @@ def check_model(
     return outcome
 
 
-FALLBACK_RANDOM_NOTE = ("random ops compiled with Inductor's fallback_random=True: compiled and eager "
-                        "runs draw the same numbers, the fp64 run replays eager's draws")
+FALLBACK_RANDOM_NOTE = (
+    "random ops compiled with Inductor's fallback_random=True: compiled and eager "
+    "runs draw the same numbers, the fp64 run replays eager's draws"
+)
 
 
 class _EagerRuns:
@@ -424,25 +503,37 @@ class _EagerRuns:
         self.deterministic = False
         """Whether the runs take deterministic kernels (see :func:`_deterministic_kernels`)."""
 
-    def run(self, arguments: Arguments, fill: float = UNWRITTEN_FILLS[0]) -> tuple[dict[str, Any], list[Any]]:
+    def run(
+        self, arguments: Arguments, fill: float = UNWRITTEN_FILLS[0]
+    ) -> tuple[dict[str, Any], list[Any]]:
         torch.manual_seed(self.options.seed)
         model = _copy_callable(self.fn)
-        with filling_unwritten(fill, self.allocated), \
-                _deterministic_kernels() if self.deterministic else contextlib.nullcontext():
-            parts, call_args = _execute(model, model if isinstance(model, torch.nn.Module) else None,
-                                        arguments, self.options)
+        with (
+            filling_unwritten(fill, self.allocated),
+            _deterministic_kernels() if self.deterministic else contextlib.nullcontext(),
+        ):
+            parts, call_args = _execute(
+                model,
+                model if isinstance(model, torch.nn.Module) else None,
+                arguments,
+                self.options,
+            )
         return _released(parts, model), call_args
 
-    def unwritten(self, arguments: Arguments, eager: tuple[dict[str, Any], list[Any]],
-                  mutated: list[int]) -> dict[str, torch.Tensor] | None:
+    def unwritten(
+        self, arguments: Arguments, eager: tuple[dict[str, Any], list[Any]], mutated: list[int]
+    ) -> dict[str, torch.Tensor] | None:
         """The elements of ``eager``'s results that depend on memory no op wrote: where a run
         with that memory filled otherwise differs."""
         if not self.allocated:
             return None
         parts, call_args = self.run(arguments, UNWRITTEN_FILLS[1])
         filled, filled_unlike = _judged(*eager, mutated), _judged(parts, call_args, mutated)
-        return {path: mask for root in filled for path, mask in
-                unwritten_leaves(filled[root], filled_unlike[root], root).items()}
+        return {
+            path: mask
+            for root in filled
+            for path, mask in unwritten_leaves(filled[root], filled_unlike[root], root).items()
+        }
 
 
 @dataclass
@@ -458,14 +549,21 @@ class _Baseline:
 @dataclass
 class _CompiledRuns:
     entry: CompiledEntry
-    results: list[tuple[Arguments, tuple[dict[str, Any], list[Any]], tuple[dict[str, Any], list[Any]]]]
+    results: list[
+        tuple[Arguments, tuple[dict[str, Any], list[Any]], tuple[dict[str, Any], list[Any]]]
+    ]
     """Per input set: its arguments, eager's run and the compiled run."""
     seconds: float
 
 
-def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
-           cache: CompiledCache | None, probe_children: ProbeChildren | None,
-           on_deviation: Callable[[str, str | None], None] | None) -> CheckOutcome:
+def _check(
+    fn: Callable[..., Any],
+    given: Arguments,
+    options: CheckOptions,
+    cache: CompiledCache | None,
+    probe_children: ProbeChildren | None,
+    on_deviation: Callable[[str, str | None], None] | None,
+) -> CheckOutcome:
     """The steps of a check: eager twice (a model that disagrees with itself cannot be judged),
     the fp64 references, the compiled runs, the comparison of each input set, then what passing
     outputs may hide (masked deviations) and what a pass is worth."""
@@ -476,34 +574,61 @@ def _check(fn: Callable[..., Any], given: Arguments, options: CheckOptions,
         return baseline
     # The fp64 runs come before the compile: the fp64 copy of the model (twice its fp32 weights)
     # is gone before the compiled copy is made, never beside it.
-    references = [_reference(fn, arguments, options, baseline.mutated, baseline.draws_random) for arguments in sets]
+    references = [
+        _reference(fn, arguments, options, baseline.mutated, baseline.draws_random)
+        for arguments in sets
+    ]
     compiled = _compiled_runs(fn, sets, eager, baseline, options, cache, probe_children)
     if isinstance(compiled, CheckOutcome):
         return compiled
     graphs = compiled.entry.capture.graphs
     comparison = Comparison([])
-    for (arguments, eager_run, compiled_run), (reference, label) in zip(compiled.results, references, strict=True):
-        comparison = _compare_set(fn, arguments, eager_run, compiled_run, reference, eager, baseline, options,
-                                  graphs, on_deviation)
+    for (arguments, eager_run, compiled_run), (reference, label) in zip(
+        compiled.results, references, strict=True
+    ):
+        comparison = _compare_set(
+            fn,
+            arguments,
+            eager_run,
+            compiled_run,
+            reference,
+            eager,
+            baseline,
+            options,
+            graphs,
+            on_deviation,
+        )
         if not comparison.passed:
             where = f" at {_describe(arguments)}" if len(sets) > 1 else ""
             message = comparison.structure_error or (
                 f"{len(comparison.failing)} of {len(comparison.leaves)} outputs deviate beyond the "
-                f"{'fp64 rule' if reference is not None else 'cosine check'}{where}")
-            return CheckOutcome(Status.FAIL_ACCURACY, message, comparison, label, graphs,
-                                _failing_graphs(graphs, compiled.entry.capture.dynamo_graphs, options),
-                                compiled.seconds, compiled_run[0]["out"])
+                f"{'fp64 rule' if reference is not None else 'cosine check'}{where}"
+            )
+            return CheckOutcome(
+                Status.FAIL_ACCURACY,
+                message,
+                comparison,
+                label,
+                graphs,
+                _failing_graphs(graphs, compiled.entry.capture.dynamo_graphs, options),
+                compiled.seconds,
+                compiled_run[0]["out"],
+            )
     return _passing_outcome(compiled, baseline, comparison, references[-1][1], options)
 
 
-def _eager_baseline(eager: _EagerRuns, given: Arguments, options: CheckOptions) -> _Baseline | CheckOutcome:
+def _eager_baseline(
+    eager: _EagerRuns, given: Arguments, options: CheckOptions
+) -> _Baseline | CheckOutcome:
     """Eager's first run, and a second on the same inputs that must agree with it; the outcome
     instead where eager runs out of memory or disagrees with itself."""
     torch.manual_seed(options.seed)
     seeded = rng_states()
     try:
         parts, call_args = eager.run(given)
-        draws_random = any(not torch.equal(a, b) for a, b in zip(seeded, rng_states(), strict=False))
+        draws_random = any(
+            not torch.equal(a, b) for a, b in zip(seeded, rng_states(), strict=False)
+        )
         again, _ = eager.run(given)
         unstable = _disagreement(parts, again, options)
         if unstable is not None and not draws_random:
@@ -516,13 +641,21 @@ def _eager_baseline(eager: _EagerRuns, given: Arguments, options: CheckOptions) 
             unstable = _disagreement(parts, again, options)
     except Exception as error:
         if out_of_memory(error):
-            return CheckOutcome(Status.OUT_OF_MEMORY, f"the eager run ran out of memory: {error_signature(error, max_chars=300)}",
-                                error=error)
-        raise EagerRunError(f"the model raised when run eagerly: {error_signature(error, max_chars=300)}") from error
+            return CheckOutcome(
+                Status.OUT_OF_MEMORY,
+                f"the eager run ran out of memory: {error_signature(error, max_chars=300)}",
+                error=error,
+            )
+        raise EagerRunError(
+            f"the model raised when run eagerly: {error_signature(error, max_chars=300)}"
+        ) from error
     if unstable is not None:
-        causes = ("it draws random numbers (dropout in train mode, ...)" if draws_random else
-                  "it draws no random numbers from torch's generators, and deterministic kernels disagree "
-                  "too: state a call changes (a global, an attribute, a generator of its own)")
+        causes = (
+            "it draws random numbers (dropout in train mode, ...)"
+            if draws_random
+            else "it draws no random numbers from torch's generators, and deterministic kernels disagree "
+            "too: state a call changes (a global, an attribute, a generator of its own)"
+        )
         return CheckOutcome(
             Status.EAGER_NONDETERMINISTIC,
             f"eager disagrees with itself across two runs on the same inputs at {unstable} ({causes}), so no "
@@ -532,10 +665,18 @@ def _eager_baseline(eager: _EagerRuns, given: Arguments, options: CheckOptions) 
     return _Baseline(parts, call_args, _mutated_positions(given[0], call_args), draws_random)
 
 
-def _disagreement(parts: dict[str, Any], again: dict[str, Any], options: CheckOptions) -> str | None:
+def _disagreement(
+    parts: dict[str, Any], again: dict[str, Any], options: CheckOptions
+) -> str | None:
     """Where two eager runs' results differ beyond the tolerance, or None."""
-    return next((where for root in parts
-                 if (where := first_disagreement(parts[root], again[root], options.tolerance, root))), None)
+    return next(
+        (
+            where
+            for root in parts
+            if (where := first_disagreement(parts[root], again[root], options.tolerance, root))
+        ),
+        None,
+    )
 
 
 @contextlib.contextmanager
@@ -543,7 +684,10 @@ def _deterministic_kernels() -> Iterator[None]:
     """Deterministic algorithms for the block, cuDNN's among them (an op with none runs as it
     would, its warning kept from the test), the flags put back after it."""
     cudnn = torch.backends.cudnn.deterministic
-    algorithms, warn_only = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    algorithms, warn_only = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
     try:
         torch.backends.cudnn.deterministic = True
         with warnings.catch_warnings():
@@ -555,9 +699,15 @@ def _deterministic_kernels() -> Iterator[None]:
         torch.use_deterministic_algorithms(algorithms, warn_only=warn_only)
 
 
-def _compiled_runs(fn: Callable[..., Any], sets: list[Arguments], eager: _EagerRuns, baseline: _Baseline,
-                   options: CheckOptions, cache: CompiledCache | None,
-                   probe_children: ProbeChildren | None) -> _CompiledRuns | CheckOutcome:
+def _compiled_runs(
+    fn: Callable[..., Any],
+    sets: list[Arguments],
+    eager: _EagerRuns,
+    baseline: _Baseline,
+    options: CheckOptions,
+    cache: CompiledCache | None,
+    probe_children: ProbeChildren | None,
+) -> _CompiledRuns | CheckOutcome:
     """The compiled model's run on each input set beside eager's, compiled anew or taken from
     ``cache``; the outcome instead where compiling or running it raised. A cached copy that
     Dynamo no longer compiles (its recompile limit) is dropped and compiled afresh, once."""
@@ -566,7 +716,9 @@ def _compiled_runs(fn: Callable[..., Any], sets: list[Arguments], eager: _EagerR
     started = time.perf_counter()
     try:
         with inductor_config(options.inductor_config), no_compile_caches(), strict_dynamo():
-            results = _run_sets(entry, sets, eager, baseline, options) if entry is not None else None
+            results = (
+                _run_sets(entry, sets, eager, baseline, options) if entry is not None else None
+            )
             if entry is not None and not any(graph.calls for graph in entry.capture.graphs):
                 # Past Dynamo's recompile limit the cached copy runs eagerly: nothing was judged.
                 assert keeping is not None
@@ -579,7 +731,9 @@ def _compiled_runs(fn: Callable[..., Any], sets: list[Arguments], eager: _EagerR
         if keeping is not None:
             keeping.forget(entry)
         graphs = entry.capture.graphs if entry is not None else []
-        return _compiler_error_outcome(error, graphs, time.perf_counter() - started, baseline.parts["out"])
+        return _compiler_error_outcome(
+            error, graphs, time.perf_counter() - started, baseline.parts["out"]
+        )
     assert entry is not None and results is not None
     if keeping is not None:
         keeping.keep(entry)
@@ -588,37 +742,72 @@ def _compiled_runs(fn: Callable[..., Any], sets: list[Arguments], eager: _EagerR
     return _CompiledRuns(entry, results, time.perf_counter() - started)
 
 
-def _run_sets(entry: CompiledEntry, sets: list[Arguments], eager: _EagerRuns, baseline: _Baseline,
-              options: CheckOptions) -> list[tuple[Arguments, tuple[dict[str, Any], list[Any]], tuple[dict[str, Any], list[Any]]]]:
+def _run_sets(
+    entry: CompiledEntry,
+    sets: list[Arguments],
+    eager: _EagerRuns,
+    baseline: _Baseline,
+    options: CheckOptions,
+) -> list[tuple[Arguments, tuple[dict[str, Any], list[Any]], tuple[dict[str, Any], list[Any]]]]:
     entry.capture.forget_calls()
     results = []
     for index, arguments in enumerate(sets):
         eager_run = (baseline.parts, baseline.call_args) if index == 0 else eager.run(arguments)
         torch.manual_seed(options.seed)
-        results.append((arguments, eager_run, _execute(entry.compiled, entry.module, arguments, options)))
+        results.append(
+            (arguments, eager_run, _execute(entry.compiled, entry.module, arguments, options))
+        )
     return results
 
 
-def _compare_set(fn: Callable[..., Any], arguments: Arguments, eager_run: tuple[dict[str, Any], list[Any]],
-                 compiled_run: tuple[dict[str, Any], list[Any]], reference: dict[str, Any] | None,
-                 eager: _EagerRuns, baseline: _Baseline, options: CheckOptions, graphs: list[CapturedGraph],
-                 on_deviation: Callable[[str, str | None], None] | None) -> Comparison:
+def _compare_set(
+    fn: Callable[..., Any],
+    arguments: Arguments,
+    eager_run: tuple[dict[str, Any], list[Any]],
+    compiled_run: tuple[dict[str, Any], list[Any]],
+    reference: dict[str, Any] | None,
+    eager: _EagerRuns,
+    baseline: _Baseline,
+    options: CheckOptions,
+    graphs: list[CapturedGraph],
+    on_deviation: Callable[[str, str | None], None] | None,
+) -> Comparison:
     """One input set's outputs judged; where they fail by the fp64 rule, judged again against the
     second legitimate evaluations' errors (run only then), which may overturn it."""
     mutated = baseline.mutated
-    compared = (_judged(*compiled_run, mutated), _judged(*eager_run, mutated), reference, options,
-                eager.unwritten(arguments, eager_run, mutated))
+    compared = (
+        _judged(*compiled_run, mutated),
+        _judged(*eager_run, mutated),
+        reference,
+        options,
+        eager.unwritten(arguments, eager_run, mutated),
+    )
     comparison = _compare(*compared)
     if not comparison.passed and on_deviation is not None and graphs:
-        on_deviation(graphs[0].config_source, device_of(list(arguments[0]) + list(arguments[1].values())))
-    if not comparison.passed and reference is not None and any(leaf.rule == "fp64 rmse" for leaf in comparison.failing):
-        comparison = _compare(*compared, _noise_floors(fn, arguments, options, mutated, reference, eager.run,
-                                                       baseline.draws_random))
+        on_deviation(
+            graphs[0].config_source, device_of(list(arguments[0]) + list(arguments[1].values()))
+        )
+    if (
+        not comparison.passed
+        and reference is not None
+        and any(leaf.rule == "fp64 rmse" for leaf in comparison.failing)
+    ):
+        comparison = _compare(
+            *compared,
+            _noise_floors(
+                fn, arguments, options, mutated, reference, eager.run, baseline.draws_random
+            ),
+        )
     return comparison
 
 
-def _passing_outcome(compiled: _CompiledRuns, baseline: _Baseline, comparison: Comparison, reference_label: str,
-                     options: CheckOptions) -> CheckOutcome:
+def _passing_outcome(
+    compiled: _CompiledRuns,
+    baseline: _Baseline,
+    comparison: Comparison,
+    reference_label: str,
+    options: CheckOptions,
+) -> CheckOutcome:
     """Where every output passed: a deviation a later op masks fails it yet; results that hold
     no tensor, or outputs no result in their dtype can judge, are told apart from a pass."""
     graphs, seconds = compiled.entry.capture.graphs, compiled.seconds
@@ -629,60 +818,122 @@ def _passing_outcome(compiled: _CompiledRuns, baseline: _Baseline, comparison: C
         if masked is not None:
             graph, divergence = masked
             return CheckOutcome(
-                Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}",
-                dataclasses.replace(comparison, leaves=[*comparison.leaves, divergence.shown_leaf]), reference_label,
-                graphs, [FailingGraph(graph, divergence.inputs, divergence.gm, divergence.note)], seconds, output)
+                Status.FAIL_ACCURACY,
+                f"{graph.label}: {divergence.message}",
+                dataclasses.replace(comparison, leaves=[*comparison.leaves, divergence.shown_leaf]),
+                reference_label,
+                graphs,
+                [FailingGraph(graph, divergence.inputs, divergence.gm, divergence.note)],
+                seconds,
+                output,
+            )
     judged = _judged(baseline.parts, baseline.call_args, baseline.mutated)
-    if not any(isinstance(leaf, torch.Tensor | float) for root in judged for _, leaf in flatten_outputs(judged[root], root)):
-        kinds = sorted({type(leaf).__name__ for root in judged for _, leaf in flatten_outputs(judged[root], root)})
-        return CheckOutcome(Status.NOT_JUDGED, f"nothing judged: the results hold no tensor (only {', '.join(kinds)})",
-                            comparison, reference_label, graphs, compile_seconds=seconds, compiled_output=output)
+    if not any(
+        isinstance(leaf, torch.Tensor | float)
+        for root in judged
+        for _, leaf in flatten_outputs(judged[root], root)
+    ):
+        kinds = sorted(
+            {
+                type(leaf).__name__
+                for root in judged
+                for _, leaf in flatten_outputs(judged[root], root)
+            }
+        )
+        return CheckOutcome(
+            Status.NOT_JUDGED,
+            f"nothing judged: the results hold no tensor (only {', '.join(kinds)})",
+            comparison,
+            reference_label,
+            graphs,
+            compile_seconds=seconds,
+            compiled_output=output,
+        )
     if inconclusive := comparison.inconclusive:
-        return CheckOutcome(Status.INCONCLUSIVE, f"{len(inconclusive)} of {len(comparison.leaves)} outputs "
-                            f"inconclusive, {inconclusive[0].path}: {inconclusive[0].detail}", comparison,
-                            reference_label, graphs, compile_seconds=seconds, compiled_output=output)
+        return CheckOutcome(
+            Status.INCONCLUSIVE,
+            f"{len(inconclusive)} of {len(comparison.leaves)} outputs "
+            f"inconclusive, {inconclusive[0].path}: {inconclusive[0].detail}",
+            comparison,
+            reference_label,
+            graphs,
+            compile_seconds=seconds,
+            compiled_output=output,
+        )
     status = Status.PASS if reference_label == "fp64" else Status.NO_FP64_REFERENCE
-    return CheckOutcome(status, "", comparison, reference_label, graphs, compile_seconds=seconds,
-                        compiled_output=output)
+    return CheckOutcome(
+        status,
+        "",
+        comparison,
+        reference_label,
+        graphs,
+        compile_seconds=seconds,
+        compiled_output=output,
+    )
 
 
 def _reference(
-    fn: Callable[..., Any], arguments: Arguments, options: CheckOptions, mutated: list[int],
+    fn: Callable[..., Any],
+    arguments: Arguments,
+    options: CheckOptions,
+    mutated: list[int],
     model_draws_random: bool,
 ) -> tuple[dict[str, Any] | None, str]:
     """The fp64 run's results, or None (with the label of the weaker check) when it cannot run.
     A model that draws random numbers is run once more eagerly to record its draws, which the
     fp64 run replays: in fp64, some ops draw other numbers (``torch.rand``, CUDA's generators)."""
-    widened: Arguments = (tuple(_to_fp64(a) for a in arguments[0]),
-                          {k: _to_fp64(v) for k, v in arguments[1].items()})
+    widened: Arguments = (
+        tuple(_to_fp64(a) for a in arguments[0]),
+        {k: _to_fp64(v) for k, v in arguments[1].items()},
+    )
     draws: list[tuple[Any, Any]] = []
     if model_draws_random:
         torch.manual_seed(options.seed)
         model = _copy_callable(fn)
         with recording_random_draws(draws):
-            _execute(model, model if isinstance(model, torch.nn.Module) else None, arguments, options)
+            _execute(
+                model, model if isinstance(model, torch.nn.Module) else None, arguments, options
+            )
     torch.manual_seed(options.seed)
     try:
-        with float64_everywhere(), \
-                replaying_random_draws(draws) if model_draws_random else contextlib.nullcontext():
+        with (
+            float64_everywhere(),
+            replaying_random_draws(draws) if model_draws_random else contextlib.nullcontext(),
+        ):
             model = _copy_callable(fn, fp64=True)
-            parts, call_args = _execute(model, model if isinstance(model, torch.nn.Module) else None,
-                                        widened, options)
+            parts, call_args = _execute(
+                model, model if isinstance(model, torch.nn.Module) else None, widened, options
+            )
             parts = _released(parts, model)
     except RandomDrawMismatch as error:
-        return None, f"same-precision cosine check: the fp64 run draws random numbers unlike eager ({error})"
+        return (
+            None,
+            f"same-precision cosine check: the fp64 run draws random numbers unlike eager ({error})",
+        )
     except Exception as error:
         # Eager's and the compiled results fit where the fp64 ones do not: they are still judged.
-        cause = (f"the fp64 reference does not fit in memory: the model's weights and inputs alone take "
-                 f"{fp64_bytes(fn, arguments) / 2**30:.2f} GiB in fp64" if out_of_memory(error)
-                 else "the model cannot run in fp64")
-        return None, f"same-precision cosine check: {cause} ({error_signature(error, max_chars=300)})"
+        cause = (
+            f"the fp64 reference does not fit in memory: the model's weights and inputs alone take "
+            f"{fp64_bytes(fn, arguments) / 2**30:.2f} GiB in fp64"
+            if out_of_memory(error)
+            else "the model cannot run in fp64"
+        )
+        return (
+            None,
+            f"same-precision cosine check: {cause} ({error_signature(error, max_chars=300)})",
+        )
     return _judged(parts, call_args, mutated), "fp64"
 
 
-def _noise_floors(fn: Callable[..., Any], arguments: Arguments, options: CheckOptions, mutated: list[int],
-                  reference: dict[str, Any], eager_run: Callable[[Arguments], tuple[dict[str, Any], list[Any]]],
-                  model_draws_random: bool) -> dict[str, float]:
+def _noise_floors(
+    fn: Callable[..., Any],
+    arguments: Arguments,
+    options: CheckOptions,
+    mutated: list[int],
+    reference: dict[str, Any],
+    eager_run: Callable[[Arguments], tuple[dict[str, Any], list[Any]]],
+    model_draws_random: bool,
+) -> dict[str, float]:
     """By output path, the largest error of the second legitimate evaluations (:mod:`reordering`:
     eager on the batch reversed, eager on channels-last inputs); run only for a check that fails
     by the fp64 rule, which they may overturn. A model that draws random numbers gets no reversed
@@ -702,49 +953,95 @@ def _noise_floors(fn: Callable[..., Any], arguments: Arguments, options: CheckOp
             continue
         if fp64 is None:
             continue
-        for path, floor in noise_floors(_judged(parts, call_args, mutated), fp64, reference, batch).items():
+        for path, floor in noise_floors(
+            _judged(parts, call_args, mutated), fp64, reference, batch
+        ).items():
             floors[path] = max(floor, floors.get(path, 0.0))
     return floors
 
 
 def fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:
     """What the model's weights and tensor inputs take once widened to fp64."""
-    tensors: list[torch.Tensor] = list(fn.parameters()) + list(fn.buffers()) if isinstance(fn, torch.nn.Module) else []
-    tree_map(lambda leaf: tensors.append(leaf) if isinstance(leaf, torch.Tensor) else None,
-             (arguments[0], arguments[1]))
-    return sum(t.numel() * (16 if t.is_complex() else 8) if t.is_floating_point() or t.is_complex() else t.nbytes
-               for t in tensors)
+    tensors: list[torch.Tensor] = (
+        list(fn.parameters()) + list(fn.buffers()) if isinstance(fn, torch.nn.Module) else []
+    )
+    tree_map(
+        lambda leaf: tensors.append(leaf) if isinstance(leaf, torch.Tensor) else None,
+        (arguments[0], arguments[1]),
+    )
+    return sum(
+        t.numel() * (16 if t.is_complex() else 8)
+        if t.is_floating_point() or t.is_complex()
+        else t.nbytes
+        for t in tensors
+    )
 
 
-def _compiler_error_outcome(error: BaseException, graphs: list[CapturedGraph], elapsed: float,
-                            eager_output: Any) -> CheckOutcome:
+def _compiler_error_outcome(
+    error: BaseException, graphs: list[CapturedGraph], elapsed: float, eager_output: Any
+) -> CheckOutcome:
     environment = environment_failure(error) or next(
-        (found for graph in graphs if (found := environment_failure(graph.compile_error or graph.runtime_error))), None)
+        (
+            found
+            for graph in graphs
+            if (found := environment_failure(graph.compile_error or graph.runtime_error))
+        ),
+        None,
+    )
     if environment is not None:
         # The compiler is not at fault: no repro, no minification; the test gets eager's result.
-        return CheckOutcome(Status.NOT_JUDGED, f"{ENVIRONMENT_NOT_JUDGED}: {error_signature(environment, max_chars=300)}; "
-                            "the model ran eagerly", graphs=graphs, compile_seconds=elapsed, compiled_output=eager_output,
-                            error=error)
-    if out_of_memory(error) or any(out_of_memory(g.compile_error or g.runtime_error) for g in graphs):
-        return CheckOutcome(Status.OUT_OF_MEMORY, f"compiling or running the compiled model ran out of memory: "
-                            f"{error_signature(error, max_chars=300)}", graphs=graphs, compile_seconds=elapsed, error=error)
+        return CheckOutcome(
+            Status.NOT_JUDGED,
+            f"{ENVIRONMENT_NOT_JUDGED}: {error_signature(environment, max_chars=300)}; "
+            "the model ran eagerly",
+            graphs=graphs,
+            compile_seconds=elapsed,
+            compiled_output=eager_output,
+            error=error,
+        )
+    if out_of_memory(error) or any(
+        out_of_memory(g.compile_error or g.runtime_error) for g in graphs
+    ):
+        return CheckOutcome(
+            Status.OUT_OF_MEMORY,
+            f"compiling or running the compiled model ran out of memory: "
+            f"{error_signature(error, max_chars=300)}",
+            graphs=graphs,
+            compile_seconds=elapsed,
+            error=error,
+        )
     compile_failed = [g for g in graphs if g.compile_error is not None]
     if compile_failed:
         graph = compile_failed[0]
-        return CheckOutcome(Status.FAIL_COMPILE, f"Inductor failed to compile {graph.label}: "
-                            f"{error_signature(graph.compile_error or error, max_chars=300)}",
-                            graphs=graphs, failing_graphs=[FailingGraph(graph, None)],
-                            compile_seconds=elapsed, error=error)
+        return CheckOutcome(
+            Status.FAIL_COMPILE,
+            f"Inductor failed to compile {graph.label}: "
+            f"{error_signature(graph.compile_error or error, max_chars=300)}",
+            graphs=graphs,
+            failing_graphs=[FailingGraph(graph, None)],
+            compile_seconds=elapsed,
+            error=error,
+        )
     run_failed = [g for g in graphs if g.runtime_error is not None]
     if run_failed:
         graph = run_failed[0]
-        return CheckOutcome(Status.FAIL_RUNTIME, f"compiled code raised in {graph.label}: "
-                            f"{error_signature(graph.runtime_error or error, max_chars=300)}",
-                            graphs=graphs, failing_graphs=[FailingGraph(graph, graph.calls[-1] if graph.calls else None)],
-                            compile_seconds=elapsed, error=error)
+        return CheckOutcome(
+            Status.FAIL_RUNTIME,
+            f"compiled code raised in {graph.label}: "
+            f"{error_signature(graph.runtime_error or error, max_chars=300)}",
+            graphs=graphs,
+            failing_graphs=[FailingGraph(graph, graph.calls[-1] if graph.calls else None)],
+            compile_seconds=elapsed,
+            error=error,
+        )
     where = "".join(traceback.format_exception_only(error)).strip().splitlines()[0]
-    return CheckOutcome(Status.FAIL_COMPILE, f"torch.compile raised before Inductor lowered a graph: {where}",
-                        graphs=graphs, compile_seconds=elapsed, error=error)
+    return CheckOutcome(
+        Status.FAIL_COMPILE,
+        f"torch.compile raised before Inductor lowered a graph: {where}",
+        graphs=graphs,
+        compile_seconds=elapsed,
+        error=error,
+    )
 
 
 # --- one graph at a time -------------------------------------------------------------------
@@ -757,18 +1054,29 @@ def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) 
     eager, fp64 = reference_outputs(graph.gm, inputs, mutated=mutated)
     args = clone_values(inputs)
     with torch.no_grad():
-        outputs = [*graph.compiled(list(args)), *(args[index] for index in mutated)] \
-            if graph.compiled is not None else []
-    leaves = compare_graph_outputs(outputs, eager, fp64, options.tolerance, not options.ignore_non_float,
-                                   unwritten=unwritten_elements(graph.gm, inputs, mutated=mutated), mutated=mutated)
+        outputs = (
+            [*graph.compiled(list(args)), *(args[index] for index in mutated)]
+            if graph.compiled is not None
+            else []
+        )
+    leaves = compare_graph_outputs(
+        outputs,
+        eager,
+        fp64,
+        options.tolerance,
+        not options.ignore_non_float,
+        unwritten=unwritten_elements(graph.gm, inputs, mutated=mutated),
+        mutated=mutated,
+    )
     failing = [leaf for leaf in leaves if not leaf.passed]
     if not failing:
         return None
     return max((leaf.ratio for leaf in failing if leaf.ratio is not None), default=math.inf)
 
 
-def _failing_graphs(graphs: list[CapturedGraph], dynamo_graphs: list[DynamoGraph],
-                    options: CheckOptions) -> list[FailingGraph]:
+def _failing_graphs(
+    graphs: list[CapturedGraph], dynamo_graphs: list[DynamoGraph], options: CheckOptions
+) -> list[FailingGraph]:
     """The recorded graph calls that fail on their own, worst first. When no post-AOT graph does,
     the torch-level graphs whose calls fail compiled through the whole stack (the bug was in the
     graph Inductor received: a decomposition); else every graph's last call (the deviation then
@@ -784,17 +1092,27 @@ def _failing_graphs(graphs: list[CapturedGraph], dynamo_graphs: list[DynamoGraph
                 break
     if not scored:
         return _failing_dynamo_graphs(dynamo_graphs, options) or [
-            FailingGraph(g, g.calls[-1], note="no graph deviates alone: the error builds up across "
-                         "graph breaks") for g in graphs if g.calls]
+            FailingGraph(
+                g,
+                g.calls[-1],
+                note="no graph deviates alone: the error builds up across graph breaks",
+            )
+            for g in graphs
+            if g.calls
+        ]
     return [failing for _, failing in sorted(scored, key=lambda item: -item[0])]
 
 
-TORCH_LEVEL_NOTE = ("its post-AOT graph passes on its own: the deviation is already in the graph Inductor "
-                    "receives (a decomposition applied while AOT autograd traces), so this repro holds "
-                    "the torch-level graph and compiles it through the whole stack")
+TORCH_LEVEL_NOTE = (
+    "its post-AOT graph passes on its own: the deviation is already in the graph Inductor "
+    "receives (a decomposition applied while AOT autograd traces), so this repro holds "
+    "the torch-level graph and compiles it through the whole stack"
+)
 
 
-def _failing_dynamo_graphs(dynamo_graphs: list[DynamoGraph], options: CheckOptions) -> list[FailingGraph]:
+def _failing_dynamo_graphs(
+    dynamo_graphs: list[DynamoGraph], options: CheckOptions
+) -> list[FailingGraph]:
     """Torch-level graphs that fail on their own, judged as their repro will judge them (a
     compile through the whole stack, forward and backward in a training call), worst first."""
     scored: list[tuple[float, FailingGraph]] = []
@@ -802,23 +1120,34 @@ def _failing_dynamo_graphs(dynamo_graphs: list[DynamoGraph], options: CheckOptio
         if not graph.calls or not graph.judgeable():
             continue
         inputs = graph.calls[0]
-        with inductor_config(config_patches(graph.config_source)), \
-                torch.set_grad_enabled(options.training):
-            verdict = judge_graph(graph.gm, inputs, options.tolerance, not options.ignore_non_float, level=DYNAMO)
+        with (
+            inductor_config(config_patches(graph.config_source)),
+            torch.set_grad_enabled(options.training),
+        ):
+            verdict = judge_graph(
+                graph.gm, inputs, options.tolerance, not options.ignore_non_float, level=DYNAMO
+            )
         if verdict.failure == FailureKind.ACCURACY:
-            scored.append((verdict.worst_ratio or math.inf,
-                           FailingGraph(graph.lowered[0], inputs, note=TORCH_LEVEL_NOTE, dynamo=graph)))
+            scored.append(
+                (
+                    verdict.worst_ratio or math.inf,
+                    FailingGraph(graph.lowered[0], inputs, note=TORCH_LEVEL_NOTE, dynamo=graph),
+                )
+            )
     return [failing for _, failing in sorted(scored, key=lambda item: -item[0])]
 
 
 def _masked_divergence(
-    graphs: list[CapturedGraph], probes: ConcurrentProbes, options: CheckOptions,
+    graphs: list[CapturedGraph],
+    probes: ConcurrentProbes,
+    options: CheckOptions,
 ) -> tuple[CapturedGraph, MaskedDivergence] | None:
     for graph in graphs:
         if graph.compiled is None or not graph.calls or graph.has_random_ops:
             continue
-        divergence = find_masked_divergence(graph.gm, graph.calls[0], options.tolerance,
-                                            probes.prepared.get(graph.index))
+        divergence = find_masked_divergence(
+            graph.gm, graph.calls[0], options.tolerance, probes.prepared.get(graph.index)
+        )
         if divergence is not None:
             return graph, divergence
     return None

@@ -86,10 +86,16 @@ class GraphFailure:
 class GraphChecker:
     """Judges each (graph, input shapes) pair once; collects failures for the running test."""
 
-    def __init__(self, tol: float, check_non_float: bool, intermediates: bool,
-                 probe_children: ProbeChildren | None = None, training_tol: float | None = None,
-                 capture: GraphCapture | None = None,
-                 on_deviation: Callable[[str, str | None], None] | None = None) -> None:
+    def __init__(
+        self,
+        tol: float,
+        check_non_float: bool,
+        intermediates: bool,
+        probe_children: ProbeChildren | None = None,
+        training_tol: float | None = None,
+        capture: GraphCapture | None = None,
+        on_deviation: Callable[[str, str | None], None] | None = None,
+    ) -> None:
         self.tol = tol
         self.on_deviation = on_deviation
         """Told the Inductor config source and device of each accuracy failure as it is found (the
@@ -128,30 +134,43 @@ class GraphChecker:
         is stopped from outside (pytest-timeout's signal fails the test from wherever it runs,
         Ctrl-C): the test's row then says why its graph has no verdict, and the test stops as
         it was told."""
+
         def observed(graph: CapturedGraph | DynamoGraph, *args: Any) -> None:
             try:
                 observe(graph, *args)
             except Exception:
                 raise
             except BaseException as stop:
-                self.unchecked.append(f"{graph.label}: not judged: the check was stopped before its verdict: "
-                                      f"{error_signature(stop, max_chars=300)}")
+                self.unchecked.append(
+                    f"{graph.label}: not judged: the check was stopped before its verdict: "
+                    f"{error_signature(stop, max_chars=300)}"
+                )
                 raise
+
         return observed
 
-    def _reference(self, label: str, gm: torch.fx.GraphModule, inputs: list[Any], fp64_error: Exception | None) -> str:
+    def _reference(
+        self, label: str, gm: torch.fx.GraphModule, inputs: list[Any], fp64_error: Exception | None
+    ) -> str:
         """What a graph's call is judged against: ``fp64``, or where its fp64 run raised
         (``fp64_error``), the labelled same-precision check, which says why, as the fixture's
         check does; the graph's reason is kept in :attr:`without_fp64`."""
         if fp64_error is None:
             return "fp64"
-        cause = (f"the fp64 reference does not fit in memory: the graph's inputs alone take "
-                 f"{fp64_bytes(gm, (tuple(inputs), {})) / 2**30:.2f} GiB in fp64" if out_of_memory(fp64_error)
-                 else "the graph cannot run in fp64")
-        self.without_fp64.setdefault(label, f"{cause} ({error_signature(fp64_error, max_chars=300)})")
+        cause = (
+            f"the fp64 reference does not fit in memory: the graph's inputs alone take "
+            f"{fp64_bytes(gm, (tuple(inputs), {})) / 2**30:.2f} GiB in fp64"
+            if out_of_memory(fp64_error)
+            else "the graph cannot run in fp64"
+        )
+        self.without_fp64.setdefault(
+            label, f"{cause} ({error_signature(fp64_error, max_chars=300)})"
+        )
         return f"{SAME_PRECISION}: {label}: {self.without_fp64[label]}"
 
-    def _observe(self, graph: CapturedGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
+    def _observe(
+        self, graph: CapturedGraph, inputs: list[Any], outputs: Any, given: list[Any]
+    ) -> None:
         """Judge a call of one of the test's post-AOT graphs; one that draws random numbers drew
         Inductor's own as the test compiled it, unlike eager's, and is judged through a side
         compile of its torch-level graph instead (:meth:`_judge_random_graph`)."""
@@ -162,10 +181,14 @@ class GraphChecker:
             with full_fp32_precision():
                 self._judge_call(graph, inputs, outputs, given)
         elif graph.dynamo is None:
-            self.unchecked.append(f"{graph.label}: not judged: it draws random numbers, and the torch-level "
-                                  "graph to judge it through, compiled aside, is unknown")
+            self.unchecked.append(
+                f"{graph.label}: not judged: it draws random numbers, and the torch-level "
+                "graph to judge it through, compiled aside, is unknown"
+            )
 
-    def _judge_call(self, graph: CapturedGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
+    def _judge_call(
+        self, graph: CapturedGraph, inputs: list[Any], outputs: Any, given: list[Any]
+    ) -> None:
         key = (graph.index, input_signature(inputs))
         if key in self._judged:
             return
@@ -173,61 +196,102 @@ class GraphChecker:
         try:
             inputs, mutated, (eager, fp64, fp64_error) = _eager_references(graph, inputs)
         except RandomDrawMismatch as error:
-            self.unchecked.append(f"{graph.label}: its eager run draws random numbers unlike the compiled "
-                                  f"call ({error})")
+            self.unchecked.append(
+                f"{graph.label}: its eager run draws random numbers unlike the compiled "
+                f"call ({error})"
+            )
             return
         except Exception as error:
-            line = (f"{graph.label}: not judged: it raises when run eagerly on the inputs of its compiled call "
-                    f"({error_signature(error, max_chars=300)})")
+            line = (
+                f"{graph.label}: not judged: it raises when run eagerly on the inputs of its compiled call "
+                f"({error_signature(error, max_chars=300)})"
+            )
             self._raised_eagerly.setdefault(graph.index, []).append(line)
             self.unchecked.append(line)
             return
         reference = self._reference(graph.label, graph.gm, inputs, fp64_error)
         tol = self.training_tol if graph.kind == "backward" else self.tol
-        leaves = compare_graph_outputs([*outputs, *(given[index] for index in mutated)], eager, fp64, tol,
-                                       self.check_non_float, f"{graph.kind}_out",
-                                       unwritten_elements(graph.gm, inputs, mutated=mutated), mutated)
-        ratios = [ratio for ratio in (self.judged.get(graph.index), Comparison(leaves).worst_ratio) if ratio is not None]
+        leaves = compare_graph_outputs(
+            [*outputs, *(given[index] for index in mutated)],
+            eager,
+            fp64,
+            tol,
+            self.check_non_float,
+            f"{graph.kind}_out",
+            unwritten_elements(graph.gm, inputs, mutated=mutated),
+            mutated,
+        )
+        ratios = [
+            ratio
+            for ratio in (self.judged.get(graph.index), Comparison(leaves).worst_ratio)
+            if ratio is not None
+        ]
         self.judged[graph.index] = max(ratios, default=None)
         failing = [leaf for leaf in leaves if not leaf.passed]
         if not failing and (inconclusive := Comparison(leaves).inconclusive):
-            self.unchecked.append(f"{graph.label}: {len(inconclusive)} output(s) inconclusive, "
-                                  f"{inconclusive[0].path}: {inconclusive[0].detail}")
+            self.unchecked.append(
+                f"{graph.label}: {len(inconclusive)} output(s) inconclusive, "
+                f"{inconclusive[0].path}: {inconclusive[0].detail}"
+            )
         if failing:
             note = SIDE_RANDOM_NOTE if graph.has_random_ops else ""
-            self._failed(GraphFailure(
-                graph, inputs, Status.FAIL_ACCURACY,
-                f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the {_rule(reference)}"
-                + (f"; {note}" if note else ""),
-                leaves, fallback_random=graph.has_random_ops, reference=reference,
-            ))
+            self._failed(
+                GraphFailure(
+                    graph,
+                    inputs,
+                    Status.FAIL_ACCURACY,
+                    f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the {_rule(reference)}"
+                    + (f"; {note}" if note else ""),
+                    leaves,
+                    fallback_random=graph.has_random_ops,
+                    reference=reference,
+                )
+            )
         elif self.intermediates and graph.has_random_ops:
-            self.unchecked.append(f"{graph.label}: intermediates not judged (the graph draws random numbers, "
-                                  "which a recompiled cut would draw anew)")
+            self.unchecked.append(
+                f"{graph.label}: intermediates not judged (the graph draws random numbers, "
+                "which a recompiled cut would draw anew)"
+            )
         elif self.intermediates and graph.index not in self._probed:
             # One probe per graph: a graph with dynamic shapes runs the same code at each size,
             # and a probe compiles anew for every one.
             self._probed.add(graph.index)
             try:
-                divergence = find_masked_divergence(graph.gm, inputs, tol, self.probes.prepared.get(graph.index))
+                divergence = find_masked_divergence(
+                    graph.gm, inputs, tol, self.probes.prepared.get(graph.index)
+                )
             except Exception as error:  # a defect of the probe, which must not fail the test's call
-                self.unchecked.append(f"{graph.label}: intermediates not judged: the probe raised "
-                                      f"({error_signature(error, max_chars=300)})")
+                self.unchecked.append(
+                    f"{graph.label}: intermediates not judged: the probe raised "
+                    f"({error_signature(error, max_chars=300)})"
+                )
                 return
             if divergence is not None:
-                self._failed(GraphFailure(
-                    graph, divergence.inputs, Status.FAIL_ACCURACY, f"{graph.label}: {divergence.message}",
-                    [divergence.shown_leaf], divergence.gm,
-                    divergence.note,
-                ))
+                self._failed(
+                    GraphFailure(
+                        graph,
+                        divergence.inputs,
+                        Status.FAIL_ACCURACY,
+                        f"{graph.label}: {divergence.message}",
+                        [divergence.shown_leaf],
+                        divergence.gm,
+                        divergence.note,
+                    )
+                )
 
     def _failed(self, failure: GraphFailure) -> None:
         self.failures.append(failure)
         if self.on_deviation is not None:
-            config_source = failure.dynamo.config_source if failure.dynamo is not None else failure.graph.config_source
+            config_source = (
+                failure.dynamo.config_source
+                if failure.dynamo is not None
+                else failure.graph.config_source
+            )
             self.on_deviation(config_source, device_of(failure.inputs))
 
-    def _observe_torch_level(self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
+    def _observe_torch_level(
+        self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]
+    ) -> None:
         """Judge a torch-level graph's call on its outputs when its post-AOT graphs did not fail on
         their own; a training call (its outputs require grad) is kept, to be judged forward and
         backward once the block ends, if a backward ran (where its forward graph failed, for the
@@ -239,7 +303,9 @@ class GraphChecker:
         if not graph.judgeable():
             return
         if self._lowered_failed(graph):
-            if _training_call(inputs, outputs):  # its gradients are shown beside its failing forward graph
+            if _training_call(
+                inputs, outputs
+            ):  # its gradients are shown beside its failing forward graph
                 self._training_calls.append((graph, inputs, len(outputs)))
             return
         compiled = graph.compiled
@@ -248,25 +314,43 @@ class GraphChecker:
         with full_fp32_precision():
             self._judge_torch_level_call(graph, inputs, outputs, given)
 
-    def _judge_torch_level_call(self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]) -> None:
+    def _judge_torch_level_call(
+        self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]
+    ) -> None:
         try:
             mutated = mutated_inputs(graph.gm, inputs)
             eager, fp64, fp64_error = reference_results(graph.gm, inputs, mutated=mutated)
         except Exception as error:
-            self.unchecked.append(f"{graph.label}: not judged: it raises when run eagerly on the inputs of its "
-                                  f"compiled call ({error_signature(error, max_chars=300)})")
+            self.unchecked.append(
+                f"{graph.label}: not judged: it raises when run eagerly on the inputs of its "
+                f"compiled call ({error_signature(error, max_chars=300)})"
+            )
             return
         reference = self._reference(graph.label, graph.gm, inputs, fp64_error)
-        leaves = compare_graph_outputs([*outputs, *(given[index] for index in mutated)], eager, fp64, self.tol,
-                                       self.check_non_float, "out", unwritten_elements(graph.gm, inputs, mutated=mutated),
-                                       mutated)
+        leaves = compare_graph_outputs(
+            [*outputs, *(given[index] for index in mutated)],
+            eager,
+            fp64,
+            self.tol,
+            self.check_non_float,
+            "out",
+            unwritten_elements(graph.gm, inputs, mutated=mutated),
+            mutated,
+        )
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
-            self._failed(GraphFailure(
-                graph.lowered[0], inputs, Status.FAIL_ACCURACY,
-                f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the {_rule(reference)}",
-                leaves, note=TORCH_LEVEL_NOTE, dynamo=graph, reference=reference,
-            ))
+            self._failed(
+                GraphFailure(
+                    graph.lowered[0],
+                    inputs,
+                    Status.FAIL_ACCURACY,
+                    f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the {_rule(reference)}",
+                    leaves,
+                    note=TORCH_LEVEL_NOTE,
+                    dynamo=graph,
+                    reference=reference,
+                )
+            )
         else:
             self._stand_for_lowered(graph, Comparison(leaves).worst_ratio)
             if _training_call(inputs, outputs):
@@ -276,7 +360,9 @@ class GraphChecker:
         """A torch-level graph judged and passing counts as judged for its first post-AOT graph
         where none of them was (each raised when run eagerly): their lines leave
         :attr:`unchecked`, so the summary counts the graph once, as judged."""
-        raised = [lowered.index for lowered in graph.lowered if lowered.index in self._raised_eagerly]
+        raised = [
+            lowered.index for lowered in graph.lowered if lowered.index in self._raised_eagerly
+        ]
         if not raised or any(lowered.index in self.judged for lowered in graph.lowered):
             return
         for index in raised:
@@ -300,12 +386,16 @@ class GraphChecker:
         side = GraphCapture(observer=self._judge_call, lowering_observer=stand_for)
         try:
             with inductor_config({**config_patches(graph.config_source), **EAGER_RNG_CONFIG}):
-                compiled = torch.compile(graph.gm, backend=side.backend(), fullgraph=True, dynamic=False)
+                compiled = torch.compile(
+                    graph.gm, backend=side.backend(), fullgraph=True, dynamic=False
+                )
                 set_rng_states(graph.rng_before_call)
                 compiled(*clone_values(inputs, keep_grad=True))
         except Exception as error:
-            self.unchecked.append(f"{graph.label}: not judged: it draws random numbers, and its compile aside "
-                                  f"with fallback_random raised ({error_signature(error, max_chars=300)})")
+            self.unchecked.append(
+                f"{graph.label}: not judged: it draws random numbers, and its compile aside "
+                f"with fallback_random raised ({error_signature(error, max_chars=300)})"
+            )
         finally:
             side.stop()
 
@@ -330,7 +420,9 @@ class GraphChecker:
             # backward graph that fails on its own shows them in its own.
             self._add_failing_gradients(failed[0], graph, inputs, returned)
 
-    def _add_failing_gradients(self, failed: int, graph: DynamoGraph, inputs: list[Any], returned: int) -> None:
+    def _add_failing_gradients(
+        self, failed: int, graph: DynamoGraph, inputs: list[Any], returned: int
+    ) -> None:
         """The gradients (and written inputs) of a training call that its compiled forward and
         backward get wrong, added to the table of the failure at ``failed``: its forward graph's."""
         judged = self._training_leaves(graph, inputs, returned)
@@ -341,9 +433,11 @@ class GraphChecker:
         if failing:
             failure = self.failures[failed]
             self.failures[failed] = dataclasses.replace(
-                failure, leaves=[*failure.leaves, *failing],
+                failure,
+                leaves=[*failure.leaves, *failing],
                 message=f"{failure.message}; {len(failing)} of {len(leaves)} results of its training call's "
-                        "backward deviate too")
+                "backward deviate too",
+            )
 
     def _judge_training_call(self, graph: DynamoGraph, inputs: list[Any], returned: int) -> None:
         """Judge a training call end to end: the code it ran (Dynamo's compiled callable: the
@@ -361,16 +455,24 @@ class GraphChecker:
         leaves, mutated, reference = judged
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
-            self._failed(GraphFailure(
-                graph.lowered[0], inputs, Status.FAIL_ACCURACY,
-                f"{len(failing)} of {len(leaves)} gradients{' and written inputs' if mutated else ''} of "
-                f"{graph.label} deviate beyond the {_rule(reference)} (its compiled forward and backward against "
-                "eager's)",
-                leaves, note=TRAINING_NOTE, dynamo=graph, reference=reference,
-            ))
+            self._failed(
+                GraphFailure(
+                    graph.lowered[0],
+                    inputs,
+                    Status.FAIL_ACCURACY,
+                    f"{len(failing)} of {len(leaves)} gradients{' and written inputs' if mutated else ''} of "
+                    f"{graph.label} deviate beyond the {_rule(reference)} (its compiled forward and backward against "
+                    "eager's)",
+                    leaves,
+                    note=TRAINING_NOTE,
+                    dynamo=graph,
+                    reference=reference,
+                )
+            )
 
-    def _training_leaves(self, graph: DynamoGraph, inputs: list[Any],
-                         returned: int) -> tuple[list[LeafResult], list[int], str] | None:
+    def _training_leaves(
+        self, graph: DynamoGraph, inputs: list[Any], returned: int
+    ) -> tuple[list[LeafResult], list[int], str] | None:
         """A training call's gradients and written inputs judged (:meth:`_judge_training_call`),
         and the positions of the inputs it writes into; None where they could not be judged (the
         reason in :attr:`unchecked`)."""
@@ -378,28 +480,47 @@ class GraphChecker:
         try:
             with generators_kept():
                 mutated = mutated_inputs(graph.gm, inputs)
-                compiled = run_graph(_mean_loss(graph.compiled), inputs, backward=True, mutated=mutated)
-                eager, fp64, fp64_error = reference_results(_mean_loss(graph.gm), inputs, backward=True,
-                                                            mutated=mutated)
-                unwritten = unwritten_elements(_mean_loss(graph.gm), inputs, backward=True, mutated=mutated)
+                compiled = run_graph(
+                    _mean_loss(graph.compiled), inputs, backward=True, mutated=mutated
+                )
+                eager, fp64, fp64_error = reference_results(
+                    _mean_loss(graph.gm), inputs, backward=True, mutated=mutated
+                )
+                unwritten = unwritten_elements(
+                    _mean_loss(graph.gm), inputs, backward=True, mutated=mutated
+                )
         except Exception as error:
             if not any(lowered.compile_error or lowered.runtime_error for lowered in graph.lowered):
-                self.unchecked.append(f"{graph.label}: gradients not judged: its forward and backward raised when "
-                                      f"run again ({error_signature(error, max_chars=300)})")
+                self.unchecked.append(
+                    f"{graph.label}: gradients not judged: its forward and backward raised when "
+                    f"run again ({error_signature(error, max_chars=300)})"
+                )
             return None
         if len(compiled) != len(eager):
-            self.unchecked.append(f"{graph.label}: gradients not judged: its compiled call gives "
-                                  f"{len(compiled)} outputs and gradients, eager {len(eager)}")
+            self.unchecked.append(
+                f"{graph.label}: gradients not judged: its compiled call gives "
+                f"{len(compiled)} outputs and gradients, eager {len(eager)}"
+            )
             return None
         reference = self._reference(graph.label, graph.gm, inputs, fp64_error)
         # Its outputs, judged as the call ran, are scaled here (_mean_loss): its gradients and the
         # inputs it writes into are what is judged.
         outputs = {f"out[{index}]" for index in range(returned)}
         paths = _gradient_paths(graph, inputs, returned)
-        leaves = [dataclasses.replace(leaf, path=paths.get(leaf.path, leaf.path)) for leaf in
-                  compare_graph_outputs(compiled, eager, fp64, self.training_tol, self.check_non_float, "out", unwritten,
-                                        mutated)
-                  if leaf.path not in outputs]
+        leaves = [
+            dataclasses.replace(leaf, path=paths.get(leaf.path, leaf.path))
+            for leaf in compare_graph_outputs(
+                compiled,
+                eager,
+                fp64,
+                self.training_tol,
+                self.check_non_float,
+                "out",
+                unwritten,
+                mutated,
+            )
+            if leaf.path not in outputs
+        ]
         return leaves, mutated, reference
 
     def _lowered_failed(self, graph: DynamoGraph) -> bool:
@@ -410,7 +531,9 @@ class GraphChecker:
         """The positions in :attr:`failures` of the failures of graphs lowered from ``graph`` (or
         of ``graph``)."""
         lowered = set(map(id, graph.lowered))
-        return [index for index, failure in enumerate(self.failures) if id(failure.graph) in lowered]
+        return [
+            index for index, failure in enumerate(self.failures) if id(failure.graph) in lowered
+        ]
 
     def error_failures(self, handled: bool) -> list[GraphFailure]:
         """Graphs that failed to compile or whose compiled code raised; where the test ``handled``
@@ -423,24 +546,50 @@ class GraphChecker:
             environment = environment_failure(error)
             if environment is not None:
                 # No bug of the compiler's: no repro, no minification, no failure of the check.
-                self.unchecked.append(f"{graph.label}: not judged: {ENVIRONMENT_NOT_JUDGED}: "
-                                      f"{error_signature(environment, max_chars=300)}")
+                self.unchecked.append(
+                    f"{graph.label}: not judged: {ENVIRONMENT_NOT_JUDGED}: "
+                    f"{error_signature(environment, max_chars=300)}"
+                )
             elif error is not None and handled and not graph.compile_error_suppressed:
                 doing = "compiling" if graph.compile_error is not None else "running"
-                failures.append(GraphFailure(graph, [], Status.HANDLED_ERROR,
-                                             f"{graph.label} raised {doing} "
-                                             f"({error_signature(error, max_chars=300)}), "
-                                             "and the test handled the error"))
+                failures.append(
+                    GraphFailure(
+                        graph,
+                        [],
+                        Status.HANDLED_ERROR,
+                        f"{graph.label} raised {doing} "
+                        f"({error_signature(error, max_chars=300)}), "
+                        "and the test handled the error",
+                    )
+                )
             elif out_of_memory(error):
-                failures.append(GraphFailure(graph, [], Status.OUT_OF_MEMORY,
-                                             f"{graph.label} ran out of memory "
-                                             f"{'compiling' if graph.compile_error else 'running'}"))
+                failures.append(
+                    GraphFailure(
+                        graph,
+                        [],
+                        Status.OUT_OF_MEMORY,
+                        f"{graph.label} ran out of memory "
+                        f"{'compiling' if graph.compile_error else 'running'}",
+                    )
+                )
             elif graph.compile_error is not None:
-                failures.append(GraphFailure(graph, graph.synthesized_inputs(), Status.FAIL_COMPILE,
-                                             f"Inductor failed to compile {graph.label}"))
+                failures.append(
+                    GraphFailure(
+                        graph,
+                        graph.synthesized_inputs(),
+                        Status.FAIL_COMPILE,
+                        f"Inductor failed to compile {graph.label}",
+                    )
+                )
             elif graph.runtime_error is not None and graph.runtime_inputs is not None:
-                failures.append(GraphFailure(graph, graph.runtime_inputs, Status.FAIL_RUNTIME,
-                                             f"compiled code raised in {graph.label}"))
+                failures.append(
+                    GraphFailure(
+                        graph,
+                        graph.runtime_inputs,
+                        Status.FAIL_RUNTIME,
+                        f"compiled code raised in {graph.label}",
+                    )
+                )
         return failures
 
     @contextlib.contextmanager
@@ -448,9 +597,14 @@ class GraphChecker:
         """Judge the graphs the block compiles and the compiled graphs it calls (those compiled
         before it too, where they were compiled through :attr:`capture`). What the judging needs
         after the block is kept until :meth:`release`."""
-        with intercept_inductor(self.capture.hook, self.capture.dynamo_hook), self.capture.watch(
-                _aside(self._stoppable(self._observe)), _aside(self._stoppable(self._observe_torch_level)),
-                self.probes.prepare if self.intermediates else None):
+        with (
+            intercept_inductor(self.capture.hook, self.capture.dynamo_hook),
+            self.capture.watch(
+                _aside(self._stoppable(self._observe)),
+                _aside(self._stoppable(self._observe_torch_level)),
+                self.probes.prepare if self.intermediates else None,
+            ),
+        ):
             try:
                 yield
             finally:
@@ -466,12 +620,14 @@ class GraphChecker:
 def _training_call(inputs: list[Any], outputs: Any) -> bool:
     """Whether a torch-level graph's call is one a backward can follow: it differentiates its
     inputs and an output requires grad."""
-    return differentiating(inputs) and any(isinstance(value, torch.Tensor) and value.requires_grad
-                                           for value in outputs)
+    return differentiating(inputs) and any(
+        isinstance(value, torch.Tensor) and value.requires_grad for value in outputs
+    )
 
 
 def _eager_references(
-    graph: CapturedGraph, inputs: list[Any],
+    graph: CapturedGraph,
+    inputs: list[Any],
 ) -> tuple[list[Any], list[int], tuple[list[Any], list[Any] | None, Exception | None]]:
     """The inputs a post-AOT graph is judged on, the positions it writes into, and its eager and
     fp64 results there: its call's own inputs or, where the graph raises eagerly on them, those
@@ -489,15 +645,20 @@ def _eager_references(
     return relaid, *_references(graph, relaid)
 
 
-def _references(graph: CapturedGraph,
-                inputs: list[Any]) -> tuple[list[int], tuple[list[Any], list[Any] | None, Exception | None]]:
+def _references(
+    graph: CapturedGraph, inputs: list[Any]
+) -> tuple[list[int], tuple[list[Any], list[Any] | None, Exception | None]]:
     mutated = mutated_inputs(graph.gm, inputs)
-    return mutated, (_references_drawing_like(graph, inputs, mutated) if graph.has_random_ops
-                     else reference_results(graph.gm, inputs, mutated=mutated))
+    return mutated, (
+        _references_drawing_like(graph, inputs, mutated)
+        if graph.has_random_ops
+        else reference_results(graph.gm, inputs, mutated=mutated)
+    )
 
 
-def _references_drawing_like(graph: CapturedGraph, inputs: list[Any],
-                             mutated: list[int]) -> tuple[list[Any], list[Any] | None, Exception | None]:
+def _references_drawing_like(
+    graph: CapturedGraph, inputs: list[Any], mutated: list[int]
+) -> tuple[list[Any], list[Any] | None, Exception | None]:
     """The graph run eagerly and in fp64, drawing the numbers its compiled call drew: compiled with
     ``fallback_random``, the call drew from eager's generators, whose states before it were kept;
     the fp64 run replays the eager run's draws. The generators are left as the call left them."""
@@ -524,20 +685,26 @@ def _rule(reference: str) -> str:
     return "fp64 rule" if reference == "fp64" else "cosine check"
 
 
-SIDE_RANDOM_NOTE = ("the graph draws random numbers: judged as compiled aside with Inductor's fallback_random=True "
-                    "(the test's own compile keeps its config), so that compiled and eager runs draw the same "
-                    "numbers; the fp64 run replays eager's draws")
+SIDE_RANDOM_NOTE = (
+    "the graph draws random numbers: judged as compiled aside with Inductor's fallback_random=True "
+    "(the test's own compile keeps its config), so that compiled and eager runs draw the same "
+    "numbers; the fp64 run replays eager's draws"
+)
 
 
 def _aside(observe: Callable[..., None]) -> Callable[..., None]:
     """``observe`` run as the plugin's work (:func:`aside`)."""
+
     def observed(*args: Any) -> None:
         with aside():
             observe(*args)
+
     return observed
 
 
-def _again_at_full_fp32(call: Callable[[list[Any]], Any], inputs: list[Any]) -> tuple[Any, list[Any]]:
+def _again_at_full_fp32(
+    call: Callable[[list[Any]], Any], inputs: list[Any]
+) -> tuple[Any, list[Any]]:
     """A call of the test's compiled code made again, at full fp32 precision (where the test made
     it at another, which stays the test's), on copies of its inputs: its outputs, and the copies
     as it left them."""
@@ -546,10 +713,12 @@ def _again_at_full_fp32(call: Callable[[list[Any]], Any], inputs: list[Any]) -> 
         return call(list(args)), args
 
 
-TRAINING_NOTE = ("its post-AOT graphs pass on their own inputs: the deviation shows only when its compiled "
-                 "forward and backward run together (the backward reads what the compiled forward saved), "
-                 "so this repro holds the torch-level graph and compiles it through the whole stack, "
-                 "forward and backward")
+TRAINING_NOTE = (
+    "its post-AOT graphs pass on their own inputs: the deviation shows only when its compiled "
+    "forward and backward run together (the backward reads what the compiled forward saved), "
+    "so this repro holds the torch-level graph and compiles it through the whole stack, "
+    "forward and backward"
+)
 
 
 def _mean_loss(module: Callable[..., Any]) -> Callable[..., Any]:
@@ -559,9 +728,15 @@ def _mean_loss(module: Callable[..., Any]) -> Callable[..., Any]:
     element, and the rule's absolute slack the weight it has on an output. (With sums, a
     gradient that cancels to nearly zero, a convolution's bias before batch norm, grows with the
     output's size, and the decomposed backward's rounding in it passed the slack.)"""
+
     def scaled(*args: Any) -> list[Any]:
-        return [value / value.numel() if isinstance(value, torch.Tensor) and value.is_floating_point()
-                and value.numel() else value for value in module(*args)]
+        return [
+            value / value.numel()
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel()
+            else value
+            for value in module(*args)
+        ]
+
     return scaled
 
 
@@ -570,5 +745,12 @@ def _gradient_paths(graph: DynamoGraph, inputs: list[Any], returned: int) -> dic
     ``returned`` outputs): each by the graph's input it is taken with respect to, named as Dynamo
     names it (``L_x_``, ``L_self_modules_conv_parameters_weight_``)."""
     placeholders = [str(node.target) for node in graph.gm.graph.nodes if node.op == "placeholder"]
-    wrt = [index for index, value in enumerate(inputs) if isinstance(value, torch.Tensor) and value.requires_grad]
-    return {f"out[{returned + position}]": f"grad of {placeholders[index]}" for position, index in enumerate(wrt)}
+    wrt = [
+        index
+        for index, value in enumerate(inputs)
+        if isinstance(value, torch.Tensor) and value.requires_grad
+    ]
+    return {
+        f"out[{returned + position}]": f"grad of {placeholders[index]}"
+        for position, index in enumerate(wrt)
+    }

@@ -64,8 +64,10 @@ def check_inductor_cache() -> None:
         unusable = unwritable_directory(cache)
         source = f"Inductor's default; {INDUCTOR_CACHE_VARIABLE} names another"
     if unusable is not None:
-        raise pytest.UsageError(f"compile accuracy: cannot write in Inductor's cache directory {cache} "
-                                f"({source}): {unusable}; give a writable one")
+        raise pytest.UsageError(
+            f"compile accuracy: cannot write in Inductor's cache directory {cache} "
+            f"({source}): {unusable}; give a writable one"
+        )
 
 
 class CheckRunner:
@@ -88,8 +90,9 @@ class CheckRunner:
         self._interception = contextlib.ExitStack()
 
     @classmethod
-    def start(cls, session: RunState, layout: TerminalLayout, trace_log: bool,
-              probe_child: bool) -> CheckRunner:
+    def start(
+        cls, session: RunState, layout: TerminalLayout, trace_log: bool, probe_child: bool
+    ) -> CheckRunner:
         """Ready this process to check, before any test. The compiler is not imported for it: a
         run whose tests compile nothing does not pay its import (seconds), and one that compiles
         pays it where plain ``torch.compile`` would, in the test that first compiles. A probe
@@ -98,8 +101,9 @@ class CheckRunner:
         # Code compiled before the run (in this process, by an earlier run of pytest or at
         # import) went through no capture of this one: compiled anew, it is judged where called.
         reset_if_compiled()
-        runner._interception.enter_context(intercept_inductor(runner.plain_compiles.hook,
-                                                              runner.plain_compiles.dynamo_hook))
+        runner._interception.enter_context(
+            intercept_inductor(runner.plain_compiles.hook, runner.plain_compiles.dynamo_hook)
+        )
         if not trace_log:
             runner.restore_trace_log = quiet_trace_log()
         if probe_child:
@@ -154,33 +158,63 @@ class CheckRunner:
         with aside():
             return self._check(nodeid, fn, args, kwargs, settings, record_property)
 
-    def _check(self, nodeid: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
-               settings: CheckSettings, record_property: Callable[[str, object], None] | None) -> Any:
+    def _check(
+        self,
+        nodeid: str,
+        fn: Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        settings: CheckSettings,
+        record_property: Callable[[str, object], None] | None,
+    ) -> Any:
         try:
-            outcome = check_model(fn, args, kwargs, settings.check_options(), self.compiled_cache, self.probe_children,
-                                  self.confirmer.prestart if settings.backend == "inductor" else None)
+            outcome = check_model(
+                fn,
+                args,
+                kwargs,
+                settings.check_options(),
+                self.compiled_cache,
+                self.probe_children,
+                self.confirmer.prestart if settings.backend == "inductor" else None,
+            )
         except EagerRunError as error:
             self.session.record(CaseResult(nodeid, Status.EAGER_FAIL, str(error)))
             raise error.__cause__ or error from None
         except (pytest.fail.Exception, KeyboardInterrupt) as error:
             # Stopped from outside the model (pytest-timeout's signal fails the test from wherever
             # it runs, Ctrl-C): the test keeps a row that says so, and stops as it was told.
-            self.session.record(CaseResult(
-                nodeid, Status.NOT_JUDGED, f"the check was stopped before its verdict: {error_signature(error)}"))
+            self.session.record(
+                CaseResult(
+                    nodeid,
+                    Status.NOT_JUDGED,
+                    f"the check was stopped before its verdict: {error_signature(error)}",
+                )
+            )
             raise
         result = CaseResult(
-            nodeid=nodeid, status=outcome.status, message=outcome.message, reference=outcome.reference,
+            nodeid=nodeid,
+            status=outcome.status,
+            message=outcome.message,
+            reference=outcome.reference,
             worst_ratio=outcome.comparison.worst_ratio if outcome.comparison else None,
             leaves=outcome.comparison.leaves if outcome.comparison else [],
-            compile_seconds=outcome.compile_seconds, fallback_random=outcome.fallback_random,
+            compile_seconds=outcome.compile_seconds,
+            fallback_random=outcome.fallback_random,
         )
         if outcome.status.is_compiler_failure and outcome.failing_graphs:
             failing = outcome.failing_graphs[0]
             others = len(outcome.failing_graphs) - 1
-            notes = [note for note in (failing.note, f"{others} other graph(s) of this check also deviate"
-                                       if others else "") if note]
-            self._record_failing_graph(result, failing.graph, failing.inputs, settings, notes, failing.gm,
-                                       failing.dynamo)
+            notes = [
+                note
+                for note in (
+                    failing.note,
+                    f"{others} other graph(s) of this check also deviate" if others else "",
+                )
+                if note
+            ]
+            self._record_failing_graph(
+                result, failing.graph, failing.inputs, settings, notes, failing.gm, failing.dynamo
+            )
         self.session.record(result)
         if record_property is not None:
             for name, value in junit_properties(result):
@@ -189,37 +223,75 @@ class CheckRunner:
             return outcome.compiled_output
         pytest.fail(failure_message(result, outcome, self.layout), pytrace=False)
 
-
     def _write_repro(
-        self, nodeid: str, graph: CapturedGraph, inputs: list[Any] | None, status: Status, message: str,
-        settings: CheckSettings, notes: list[str], gm: torch.fx.GraphModule | None,
-        dynamo: DynamoGraph | None = None, non_float_failure: bool = False,
+        self,
+        nodeid: str,
+        graph: CapturedGraph,
+        inputs: list[Any] | None,
+        status: Status,
+        message: str,
+        settings: CheckSettings,
+        notes: list[str],
+        gm: torch.fx.GraphModule | None,
+        dynamo: DynamoGraph | None = None,
+        non_float_failure: bool = False,
     ) -> tuple[str, str]:
         kind = status.failure_kind
         assert kind is not None, f"a {status} check writes no repro"
         error = graph.compile_error or graph.runtime_error
         if inputs is None:
             inputs = graph.synthesized_inputs(settings.seed)
-            notes = [*notes, "inputs are random values of the traced shapes: the graph failed before it ran"]
+            notes = [
+                *notes,
+                "inputs are random values of the traced shapes: the graph failed before it ran",
+            ]
         if dynamo is not None:  # the graph Dynamo captured, compiled through the whole stack
-            gm, label, config_source, sizes, level = dynamo.gm, dynamo.label, dynamo.config_source, [], DYNAMO
+            gm, label, config_source, sizes, level = (
+                dynamo.gm,
+                dynamo.label,
+                dynamo.config_source,
+                [],
+                DYNAMO,
+            )
         else:
-            gm, label, config_source, sizes, level = (gm if gm is not None else graph.gm, graph.label,
-                                                      graph.config_source, graph.symbolic_sizes, POST_AOT)
+            gm, label, config_source, sizes, level = (
+                gm if gm is not None else graph.gm,
+                graph.label,
+                graph.config_source,
+                graph.symbolic_sizes,
+                POST_AOT,
+            )
         case = ReproCase(
-            gm=gm, inputs=inputs, kind=kind, title=f"{nodeid} :: {label}", tol=settings.tolerance,
-            check_non_float=not settings.ignore_non_float, non_float_failure=non_float_failure,
-            expected_error=error_signature(error) if error is not None and kind != FailureKind.ACCURACY else None,
-            error_pattern=settings.check_str, config_source=config_source,
+            gm=gm,
+            inputs=inputs,
+            kind=kind,
+            title=f"{nodeid} :: {label}",
+            tol=settings.tolerance,
+            check_non_float=not settings.ignore_non_float,
+            non_float_failure=non_float_failure,
+            expected_error=error_signature(error)
+            if error is not None and kind != FailureKind.ACCURACY
+            else None,
+            error_pattern=settings.check_str,
+            config_source=config_source,
             grad_enabled=graph.kind != "inference" and torch.is_grad_enabled(),
-            symbolic_sizes=sizes, status_line=f"{status}: {message}", notes=notes, level=level,
+            symbolic_sizes=sizes,
+            status_line=f"{status}: {message}",
+            notes=notes,
+            level=level,
         )
         path = write_case(case, self.session.repro_root, slugify(nodeid), self.session.token)
         return path.parent.name, str(path)
 
     def _record_failing_graph(
-        self, result: CaseResult, graph: CapturedGraph, inputs: list[Any] | None, settings: CheckSettings,
-        notes: list[str], gm: torch.fx.GraphModule | None = None, dynamo: DynamoGraph | None = None,
+        self,
+        result: CaseResult,
+        graph: CapturedGraph,
+        inputs: list[Any] | None,
+        settings: CheckSettings,
+        notes: list[str],
+        gm: torch.fx.GraphModule | None = None,
+        dynamo: DynamoGraph | None = None,
     ) -> None:
         result.graph = dynamo.label if dynamo is not None else graph.label
         if result.status is Status.FAIL_RUNTIME and graph.host_copy is not None and gm is None:
@@ -227,12 +299,23 @@ class CheckRunner:
             gm, inputs = graph.host_copy.gm, graph.host_copy.inputs
             if not graph.host_copy.devices_usable():
                 self.session.devices_lost_in = result.nodeid
-                result.message += (" (a device-side error: the device is unusable to this process from "
-                                   "now on, so its later checks here cannot run)")
+                result.message += (
+                    " (a device-side error: the device is unusable to this process from "
+                    "now on, so its later checks here cannot run)"
+                )
         try:
             result.case_id, result.repro_path = self._write_repro(
-                result.nodeid, graph, inputs, result.status, result.message, settings, notes, gm, dynamo,
-                Comparison(result.leaves).fails_only_in_non_float)
+                result.nodeid,
+                graph,
+                inputs,
+                result.status,
+                result.message,
+                settings,
+                notes,
+                gm,
+                dynamo,
+                Comparison(result.leaves).fails_only_in_non_float,
+            )
         except OSError as error:
             # The check's verdict stands; only its repro is missing.
             result.repro_unwritten = str(error)
@@ -242,13 +325,19 @@ class CheckRunner:
             result.repro_defect = repro_defect(result.repro_path)
             # An accuracy finding is a judgement, which a fresh process must share; a compile or
             # runtime error was raised by the compiler in this test, whatever a repro then shows.
-            if result.repro_defect is None and settings.backend == "inductor" and result.status is Status.FAIL_ACCURACY:
+            if (
+                result.repro_defect is None
+                and settings.backend == "inductor"
+                and result.status is Status.FAIL_ACCURACY
+            ):
                 result.unconfirmed = self.confirmer.unconfirmed(result.repro_path)
                 if result.unconfirmed is not None:
                     result.status = Status.UNCONFIRMED
                     return
         if settings.minify and settings.backend == "inductor" and result.repro_defect is None:
-            job = MinifyJob(result.case_id, result.nodeid, result.repro_path, settings.minify_timeout)
+            job = MinifyJob(
+                result.case_id, result.nodeid, result.repro_path, settings.minify_timeout
+            )
             self.session.queue_minify_job(job)
 
     @contextlib.contextmanager
@@ -273,9 +362,15 @@ class CheckRunner:
     def watch_graphs(self, nodeid: str, settings: CheckSettings) -> Iterator[None]:
         """Check every graph Inductor compiles while the block runs (plain ``torch.compile``
         calls of the test); fail the test, with a repro per failing graph, if any deviates."""
-        checker = GraphChecker(settings.tolerance, not settings.ignore_non_float, settings.intermediates,
-                               self.probe_children, training_tol=settings.tolerance_for(training=True),
-                               capture=self.plain_compiles, on_deviation=self.confirmer.prestart)
+        checker = GraphChecker(
+            settings.tolerance,
+            not settings.ignore_non_float,
+            settings.intermediates,
+            self.probe_children,
+            training_tol=settings.tolerance_for(training=True),
+            capture=self.plain_compiles,
+            on_deviation=self.confirmer.prestart,
+        )
         if settings.inductor_config:
             # The marker asks for the test's compiles under this config: code compiled under
             # another one, which Dynamo would serve as it is, is compiled anew.
@@ -296,31 +391,56 @@ class CheckRunner:
                 if rest is not None:
                     self.session.record(rest)
                 checker.release()
-        confirmed = [index for index, result in enumerate(failed)
-                     if result.status not in (Status.UNCONFIRMED, Status.HANDLED_ERROR)]
+        confirmed = [
+            index
+            for index, result in enumerate(failed)
+            if result.status not in (Status.UNCONFIRMED, Status.HANDLED_ERROR)
+        ]
         if confirmed:
-            pytest.fail(graph_failures_message([failed[index] for index in confirmed],
-                                               [failures[index] for index in confirmed], self.layout), pytrace=False)
+            pytest.fail(
+                graph_failures_message(
+                    [failed[index] for index in confirmed],
+                    [failures[index] for index in confirmed],
+                    self.layout,
+                ),
+                pytrace=False,
+            )
 
-    def _graph_failures(self, nodeid: str, failures: list[GraphFailure], settings: CheckSettings) -> list[CaseResult]:
+    def _graph_failures(
+        self, nodeid: str, failures: list[GraphFailure], settings: CheckSettings
+    ) -> list[CaseResult]:
         """A result per failing graph of a test, its repro written and confirmed where it is the
         compiler's."""
         results = []
         with aside():
             for failure in failures:
-                result = CaseResult(nodeid, failure.status, failure.message, reference=failure.reference,
-                                    worst_ratio=Comparison(failure.leaves).worst_ratio,
-                                    leaves=failure.leaves, fallback_random=failure.fallback_random,
-                                    graphs_judged=1)
+                result = CaseResult(
+                    nodeid,
+                    failure.status,
+                    failure.message,
+                    reference=failure.reference,
+                    worst_ratio=Comparison(failure.leaves).worst_ratio,
+                    leaves=failure.leaves,
+                    fallback_random=failure.fallback_random,
+                    graphs_judged=1,
+                )
                 if failure.status.is_compiler_failure:
-                    self._record_failing_graph(result, failure.graph, failure.inputs, settings,
-                                               [failure.note] if failure.note else [], failure.gm,
-                                               failure.dynamo)
+                    self._record_failing_graph(
+                        result,
+                        failure.graph,
+                        failure.inputs,
+                        settings,
+                        [failure.note] if failure.note else [],
+                        failure.gm,
+                        failure.dynamo,
+                    )
                 results.append(result)
         return results
 
 
-def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[GraphFailure]) -> CaseResult | None:
+def other_graphs_result(
+    nodeid: str, checker: GraphChecker, failures: list[GraphFailure]
+) -> CaseResult | None:
     """The check standing for a test's plain graphs that did not fail: those judged (they pass)
     and what could not be judged, with the reasons. None when there are neither, so that a test
     that compiled nothing has no check."""
@@ -332,14 +452,30 @@ def other_graphs_result(nodeid: str, checker: GraphChecker, failures: list[Graph
     if checker.unchecked:
         parts.append(f"{len(checker.unchecked)} unchecked")
     # A graph that passed without its fp64 reference passed the weaker, labelled check only.
-    failed = {failure.dynamo.label if failure.dynamo is not None else failure.graph.label for failure in failures}
-    without_fp64 = [f"{label}: {why}" for label, why in checker.without_fp64.items() if label not in failed]
-    status = Status.NOT_JUDGED if not passed else Status.NO_FP64_REFERENCE if without_fp64 else Status.PASS
+    failed = {
+        failure.dynamo.label if failure.dynamo is not None else failure.graph.label
+        for failure in failures
+    }
+    without_fp64 = [
+        f"{label}: {why}" for label, why in checker.without_fp64.items() if label not in failed
+    ]
+    status = (
+        Status.NOT_JUDGED
+        if not passed
+        else Status.NO_FP64_REFERENCE
+        if without_fp64
+        else Status.PASS
+    )
     ratios = [ratio for ratio in passed if ratio is not None]
-    return CaseResult(nodeid, status, ", ".join(parts),
-                      reference=f"{SAME_PRECISION}: {'; '.join(without_fp64)}" if without_fp64 else "fp64",
-                      worst_ratio=max(ratios, default=None),
-                      graphs_judged=len(passed), unchecked=list(checker.unchecked))
+    return CaseResult(
+        nodeid,
+        status,
+        ", ".join(parts),
+        reference=f"{SAME_PRECISION}: {'; '.join(without_fp64)}" if without_fp64 else "fp64",
+        worst_ratio=max(ratios, default=None),
+        graphs_judged=len(passed),
+        unchecked=list(checker.unchecked),
+    )
 
 
 def relative(path: str) -> str:
@@ -357,13 +493,22 @@ def failure_message(result: CaseResult, outcome: CheckOutcome, layout: TerminalL
     if result.graph:
         lines.append(f"failing graph: {result.graph}")
     lines += _repro_lines(result)
-    if not result.repro_path and result.repro_unwritten is None and result.status.is_compiler_failure:
-        lines.append("no repro: no graph reached Inductor" if not outcome.graphs
-                     else "no repro: the failing graph could not be identified")
+    if (
+        not result.repro_path
+        and result.repro_unwritten is None
+        and result.status.is_compiler_failure
+    ):
+        lines.append(
+            "no repro: no graph reached Inductor"
+            if not outcome.graphs
+            else "no repro: the failing graph could not be identified"
+        )
     return layout.fit("\n".join(lines))
 
 
-def graph_failures_message(results: list[CaseResult], failures: list[GraphFailure], layout: TerminalLayout) -> str:
+def graph_failures_message(
+    results: list[CaseResult], failures: list[GraphFailure], layout: TerminalLayout
+) -> str:
     lines = [f"compile accuracy: {len(failures)} graph(s) compiled by this test fail"]
     for result, failure in zip(results, failures, strict=True):
         lines.append(f"{result.status}: {failure.message}")
@@ -379,7 +524,12 @@ def _repro_lines(result: CaseResult) -> list[str]:
     if not result.repro_path:
         return []
     if result.repro_defect is not None:
-        return [f"repro: {result.repro_path}",
-                f"the repro is broken, a defect of pytest-torchcompile (please report it): {result.repro_defect}"]
+        return [
+            f"repro: {result.repro_path}",
+            f"the repro is broken, a defect of pytest-torchcompile (please report it): {result.repro_defect}",
+        ]
     # Quoted for the shell it is pasted into: a repro directory may hold spaces or a ``$``.
-    return [f"repro: {result.repro_path}", f"rerun: python {shlex.quote(relative(result.repro_path))}"]
+    return [
+        f"repro: {result.repro_path}",
+        f"rerun: python {shlex.quote(relative(result.repro_path))}",
+    ]

@@ -44,7 +44,9 @@ def _count(text: str, where: str) -> int:
     except ValueError:
         value = -1
     if value < 0:
-        raise pytest.UsageError(f"{where}: expected a number of threads (0: torch's defaults), got {text!r}")
+        raise pytest.UsageError(
+            f"{where}: expected a number of threads (0: torch's defaults), got {text!r}"
+        )
     return value
 
 

@@ -14,8 +14,10 @@ def parse_devices(text: str) -> list[int]:
     try:
         return [int(part) for part in text.replace(" ", "").split(",") if part]
     except ValueError:
-        raise pytest.UsageError(f"--compile-accuracy-devices / {DEVICES_ENV}: expected CUDA device indices "
-                                f"like '0,1', got {text!r}") from None
+        raise pytest.UsageError(
+            f"--compile-accuracy-devices / {DEVICES_ENV}: expected CUDA device indices "
+            f"like '0,1', got {text!r}"
+        ) from None
 
 
 def device_index(worker_id: str | None, listed: list[int], count: int) -> int | None:

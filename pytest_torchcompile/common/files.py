@@ -93,7 +93,11 @@ def unwritable_directory(directory: Path) -> str | None:
     while not os.path.lexists(existing) and existing.parent != existing:
         existing = existing.parent
     if not existing.is_dir():
-        return "it is a file, not a directory" if existing == directory else f"{existing} is a file, not a directory"
+        return (
+            "it is a file, not a directory"
+            if existing == directory
+            else f"{existing} is a file, not a directory"
+        )
     try:
         with tempfile.TemporaryFile(dir=existing):
             pass
@@ -122,8 +126,10 @@ def make_directory(directory: Path, within: Path | None = None) -> None:
         with contextlib.suppress(FileExistsError):
             current.mkdir()
         if current.is_symlink():
-            raise UnsafePath(f"{current} is a symbolic link (to {os.readlink(current)}): nothing is written "
-                             "through it; remove it")
+            raise UnsafePath(
+                f"{current} is a symbolic link (to {os.readlink(current)}): nothing is written "
+                "through it; remove it"
+            )
         if not current.is_dir():
             raise UnsafePath(f"{current} is not a directory; remove it")
 
@@ -144,8 +150,10 @@ def refusal(path: Path) -> str | None:
     if stat.S_ISSOCK(mode) or stat.S_ISBLK(mode):
         return f"it is a {'socket' if stat.S_ISSOCK(mode) else 'block device'}, not a file"
     if stat.S_ISREG(mode) and not mode & 0o222:
-        return (f"it is read-only (mode {stat.S_IMODE(mode):04o}), so it is left as it is; "
-                "make it writable to have it written")
+        return (
+            f"it is read-only (mode {stat.S_IMODE(mode):04o}), so it is left as it is; "
+            "make it writable to have it written"
+        )
     return None
 
 
@@ -203,7 +211,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, within: Path | None 
             # A name under /dev or /proc (/dev/stdout, /proc/self/fd/1) is a stream of this
             # process even where it leads to a regular file: replacing that file would take
             # the rest of the stream's output with it.
-            if not stat.S_ISREG(path.stat().st_mode) or Path(os.path.abspath(path)).parts[1:2] in (("dev",), ("proc",)):
+            if not stat.S_ISREG(path.stat().st_mode) or Path(os.path.abspath(path)).parts[1:2] in (
+                ("dev",),
+                ("proc",),
+            ):
                 _write_through(path, data)
                 return
         path = Path(os.path.realpath(path))

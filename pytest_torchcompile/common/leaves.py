@@ -49,21 +49,33 @@ class LeafResult:
 def format_table(leaves: list[LeafResult], width: int | None = None) -> str:
     """The per-output table of a failure message; within ``width`` where it is given, by leaving
     out columns, which a line then names. Self-contained: repro files carry its source."""
-    header = ("output", "shape", "dtype", "rule", "rmse(comp,fp64)", "rmse(eager,fp64)", "ratio", "max|err|", "at")
+    header = (
+        "output",
+        "shape",
+        "dtype",
+        "rule",
+        "rmse(comp,fp64)",
+        "rmse(eager,fp64)",
+        "ratio",
+        "max|err|",
+        "at",
+    )
     rows = [header]
     for leaf in leaves:
         ratio = leaf.ratio
-        rows.append((
-            leaf.path,
-            "x".join(str(s) for s in leaf.shape) or "scalar",
-            leaf.dtype,
-            leaf.rule + ("" if leaf.passed else " FAIL"),
-            "-" if leaf.rmse_compiled is None else f"{leaf.rmse_compiled:.3e}",
-            "-" if leaf.rmse_eager is None else f"{leaf.rmse_eager:.3e}",
-            "-" if ratio is None else f"{ratio:.1f}",
-            "-" if leaf.max_abs_error is None else f"{leaf.max_abs_error:.3e}",
-            "-" if leaf.max_error_index is None else str(list(leaf.max_error_index)),
-        ))
+        rows.append(
+            (
+                leaf.path,
+                "x".join(str(s) for s in leaf.shape) or "scalar",
+                leaf.dtype,
+                leaf.rule + ("" if leaf.passed else " FAIL"),
+                "-" if leaf.rmse_compiled is None else f"{leaf.rmse_compiled:.3e}",
+                "-" if leaf.rmse_eager is None else f"{leaf.rmse_eager:.3e}",
+                "-" if ratio is None else f"{ratio:.1f}",
+                "-" if leaf.max_abs_error is None else f"{leaf.max_abs_error:.3e}",
+                "-" if leaf.max_error_index is None else str(list(leaf.max_error_index)),
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     shown = list(range(len(header)))
     left_out = []
@@ -76,13 +88,19 @@ def format_table(leaves: list[LeafResult], width: int | None = None) -> str:
         left_out.append(name)
     lines = ["  ".join(row[i].ljust(widths[i]) for i in shown).rstrip() for row in rows]
     if left_out:
-        lines.append(f"(left out at this width: {', '.join(reversed(left_out))}; in the repro file and "
-                     "the JSON report)")
-    details = [f"  {leaf.path}: {leaf.detail}" for leaf in leaves if leaf.detail and not leaf.passed]
+        lines.append(
+            f"(left out at this width: {', '.join(reversed(left_out))}; in the repro file and "
+            "the JSON report)"
+        )
+    details = [
+        f"  {leaf.path}: {leaf.detail}" for leaf in leaves if leaf.detail and not leaf.passed
+    ]
     return "\n".join(lines + details)
 
 
-def summarized_leaves(leaves: list[LeafResult], passing_rows: int = 5) -> tuple[list[LeafResult], int]:
+def summarized_leaves(
+    leaves: list[LeafResult], passing_rows: int = 5
+) -> tuple[list[LeafResult], int]:
     """The rows worth reading when a graph returns many outputs (every saved activation of a
     training graph): the failing ones and the ``passing_rows`` passing ones with the largest
     ratio, in their order; and how many passing ones were left out."""
@@ -95,7 +113,9 @@ def summarized_leaves(leaves: list[LeafResult], passing_rows: int = 5) -> tuple[
         return ratio if ratio is not None and ratio == ratio else -1.0
 
     shown = set(sorted(passing, key=closeness, reverse=True)[:passing_rows])
-    return [leaf for index, leaf in enumerate(leaves) if not leaf.passed or index in shown], len(passing) - passing_rows
+    return [leaf for index, leaf in enumerate(leaves) if not leaf.passed or index in shown], len(
+        passing
+    ) - passing_rows
 
 
 def shown_table(leaves: list[LeafResult], width: int | None = None) -> str:
@@ -106,4 +126,8 @@ def shown_table(leaves: list[LeafResult], width: int | None = None) -> str:
         return format_table(leaves, width)
     shown, left_out = summarized_leaves(leaves)
     table = format_table(shown, width)
-    return table + (f"\n({left_out} more outputs pass; {FULL_TABLE_VARIABLE}=1 shows every row)" if left_out else "")
+    return table + (
+        f"\n({left_out} more outputs pass; {FULL_TABLE_VARIABLE}=1 shows every row)"
+        if left_out
+        else ""
+    )

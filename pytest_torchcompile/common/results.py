@@ -89,15 +89,20 @@ class MinifyResult:
         self.stop = StopReason(self.stop)  # a plain string when read back from JSON
 
     def summary_line(self, nodeid: str) -> str:
-        return self._summary(nodeid) + "".join(f"\n  the judging process {how} and was replaced"
-                                                for how in self.judge_deaths)
+        return self._summary(nodeid) + "".join(
+            f"\n  the judging process {how} and was replaced" for how in self.judge_deaths
+        )
 
     def _summary(self, nodeid: str) -> str:
         if self.path is None:
-            return f"not minified {nodeid}: {self.stop.label}" + (f": {self.note}" if self.note else "")
+            return f"not minified {nodeid}: {self.stop.label}" + (
+                f": {self.note}" if self.note else ""
+            )
         label = "" if self.stop is StopReason.MINIMAL else f" ({self.stop.label})"
-        line = (f"minified {nodeid}: {self.ops_before} -> {self.ops_after} ops in {self.seconds:.1f} s "
-                f"({self.compiles} compiles){label}")
+        line = (
+            f"minified {nodeid}: {self.ops_before} -> {self.ops_after} ops in {self.seconds:.1f} s "
+            f"({self.compiles} compiles){label}"
+        )
         if not self.stage_summary:
             return line
         return f"{line}\n  {self.stage_summary} ({self.stage_compiles} compiles, {self.stage_seconds:.1f} s)"
@@ -147,9 +152,15 @@ class CaseResult:
         values = dict(data)
         values["status"] = Status(values["status"])
         values["leaves"] = [
-            LeafResult(**{**leaf, "shape": tuple(leaf["shape"]),
-                          "max_error_index": tuple(leaf["max_error_index"])
-                          if leaf.get("max_error_index") is not None else None})
+            LeafResult(
+                **{
+                    **leaf,
+                    "shape": tuple(leaf["shape"]),
+                    "max_error_index": tuple(leaf["max_error_index"])
+                    if leaf.get("max_error_index") is not None
+                    else None,
+                }
+            )
             for leaf in values.get("leaves", [])
         ]
         if values.get("minify") is not None:

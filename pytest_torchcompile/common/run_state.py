@@ -18,11 +18,20 @@ class Checker(Protocol):
     """What checks the tests of a process (``checking.runner.CheckRunner``), seen from a session
     that does not import it: checking needs torch, and the session serves processes without it."""
 
-    def check(self, nodeid: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
-              settings: CheckSettings, record_property: Callable[[str, object], None] | None,
-              supersede: bool) -> Any: ...
+    def check(
+        self,
+        nodeid: str,
+        fn: Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        settings: CheckSettings,
+        record_property: Callable[[str, object], None] | None,
+        supersede: bool,
+    ) -> Any: ...
 
-    def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> AbstractContextManager[None]: ...
+    def running_test(
+        self, nodeid: str, settings: CheckSettings, watch: bool
+    ) -> AbstractContextManager[None]: ...
 
     def close(self) -> None: ...
 

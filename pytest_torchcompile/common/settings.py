@@ -74,7 +74,8 @@ class CheckSettings(CheckOptions):
         unknown = set(overrides) - KEYWORDS
         if unknown:
             raise pytest.UsageError(
-                f"unknown compile-accuracy option(s) {sorted(unknown)}; known: {sorted(KEYWORDS)}")
+                f"unknown compile-accuracy option(s) {sorted(unknown)}; known: {sorted(KEYWORDS)}"
+            )
         return dataclasses.replace(self, **overrides)
 
 
@@ -132,61 +133,166 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("compile-accuracy", "check models compiled with torch.compile (Inductor) against fp64 "
-           "references; off, the compile_accuracy fixture only runs the model eagerly",
-           False, _bool, flag=True),
-    Option("compile-accuracy-dir", "where repro and minified files go (default: "
-           "<rootdir>/.compile-accuracy)", "", metavar="DIR"),
-    Option("compile-accuracy-backend", "torch.compile backend; repros and minification need 'inductor'",
-           "inductor", setting="backend", metavar="NAME",
-           old_name="compile-backend"),
-    Option("compile-accuracy-mode", "torch.compile mode: default, reduce-overhead, max-autotune, "
-           "max-autotune-no-cudagraphs", "default", _mode, setting="mode", metavar="MODE",
-           old_name="compile-mode"),
-    Option("compile-accuracy-scope", "which tests get their plain torch.compile calls checked graph by "
-           "graph: 'all', or 'marked' (only tests marked inductor_repro)", "all", _scope, metavar="SCOPE"),
-    Option("compile-accuracy-tol", "tolerance of the allclose shortcut and the fp64 rule's "
-           f"additive slack (tol/10); default {DEFAULT_TOLERANCE:g}, {TRAINING_TOLERANCE:g} for "
-           "checks of a training step (backward=True or steps)", None, float, setting="tol", metavar="TOL"),
-    Option("compile-accuracy-intermediates", "also judge every floating intermediate of each "
-           "compiled graph, so a deviation that later ops mask is caught (default on; "
-           "--no-compile-accuracy-intermediates turns it off)", True, _bool, flag=True, negatable=True,
-           setting="intermediates"),
-    Option("compile-accuracy-minify", "minify every failing case into minified.py (default on; "
-           "--no-compile-accuracy-minify turns it off)", True, _bool, flag=True, negatable=True,
-           setting="minify", old_name="compile-minify"),
-    Option("compile-accuracy-minify-expected", "with a baseline: also minify the failures it expects "
-           "(expected failures and flaky rows; default on; --no-compile-accuracy-minify-expected "
-           "skips them, their repro is still written)", True, _bool, flag=True, negatable=True,
-           old_name="compile-minify-expected"),
-    Option("compile-accuracy-minify-timeout", "time budget in seconds for minifying one case; the "
-           "best result so far is kept, labelled not minimal", 300.0, float, setting="minify_timeout",
-           metavar="SECONDS", old_name="compile-minify-timeout"),
-    Option("compile-accuracy-minify-workers", "with xdist: at most N processes minify at once (GPU "
-           "memory); 0: every worker whose tests are done", 0, int, metavar="N",
-           old_name="compile-minify-workers"),
-    Option("compile-accuracy-threads", "CPU threads for each process of the run (OpenMP, Inductor's compile "
-           "workers, their child processes); default: the CPUs shared among the xdist workers, "
-           "torch's defaults without xdist; 0: torch's defaults (env PYTEST_TORCHCOMPILE_THREADS)",
-           None, metavar="N", old_name="compile-threads"),
-    Option("compile-accuracy-devices", "CUDA devices for xdist workers: worker gwK uses entry K mod len "
-           "(default: all visible; env PYTEST_TORCHCOMPILE_DEVICES); a single process uses the "
-           "first", "", metavar="LIST", old_name="compile-devices"),
-    Option("compile-accuracy-baseline", "baseline file: the expected status of each test id; a "
-           "known failure xfails, a new one fails, a fixed one is reported IMPROVED (relative "
-           "paths: to the current directory on the command line, to the rootdir in the ini file)",
-           "", metavar="PATH"),
-    Option("compile-accuracy-update-baseline", "write the baseline file from this run's statuses, "
-           "keeping the rows (and notes) of tests that did not run; the compile-accuracy failures "
-           "it records do not fail this run (they still show)", False, _bool, flag=True),
-    Option("compile-accuracy-strict", "with a baseline: an IMPROVED test (a recorded failure that "
-           "now passes) or a row naming a test that no longer exists fails the run", False, _bool,
-           flag=True),
-    Option("compile-accuracy-trace-log", "keep the DEBUG records of torch's structured-trace logger "
-           "(torch.__trace: hundreds of empty lines per compile) in captured logs; without it they are "
-           "dropped unless TORCH_TRACE is set", False, _bool, flag=True),
-    Option("compile-accuracy-report", "write a JSON report of every check to PATH (schema: docs/reports.md, "
-           "'CI gating and reports')", "", metavar="PATH"),
+    Option(
+        "compile-accuracy",
+        "check models compiled with torch.compile (Inductor) against fp64 "
+        "references; off, the compile_accuracy fixture only runs the model eagerly",
+        False,
+        _bool,
+        flag=True,
+    ),
+    Option(
+        "compile-accuracy-dir",
+        "where repro and minified files go (default: <rootdir>/.compile-accuracy)",
+        "",
+        metavar="DIR",
+    ),
+    Option(
+        "compile-accuracy-backend",
+        "torch.compile backend; repros and minification need 'inductor'",
+        "inductor",
+        setting="backend",
+        metavar="NAME",
+        old_name="compile-backend",
+    ),
+    Option(
+        "compile-accuracy-mode",
+        "torch.compile mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs",
+        "default",
+        _mode,
+        setting="mode",
+        metavar="MODE",
+        old_name="compile-mode",
+    ),
+    Option(
+        "compile-accuracy-scope",
+        "which tests get their plain torch.compile calls checked graph by "
+        "graph: 'all', or 'marked' (only tests marked inductor_repro)",
+        "all",
+        _scope,
+        metavar="SCOPE",
+    ),
+    Option(
+        "compile-accuracy-tol",
+        "tolerance of the allclose shortcut and the fp64 rule's "
+        f"additive slack (tol/10); default {DEFAULT_TOLERANCE:g}, {TRAINING_TOLERANCE:g} for "
+        "checks of a training step (backward=True or steps)",
+        None,
+        float,
+        setting="tol",
+        metavar="TOL",
+    ),
+    Option(
+        "compile-accuracy-intermediates",
+        "also judge every floating intermediate of each "
+        "compiled graph, so a deviation that later ops mask is caught (default on; "
+        "--no-compile-accuracy-intermediates turns it off)",
+        True,
+        _bool,
+        flag=True,
+        negatable=True,
+        setting="intermediates",
+    ),
+    Option(
+        "compile-accuracy-minify",
+        "minify every failing case into minified.py (default on; "
+        "--no-compile-accuracy-minify turns it off)",
+        True,
+        _bool,
+        flag=True,
+        negatable=True,
+        setting="minify",
+        old_name="compile-minify",
+    ),
+    Option(
+        "compile-accuracy-minify-expected",
+        "with a baseline: also minify the failures it expects "
+        "(expected failures and flaky rows; default on; --no-compile-accuracy-minify-expected "
+        "skips them, their repro is still written)",
+        True,
+        _bool,
+        flag=True,
+        negatable=True,
+        old_name="compile-minify-expected",
+    ),
+    Option(
+        "compile-accuracy-minify-timeout",
+        "time budget in seconds for minifying one case; the "
+        "best result so far is kept, labelled not minimal",
+        300.0,
+        float,
+        setting="minify_timeout",
+        metavar="SECONDS",
+        old_name="compile-minify-timeout",
+    ),
+    Option(
+        "compile-accuracy-minify-workers",
+        "with xdist: at most N processes minify at once (GPU "
+        "memory); 0: every worker whose tests are done",
+        0,
+        int,
+        metavar="N",
+        old_name="compile-minify-workers",
+    ),
+    Option(
+        "compile-accuracy-threads",
+        "CPU threads for each process of the run (OpenMP, Inductor's compile "
+        "workers, their child processes); default: the CPUs shared among the xdist workers, "
+        "torch's defaults without xdist; 0: torch's defaults (env PYTEST_TORCHCOMPILE_THREADS)",
+        None,
+        metavar="N",
+        old_name="compile-threads",
+    ),
+    Option(
+        "compile-accuracy-devices",
+        "CUDA devices for xdist workers: worker gwK uses entry K mod len "
+        "(default: all visible; env PYTEST_TORCHCOMPILE_DEVICES); a single process uses the "
+        "first",
+        "",
+        metavar="LIST",
+        old_name="compile-devices",
+    ),
+    Option(
+        "compile-accuracy-baseline",
+        "baseline file: the expected status of each test id; a "
+        "known failure xfails, a new one fails, a fixed one is reported IMPROVED (relative "
+        "paths: to the current directory on the command line, to the rootdir in the ini file)",
+        "",
+        metavar="PATH",
+    ),
+    Option(
+        "compile-accuracy-update-baseline",
+        "write the baseline file from this run's statuses, "
+        "keeping the rows (and notes) of tests that did not run; the compile-accuracy failures "
+        "it records do not fail this run (they still show)",
+        False,
+        _bool,
+        flag=True,
+    ),
+    Option(
+        "compile-accuracy-strict",
+        "with a baseline: an IMPROVED test (a recorded failure that "
+        "now passes) or a row naming a test that no longer exists fails the run",
+        False,
+        _bool,
+        flag=True,
+    ),
+    Option(
+        "compile-accuracy-trace-log",
+        "keep the DEBUG records of torch's structured-trace logger "
+        "(torch.__trace: hundreds of empty lines per compile) in captured logs; without it they are "
+        "dropped unless TORCH_TRACE is set",
+        False,
+        _bool,
+        flag=True,
+    ),
+    Option(
+        "compile-accuracy-report",
+        "write a JSON report of every check to PATH (schema: docs/reports.md, "
+        "'CI gating and reports')",
+        "",
+        metavar="PATH",
+    ),
 )
 
 
@@ -203,15 +309,21 @@ def add_options(parser: pytest.Parser) -> None:
         if option.old_name is not None and option.old_dest is not None:
             # Hidden from --help; its own dest, so that a use of it can be told apart and named.
             _add_flags(group, option.old_name, option.old_dest, option, argparse.SUPPRESS)
-            parser.addini(option.old_dest, f"deprecated: use {option.dest}", type="string", default="")
+            parser.addini(
+                option.old_dest, f"deprecated: use {option.dest}", type="string", default=""
+            )
 
 
 def _add_flags(group: pytest.OptionGroup, name: str, dest: str, option: Option, help: str) -> None:
     if option.flag:
         group.addoption(f"--{name}", action="store_true", default=None, dest=dest, help=help)
         if option.negatable:
-            group.addoption(f"--no-{name}", action="store_false", dest=dest,
-                            help=help if help == argparse.SUPPRESS else f"turn off --{name}")
+            group.addoption(
+                f"--no-{name}",
+                action="store_false",
+                dest=dest,
+                help=help if help == argparse.SUPPRESS else f"turn off --{name}",
+            )
     else:
         group.addoption(f"--{name}", default=None, dest=dest, metavar=option.metavar, help=help)
 
@@ -245,11 +357,15 @@ def deprecated_uses(config: pytest.Config) -> list[str]:
         value = config.getoption(option.old_dest)
         if value is not None:
             negated = "no-" if value is False else ""
-            messages.append(f"--{negated}{option.old_name} is deprecated: use --{negated}{option.name} "
-                            "(the old name goes in the next release)")
+            messages.append(
+                f"--{negated}{option.old_name} is deprecated: use --{negated}{option.name} "
+                "(the old name goes in the next release)"
+            )
         if config.getini(option.old_dest) != "":
-            messages.append(f"ini key {option.old_dest} is deprecated: use {option.dest} "
-                            "(the old key goes in the next release)")
+            messages.append(
+                f"ini key {option.old_dest} is deprecated: use {option.dest} "
+                "(the old key goes in the next release)"
+            )
     return messages
 
 
@@ -288,7 +404,9 @@ def gating_settings(config: pytest.Config) -> GatingSettings:
         minify_expected=bool(option_value(config, option("compile-accuracy-minify-expected"))),
     )
     if settings.update_baseline and settings.baseline is None:
-        raise pytest.UsageError("--compile-accuracy-update-baseline needs --compile-accuracy-baseline PATH")
+        raise pytest.UsageError(
+            "--compile-accuracy-update-baseline needs --compile-accuracy-baseline PATH"
+        )
     return settings
 
 
@@ -302,8 +420,9 @@ def marker_settings(base: CheckSettings, marker: pytest.Mark | None) -> CheckSet
     if marker is None:
         return base
     if marker.args:
-        raise pytest.UsageError("@pytest.mark.inductor_repro takes keyword arguments only "
-                                f"({sorted(KEYWORDS)})")
+        raise pytest.UsageError(
+            f"@pytest.mark.inductor_repro takes keyword arguments only ({sorted(KEYWORDS)})"
+        )
     return base.replace(marker.kwargs)
 
 

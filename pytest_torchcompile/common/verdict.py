@@ -52,7 +52,9 @@ class Status(enum.StrEnum):
     def recorded(cls, kind: FailureKind) -> Status | None:
         """The status of a check whose repro records ``kind`` (``FailureKind.ACCURACY``:
         ``fail_accuracy``), None for a kind no repro records (the judging's own failures)."""
-        return next((status for status, recorded in _FAILURE_KIND_OF.items() if recorded is kind), None)
+        return next(
+            (status for status, recorded in _FAILURE_KIND_OF.items() if recorded is kind), None
+        )
 
 
 _FAILURE_KIND_OF = {
@@ -91,7 +93,9 @@ class Comparison:
         dtype, whose values its repro judges after a fix of the dtype): no floating output is
         wrong."""
         return bool(self.failing) and all(
-            leaf.rule == "exact" or (leaf.rule == "metadata" and _non_floating(leaf.dtype)) for leaf in self.failing)
+            leaf.rule == "exact" or (leaf.rule == "metadata" and _non_floating(leaf.dtype))
+            for leaf in self.failing
+        )
 
     @property
     def inconclusive(self) -> list[LeafResult]:
@@ -109,7 +113,12 @@ def _non_floating(dtype: str) -> bool:
     return dtype.removeprefix("torch.").startswith(("int", "uint", "bool"))
 
 
-_POISONING_ERRORS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError")
+_POISONING_ERRORS = (
+    "CUDA error",
+    "illegal memory access",
+    "device-side assert",
+    "AcceleratorError",
+)
 
 
 def leaves_device_unusable(error_text: str) -> bool:

@@ -123,7 +123,9 @@ class CapturedGraph:
                 storage = storage > 0
             elif not (spec.dtype.is_floating_point or spec.dtype.is_complex):
                 storage = (storage.abs() * 4).floor()
-            values.append(torch.as_strided(storage.to(spec.dtype), spec.shape, spec.stride).to(spec.device))
+            values.append(
+                torch.as_strided(storage.to(spec.dtype), spec.shape, spec.stride).to(spec.device)
+            )
         return values
 
     @functools.cached_property
@@ -183,14 +185,20 @@ class DynamoGraph:
         """Whether its calls can be judged at this level: its post-AOT graphs are known and draw no
         random numbers (a recompile would draw anew), it writes into none of the tensors it holds
         (its eager and fp64 runs would write into the user's own), and a repro file can hold it."""
-        return (bool(self.lowered) and not any(g.has_random_ops for g in self.lowered)
-                and not writes_into_constants(self.gm) and self.reproducible_standalone())
+        return (
+            bool(self.lowered)
+            and not any(g.has_random_ops for g in self.lowered)
+            and not writes_into_constants(self.gm)
+            and self.reproducible_standalone()
+        )
 
     def reproducible_standalone(self) -> bool:
         """Whether a repro file can hold it: no nn.Module calls, and every op a torch or builtin
         function that the file's code can name."""
-        return all(node.op != "call_module" and (node.op != "call_function" or _nameable(node.target))
-                   for node in self.gm.graph.nodes)
+        return all(
+            node.op != "call_module" and (node.op != "call_function" or _nameable(node.target))
+            for node in self.gm.graph.nodes
+        )
 
 
 def writes_into_constants(gm: torch.fx.GraphModule) -> bool:
@@ -199,7 +207,9 @@ def writes_into_constants(gm: torch.fx.GraphModule) -> bool:
     computed from such a tensor counts as a view of it."""
     held = {node for node in gm.graph.nodes if node.op == "get_attr"}
     for node in gm.graph.nodes:
-        if node.op not in ("call_function", "call_method") or not held.intersection(node.all_input_nodes):
+        if node.op not in ("call_function", "call_method") or not held.intersection(
+            node.all_input_nodes
+        ):
             continue
         written = _nodes(node.kwargs.get("out"))
         if node.args and _writes_first_argument(node):
@@ -224,8 +234,11 @@ def _writes_first_argument(node: torch.fx.Node) -> bool:
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     if not isinstance(name, str):
         return False
-    return (name in IN_PLACE_OPERATORS or name == "__setitem__"
-            or (name.endswith("_") and not name.endswith("__")))
+    return (
+        name in IN_PLACE_OPERATORS
+        or name == "__setitem__"
+        or (name.endswith("_") and not name.endswith("__"))
+    )
 
 
 def _nameable(target: Any) -> bool:
@@ -265,20 +278,31 @@ def _to_host(value: Any) -> Any:
 
 def _constants(gm: torch.fx.GraphModule, ops: tuple[str, ...] = ("get_attr",)) -> dict[str, Any]:
     """What ``gm``'s nodes of these kinds (constants; submodules too with ``call_module``) name."""
-    return {str(node.target): operator.attrgetter(str(node.target))(gm)
-            for node in gm.graph.nodes if node.op in ops}
+    return {
+        str(node.target): operator.attrgetter(str(node.target))(gm)
+        for node in gm.graph.nodes
+        if node.op in ops
+    }
 
 
 def _constant_devices(gm: torch.fx.GraphModule) -> set[torch.device]:
     devices: set[torch.device] = set()
     for value in _constants(gm).values():
-        devices |= _constant_devices(value) if isinstance(value, torch.fx.GraphModule) else devices_of([value])
+        devices |= (
+            _constant_devices(value)
+            if isinstance(value, torch.fx.GraphModule)
+            else devices_of([value])
+        )
     return devices
 
 
 def _graph_on_host(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    attributes = {target: _graph_on_host(value) if isinstance(value, torch.fx.GraphModule) else _to_host(value)
-                  for target, value in _constants(gm).items()}
+    attributes = {
+        target: _graph_on_host(value)
+        if isinstance(value, torch.fx.GraphModule)
+        else _to_host(value)
+        for target, value in _constants(gm).items()
+    }
     return torch.fx.GraphModule(attributes, copy.deepcopy(gm.graph))
 
 
@@ -300,7 +324,9 @@ class TensorSpec:
     def storage_numel(self) -> int:
         if any(size == 0 for size in self.shape):
             return 0
-        return 1 + sum((size - 1) * step for size, step in zip(self.shape, self.stride, strict=True))
+        return 1 + sum(
+            (size - 1) * step for size, step in zip(self.shape, self.stride, strict=True)
+        )
 
 
 def input_spec(value: Any) -> Any:
@@ -308,7 +334,8 @@ def input_spec(value: Any) -> Any:
         return TensorSpec(
             tuple(concrete_int(s) for s in value.shape),
             tuple(concrete_int(s) for s in value.stride()),
-            value.dtype, value.device,
+            value.dtype,
+            value.device,
         )
     if isinstance(value, torch.SymInt):
         return concrete_int(value)
@@ -335,7 +362,10 @@ def _is_library(name: str, python_own: tuple[str, ...], installed: tuple[str, ..
 def _user_frame() -> str:
     """The innermost stack frame outside the libraries: where the compiled code lives."""
     paths = {key: value.replace("\\", "/") + "/" for key, value in sysconfig.get_paths().items()}
-    python_own, installed = (paths["stdlib"], paths["platstdlib"]), (paths["purelib"], paths["platlib"])
+    python_own, installed = (
+        (paths["stdlib"], paths["platstdlib"]),
+        (paths["purelib"], paths["platlib"]),
+    )
     for frame in reversed(traceback.extract_stack()):
         name = frame.filename.replace("\\", "/")
         if not _is_library(name, python_own, installed):
@@ -345,10 +375,21 @@ def _user_frame() -> str:
 
 def _alike(value: torch.Tensor, other: torch.Tensor) -> bool:
     """Whether ``other`` holds what a copy of ``value`` would: its layout and its elements."""
-    plain = all(type(tensor.detach()) is torch.Tensor and tensor.layout == torch.strided
-                and not tensor.is_quantized for tensor in (value, other))
-    return (plain and value.dtype == other.dtype and value.device == other.device and value.shape == other.shape and value.stride() == other.stride()
-            and value.storage_offset() == other.storage_offset() and not changed(value, other))
+    plain = all(
+        type(tensor.detach()) is torch.Tensor
+        and tensor.layout == torch.strided
+        and not tensor.is_quantized
+        for tensor in (value, other)
+    )
+    return (
+        plain
+        and value.dtype == other.dtype
+        and value.device == other.device
+        and value.shape == other.shape
+        and value.stride() == other.stride()
+        and value.storage_offset() == other.storage_offset()
+        and not changed(value, other)
+    )
 
 
 class GraphCapture:
@@ -358,10 +399,15 @@ class GraphCapture:
     inputs (dynamic shapes call one graph at several sizes).
     """
 
-    def __init__(self, observer: GraphCallObserver | None = None, max_calls_kept: int = 4,
-                 dynamo_observer: DynamoCallObserver | None = None,
-                 lowering_observer: LoweringObserver | None = None,
-                 originals: Sequence[tuple[torch.Tensor, torch.Tensor]] = (), watching: bool = True) -> None:
+    def __init__(
+        self,
+        observer: GraphCallObserver | None = None,
+        max_calls_kept: int = 4,
+        dynamo_observer: DynamoCallObserver | None = None,
+        lowering_observer: LoweringObserver | None = None,
+        originals: Sequence[tuple[torch.Tensor, torch.Tensor]] = (),
+        watching: bool = True,
+    ) -> None:
         self.graphs: list[CapturedGraph] = []
         self.dynamo_graphs: list[DynamoGraph] = []
         self._observer = observer
@@ -388,8 +434,12 @@ class GraphCapture:
         self._round = 0
 
     @contextlib.contextmanager
-    def watch(self, observer: GraphCallObserver | None, dynamo_observer: DynamoCallObserver | None,
-              lowering_observer: LoweringObserver | None) -> Iterator[None]:
+    def watch(
+        self,
+        observer: GraphCallObserver | None,
+        dynamo_observer: DynamoCallObserver | None,
+        lowering_observer: LoweringObserver | None,
+    ) -> Iterator[None]:
         """Record and observe calls while the block runs (one test's call), of code compiled in
         it and of code compiled earlier, which Dynamo serves from its cache as a plain run does:
         each graph the block calls is listed in :attr:`graphs` (or :attr:`dynamo_graphs`) on its
@@ -398,7 +448,11 @@ class GraphCapture:
         self.end_watch()
         self._round += 1
         self._counter, self._dynamo_counter = itertools.count(), itertools.count()
-        self._observer, self._dynamo_observer, self._lowering_observer = observer, dynamo_observer, lowering_observer
+        self._observer, self._dynamo_observer, self._lowering_observer = (
+            observer,
+            dynamo_observer,
+            lowering_observer,
+        )
         self.watching = True
         try:
             yield
@@ -418,7 +472,9 @@ class GraphCapture:
         self.forget_calls()
         self.graphs, self.dynamo_graphs = [], []
 
-    def _enlist(self, record: CapturedGraph | DynamoGraph, listed: list[Any], counter: Iterator[int]) -> None:
+    def _enlist(
+        self, record: CapturedGraph | DynamoGraph, listed: list[Any], counter: Iterator[int]
+    ) -> None:
         """List a graph the running watch calls that was compiled before it started (calls of an
         earlier watch no longer count)."""
         if record.watch_round != self._round:
@@ -434,11 +490,18 @@ class GraphCapture:
         kwargs: dict[str, Any],
         compile_fn: Callable[[], Any],
     ) -> Any:
-        kind = "backward" if kwargs.get("is_backward") else (
-            "inference" if kwargs.get("is_inference") else "forward")
+        kind = (
+            "backward"
+            if kwargs.get("is_backward")
+            else ("inference" if kwargs.get("is_inference") else "forward")
+        )
         # A backward graph compiles at its first call, after its torch-level graph's compile
         # returned: Inductor's id of the compile, which its forward graph had, tells whose it is.
-        owner = self._compiling if self._compiling is not None else self._owners.get(kwargs.get("graph_id"))
+        owner = (
+            self._compiling
+            if self._compiling is not None
+            else self._owners.get(kwargs.get("graph_id"))
+        )
         if owner is not None and kwargs.get("graph_id") is not None:
             self._owners[kwargs["graph_id"]] = owner
         record = CapturedGraph(
@@ -498,7 +561,9 @@ class GraphCapture:
         run._boxed_call = True  # type: ignore[attr-defined]
         return run
 
-    def _note_call(self, calls: list[list[Any]], args: Sequence[Any], keep_grad: bool = False) -> tuple[bool, list[Any]]:
+    def _note_call(
+        self, calls: list[list[Any]], args: Sequence[Any], keep_grad: bool = False
+    ) -> tuple[bool, list[Any]]:
         """Whether a call's input shapes are new to its graph and, if so, copies of its inputs,
         kept among the graph's ``calls`` up to the limit."""
         signature = input_signature(args)
@@ -521,11 +586,17 @@ class GraphCapture:
                 return clone_values([value], keep_grad=keep_grad)[0]
         return copied[1].detach().requires_grad_(keep_grad and value.requires_grad)
 
-    def dynamo_hook(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], compile_fn: Callable[[], Any]) -> Any:
+    def dynamo_hook(
+        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], compile_fn: Callable[[], Any]
+    ) -> Any:
         """Record the torch-level graph and, on each call of what it compiles to, its real inputs;
         post-AOT graphs lowered while it compiles are linked to it."""
-        record = DynamoGraph(next(self._dynamo_counter), *plain_graph(gm), _user_frame(),
-                             watch_round=self._round if self.watching else -1)
+        record = DynamoGraph(
+            next(self._dynamo_counter),
+            *plain_graph(gm),
+            _user_frame(),
+            watch_round=self._round if self.watching else -1,
+        )
         if self.watching:
             self.dynamo_graphs.append(record)
         outer, self._compiling = self._compiling, record
@@ -543,9 +614,14 @@ class GraphCapture:
             fresh, inputs = capture._note_call(record.calls, args, keep_grad=True)
             if fresh and any(lowered.has_random_ops for lowered in record.lowered):
                 record.rng_before_call = rng_states()
-            outer, capture._copies = capture._copies, {
-                id(value): (value, copied) for value, copied in zip(args, inputs, strict=False)
-                if isinstance(value, torch.Tensor)}
+            outer, capture._copies = (
+                capture._copies,
+                {
+                    id(value): (value, copied)
+                    for value, copied in zip(args, inputs, strict=False)
+                    if isinstance(value, torch.Tensor)
+                },
+            )
             try:
                 outputs = compiled(*args)
             finally:
@@ -563,8 +639,12 @@ class GraphCapture:
         for dynamo_graph in self.dynamo_graphs:
             dynamo_graph.forget_calls()
 
-    def backend(self, mode: str | None = None, options: dict[str, Any] | None = None,
-                random_config: dict[str, Any] | None = None) -> Callable[..., Any]:
+    def backend(
+        self,
+        mode: str | None = None,
+        options: dict[str, Any] | None = None,
+        random_config: dict[str, Any] | None = None,
+    ) -> Callable[..., Any]:
         """A ``torch.compile`` backend: Inductor, with every lowered graph captured here; those
         that draw random numbers compile under the Inductor config patches ``random_config``."""
         return capturing_backend(self.hook, mode, options, self.dynamo_hook, random_config)

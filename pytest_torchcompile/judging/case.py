@@ -50,8 +50,10 @@ class ReproCase:
 
     def required_ops(self) -> list[OpOrigin]:
         known = {origin.qualname: origin for origin in self.op_origins}
-        return [known.get(origin.qualname, origin) if origin.module is None else origin
-                for origin in op_origins(self.gm)]
+        return [
+            known.get(origin.qualname, origin) if origin.module is None else origin
+            for origin in op_origins(self.gm)
+        ]
 
     @property
     def op_count(self) -> int:

@@ -15,8 +15,14 @@ import torch
 def clone_values(values: Sequence[Any], keep_grad: bool = False) -> list[Any]:
     """Detached copies of the tensors (:func:`strided_copy`); ``keep_grad`` makes those that
     required grad leaves that do."""
-    return [(strided_copy(v).requires_grad_(keep_grad and v.requires_grad) if isinstance(v, torch.Tensor) else v)
-            for v in values]
+    return [
+        (
+            strided_copy(v).requires_grad_(keep_grad and v.requires_grad)
+            if isinstance(v, torch.Tensor)
+            else v
+        )
+        for v in values
+    ]
 
 
 def strided_copy(value: torch.Tensor) -> torch.Tensor:
@@ -27,10 +33,18 @@ def strided_copy(value: torch.Tensor) -> torch.Tensor:
     value = value.detach()
     if value.layout != torch.strided or type(value) is not torch.Tensor or value.is_quantized:
         return value.clone()
-    extent = 1 + sum((size - 1) * stride for size, stride in zip(value.shape, value.stride(), strict=True)) \
-        if value.numel() else 0
-    span = value.new_empty(0).set_(value.untyped_storage(), 0, (value.storage_offset() + extent,), (1,))
-    return value.new_empty(0).set_(span.clone().untyped_storage(), value.storage_offset(), value.shape, value.stride())
+    extent = (
+        1
+        + sum((size - 1) * stride for size, stride in zip(value.shape, value.stride(), strict=True))
+        if value.numel()
+        else 0
+    )
+    span = value.new_empty(0).set_(
+        value.untyped_storage(), 0, (value.storage_offset() + extent,), (1,)
+    )
+    return value.new_empty(0).set_(
+        span.clone().untyped_storage(), value.storage_offset(), value.shape, value.stride()
+    )
 
 
 def traced_layout(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[Any] | None:
@@ -44,12 +58,19 @@ def traced_layout(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[Any] 
         return None
     relaid = list(inputs)
     for index, (value, fake) in enumerate(zip(inputs, traced, strict=True)):
-        if not (isinstance(value, torch.Tensor) and isinstance(fake, torch.Tensor)
-                and value.layout == torch.strided and fake.layout == torch.strided):
+        if not (
+            isinstance(value, torch.Tensor)
+            and isinstance(fake, torch.Tensor)
+            and value.layout == torch.strided
+            and fake.layout == torch.strided
+        ):
             continue
         stride = tuple(fake.stride())
-        if not all(type(size) is int for size in (*fake.shape, *stride)) or tuple(fake.shape) != tuple(value.shape) \
-                or stride == value.stride():
+        if (
+            not all(type(size) is int for size in (*fake.shape, *stride))
+            or tuple(fake.shape) != tuple(value.shape)
+            or stride == value.stride()
+        ):
             continue
         copy = torch.empty_strided(value.shape, stride, dtype=value.dtype, device=value.device)
         relaid[index] = copy.copy_(value.detach()).requires_grad_(value.requires_grad)

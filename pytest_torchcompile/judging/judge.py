@@ -65,7 +65,9 @@ class GraphVerdict:
         return max(ratios) if ratios else None
 
 
-def same_failure(verdict: GraphVerdict, kind: str, expected_error: str | None, pattern: str | None) -> bool:
+def same_failure(
+    verdict: GraphVerdict, kind: str, expected_error: str | None, pattern: str | None
+) -> bool:
     """Whether ``verdict`` fails the way the original case did (the minifier's interestingness)."""
     if verdict.failure != kind:
         return False
@@ -93,7 +95,9 @@ def synchronize(devices: set[torch.device]) -> None:
 def differentiating(inputs: Sequence[Any]) -> bool:
     """Whether a torch-level graph is judged forward and backward: grad mode is on and some
     input requires grad, as in the training call it was captured from."""
-    return torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in inputs)
+    return torch.is_grad_enabled() and any(
+        isinstance(v, torch.Tensor) and v.requires_grad for v in inputs
+    )
 
 
 def judges_backward(level: str, inputs: Sequence[Any]) -> bool:
@@ -119,15 +123,33 @@ def compare_graph_outputs(
     returns another number of results than eager (an op of several results whose graph node
     lists fewer) fails on that, as a wrong shape does."""
     if len(outputs) != len(eager):
-        return [LeafResult(name, (), "", False, "metadata",
-                           detail=f"compiled returned {len(outputs)} results, eager {len(eager)}")]
+        return [
+            LeafResult(
+                name,
+                (),
+                "",
+                False,
+                "metadata",
+                detail=f"compiled returned {len(outputs)} results, eager {len(eager)}",
+            )
+        ]
     masks = list(unwritten) if unwritten is not None else [None] * len(eager)
     returned = len(eager) - len(mutated)
-    paths = [f"{name}[{index}]" for index in range(returned)] + [mutated_input_path(index) for index in mutated]
+    paths = [f"{name}[{index}]" for index in range(returned)] + [
+        mutated_input_path(index) for index in mutated
+    ]
     return [
-        compare_tensor(path, written_only(result, mask), written_only(expected, mask),
-                       written_only(fp64[index], mask) if fp64 is not None else None, tol, check_non_float)
-        for index, (path, result, expected, mask) in enumerate(zip(paths, outputs, eager, masks, strict=True))
+        compare_tensor(
+            path,
+            written_only(result, mask),
+            written_only(expected, mask),
+            written_only(fp64[index], mask) if fp64 is not None else None,
+            tol,
+            check_non_float,
+        )
+        for index, (path, result, expected, mask) in enumerate(
+            zip(paths, outputs, eager, masks, strict=True)
+        )
         if isinstance(expected, torch.Tensor) and isinstance(result, torch.Tensor)
     ]
 
@@ -171,7 +193,11 @@ def _judge(
     backward = judges_backward(level, inputs)
     try:
         mutated = mutated_inputs(gm, inputs)
-        eager, fp64 = references if references is not None else reference_outputs(gm, inputs, backward, mutated)
+        eager, fp64 = (
+            references
+            if references is not None
+            else reference_outputs(gm, inputs, backward, mutated)
+        )
     except Exception as error:
         return GraphVerdict(FailureKind.EAGER_ERROR, error=error_signature(error))
     try:
@@ -187,7 +213,18 @@ def _judge(
         synchronize(devices_of([*inputs, *outputs]))
     except Exception as error:
         return GraphVerdict(FailureKind.RUNTIME_ERROR, error=error_signature(error))
-    leaves = compare_graph_outputs(outputs, eager, fp64, tol, check_non_float,
-                                   unwritten=unwritten_elements(gm, inputs, backward, mutated), mutated=mutated)
+    leaves = compare_graph_outputs(
+        outputs,
+        eager,
+        fp64,
+        tol,
+        check_non_float,
+        unwritten=unwritten_elements(gm, inputs, backward, mutated),
+        mutated=mutated,
+    )
     failed = any(not leaf.passed for leaf in leaves)
-    return GraphVerdict(FailureKind.ACCURACY if failed else None, leaves, reference="fp64" if fp64 is not None else "cosine")
+    return GraphVerdict(
+        FailureKind.ACCURACY if failed else None,
+        leaves,
+        reference="fp64" if fp64 is not None else "cosine",
+    )

@@ -14,8 +14,26 @@ import torch
 from pytest_torchcompile.judging.copies import clone_values
 from pytest_torchcompile.judging.seeding import seeded_alike
 
-IN_PLACE_OPERATORS = frozenset({"setitem", "delitem", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imatmul",
-                                "imod", "imul", "ior", "ipow", "irshift", "isub", "itruediv", "ixor"})
+IN_PLACE_OPERATORS = frozenset(
+    {
+        "setitem",
+        "delitem",
+        "iadd",
+        "iand",
+        "iconcat",
+        "ifloordiv",
+        "ilshift",
+        "imatmul",
+        "imod",
+        "imul",
+        "ior",
+        "ipow",
+        "irshift",
+        "isub",
+        "itruediv",
+        "ixor",
+    }
+)
 """The functions of ``operator`` that write into their first argument."""
 
 
@@ -50,8 +68,10 @@ def writes_an_argument(node: torch.fx.Node) -> bool:
     if name is not None:
         return name in IN_PLACE_OPERATORS
     schema = getattr(node.target, "_schema", None)
-    return schema is None or any(argument.alias_info is not None and argument.alias_info.is_write
-                                 for argument in schema.arguments)
+    return schema is None or any(
+        argument.alias_info is not None and argument.alias_info.is_write
+        for argument in schema.arguments
+    )
 
 
 def mutated_inputs(module: Any, inputs: Sequence[Any]) -> list[int]:
@@ -63,8 +83,13 @@ def mutated_inputs(module: Any, inputs: Sequence[Any]) -> list[int]:
     args = clone_values(inputs)
     with torch.no_grad(), seeded_alike(module):
         module(*args)
-    return [index for index, (before, after) in enumerate(zip(inputs, args, strict=True))
-            if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and changed(before, after)]
+    return [
+        index
+        for index, (before, after) in enumerate(zip(inputs, args, strict=True))
+        if isinstance(before, torch.Tensor)
+        and isinstance(after, torch.Tensor)
+        and changed(before, after)
+    ]
 
 
 def changed(before: torch.Tensor, after: torch.Tensor) -> bool:

@@ -53,9 +53,15 @@ def flatten_outputs(value: Any, path: str = "out", depth: int = 0) -> Iterator[t
             yield from flatten_outputs(item, f"{path}[{index}]", depth + 1)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for field in dataclasses.fields(value):
-            yield from flatten_outputs(getattr(value, field.name), f"{path}.{field.name}", depth + 1)
-    elif (hasattr(value, "__dict__") and depth < MAX_OBJECT_DEPTH
-          and not isinstance(value, (type, torch.nn.Module)) and not callable(value)):
+            yield from flatten_outputs(
+                getattr(value, field.name), f"{path}.{field.name}", depth + 1
+            )
+    elif (
+        hasattr(value, "__dict__")
+        and depth < MAX_OBJECT_DEPTH
+        and not isinstance(value, (type, torch.nn.Module))
+        and not callable(value)
+    ):
         for key, item in vars(value).items():
             if not key.startswith("_"):
                 yield from flatten_outputs(item, f"{path}.{key}", depth + 1)
@@ -80,39 +86,82 @@ def compare_outputs(
     eager_leaves = list(flatten_outputs(eager, root))
     reference_leaves = list(flatten_outputs(reference, root)) if reference is not None else None
     if [p for p, _ in compiled_leaves] != [p for p, _ in eager_leaves] or (
-        reference_leaves is not None and [p for p, _ in reference_leaves] != [p for p, _ in eager_leaves]
+        reference_leaves is not None
+        and [p for p, _ in reference_leaves] != [p for p, _ in eager_leaves]
     ):
-        return Comparison([], "output structure differs: compiled "
-                          f"{[p for p, _ in compiled_leaves]} vs eager {[p for p, _ in eager_leaves]}")
+        return Comparison(
+            [],
+            "output structure differs: compiled "
+            f"{[p for p, _ in compiled_leaves]} vs eager {[p for p, _ in eager_leaves]}",
+        )
     leaves: list[LeafResult] = []
-    for index, ((path, comp), (_, eag)) in enumerate(zip(compiled_leaves, eager_leaves, strict=True)):
+    for index, ((path, comp), (_, eag)) in enumerate(
+        zip(compiled_leaves, eager_leaves, strict=True)
+    ):
         ref = reference_leaves[index][1] if reference_leaves is not None else None
         if isinstance(eag, torch.Tensor):
             if not isinstance(comp, torch.Tensor):
-                leaves.append(LeafResult(path, tuple(eag.shape), str(eag.dtype), False, "metadata",
-                                         detail=f"compiled gave {type(comp).__name__}"))
+                leaves.append(
+                    LeafResult(
+                        path,
+                        tuple(eag.shape),
+                        str(eag.dtype),
+                        False,
+                        "metadata",
+                        detail=f"compiled gave {type(comp).__name__}",
+                    )
+                )
                 continue
             mask = (unwritten or {}).get(path)
-            leaves.append(compare_tensor(path, written_only(comp, mask), written_only(eag, mask),
-                                         written_only(ref, mask) if isinstance(ref, torch.Tensor) else None,
-                                         tol, check_non_float, (noise or {}).get(path)))
+            leaves.append(
+                compare_tensor(
+                    path,
+                    written_only(comp, mask),
+                    written_only(eag, mask),
+                    written_only(ref, mask) if isinstance(ref, torch.Tensor) else None,
+                    tol,
+                    check_non_float,
+                    (noise or {}).get(path),
+                )
+            )
         elif isinstance(eag, float) and isinstance(comp, float):
-            leaves.append(compare_tensor(path, torch.tensor(comp), torch.tensor(eag),
-                                         torch.tensor(ref, dtype=torch.float64) if isinstance(ref, float) else None,
-                                         tol, check_non_float))
+            leaves.append(
+                compare_tensor(
+                    path,
+                    torch.tensor(comp),
+                    torch.tensor(eag),
+                    torch.tensor(ref, dtype=torch.float64) if isinstance(ref, float) else None,
+                    tol,
+                    check_non_float,
+                )
+            )
         elif not isinstance(eag, PLAIN_VALUES):
-            leaves.append(LeafResult(path, (), type(eag).__name__, True, "not compared (opaque object)"))
+            leaves.append(
+                LeafResult(path, (), type(eag).__name__, True, "not compared (opaque object)")
+            )
         else:
             same = comp == eag
-            leaves.append(LeafResult(path, (), type(eag).__name__, bool(same) or not check_non_float,
-                                     "exact", detail="" if same else f"compiled {comp!r} != eager {eag!r}"))
+            leaves.append(
+                LeafResult(
+                    path,
+                    (),
+                    type(eag).__name__,
+                    bool(same) or not check_non_float,
+                    "exact",
+                    detail="" if same else f"compiled {comp!r} != eager {eag!r}",
+                )
+            )
     return Comparison(leaves)
 
 
 def unwritten_leaves(first: Any, second: Any, root: str = "out") -> dict[str, torch.Tensor]:
     """By leaf path, where two runs that filled memory no op wrote unlike differ."""
-    masks = {path: unwritten_mask(a, b) for (path, a), (_, b)
-             in zip(flatten_outputs(first, root), flatten_outputs(second, root), strict=False)}
+    masks = {
+        path: unwritten_mask(a, b)
+        for (path, a), (_, b) in zip(
+            flatten_outputs(first, root), flatten_outputs(second, root), strict=False
+        )
+    }
     return {path: mask for path, mask in masks.items() if mask is not None}
 
 
@@ -127,7 +176,9 @@ def first_disagreement(first: Any, second: Any, tol: float, root: str = "out") -
             if a.shape != b.shape or a.dtype != b.dtype:
                 return path
             if a.is_floating_point() or a.is_complex():
-                if not torch.allclose(a.detach(), b.detach().to(a.device), atol=tol, rtol=tol, equal_nan=True):
+                if not torch.allclose(
+                    a.detach(), b.detach().to(a.device), atol=tol, rtol=tol, equal_nan=True
+                ):
                     return path
             elif not torch.equal(a, b.to(a.device)):
                 return path

@@ -44,7 +44,9 @@ def at_full_fp32(cuda: bool) -> bool:
     with full_fp32_precision():
         inside = _precision_flags(cuda)
     # A per-operation precision of "none" follows the global one, which is read beside it.
-    return all(flag == full or "none" in (flag, full) for flag, full in zip(outside, inside, strict=True))
+    return all(
+        flag == full or "none" in (flag, full) for flag, full in zip(outside, inside, strict=True)
+    )
 
 
 def _precision_flags(cuda: bool) -> list[Any]:
@@ -55,9 +57,12 @@ def _precision_flags(cuda: bool) -> list[Any]:
         lambda: torch.backends.mkldnn.matmul.fp32_precision,  # type: ignore[attr-defined]
     ]
     if cuda:
-        reads += [lambda: torch.backends.cudnn.allow_tf32, lambda: torch.backends.cuda.matmul.allow_tf32,
-                  lambda: torch.backends.cudnn.conv.fp32_precision,  # type: ignore[attr-defined]
-                  lambda: torch.backends.cuda.matmul.fp32_precision]
+        reads += [
+            lambda: torch.backends.cudnn.allow_tf32,
+            lambda: torch.backends.cuda.matmul.allow_tf32,
+            lambda: torch.backends.cudnn.conv.fp32_precision,  # type: ignore[attr-defined]
+            lambda: torch.backends.cuda.matmul.fp32_precision,
+        ]
     flags = []
     with _legacy_tf32_api_quiet():
         for read in reads:

@@ -23,8 +23,13 @@ from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
 from pytest_torchcompile.torch_internals.unwritten import filling_unwritten
 
 
-def run_graph(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False,
-              mutated: Sequence[int] = (), copied: bool = False) -> list[Any]:
+def run_graph(
+    module: Callable[..., Any],
+    inputs: Sequence[Any],
+    backward: bool = False,
+    mutated: Sequence[int] = (),
+    copied: bool = False,
+) -> list[Any]:
     """The outputs of ``module`` on copies of ``inputs``; with ``backward``, followed by the
     gradients of the summed floating outputs with respect to every input that requires grad; then
     the copies of the inputs at the positions ``mutated`` (:func:`mutated_inputs`) as the call left
@@ -46,13 +51,18 @@ def run_graph(module: Callable[..., Any], inputs: Sequence[Any], backward: bool 
             return [o.detach() if isinstance(o, torch.Tensor) else o for o in [*outputs, *written]]
         loss = torch.stack([o.float().sum() for o in floating]).sum()
         grads = torch.autograd.grad(loss, wrt, allow_unused=True)
-    return [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs] + [
-        g if g is not None else torch.zeros_like(a) for a, g in zip(wrt, grads, strict=True)] + [
-        value.detach() for value in written]
+    return (
+        [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]
+        + [g if g is not None else torch.zeros_like(a) for a, g in zip(wrt, grads, strict=True)]
+        + [value.detach() for value in written]
+    )
 
 
 def reference_outputs(
-    module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False, mutated: Sequence[int] = (),
+    module: Callable[..., Any],
+    inputs: Sequence[Any],
+    backward: bool = False,
+    mutated: Sequence[int] = (),
 ) -> tuple[list[Any], list[Any] | None]:
     """Eager outputs in the original dtype, and in fp64 (None where the graph cannot run in fp64)."""
     eager, fp64, _ = reference_results(module, inputs, backward, mutated)
@@ -60,7 +70,10 @@ def reference_outputs(
 
 
 def reference_results(
-    module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False, mutated: Sequence[int] = (),
+    module: Callable[..., Any],
+    inputs: Sequence[Any],
+    backward: bool = False,
+    mutated: Sequence[int] = (),
 ) -> tuple[list[Any], list[Any] | None, Exception | None]:
     """:func:`reference_outputs`, and what stopped the fp64 run where it could not run (None
     where it ran): a check says why it judged without an fp64 reference."""
@@ -76,7 +89,10 @@ values (NaN spreads through nearly every op), in integer tensors 0 and 7."""
 
 
 def unwritten_elements(
-    module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False, mutated: Sequence[int] = (),
+    module: Callable[..., Any],
+    inputs: Sequence[Any],
+    backward: bool = False,
+    mutated: Sequence[int] = (),
 ) -> list[torch.Tensor | None] | None:
     """Per output of ``module`` (as :func:`run_graph` returns them), the elements that depend on
     memory no op wrote (``empty``, ``empty_like``, ``empty_strided``, ``new_empty`` and views of
@@ -95,14 +111,22 @@ def unwritten_elements(
     return [unwritten_mask(first, second) for first, second in zip(*runs, strict=True)]
 
 
-def fp64_outputs(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False,
-                 mutated: Sequence[int] = ()) -> list[Any] | None:
+def fp64_outputs(
+    module: Callable[..., Any],
+    inputs: Sequence[Any],
+    backward: bool = False,
+    mutated: Sequence[int] = (),
+) -> list[Any] | None:
     """The outputs of ``module`` run in fp64, or None where it cannot run in fp64."""
     return fp64_results(module, inputs, backward, mutated)[0]
 
 
-def fp64_results(module: Callable[..., Any], inputs: Sequence[Any], backward: bool = False,
-                 mutated: Sequence[int] = ()) -> tuple[list[Any] | None, Exception | None]:
+def fp64_results(
+    module: Callable[..., Any],
+    inputs: Sequence[Any],
+    backward: bool = False,
+    mutated: Sequence[int] = (),
+) -> tuple[list[Any] | None, Exception | None]:
     """:func:`fp64_outputs`, and the error that stopped the fp64 run (None where it ran)."""
     try:
         with float64_everywhere():
@@ -110,8 +134,9 @@ def fp64_results(module: Callable[..., Any], inputs: Sequence[Any], backward: bo
                 return run_graph(_widening_at_first_use(module), inputs, copied=True), None
             # Widened copies serve as the run's own: a second copy would double the fp64 inputs
             # (a graph's inputs hold a model's weights), the most memory a check needs.
-            return run_graph(module, [widened_copy(v, backward) for v in inputs], backward, mutated,
-                             copied=True), None
+            return run_graph(
+                module, [widened_copy(v, backward) for v in inputs], backward, mutated, copied=True
+            ), None
     except Exception as error:
         return None, error
 

@@ -27,11 +27,16 @@ def register_ops(required: Sequence[tuple[str, str | None, str | None]]) -> str 
                     sys.path.append(search_path)
                     importlib.import_module(module)
             except Exception as error:
-                return (f"op torch.ops.{namespace}.{name} is registered by module {module}, which does not "
-                        f"import here: {type(error).__name__}: {error}")
+                return (
+                    f"op torch.ops.{namespace}.{name} is registered by module {module}, which does not "
+                    f"import here: {type(error).__name__}: {error}"
+                )
         if not _has_op(namespace, name):
-            where = (f"importing {module} does not register it" if module is not None
-                     else "the module or library that registers it is unknown: load it before running")
+            where = (
+                f"importing {module} does not register it"
+                if module is not None
+                else "the module or library that registers it is unknown: load it before running"
+            )
             return f"op torch.ops.{namespace}.{name} is missing: {where}"
     return None
 

@@ -40,8 +40,11 @@ def reversed_batch(arguments: Arguments) -> tuple[Arguments, int] | None:
     """The arguments with every tensor whose first dimension is the batch (the first tensor
     argument's first dimension, of at least 2) reversed along it, and the batch size; None where
     there is no such batch."""
-    tensors = [value for value in (*arguments[0], *arguments[1].values())
-               if isinstance(value, torch.Tensor) and value.dim() > 0]
+    tensors = [
+        value
+        for value in (*arguments[0], *arguments[1].values())
+        if isinstance(value, torch.Tensor) and value.dim() > 0
+    ]
     if not tensors or tensors[0].shape[0] < 2:
         return None
     batch = int(tensors[0].shape[0])
@@ -51,28 +54,45 @@ def reversed_batch(arguments: Arguments) -> tuple[Arguments, int] | None:
             return value.detach().flip(0).requires_grad_(value.requires_grad)
         return value
 
-    return (tuple(reverse(a) for a in arguments[0]), {k: reverse(v) for k, v in arguments[1].items()}), batch
+    return (
+        tuple(reverse(a) for a in arguments[0]),
+        {k: reverse(v) for k, v in arguments[1].items()},
+    ), batch
 
 
 def channels_last(arguments: Arguments) -> Arguments | None:
     """The arguments with every 4-D floating tensor in channels-last memory (a convolution fed one
     runs in that layout); None where no tensor argument is 4-D or all already are."""
+
     def image_like(value: Any) -> bool:
         return isinstance(value, torch.Tensor) and value.dim() == 4 and value.is_floating_point()
 
     def laid_out(value: Any) -> Any:
         if image_like(value):
-            return value.detach().contiguous(memory_format=torch.channels_last).requires_grad_(value.requires_grad)
+            return (
+                value.detach()
+                .contiguous(memory_format=torch.channels_last)
+                .requires_grad_(value.requires_grad)
+            )
         return value
 
-    if all(value.is_contiguous(memory_format=torch.channels_last)
-           for value in (*arguments[0], *arguments[1].values()) if image_like(value)):
+    if all(
+        value.is_contiguous(memory_format=torch.channels_last)
+        for value in (*arguments[0], *arguments[1].values())
+        if image_like(value)
+    ):
         return None
-    return tuple(laid_out(a) for a in arguments[0]), {k: laid_out(v) for k, v in arguments[1].items()}
+    return tuple(laid_out(a) for a in arguments[0]), {
+        k: laid_out(v) for k, v in arguments[1].items()
+    }
 
 
-def noise_floors(eager_reordered: dict[str, Any], fp64_reordered: dict[str, Any], reference: dict[str, Any],
-                 batch: int | None) -> dict[str, float]:
+def noise_floors(
+    eager_reordered: dict[str, Any],
+    fp64_reordered: dict[str, Any],
+    reference: dict[str, Any],
+    batch: int | None,
+) -> dict[str, float]:
     """By output path: the rmse against fp64 of a second evaluation's eager run, mapped back, for
     every floating output that the evaluation is an exact symmetry of (the module docstring).
     ``batch``: the batch size where the batch was reversed, None where the values kept their
@@ -83,8 +103,13 @@ def noise_floors(eager_reordered: dict[str, Any], fp64_reordered: dict[str, Any]
         reordered_fp64 = dict(flatten_outputs(fp64_reordered.get(root), root))
         for path, eager in flatten_outputs(eager_reordered.get(root), root):
             wide, again = expected.get(path), reordered_fp64.get(path)
-            if not (isinstance(eager, torch.Tensor) and isinstance(wide, torch.Tensor) and isinstance(again, torch.Tensor)
-                    and wide.is_floating_point() and eager.shape == wide.shape):
+            if not (
+                isinstance(eager, torch.Tensor)
+                and isinstance(wide, torch.Tensor)
+                and isinstance(again, torch.Tensor)
+                and wide.is_floating_point()
+                and eager.shape == wide.shape
+            ):
                 continue
             mapped = _mapped_back(again, wide, batch)
             if mapped is not None:
@@ -92,19 +117,31 @@ def noise_floors(eager_reordered: dict[str, Any], fp64_reordered: dict[str, Any]
     return floors
 
 
-def _mapped_back(reordered_fp64: torch.Tensor, fp64: torch.Tensor,
-                 batch: int | None) -> Callable[[torch.Tensor], torch.Tensor] | None:
+def _mapped_back(
+    reordered_fp64: torch.Tensor, fp64: torch.Tensor, batch: int | None
+) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """How to map a result of the second evaluation back onto the original one (reverse its first
     dimension again where the batch was reversed, or leave it), where that makes its fp64 value
     the original's; else None."""
     if reordered_fp64.shape != fp64.shape:
         return None
-    largest = float(fp64.detach().abs().nan_to_num(posinf=0.0, neginf=0.0).max()) if fp64.numel() else 0.0
-    flipped: list[Callable[[torch.Tensor], torch.Tensor]] = [lambda t: t.flip(0)] if batch is not None and fp64.dim() > 0 and fp64.shape[0] == batch else []
+    largest = (
+        float(fp64.detach().abs().nan_to_num(posinf=0.0, neginf=0.0).max()) if fp64.numel() else 0.0
+    )
+    flipped: list[Callable[[torch.Tensor], torch.Tensor]] = (
+        [lambda t: t.flip(0)]
+        if batch is not None and fp64.dim() > 0 and fp64.shape[0] == batch
+        else []
+    )
     for candidate in [*flipped, lambda t: t]:
         difference = (candidate(reordered_fp64.detach()) - fp64.detach()).abs()
-        if bool(torch.all((difference <= FP64_SYMMETRY_TOLERANCE * largest) | (difference != difference)
-                          | torch.isinf(fp64.detach()))):
+        if bool(
+            torch.all(
+                (difference <= FP64_SYMMETRY_TOLERANCE * largest)
+                | (difference != difference)
+                | torch.isinf(fp64.detach())
+            )
+        ):
             return candidate
     return None
 
@@ -113,4 +150,12 @@ def _rmse(value: torch.Tensor, reference: torch.Tensor) -> float:
     finite = value.isfinite() & reference.isfinite()
     if not bool(finite.any()):
         return 0.0
-    return float(torch.sqrt(torch.mean(torch.square(reference[finite].double() - value[finite].double().to(reference.device)))))
+    return float(
+        torch.sqrt(
+            torch.mean(
+                torch.square(
+                    reference[finite].double() - value[finite].double().to(reference.device)
+                )
+            )
+        )
+    )

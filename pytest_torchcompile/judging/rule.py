@@ -57,7 +57,11 @@ def precision_kept(eager: torch.Tensor, reference: torch.Tensor | None) -> bool:
     in eager's dtype. Eager's error, zero, is then no sample of rounding, and the output is judged
     by the same-precision check, as without a reference. (An fp64 reference equal to eager, a
     copy's or a gather's, is a real sample, and keeps the fp64 rule.)"""
-    return reference is not None and reference.dtype == eager.dtype != torch.float64 and torch.equal(reference, eager)
+    return (
+        reference is not None
+        and reference.dtype == eager.dtype != torch.float64
+        and torch.equal(reference, eager)
+    )
 
 
 def within_noise(figures: tuple[float, ...], noise: float, tol: float) -> bool:
@@ -74,7 +78,9 @@ RESOLUTION_EPSILONS = 2.0
 the fp64 value, whatever eager's error: the format's resolution (see :func:`within_resolution`)."""
 
 
-def within_resolution(compiled: torch.Tensor, reference: torch.Tensor, compiled_error: float) -> float | None:
+def within_resolution(
+    compiled: torch.Tensor, reference: torch.Tensor, compiled_error: float
+) -> float | None:
     """For a float16 or bfloat16 result that the rule failed: its rmse against fp64 in units of
     the format's epsilon times the rms of the fp64 value, where that is at most
     :data:`RESOLUTION_EPSILONS`; else None. Rounding a result to the format alone leaves up to
@@ -86,15 +92,24 @@ def within_resolution(compiled: torch.Tensor, reference: torch.Tensor, compiled_
     if compiled.dtype not in (torch.float16, torch.bfloat16):
         return None
     finite = compiled.isfinite() & reference.isfinite()
-    scale = float(torch.sqrt(torch.mean(torch.square(reference[finite].double())))) if bool(finite.any()) else 0.0
+    scale = (
+        float(torch.sqrt(torch.mean(torch.square(reference[finite].double()))))
+        if bool(finite.any())
+        else 0.0
+    )
     if scale == 0.0:
         return None
     units = compiled_error / (torch.finfo(compiled.dtype).eps * scale)
     return units if units <= RESOLUTION_EPSILONS else None
 
 
-def inconclusive_reason(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor | None, how: str,
-                        tol: float) -> str | None:
+def inconclusive_reason(
+    compiled: torch.Tensor,
+    eager: torch.Tensor,
+    reference: torch.Tensor | None,
+    how: str,
+    tol: float,
+) -> str | None:
     """Why an output that :func:`leaf_verdict` failed by its non-finite pattern (``how``) cannot
     be judged in its dtype, or None: non-finite values that differ only by an overflow at the
     edge of the dtype's range, or only where eager itself overflowed (non-finite where fp64 is
@@ -109,12 +124,16 @@ def inconclusive_reason(compiled: torch.Tensor, eager: torch.Tensor, reference: 
         return f"overflow at the edge of {dtype}'s range"
     overflowed = _overflowed_in_eager(compiled, eager, reference, tol)
     if overflowed:
-        return (f"eager itself overflows in {dtype} ({overflowed} values non-finite where fp64 is finite); "
-                "compiled differs only there and at the range's edge, and the rest is within the rule")
+        return (
+            f"eager itself overflows in {dtype} ({overflowed} values non-finite where fp64 is finite); "
+            "compiled differs only there and at the range's edge, and the rest is within the rule"
+        )
     return None
 
 
-def _overflowed_in_eager(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor, tol: float) -> int:
+def _overflowed_in_eager(
+    compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor, tol: float
+) -> int:
     """How many of eager's values are non-finite where fp64 is finite, where compiled differs in
     its non-finite values from eager's only there (an overflow in an intermediate spreads as
     infinities and NaNs that rounding alone places) or where eager's finite value is at least half
@@ -129,12 +148,18 @@ def _overflowed_in_eager(compiled: torch.Tensor, eager: torch.Tensor, reference:
     at_edge = eager_finite & (eager.double().abs() >= torch.finfo(eager.dtype).max / 2)
     # An infinity of the other sign than eager's, or than fp64's where eager is NaN, is a sign
     # flip, not a place the overflow landed.
-    flipped = compiled.isinf() & torch.where(eager.isinf(), eager.sign() != compiled.sign(),
-                                             eager.isnan() & (reference.sign() != compiled.sign()))
+    flipped = compiled.isinf() & torch.where(
+        eager.isinf(),
+        eager.sign() != compiled.sign(),
+        eager.isnan() & (reference.sign() != compiled.sign()),
+    )
     if bool((differs & (~(broken | at_edge) | flipped)).any()):
         return 0
     finite = compiled.isfinite() & eager_finite & reference.isfinite()
-    if bool(finite.any()) and not leaf_verdict(compiled[finite], eager[finite], reference[finite], tol)[0]:
+    if (
+        bool(finite.any())
+        and not leaf_verdict(compiled[finite], eager[finite], reference[finite], tol)[0]
+    ):
         return 0
     return int(broken.sum())
 
@@ -145,7 +170,9 @@ def _non_finite_differs(compiled: torch.Tensor, eager: torch.Tensor) -> torch.Te
     return (patterns[0] != patterns[1]).any(dim=0)
 
 
-def _overflow_at_range_edge(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor) -> bool:
+def _overflow_at_range_edge(
+    compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor
+) -> bool:
     """Whether compiled and eager differ in non-finite values only where one of them overflowed
     at the edge of the dtype's range: one result finite, the other an infinity of its sign, where
     the finite one or the fp64 value is at least half the largest finite value (fp64 an infinity
@@ -156,8 +183,14 @@ def _overflow_at_range_edge(compiled: torch.Tensor, eager: torch.Tensor, referen
     finite_side = torch.where(compiled_finite, compiled, eager).double()
     other_side = torch.where(compiled_finite, eager, compiled).double()
     edge = torch.finfo(eager.dtype).max / 2
-    overflowed = (compiled_finite ^ eager.isfinite()) & other_side.isinf() & (other_side.sign() == finite_side.sign())
-    near_edge = (finite_side.abs() >= edge) | ((reference.abs() >= edge) & (reference.sign() == other_side.sign()))
+    overflowed = (
+        (compiled_finite ^ eager.isfinite())
+        & other_side.isinf()
+        & (other_side.sign() == finite_side.sign())
+    )
+    near_edge = (finite_side.abs() >= edge) | (
+        (reference.abs() >= edge) & (reference.sign() == other_side.sign())
+    )
     return bool((overflowed & (near_edge | reference.isnan()))[differs].all())
 
 

@@ -17,8 +17,14 @@ def draws_random(gm: Any) -> bool:
     """Whether a graph draws random numbers (dropout, ``torch.rand``...)."""
     graph = getattr(gm, "graph", None)
     tag = getattr(torch.Tag, "nondeterministic_seeded", None)  # a torch without it: none does
-    return graph is not None and tag is not None and any(
-        node.op == "call_function" and tag in getattr(node.target, "tags", ()) for node in graph.nodes)
+    return (
+        graph is not None
+        and tag is not None
+        and any(
+            node.op == "call_function" and tag in getattr(node.target, "tags", ())
+            for node in graph.nodes
+        )
+    )
 
 
 @contextlib.contextmanager
@@ -41,7 +47,9 @@ def rng_devices() -> list[int]:
 
 def rng_states() -> list[torch.Tensor]:
     """The states of torch's default generators: the CPU's, then each CUDA device's."""
-    return [torch.random.get_rng_state()] + [torch.cuda.get_rng_state(index) for index in rng_devices()]
+    return [torch.random.get_rng_state()] + [
+        torch.cuda.get_rng_state(index) for index in rng_devices()
+    ]
 
 
 def set_rng_states(states: list[torch.Tensor]) -> None:

@@ -60,23 +60,37 @@ class GraphSlicer:
             if node.op not in OP_NODES:
                 continue
             source = node.args[0] if node.args else None
-            unpacks = node.target is operator.getitem and isinstance(source, torch.fx.Node) and source in self.unit_of
+            unpacks = (
+                node.target is operator.getitem
+                and isinstance(source, torch.fx.Node)
+                and source in self.unit_of
+            )
             unit = self.unit_of[source] if unpacks else node.name  # type: ignore[index]
             self.units.setdefault(unit, []).append(node)
             self.unit_of[node] = unit
         self.order = list(self.units)
         self._rank = {unit: index for index, unit in enumerate(self.order)}
-        self.outputs = {node for node in nodes if node.op == "output" for node in node.all_input_nodes}
+        self.outputs = {
+            node for node in nodes if node.op == "output" for node in node.all_input_nodes
+        }
         self.producers = {
-            unit: {self.unit_of[arg] for node in members for arg in node.all_input_nodes
-                   if arg in self.unit_of and self.unit_of[arg] != unit}
+            unit: {
+                self.unit_of[arg]
+                for node in members
+                for arg in node.all_input_nodes
+                if arg in self.unit_of and self.unit_of[arg] != unit
+            }
             for unit, members in self.units.items()
         }
         self.consumers: dict[str, set[str]] = {unit: set() for unit in self.units}
         for unit, producers in self.producers.items():
             for producer in producers:
                 self.consumers[producer].add(unit)
-        self.values = self._eager_values(inputs) if inputs is not None else {node: node.meta.get("val") for node in nodes}
+        self.values = (
+            self._eager_values(inputs)
+            if inputs is not None
+            else {node: node.meta.get("val") for node in nodes}
+        )
 
     def _eager_values(self, inputs: Sequence[Any]) -> dict[torch.fx.Node, Any]:
         interpreter = _RecordingInterpreter(self.gm)
@@ -101,8 +115,12 @@ class GraphSlicer:
         rearrange all of another value's elements (judged, they would repeat their base's verdict;
         returned, each costs the compile an output), which are observed only as outputs of the
         graph."""
-        return [node for node in self.unit_of if _is_floating(self.values.get(node))
-                and (node in self.outputs or node not in self._view_bases)]
+        return [
+            node
+            for node in self.unit_of
+            if _is_floating(self.values.get(node))
+            and (node in self.outputs or node not in self._view_bases)
+        ]
 
     def hidden_nodes(self) -> list[torch.fx.Node]:
         """The observed values a later op can hide: those whose every path to the graph's outputs
@@ -117,8 +135,10 @@ class GraphSlicer:
         ops that cannot mask a deviation of what they read (:func:`can_mask_a_deviation`)."""
         exposed = set(self.outputs)
         for node in reversed(list(self.unit_of)):
-            if node not in exposed and (node in self._writers or any(
-                    user in exposed and not self._can_mask(user) for user in node.users)):
+            if node not in exposed and (
+                node in self._writers
+                or any(user in exposed and not self._can_mask(user) for user in node.users)
+            ):
                 exposed.add(node)
         return exposed
 
@@ -133,20 +153,31 @@ class GraphSlicer:
         of ``x``, which neither a ``sub`` nor an ``amax`` does alone)."""
         if node.target is operator.getitem or node in self._writers:
             return False
-        inputs, result = [self.values.get(arg) for arg in node.all_input_nodes], self.values.get(node)
+        inputs, result = (
+            [self.values.get(arg) for arg in node.all_input_nodes],
+            self.values.get(node),
+        )
         try:
-            return any(can_mask_a_deviation(target, inputs, result)
-                       for target in (node.target, decomposed_from(node)) if target is not None)
+            return any(
+                can_mask_a_deviation(target, inputs, result)
+                for target in (node.target, decomposed_from(node))
+                if target is not None
+            )
         except Exception:
             return True  # unknown values (symbolic sizes): it may
 
-    def probe(self, observed: list[torch.fx.Node] | None = None,
-              ) -> tuple[torch.fx.GraphModule, list[Any], list[torch.fx.Node]]:
+    def probe(
+        self,
+        observed: list[torch.fx.Node] | None = None,
+    ) -> tuple[torch.fx.GraphModule, list[Any], list[torch.fx.Node]]:
         """The graph up to ``observed`` (default: :meth:`observed_nodes`), returning them, its
         inputs, and those values in the order it returns them."""
         observed = self.observed_nodes() if observed is None else observed
-        gm, inputs = self.slice(self._upstream({self.unit_of[node] for node in observed}), outputs=observed,
-                                every_input=True)
+        gm, inputs = self.slice(
+            self._upstream({self.unit_of[node] for node in observed}),
+            outputs=observed,
+            every_input=True,
+        )
         return gm, inputs, observed
 
     def _upstream(self, units: set[str]) -> Selection:
@@ -173,12 +204,19 @@ class GraphSlicer:
         bases: dict[torch.fx.Node, torch.fx.Node] = {}
         for node in self.unit_of:
             base = node.args[0] if node.args else None
-            if not isinstance(base, torch.fx.Node) or not is_view_op(node.target) \
-                    or node.target is torch.ops.aten.as_strided.default:
+            if (
+                not isinstance(base, torch.fx.Node)
+                or not is_view_op(node.target)
+                or node.target is torch.ops.aten.as_strided.default
+            ):
                 continue
             value, base_value = self.values.get(node), self.values.get(base)
-            if isinstance(value, torch.Tensor) and isinstance(base_value, torch.Tensor) \
-                    and value.dtype == base_value.dtype and value.numel() == base_value.numel():
+            if (
+                isinstance(value, torch.Tensor)
+                and isinstance(base_value, torch.Tensor)
+                and value.dtype == base_value.dtype
+                and value.numel() == base_value.numel()
+            ):
                 bases[node] = base
         return bases
 
@@ -187,8 +225,12 @@ class GraphSlicer:
         reached = {centre}
         frontier = {centre}
         for _ in range(radius):
-            frontier = {near for unit in frontier for near in self.producers[unit] | self.consumers[unit]
-                        if near in within} - reached
+            frontier = {
+                near
+                for unit in frontier
+                for near in self.producers[unit] | self.consumers[unit]
+                if near in within
+            } - reached
             reached |= frontier
         return frozenset(reached)
 
@@ -199,12 +241,19 @@ class GraphSlicer:
         carried = set(diverged)
         for node in self.unit_of:
             value = self.values.get(node)
-            if node not in carried and isinstance(value, torch.Tensor) and not value.is_floating_point() \
-                    and not value.is_complex() and any(arg in carried for arg in node.all_input_nodes):
+            if (
+                node not in carried
+                and isinstance(value, torch.Tensor)
+                and not value.is_floating_point()
+                and not value.is_complex()
+                and any(arg in carried for arg in node.all_input_nodes)
+            ):
                 carried.add(node)
         return carried
 
-    def divergence_roots(self, diverged: set[torch.fx.Node], failing_outputs: set[torch.fx.Node]) -> list[str]:
+    def divergence_roots(
+        self, diverged: set[torch.fx.Node], failing_outputs: set[torch.fx.Node]
+    ) -> list[str]:
         """Units where a deviation starts, earliest first.
 
         Walks back from the failing outputs (every diverging value when none is an output) along
@@ -224,18 +273,30 @@ class GraphSlicer:
         return [unit for unit in self.order if unit in reached and not self.producers[unit] & bad]
 
     def slice(
-        self, selection: Selection, outputs: Sequence[torch.fx.Node] | None = None, every_input: bool = False,
+        self,
+        selection: Selection,
+        outputs: Sequence[torch.fx.Node] | None = None,
+        every_input: bool = False,
     ) -> tuple[torch.fx.GraphModule, list[Any]]:
         """The candidate keeping ``selection``: values from outside become inputs holding their
         real values, constants stay constants, and it returns what ``selection`` computes that
         nothing in it consumes, plus original outputs (or exactly ``outputs``). ``every_input``:
         it takes the graph's inputs too, those it does not read included (a probe is called as
         the graph is)."""
-        kept = sorted((node for unit in selection for node in self.units[unit]), key=self._position.__getitem__)
+        kept = sorted(
+            (node for unit in selection for node in self.units[unit]),
+            key=self._position.__getitem__,
+        )
         kept_set = set(kept)
-        boundary = sorted({arg for node in kept for arg in node.all_input_nodes if arg not in kept_set}
-                          | ({node for node in self.gm.graph.nodes if node.op == "placeholder"} if every_input else set()),
-                          key=self._position.__getitem__)
+        boundary = sorted(
+            {arg for node in kept for arg in node.all_input_nodes if arg not in kept_set}
+            | (
+                {node for node in self.gm.graph.nodes if node.op == "placeholder"}
+                if every_input
+                else set()
+            ),
+            key=self._position.__getitem__,
+        )
         graph = torch.fx.Graph()
         env: dict[torch.fx.Node, Any] = {}
         inputs: list[Any] = []
@@ -258,10 +319,16 @@ class GraphSlicer:
             # Metadata of the original trace (fake tensors) would not match the new inputs.
             env[node].meta = {}
         if outputs is None:
-            outputs = [node for node in kept if isinstance(self.values.get(node), torch.Tensor)
-                       and (node in self.outputs or not any(user in kept_set for user in node.users))]
+            outputs = [
+                node
+                for node in kept
+                if isinstance(self.values.get(node), torch.Tensor)
+                and (node in self.outputs or not any(user in kept_set for user in node.users))
+            ]
         graph.output(tuple(env[node] for node in outputs))
-        return with_visible_outputs(torch.fx.GraphModule(self.gm, graph), self._visible(outputs)), inputs
+        return with_visible_outputs(
+            torch.fx.GraphModule(self.gm, graph), self._visible(outputs)
+        ), inputs
 
     def _visible(self, outputs: Sequence[torch.fx.Node]) -> list[int] | None:
         """Which of a candidate's ``outputs`` Inductor is to take for the user's: those the graph
@@ -273,11 +340,14 @@ class GraphSlicer:
         returned = self.gm.graph.find_nodes(op="output")[0].args[0]
         returned = list(returned) if isinstance(returned, (tuple, list)) else [returned]
         shown = {node for index, node in enumerate(returned) if index in marked}
-        return [index for index, node in enumerate(outputs) if node in shown or node not in returned]
+        return [
+            index for index, node in enumerate(outputs) if node in shown or node not in returned
+        ]
 
 
 def side_by_side(
-    root: torch.nn.Module, cuts: Sequence[tuple[torch.fx.GraphModule, list[Any]]],
+    root: torch.nn.Module,
+    cuts: Sequence[tuple[torch.fx.GraphModule, list[Any]]],
 ) -> tuple[torch.fx.GraphModule, list[Any], list[range]]:
     """Cuts of one graph (:meth:`GraphSlicer.slice`; ``root``: that graph, which holds their
     constants) as one graph that computes each on its own inputs: its inputs, and the positions

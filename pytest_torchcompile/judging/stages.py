@@ -95,8 +95,15 @@ Compiler = Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]
 class _Stages:
     """Judges the graph under one stage setting at a time and remembers what it tried."""
 
-    def __init__(self, gm: torch.fx.GraphModule, inputs: list[Any], tol: float, failure: ExpectedFailure,
-                 check_non_float: bool, level: str) -> None:
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        inputs: list[Any],
+        tol: float,
+        failure: ExpectedFailure,
+        check_non_float: bool,
+        level: str,
+    ) -> None:
         self.gm = gm
         self.inputs = inputs
         self.tol = tol
@@ -104,23 +111,39 @@ class _Stages:
         self.check_non_float = check_non_float
         self.level = level
         # As the minifier judged it: a torch-level graph of a training call, on its gradients too.
-        self.references = reference_outputs(gm, inputs, judges_backward(level, inputs), mutated_inputs(gm, inputs))
+        self.references = reference_outputs(
+            gm, inputs, judges_backward(level, inputs), mutated_inputs(gm, inputs)
+        )
         self.compiles = 0
         self.trail: list[str] = []
         self.can_skip = can_skip_subsystems()
 
-    def fails(self, step: str, compiler: Compiler = compile_graph, *, skip: Callable[[str, str, str], bool] | None = None,
-              config: dict[str, Any] | None = None) -> bool:
+    def fails(
+        self,
+        step: str,
+        compiler: Compiler = compile_graph,
+        *,
+        skip: Callable[[str, str, str], bool] | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> bool:
         if skip is not None and not self.can_skip:
             self.trail.append(f"{step}: not tried (this torch cannot switch subsystems off)")
             return True
         verdict = self._judge(skip, config, compiler)
-        failing = same_failure(verdict, self.failure.kind, self.failure.expected_error, self.failure.error_pattern)
+        failing = same_failure(
+            verdict, self.failure.kind, self.failure.expected_error, self.failure.error_pattern
+        )
         self.trail.append(f"{step}: {'fails' if failing else _outcome(verdict)}")
         return failing
 
-    def passes(self, step: str, compiler: Compiler, *, skip: Callable[[str, str, str], bool] | None = None,
-               config: dict[str, Any] | None = None) -> bool:
+    def passes(
+        self,
+        step: str,
+        compiler: Compiler,
+        *,
+        skip: Callable[[str, str, str], bool] | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> bool:
         """Whether the graph passes (not merely fails otherwise) under this setting."""
         if skip is not None and not self.can_skip:
             self.trail.append(f"{step}: not tried (this torch cannot switch subsystems off)")
@@ -129,11 +152,22 @@ class _Stages:
         self.trail.append(f"{step}: {_outcome(verdict)}")
         return verdict.failure is None
 
-    def _judge(self, skip: Callable[[str, str, str], bool] | None, config: dict[str, Any] | None,
-               compiler: Compiler = compile_graph) -> GraphVerdict:
+    def _judge(
+        self,
+        skip: Callable[[str, str, str], bool] | None,
+        config: dict[str, Any] | None,
+        compiler: Compiler = compile_graph,
+    ) -> GraphVerdict:
         with subsystems_skipped(skip or _skip_nothing), inductor_config(config):
-            verdict = judge_graph(private_copy(self.gm), self.inputs, self.tol, self.check_non_float, self.references, compiler,
-                                  self.level)
+            verdict = judge_graph(
+                private_copy(self.gm),
+                self.inputs,
+                self.tol,
+                self.check_non_float,
+                self.references,
+                compiler,
+                self.level,
+            )
         self.compiles += 1
         return verdict
 
@@ -147,7 +181,9 @@ class _Stages:
     def result(self, stage: str, summary: str, culprits: Iterable[str] = ()) -> StageAttribution:
         if self.failure.kind != FailureKind.ACCURACY:
             summary = summary.replace("deviation", "the error", 1)
-        return StageAttribution(stage, summary, list(culprits), self.level, self.compiles, self.trail)
+        return StageAttribution(
+            stage, summary, list(culprits), self.level, self.compiles, self.trail
+        )
 
 
 def _skip_nothing(backend: str, subsystem: str, what: str) -> bool:
@@ -217,23 +253,40 @@ def _before_inductor(stages: _Stages) -> StageAttribution | None:
     if stages.fails("eager", compiler("eager")):
         return stages.result("dynamo", "deviation appears in Dynamo's tracing (backend eager)")
     if stages.fails("aot_eager", compiler("aot_eager")):
-        return stages.result("aot_autograd", "deviation appears with AOT autograd alone (aot_eager)")
+        return stages.result(
+            "aot_autograd", "deviation appears with AOT autograd alone (aot_eager)"
+        )
     decomposing = compiler("aot_eager_decomp_partition")
     if not stages.fails("aot_eager_decomp_partition", decomposing):
         return None
     if not stages.can_skip:
-        return stages.result("decompositions", "deviation appears with decompositions or AOT autograd's "
-                                               "partitioner (aot_eager_decomp_partition)")
+        return stages.result(
+            "decompositions",
+            "deviation appears with decompositions or AOT autograd's "
+            "partitioner (aot_eager_decomp_partition)",
+        )
     everything = _Skipper("aot_eager_decomp_partition", "decomposition")
-    if stages.fails("aot_eager_decomp_partition without decompositions", decomposing, skip=everything):
-        return stages.result("aot_autograd.partition",
-                             "deviation appears with AOT autograd's partitioner (aot_eager_decomp_partition)")
-    found = _culprit(stages, "aot_eager_decomp_partition without the decompositions of", decomposing, everything)
+    if stages.fails(
+        "aot_eager_decomp_partition without decompositions", decomposing, skip=everything
+    ):
+        return stages.result(
+            "aot_autograd.partition",
+            "deviation appears with AOT autograd's partitioner (aot_eager_decomp_partition)",
+        )
+    found = _culprit(
+        stages, "aot_eager_decomp_partition without the decompositions of", decomposing, everything
+    )
     if not found.named:
-        return stages.result("decompositions", f"deviation appears with decompositions; no one op's alone shown "
-                                               f"at fault ({', '.join(_op_names([found.shown]))})")
-    return stages.result("decompositions", "deviation appears with decompositions: " + ", ".join(_op_names(found.named)),
-                         _op_names(found.named))
+        return stages.result(
+            "decompositions",
+            f"deviation appears with decompositions; no one op's alone shown "
+            f"at fault ({', '.join(_op_names([found.shown]))})",
+        )
+    return stages.result(
+        "decompositions",
+        "deviation appears with decompositions: " + ", ".join(_op_names(found.named)),
+        _op_names(found.named),
+    )
 
 
 @dataclass(frozen=True)
@@ -262,8 +315,11 @@ def _culprit(stages: _Stages, step: str, compiler: Compiler, everything: _Skippe
         middle = (passing + failing) // 2
         skipped = parts[:middle]
         label = skipped[0] if middle == 1 else f"{skipped[0]} .. {skipped[-1]}"
-        if stages.fails(f"{step} {label}", compiler,
-                        skip=_Skipper(everything.backend, everything.subsystem, set(skipped))):
+        if stages.fails(
+            f"{step} {label}",
+            compiler,
+            skip=_Skipper(everything.backend, everything.subsystem, set(skipped)),
+        ):
             passing = middle
         else:
             failing = middle
@@ -272,18 +328,23 @@ def _culprit(stages: _Stages, step: str, compiler: Compiler, everything: _Skippe
     last = parts[failing - 1]
 
     def cures(part: str) -> bool:
-        return not stages.fails(f"{step} {part} alone", compiler,
-                                skip=_Skipper(everything.backend, everything.subsystem, {part}))
+        return not stages.fails(
+            f"{step} {part} alone",
+            compiler,
+            skip=_Skipper(everything.backend, everything.subsystem, {part}),
+        )
 
     if failing > 1 and not cures(last):
-        return _Culprit([], f"switching off {parts[0]} .. {last} together removes it; "
-                            f"{last} alone does not")
+        return _Culprit(
+            [], f"switching off {parts[0]} .. {last} together removes it; {last} alone does not"
+        )
     others = [part for part in parts if part != last]
     if len(parts) <= _MOST_PARTS_TRIED_ALONE:
         curing = [part for part in others if cures(part)]
         if curing:
-            return _Culprit([], f"switching off {last} alone removes it, and so does "
-                                f"{', '.join(curing)} alone")
+            return _Culprit(
+                [], f"switching off {last} alone removes it, and so does {', '.join(curing)} alone"
+            )
     return _Culprit([last])
 
 
@@ -298,35 +359,57 @@ def _op_names(reprs: Iterable[str]) -> list[str]:
     return names
 
 
-def _within_inductor(stages: _Stages, compiler: Compiler, passes: Sequence[str],
-                     config: dict[str, Any]) -> StageAttribution:
+def _within_inductor(
+    stages: _Stages, compiler: Compiler, passes: Sequence[str], config: dict[str, Any]
+) -> StageAttribution:
     for subsystem in passes:
         everything = _Skipper("inductor", subsystem)
         if not stages.fails(f"inductor without {subsystem}", compiler, skip=everything):
             culprit = _culprit(stages, "inductor without", compiler, everything)
             label = subsystem.replace("_", "-").replace("-passes", " passes")
-            detail = f": {', '.join(culprit.named)}" if culprit.named else \
-                f" ({culprit.shown}; no one pass alone shown at fault)" if culprit.shown else ""
-            return stages.result(f"inductor.{subsystem}", f"deviation appears in Inductor's {label}{detail}",
-                                 culprit.named)
+            detail = (
+                f": {', '.join(culprit.named)}"
+                if culprit.named
+                else f" ({culprit.shown}; no one pass alone shown at fault)"
+                if culprit.shown
+                else ""
+            )
+            return stages.result(
+                f"inductor.{subsystem}",
+                f"deviation appears in Inductor's {label}{detail}",
+                culprit.named,
+            )
     found = _graph_pass(stages, compiler)
     if found is not None:
         return found
-    if _op_count(stages.gm) > 1 and not stages.fails("inductor without fusion", compiler, config={"max_fusion_size": 1}):
-        return stages.result("inductor.fusion", "deviation appears when Inductor fuses its kernels (scheduler)")
+    if _op_count(stages.gm) > 1 and not stages.fails(
+        "inductor without fusion", compiler, config={"max_fusion_size": 1}
+    ):
+        return stages.result(
+            "inductor.fusion", "deviation appears when Inductor fuses its kernels (scheduler)"
+        )
     everything = _Skipper("inductor", "lowerings")
     if not stages.fails("inductor with every op falling back to aten", compiler, skip=everything):
         return _lowered(stages, compiler, everything, config)
     for name, value in _non_codegen_config(config):
         if not stages.fails_at_default(name, compiler):
-            return stages.result("inductor.config", f"deviation appears with Inductor config {name}={value!r}",
-                                 [f"{name}={value!r}"])
+            return stages.result(
+                "inductor.config",
+                f"deviation appears with Inductor config {name}={value!r}",
+                [f"{name}={value!r}"],
+            )
     for change in bisector_config_changes("inductor"):
         if not stages.fails(f"inductor with {_assignments(change)}", compiler, config=change):
-            return stages.result("inductor.config", f"deviation disappears with Inductor config {_assignments(change)}",
-                                 [_assignments(change)])
-    return stages.result("inductor", "deviation appears in Inductor; no subsystem it can switch off "
-                                     "(graph passes, fusion, lowerings, config) isolates it")
+            return stages.result(
+                "inductor.config",
+                f"deviation disappears with Inductor config {_assignments(change)}",
+                [_assignments(change)],
+            )
+    return stages.result(
+        "inductor",
+        "deviation appears in Inductor; no subsystem it can switch off "
+        "(graph passes, fusion, lowerings, config) isolates it",
+    )
 
 
 def _graph_pass(stages: _Stages, compiler: Compiler) -> StageAttribution | None:
@@ -343,24 +426,36 @@ def _graph_pass(stages: _Stages, compiler: Compiler) -> StageAttribution | None:
         return None
     name = named[0]
     if inductor_config_has("disabled_passes"):
-        if not stages.passes(f"inductor with disabled_passes={name!r}", compiler, config={"disabled_passes": name}):
+        if not stages.passes(
+            f"inductor with disabled_passes={name!r}", compiler, config={"disabled_passes": name}
+        ):
             return None
         switch = f" (it goes with torch._inductor.config.disabled_passes = {name!r})"
-    elif not stages.passes(f"inductor without the graph pass {name}", compiler,
-                           skip=_Skipper("inductor", GRAPH_PASSES, {name})):
+    elif not stages.passes(
+        f"inductor without the graph pass {name}",
+        compiler,
+        skip=_Skipper("inductor", GRAPH_PASSES, {name}),
+    ):
         return None
     else:
         switch = ""
-    return stages.result("inductor.graph_pass", f"deviation appears in Inductor's graph pass {name}{switch}", [name])
+    return stages.result(
+        "inductor.graph_pass", f"deviation appears in Inductor's graph pass {name}{switch}", [name]
+    )
 
 
-def _lowered(stages: _Stages, compiler: Compiler, everything: _Skipper, config: dict[str, Any]) -> StageAttribution:
+def _lowered(
+    stages: _Stages, compiler: Compiler, everything: _Skipper, config: dict[str, Any]
+) -> StageAttribution:
     """The failure goes when ops fall back to aten: name the op, then tell its lowering from the
     code generated for it."""
     found = _culprit(stages, "inductor with aten's", compiler, everything)
     if not found.named:
-        return stages.result("inductor.lowering", "deviation goes when Inductor's lowerings fall back to aten, "
-                                                  f"but no one op's alone is shown at fault ({found.shown})")
+        return stages.result(
+            "inductor.lowering",
+            "deviation goes when Inductor's lowerings fall back to aten, "
+            f"but no one op's alone is shown at fault ({found.shown})",
+        )
     ops = ", ".join(dict.fromkeys(lowered_op(name, stages.gm) for name in found.named))
     generator = "C++" if not devices_of(stages.inputs) else "Triton"
     for name, value in config.items():
@@ -369,13 +464,22 @@ def _lowered(stages: _Stages, compiler: Compiler, everything: _Skipper, config: 
             continue
         if not stages.fails_at_default(name, compiler):
             language = CODEGEN_PREFIXES[prefix]
-            return stages.result(f"inductor.codegen.{prefix.rstrip('.')}",
-                                 f"deviation appears in Inductor's {language} codegen of {ops} ({name}={value!r})",
-                                 [ops, f"{name}={value!r}"])
-    if generator == "C++" and not stages.fails("inductor without vectorisation", compiler, config={"cpp.simdlen": 1}):
-        return stages.result("inductor.codegen.cpp",
-                             f"deviation appears in Inductor's vectorised C++ codegen of {ops}", [ops])
-    return stages.result("inductor.lowering", f"deviation appears in Inductor's lowering of {ops}", [ops])
+            return stages.result(
+                f"inductor.codegen.{prefix.rstrip('.')}",
+                f"deviation appears in Inductor's {language} codegen of {ops} ({name}={value!r})",
+                [ops, f"{name}={value!r}"],
+            )
+    if generator == "C++" and not stages.fails(
+        "inductor without vectorisation", compiler, config={"cpp.simdlen": 1}
+    ):
+        return stages.result(
+            "inductor.codegen.cpp",
+            f"deviation appears in Inductor's vectorised C++ codegen of {ops}",
+            [ops],
+        )
+    return stages.result(
+        "inductor.lowering", f"deviation appears in Inductor's lowering of {ops}", [ops]
+    )
 
 
 def lowered_op(node_name: str, gm: torch.fx.GraphModule) -> str:
@@ -395,16 +499,23 @@ def op_name(target: Any) -> str:
         return str(target).removesuffix(".default")
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__name__", None) or str(target)
-    module = {"torch._C._nn": "torch.nn.functional", "_operator": "operator", "torch._C._VariableFunctions": "torch"
-              }.get(module, module)
+    module = {
+        "torch._C._nn": "torch.nn.functional",
+        "_operator": "operator",
+        "torch._C._VariableFunctions": "torch",
+    }.get(module, module)
     return f"{module}.{name}" if module else name
 
 
 def graph_ops(gm: torch.fx.GraphModule) -> list[str]:
     """The distinct ops a graph calls, in order (the op part of a failure's signature)."""
-    return list(dict.fromkeys(op_name(node.target) for node in gm.graph.nodes
-                              if node.op in OP_NODES
-                              and node.target is not operator.getitem))
+    return list(
+        dict.fromkeys(
+            op_name(node.target)
+            for node in gm.graph.nodes
+            if node.op in OP_NODES and node.target is not operator.getitem
+        )
+    )
 
 
 def _op_count(gm: torch.fx.GraphModule) -> int:

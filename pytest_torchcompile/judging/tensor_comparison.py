@@ -60,7 +60,9 @@ def compare_tensor(
     eager = eager.detach().to(judged_on)
     reference = reference.detach().to(judged_on) if reference is not None else None
     if tuple(compiled.shape) != shape or compiled.dtype != eager.dtype:
-        gave = f"compiled gave {tuple(compiled.shape)} {compiled.dtype}, eager {shape} {eager.dtype}"
+        gave = (
+            f"compiled gave {tuple(compiled.shape)} {compiled.dtype}, eager {shape} {eager.dtype}"
+        )
         if tuple(compiled.shape) != shape:
             return LeafResult(path, shape, dtype, False, "metadata", detail=gave)
         return _wrong_dtype(path, dtype, gave, compiled, eager, reference, tol)
@@ -70,62 +72,117 @@ def compare_tensor(
     kept = precision_kept(eager, reference)
     reference = None if kept else reference
     passed, how, figures = leaf_verdict(compiled, eager, reference, tol, check_non_float)
-    how = f"cosine vs eager (the fp64 run kept {dtype})" if kept and how.startswith("cosine") else how
+    how = (
+        f"cosine vs eager (the fp64 run kept {dtype})" if kept and how.startswith("cosine") else how
+    )
     if how in ("not checked (non-floating)", "empty", "allclose"):
         return LeafResult(path, shape, dtype, passed, how)
     if how == "exact":
         mismatched = int((compiled != eager).sum())
         worst, where = _worst_element(compiled, eager)
-        return LeafResult(path, shape, dtype, passed, how, max_abs_error=worst, max_error_index=where,
-                          detail=f"{mismatched} of {eager.numel()} elements differ" if mismatched else "")
+        return LeafResult(
+            path,
+            shape,
+            dtype,
+            passed,
+            how,
+            max_abs_error=worst,
+            max_error_index=where,
+            detail=f"{mismatched} of {eager.numel()} elements differ" if mismatched else "",
+        )
     if how == "non-finite pattern":
         worst, where = _worst_element(compiled, eager)
         reason = inconclusive_reason(compiled, eager, reference, how, tol)
         return LeafResult(
-            path, shape, dtype, reason is not None, how if reason is None else INCONCLUSIVE,
-            max_abs_error=worst, max_error_index=where,
-            detail=(f"{'' if reason is None else reason + '; '}compiled has "
-                    f"{int((~torch.isfinite(compiled)).sum())} non-finite values, eager {int((~torch.isfinite(eager)).sum())}"),
+            path,
+            shape,
+            dtype,
+            reason is not None,
+            how if reason is None else INCONCLUSIVE,
+            max_abs_error=worst,
+            max_error_index=where,
+            detail=(
+                f"{'' if reason is None else reason + '; '}compiled has "
+                f"{int((~torch.isfinite(compiled)).sum())} non-finite values, eager {int((~torch.isfinite(eager)).sum())}"
+            ),
         )
     if reference is None:
         worst, where = _worst_element(compiled, eager)
-        return LeafResult(path, shape, dtype, passed, how, max_abs_error=worst, max_error_index=where,
-                          detail=f"cosine similarity {figures[0]:.5f}")
+        return LeafResult(
+            path,
+            shape,
+            dtype,
+            passed,
+            how,
+            max_abs_error=worst,
+            max_error_index=where,
+            detail=f"cosine similarity {figures[0]:.5f}",
+        )
     compiled_error, eager_error, multiplier = figures
     notes = []
     if not passed and noise is not None and noise > eager_error:
         passed = within_noise(figures, noise, tol)
-        notes.append(f"measured against another valid eager evaluation's rmse {noise:.3e} (the batch "
-                     f"reversed, or channels-last inputs), {noise / max(eager_error, 1e-300):.0f}x eager's")
+        notes.append(
+            f"measured against another valid eager evaluation's rmse {noise:.3e} (the batch "
+            f"reversed, or channels-last inputs), {noise / max(eager_error, 1e-300):.0f}x eager's"
+        )
     units = None if passed else within_resolution(compiled, reference, compiled_error)
     if units is not None:
         passed = True
-        notes.append(f"within {dtype}'s resolution: compiled's rmse is {units:.2f} of its epsilons of the fp64 "
-                     f"value's rms (at most {RESOLUTION_EPSILONS:g})")
+        notes.append(
+            f"within {dtype}'s resolution: compiled's rmse is {units:.2f} of its epsilons of the fp64 "
+            f"value's rms (at most {RESOLUTION_EPSILONS:g})"
+        )
     worst, where = _worst_element(compiled, reference.to(torch.float64))
     return LeafResult(
-        path, shape, dtype, passed, how,
-        rmse_compiled=compiled_error, rmse_eager=eager_error, multiplier=multiplier,
-        max_abs_error=worst, max_error_index=where, detail="; ".join(notes),
+        path,
+        shape,
+        dtype,
+        passed,
+        how,
+        rmse_compiled=compiled_error,
+        rmse_eager=eager_error,
+        multiplier=multiplier,
+        max_abs_error=worst,
+        max_error_index=where,
+        detail="; ".join(notes),
     )
 
 
-def _wrong_dtype(path: str, dtype: str, gave: str, compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor | None,
-                 tol: float) -> LeafResult:
+def _wrong_dtype(
+    path: str,
+    dtype: str,
+    gave: str,
+    compiled: torch.Tensor,
+    eager: torch.Tensor,
+    reference: torch.Tensor | None,
+    tol: float,
+) -> LeafResult:
     """A result of the right shape in another dtype fails, and its values are judged too, so that
     the table shows them (a wrong dtype often comes with wrong values: an int8 wrap-around lost in
     int64). They are judged in the expected dtype where the compiled values fit it (a cast that
     changes none), else in a dtype that holds both, where values out of the expected range
     differ as they are."""
     cast = compiled.to(eager.dtype)
-    fits = (compiled.is_floating_point() and eager.is_floating_point()) or torch.equal(cast.to(compiled.dtype), compiled)
+    fits = (compiled.is_floating_point() and eager.is_floating_point()) or torch.equal(
+        cast.to(compiled.dtype), compiled
+    )
     common = eager.dtype if fits else torch.promote_types(compiled.dtype, eager.dtype)
-    values = compare_tensor(path, compiled.to(common), eager.to(common), reference, tol, check_non_float=True)
+    values = compare_tensor(
+        path, compiled.to(common), eager.to(common), reference, tol, check_non_float=True
+    )
     verdict = "match" if values.passed else f"differ ({values.detail or values.rule})"
     return LeafResult(
-        path, values.shape, dtype, False, "metadata",
-        rmse_compiled=values.rmse_compiled, rmse_eager=values.rmse_eager, multiplier=values.multiplier,
-        max_abs_error=values.max_abs_error, max_error_index=values.max_error_index,
+        path,
+        values.shape,
+        dtype,
+        False,
+        "metadata",
+        rmse_compiled=values.rmse_compiled,
+        rmse_eager=values.rmse_eager,
+        multiplier=values.multiplier,
+        max_abs_error=values.max_abs_error,
+        max_error_index=values.max_error_index,
         detail=f"{gave}; as {str(common).replace('torch.', '')} the values {verdict}",
     )
 
@@ -133,7 +190,11 @@ def _wrong_dtype(path: str, dtype: str, gave: str, compiled: torch.Tensor, eager
 def unwritten_mask(first: Any, second: Any) -> torch.Tensor | None:
     """Where two runs that filled memory no op wrote unlike (``references.unwritten_elements``) differ:
     the elements that depend on that memory; None where none does."""
-    if not isinstance(first, torch.Tensor) or not isinstance(second, torch.Tensor) or first.shape != second.shape:
+    if (
+        not isinstance(first, torch.Tensor)
+        or not isinstance(second, torch.Tensor)
+        or first.shape != second.shape
+    ):
         return None
     differs = first != second
     if first.is_floating_point() or first.is_complex():

@@ -64,15 +64,24 @@ class Coordinator:
                 _prune_runs(self.queue_dir.parent, keep=self.queue_dir.name)
             run_file = self.queue_dir / "run.json"
             if not run_file.exists() and self.role is not Role.WORKER:
-                write_record(run_file, {"run": self.run_id, "created": time.time(), "pid": os.getpid(),
-                                  "host": socket.gethostname()})
+                write_record(
+                    run_file,
+                    {
+                        "run": self.run_id,
+                        "created": time.time(),
+                        "pid": os.getpid(),
+                        "host": socket.gethostname(),
+                    },
+                )
         return self.queue
 
     def join(self, state: str) -> None:
         queue = self.open_queue()
         if self.me is None:
-            self.me = Identity(self.worker or ("controller" if self.role is Role.CONTROLLER else "main"),
-                               self.device)
+            self.me = Identity(
+                self.worker or ("controller" if self.role is Role.CONTROLLER else "main"),
+                self.device,
+            )
             queue.register(self.me, state)
             self.heartbeat = Heartbeat(queue, self.me).start()
         else:
@@ -97,7 +106,6 @@ class Coordinator:
         if self.heartbeat is not None:
             self.heartbeat.stop()
             self.heartbeat = None
-
 
     def remove_queue(self) -> None:
         """Remove the run's queue at its end (the controller or single process, once every

@@ -50,7 +50,9 @@ MINIFIER_KEY = pytest.StashKey[Minifier]()
 called instead of ``search.minify_repro``, with its signature: a seam for tests and experiments."""
 
 
-def load_minifier(config: pytest.Config, state: RunState, spares: SpareChildren | None = None) -> Minifier:
+def load_minifier(
+    config: pytest.Config, state: RunState, spares: SpareChildren | None = None
+) -> Minifier:
     chosen = config.stash.get(MINIFIER_KEY, None)
     if chosen is not None and state.devices_lost_in is None:
         return chosen
@@ -59,7 +61,11 @@ def load_minifier(config: pytest.Config, state: RunState, spares: SpareChildren 
 
     if state.devices_lost_in is not None:
         return search.minify_in_fresh_process
-    return search.minify_repro if spares is None else functools.partial(search.minify_repro, spares=spares)
+    return (
+        search.minify_repro
+        if spares is None
+        else functools.partial(search.minify_repro, spares=spares)
+    )
 
 
 def configure(config: pytest.Config, state: RunState) -> None:
@@ -67,7 +73,11 @@ def configure(config: pytest.Config, state: RunState) -> None:
     if not state.enabled:
         return
     # Made here to learn early that they can be written; removed at the end when nothing else is.
-    created = [directory for directory in (state.repro_root, state.repro_root / QUEUE_DIR) if not directory.exists()]
+    created = [
+        directory
+        for directory in (state.repro_root, state.repro_root / QUEUE_DIR)
+        if not directory.exists()
+    ]
     unusable = unusable_directory(state.repro_root)
     if unusable is None:
         try:
@@ -75,8 +85,10 @@ def configure(config: pytest.Config, state: RunState) -> None:
         except UnsafePath as error:
             unusable = str(error)
     if unusable is not None:
-        raise pytest.UsageError(f"compile accuracy: cannot write in the repro directory {state.repro_root}: "
-                                f"{unusable}; give a writable one with --compile-accuracy-dir")
+        raise pytest.UsageError(
+            f"compile accuracy: cannot write in the repro directory {state.repro_root}: "
+            f"{unusable}; give a writable one with --compile-accuracy-dir"
+        )
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and RUN_KEY in workerinput:
         run_id, queue_dir = workerinput[RUN_KEY], Path(workerinput[QUEUE_KEY])
@@ -116,16 +128,24 @@ def _prestart_judge(coordinator: Coordinator, job: MinifyJob) -> None:
         if coordinator.spares is None:
             coordinator.spares = SpareChildren()
         config_source, runner = config_lines(Path(job.repro_path)), coordinator.state.runner
-        if isinstance(runner, CheckRunner) and runner.confirmer.hand_over(config_source, coordinator.device,
-                                                                          coordinator.spares):
+        if isinstance(runner, CheckRunner) and runner.confirmer.hand_over(
+            config_source, coordinator.device, coordinator.spares
+        ):
             return
         coordinator.spares.prestart(config_source, coordinator.device)
 
 
 def _select_device(config: pytest.Config, worker: str | None) -> str | None:
-    listed = parse_devices(str(settings.option_value(config, settings.option("compile-accuracy-devices")) or os.environ.get(DEVICES_ENV, "")))
+    listed = parse_devices(
+        str(
+            settings.option_value(config, settings.option("compile-accuracy-devices"))
+            or os.environ.get(DEVICES_ENV, "")
+        )
+    )
     if worker is None and not listed:
-        return None  # see device_index; asked without torch, which an xdist controller need not import
+        return (
+            None  # see device_index; asked without torch, which an xdist controller need not import
+        )
     # Only where a device is chosen: an xdist controller need not import torch.
     import torch
 
@@ -137,7 +157,9 @@ def _select_device(config: pytest.Config, worker: str | None) -> str | None:
     return f"cuda:{index}"
 
 
-def _progress_writer(config: pytest.Config, coordinator: Coordinator, nodeid: str) -> Callable[[MinifyProgress], None]:
+def _progress_writer(
+    config: pytest.Config, coordinator: Coordinator, nodeid: str
+) -> Callable[[MinifyProgress], None]:
     """Shows the progress of one job: in place on the terminal of a single process or the
     controller; as an occasional line on the (shared) stderr of a worker, when it is a terminal."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -175,7 +197,9 @@ def run_minify_phase(config: pytest.Config, state: RunState) -> bool:
         coordinator.remove_queue()
         return False
     minifiers: list[Minifier] = []
-    cap = int(settings.option_value(config, settings.option("compile-accuracy-minify-workers")) or 0)
+    cap = int(
+        settings.option_value(config, settings.option("compile-accuracy-minify-workers")) or 0
+    )
 
     def run_job(job: dict[str, Any]) -> MinifyResult:
         assert coordinator.queue is not None and coordinator.me is not None
@@ -185,9 +209,15 @@ def run_minify_phase(config: pytest.Config, state: RunState) -> bool:
         # CPU users: the jobs under way or waiting, and the processes still running tests
         pending, running, testing = coordinator.queue.census(coordinator.me)
         at_once = min(coordinator.queue.minifiers(), pending + running + testing)
-        with budget.children_limited(budget.for_minifying(config, min(at_once, cap) if cap > 0 else at_once)):
-            return minifiers[0](Path(job["repro_path"]), timeout_s=job["timeout_s"], progress=progress,
-                                device=coordinator.device)
+        with budget.children_limited(
+            budget.for_minifying(config, min(at_once, cap) if cap > 0 else at_once)
+        ):
+            return minifiers[0](
+                Path(job["repro_path"]),
+                timeout_s=job["timeout_s"],
+                progress=progress,
+                device=coordinator.device,
+            )
 
     try:
         coordinator.join(MINIFYING)

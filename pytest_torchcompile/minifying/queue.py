@@ -108,12 +108,19 @@ class Slot:
 class WorkQueue:
     """The jobs, participants and slots of one run, in ``directory``."""
 
-    def __init__(self, directory: Path, lease_s: float | None = None, poll_s: float = 0.2,
-                 within: Path | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        lease_s: float | None = None,
+        poll_s: float = 0.2,
+        within: Path | None = None,
+    ) -> None:
         """``within``: the repro directory; the queue's directories below it must be real ones
         (a symbolic link there is refused, not followed)."""
         self.directory = Path(directory)
-        self.lease_s = float(os.environ.get(LEASE_ENV, DEFAULT_LEASE_S)) if lease_s is None else lease_s
+        self.lease_s = (
+            float(os.environ.get(LEASE_ENV, DEFAULT_LEASE_S)) if lease_s is None else lease_s
+        )
         self.beat_s = max(0.05, min(2.0, self.lease_s / 5))
         self.poll_s = poll_s
         self.jobs_dir = self.directory / "jobs"
@@ -136,7 +143,10 @@ class WorkQueue:
     def register(self, me: Identity, state: str) -> None:
         """Announce ``me`` in ``state`` (also the first heartbeat)."""
         with self.locked():
-            write_record(self._worker_path(me.token), {**dataclasses.asdict(me), "state": state, "since": time.time()})
+            write_record(
+                self._worker_path(me.token),
+                {**dataclasses.asdict(me), "state": state, "since": time.time()},
+            )
 
     def heartbeat(self, me: Identity) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -154,7 +164,9 @@ class WorkQueue:
         record = _read(path)
         if record is None:
             return False
-        if record["host"] == socket.gethostname() and not pid_alive(record["pid"], record.get("pid_start")):
+        if record["host"] == socket.gethostname() and not pid_alive(
+            record["pid"], record.get("pid_start")
+        ):
             return False
         return (time.time() if now is None else now) - beat <= self.lease_s
 
@@ -164,7 +176,11 @@ class WorkQueue:
 
     def minifiers(self) -> int:
         """How many live processes minify, or will once their tests are done."""
-        return sum(1 for p in self.participants() if p["state"] in (TESTING, MINIFYING) and self.alive(p["token"]))
+        return sum(
+            1
+            for p in self.participants()
+            if p["state"] in (TESTING, MINIFYING) and self.alive(p["token"])
+        )
 
     # jobs
 
@@ -175,10 +191,23 @@ class WorkQueue:
         """Queue ``job`` once (False when a job of that case exists)."""
         path = self._job_path(job.case_id)
         record = {
-            "id": job.case_id, "case_id": job.case_id, "nodeid": job.nodeid, "repro_path": job.repro_path,
-            "timeout_s": job.timeout_s, "ops": _ops_of(job.repro_path), "found_by": found_by,
-            "created": time.time(), "state": PENDING, "owner": None, "owner_worker": None,
-            "attempts": [], "crashes": 0, "result": None, "error": None, "started": None, "finished": None,
+            "id": job.case_id,
+            "case_id": job.case_id,
+            "nodeid": job.nodeid,
+            "repro_path": job.repro_path,
+            "timeout_s": job.timeout_s,
+            "ops": _ops_of(job.repro_path),
+            "found_by": found_by,
+            "created": time.time(),
+            "state": PENDING,
+            "owner": None,
+            "owner_worker": None,
+            "attempts": [],
+            "crashes": 0,
+            "result": None,
+            "error": None,
+            "started": None,
+            "finished": None,
         }
         with self.locked():
             if path.exists():
@@ -210,9 +239,16 @@ class WorkQueue:
         with self.locked():
             jobs = self.jobs()
             self._reap(jobs)
-            testing = sum(1 for p in self.participants()
-                          if p["state"] == TESTING and p["token"] != me.token and self.alive(p["token"]))
-        return (sum(j["state"] == PENDING for j in jobs), sum(j["state"] == RUNNING for j in jobs), testing)
+            testing = sum(
+                1
+                for p in self.participants()
+                if p["state"] == TESTING and p["token"] != me.token and self.alive(p["token"])
+            )
+        return (
+            sum(j["state"] == PENDING for j in jobs),
+            sum(j["state"] == RUNNING for j in jobs),
+            testing,
+        )
 
     def claim(self, me: Identity) -> dict[str, Any] | None:
         """Take the largest pending job, or None."""
@@ -226,20 +262,37 @@ class WorkQueue:
             now = time.time()
             job.update(state=RUNNING, owner=me.token, owner_worker=me.worker)
             job["started"] = job["started"] or now
-            job["attempts"].append({"worker": me.worker, "token": me.token, "pid": me.pid, "host": me.host,
-                                    "device": me.device, "claimed": now, "ended": None, "outcome": None})
+            job["attempts"].append(
+                {
+                    "worker": me.worker,
+                    "token": me.token,
+                    "pid": me.pid,
+                    "host": me.host,
+                    "device": me.device,
+                    "claimed": now,
+                    "ended": None,
+                    "outcome": None,
+                }
+            )
             write_record(self._job_path(job["id"]), job)
             return job
 
-    def finish(self, me: Identity, job_id: str, result: MinifyResult | None, error: str | None = None) -> bool:
+    def finish(
+        self, me: Identity, job_id: str, result: MinifyResult | None, error: str | None = None
+    ) -> bool:
         """Store the outcome of a job ``me`` holds; False (nothing stored) when ``me`` lost it."""
         with self.locked():
             job = _read(self._job_path(job_id))
             if job is None or job["state"] != RUNNING or job["owner"] != me.token:
                 return False
             now = time.time()
-            job.update(state=DONE if error is None else FAILED, owner=None, finished=now, error=error,
-                       result=dataclasses.asdict(result) if result is not None else None)
+            job.update(
+                state=DONE if error is None else FAILED,
+                owner=None,
+                finished=now,
+                error=error,
+                result=dataclasses.asdict(result) if result is not None else None,
+            )
             job["attempts"][-1].update(ended=now, outcome=job["state"])
             write_record(self._job_path(job_id), job)
             return True
@@ -266,7 +319,9 @@ class Heartbeat:
     def __init__(self, queue: WorkQueue, me: Identity) -> None:
         self._queue, self._me = queue, me
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pytest-torchcompile-heartbeat", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name="pytest-torchcompile-heartbeat", daemon=True
+        )
 
     def _run(self) -> None:
         while not self._stop.wait(self._queue.beat_s):
@@ -282,8 +337,9 @@ class Heartbeat:
             self._thread.join()
 
 
-def drain(queue: WorkQueue, me: Identity, run_job: Callable[[dict[str, Any]], MinifyResult],
-          cap: int = 0) -> list[str]:
+def drain(
+    queue: WorkQueue, me: Identity, run_job: Callable[[dict[str, Any]], MinifyResult], cap: int = 0
+) -> list[str]:
     """Claim and run jobs until none is pending or running and no other live process is still
     running tests. Returns the ids of the jobs whose result this process stored."""
     finished: list[str] = []
@@ -336,5 +392,6 @@ def job_result(job: dict[str, Any]) -> MinifyResult:
         stop, note = StopReason.CRASHED, f"minifying raised {job['error']}; {kept}"
     else:
         stop, note = StopReason.INTERRUPTED, f"minify: interrupted; {kept}"
-    return MinifyResult(ops_before=ops, ops_after=ops, seconds=seconds, compiles=0, stop=stop, path=None, note=note)
-
+    return MinifyResult(
+        ops_before=ops, ops_after=ops, seconds=seconds, compiles=0, stop=stop, path=None, note=note
+    )

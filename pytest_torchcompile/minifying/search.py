@@ -103,7 +103,6 @@ class Reduction:
     """For a minimal graph of several ops: what it did without each one (why each is needed)."""
 
 
-
 # --- the search --------------------------------------------------------------------------------
 
 
@@ -119,7 +118,11 @@ class _Search:
     """Judges selections (once each) and remembers the smallest one that fails."""
 
     def __init__(
-        self, case: ReproCase, slicer: GraphSlicer, judge: GraphJudge, budget_s: float,
+        self,
+        case: ReproCase,
+        slicer: GraphSlicer,
+        judge: GraphJudge,
+        budget_s: float,
         progress: Callable[[MinifyProgress], None] | None,
     ) -> None:
         self.case = case
@@ -137,7 +140,9 @@ class _Search:
         return time.perf_counter() - self.started
 
     def is_failure(self, verdict: GraphVerdict) -> bool:
-        return same_failure(verdict, self.case.kind, self.case.expected_error, self.case.error_pattern)
+        return same_failure(
+            verdict, self.case.kind, self.case.expected_error, self.case.error_pattern
+        )
 
     def fails(self, selection: Selection) -> bool:
         if not selection:
@@ -157,21 +162,34 @@ class _Search:
     def record(self, selection: Selection, verdict: GraphVerdict) -> None:
         self.verdicts[selection] = verdict
         ops = self.slicer.op_count
-        if self.is_failure(verdict) and (self.smallest_failing is None or ops(selection) < ops(self.smallest_failing)):
+        if self.is_failure(verdict) and (
+            self.smallest_failing is None or ops(selection) < ops(self.smallest_failing)
+        ):
             self.smallest_failing = selection
         self.report()
 
     def report(self) -> None:
         if self.progress is not None:
             left = self.smallest_failing if self.smallest_failing is not None else self.everything
-            self.progress(MinifyProgress(self.case.title, self.slicer.op_count(left), self.compiles, self.elapsed()))
+            self.progress(
+                MinifyProgress(
+                    self.case.title, self.slicer.op_count(left), self.compiles, self.elapsed()
+                )
+            )
 
     def reduction(self, selection: Selection | None, stop: StopReason, how: str) -> Reduction:
         gm, inputs = self.slicer.slice(selection) if selection is not None else (None, [])
         ops_before = self.case.op_count
         return Reduction(
-            gm, inputs, ops_before, self.slicer.op_count(selection) if selection is not None else ops_before,
-            self.compiles, self.elapsed(), stop, how, self.verdicts.get(selection) if selection is not None else None,
+            gm,
+            inputs,
+            ops_before,
+            self.slicer.op_count(selection) if selection is not None else ops_before,
+            self.compiles,
+            self.elapsed(),
+            stop,
+            how,
+            self.verdicts.get(selection) if selection is not None else None,
         )
 
 
@@ -190,45 +208,74 @@ def minify_graph(
     try:
         slicer = GraphSlicer(case.gm, case.inputs)
     except Exception as error:
-        return Reduction(None, [], case.op_count, case.op_count, 0, 0.0, StopReason.REPRO_BROKEN,
-                         f"the graph fails when run eagerly on its inputs ({error_signature(error)})")
+        return Reduction(
+            None,
+            [],
+            case.op_count,
+            case.op_count,
+            0,
+            0.0,
+            StopReason.REPRO_BROKEN,
+            f"the graph fails when run eagerly on its inputs ({error_signature(error)})",
+        )
     search = _Search(case, slicer, judge, budget_s, progress)
     if not search.everything:
-        return search.reduction(None, StopReason.NOT_REPRODUCED, "the graph holds no op for the compiler to get wrong")
+        return search.reduction(
+            None, StopReason.NOT_REPRODUCED, "the graph holds no op for the compiler to get wrong"
+        )
     try:
         failing, how = _failing_core(search)
         if failing is None:
             return search.reduction(None, *_why_not_reproduced(search.verdicts[search.everything]))
         minimal = _one_minimal(search, _ddmin(search, failing))
     except _OutOfTime:
-        return search.reduction(search.smallest_failing, StopReason.TIME_BUDGET,
-                                f"time budget of {budget_s:.0f} s ran out")
+        return search.reduction(
+            search.smallest_failing,
+            StopReason.TIME_BUDGET,
+            f"time budget of {budget_s:.0f} s ran out",
+        )
     except _Spread as spread:
         return search.reduction(None, StopReason.SPREAD, str(spread))
-    return replace(search.reduction(minimal, StopReason.MINIMAL, how), needs=_why_each_op_stays(search, minimal))
+    return replace(
+        search.reduction(minimal, StopReason.MINIMAL, how),
+        needs=_why_each_op_stays(search, minimal),
+    )
 
 
 def _failing_core(search: _Search) -> tuple[Selection | None, str]:
     """A small failing selection to reduce further, and how it was found; None when the whole
     graph does not fail as recorded."""
-    roots, deviating = _locate_divergence(search) if search.case.kind == FailureKind.ACCURACY else ([], 0)
+    roots, deviating = (
+        _locate_divergence(search) if search.case.kind == FailureKind.ACCURACY else ([], 0)
+    )
     if not search.fails(search.everything):
         return None, "the whole graph does not fail as recorded"
     universe = search.everything
     locating = "one compile of every floating intermediate located where the deviation starts"
     if not roots and search.case.kind != FailureKind.ACCURACY:
         universe = _bisect_prefixes(search)
-        roots, locating = search.slicer.ordered(universe)[-1:], "bisecting topological prefixes found the culprit"
+        roots, locating = (
+            search.slicer.ordered(universe)[-1:],
+            "bisecting topological prefixes found the culprit",
+        )
     for root in roots[:ROOTS_TRIED_ALONE]:
         if search.fails(frozenset({root})):
             return frozenset({root}), f"{locating} ({root}); it fails alone"
-    if roots and deviating >= SPREAD_MIN_OPS and _grow_window(search, roots[0], universe, SPREAD_RADIUS) is None:
-        raise _Spread(f"spread over {deviating} ops, consistent with accumulated rounding (where it first shows, "
-                      f"{', '.join(roots[:ROOTS_TRIED_ALONE])}, fails neither alone nor with its neighbours)")
+    if (
+        roots
+        and deviating >= SPREAD_MIN_OPS
+        and _grow_window(search, roots[0], universe, SPREAD_RADIUS) is None
+    ):
+        raise _Spread(
+            f"spread over {deviating} ops, consistent with accumulated rounding (where it first shows, "
+            f"{', '.join(roots[:ROOTS_TRIED_ALONE])}, fails neither alone nor with its neighbours)"
+        )
     window = _grow_window(search, roots[0], universe) if roots else None
     if window is not None:
-        return window, (f"{locating} ({roots[0]}); it fails only together with its neighbours "
-                        f"({search.slicer.op_count(window)} ops)")
+        return window, (
+            f"{locating} ({roots[0]}); it fails only together with its neighbours "
+            f"({search.slicer.op_count(window)} ops)"
+        )
     return universe, "delta debugging (no single culprit was located)"
 
 
@@ -241,7 +288,10 @@ def _why_not_reproduced(verdict: GraphVerdict) -> tuple[StopReason, str]:
     if verdict.failure == FailureKind.EAGER_ERROR:
         return StopReason.REPRO_BROKEN, f"the graph fails when run eagerly on its inputs{error}"
     if verdict.failure in (FailureKind.CRASHED, FailureKind.TIMED_OUT, FailureKind.JUDGE_ERROR):
-        return StopReason.CRASHED, f"judging the whole graph {verdict.failure.replace('_', ' ')}{error}"
+        return (
+            StopReason.CRASHED,
+            f"judging the whole graph {verdict.failure.replace('_', ' ')}{error}",
+        )
     return StopReason.NOT_REPRODUCED, f"it fails differently now ({verdict.failure}{error})"
 
 
@@ -257,8 +307,13 @@ def _locate_divergence(search: _Search) -> tuple[list[str], int]:
     verdict = search.judge_graph(probe, probe_inputs)
     # A torch-level graph in a training call also returns its gradients: those follow the outputs,
     # and the inputs the graph writes into follow them.
-    diverged = {observed[index] for leaf in verdict.leaves
-                if not leaf.passed and (index := output_index(leaf.path)) is not None and index < len(observed)}
+    diverged = {
+        observed[index]
+        for leaf in verdict.leaves
+        if not leaf.passed
+        and (index := output_index(leaf.path)) is not None
+        and index < len(observed)
+    }
     failing_outputs = diverged & slicer.outputs
     if verdict.failure == FailureKind.ACCURACY and failing_outputs:
         search.record(search.everything, verdict)
@@ -266,8 +321,9 @@ def _locate_divergence(search: _Search) -> tuple[list[str], int]:
         search.report()
     if verdict.failure != FailureKind.ACCURACY:
         return [], 0
-    return slicer.divergence_roots(diverged, failing_outputs), len({slicer.unit_of[node] for node in diverged})
-
+    return slicer.divergence_roots(diverged, failing_outputs), len(
+        {slicer.unit_of[node] for node in diverged}
+    )
 
 
 def _bisect_prefixes(search: _Search) -> Selection:
@@ -283,7 +339,9 @@ def _bisect_prefixes(search: _Search) -> Selection:
     return frozenset(order[:failing])
 
 
-def _grow_window(search: _Search, centre: str, universe: Selection, max_radius: int | None = None) -> Selection | None:
+def _grow_window(
+    search: _Search, centre: str, universe: Selection, max_radius: int | None = None
+) -> Selection | None:
     """The first failing neighbourhood of ``centre`` at radius 1, 2, 4, ... (up to ``max_radius``);
     None once it would be all of ``universe``, or past ``max_radius``."""
     radius = 1
@@ -308,7 +366,11 @@ def _ddmin(search: _Search, selection: Selection) -> Selection:
         if subset is not None:
             units, granularity = subset, 2
             continue
-        complements = [[unit for unit in units if unit not in chunk] for chunk in chunks] if granularity > 2 else []
+        complements = (
+            [[unit for unit in units if unit not in chunk] for chunk in chunks]
+            if granularity > 2
+            else []
+        )
         complement = next((rest for rest in complements if search.fails(frozenset(rest))), None)
         if complement is not None:
             units, granularity = complement, max(granularity - 1, 2)
@@ -329,8 +391,14 @@ def _one_minimal(search: _Search, selection: Selection) -> Selection:
     """Drop single units while the rest still fails: at the end no single one can go."""
     current = selection
     while True:
-        smaller = next((current - {unit} for unit in search.slicer.ordered(current)
-                        if search.fails(current - {unit})), None)
+        smaller = next(
+            (
+                current - {unit}
+                for unit in search.slicer.ordered(current)
+                if search.fails(current - {unit})
+            ),
+            None,
+        )
         if smaller is None:
             return current
         current = smaller
@@ -346,15 +414,20 @@ def _why_each_op_stays(search: _Search, minimal: Selection) -> str:
         verdict = search.verdicts.get(minimal - {unit})
         if verdict is None:
             continue
-        outcome = ("passes" if verdict.failure is None else
-                   f"fails otherwise ({verdict.failure}" + (f": {_shortened(verdict.error)}" if verdict.error else "") + ")")
+        outcome = (
+            "passes"
+            if verdict.failure is None
+            else f"fails otherwise ({verdict.failure}"
+            + (f": {_shortened(verdict.error)}" if verdict.error else "")
+            + ")"
+        )
         node = search.slicer.units[unit][0]
         reasons.append(f"without {op_name(node.target)} ({unit}) it {outcome}")
     return "each op is needed, its value fed in instead: " + "; ".join(reasons) if reasons else ""
 
 
 def _shortened(text: str, limit: int = 100) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # --- repro files -------------------------------------------------------------------------------
@@ -381,31 +454,58 @@ def minify_repro(
     started = time.perf_counter()
     path = Path(repro_path).resolve()
     config_source = config_lines(path)
-    judging = (IsolatedJudge(config_source, device=device, candidate_timeout_s=timeout_s, spares=spares)
-               if isolate else InProcessJudge(config_source))
+    judging = (
+        IsolatedJudge(config_source, device=device, candidate_timeout_s=timeout_s, spares=spares)
+        if isolate
+        else InProcessJudge(config_source)
+    )
     with judging as judge:
         try:
             case = load_case(path)
         except ReproBroken as error:
-            return MinifyResult(0, 0, time.perf_counter() - started, 0, StopReason.REPRO_BROKEN, note=str(error))
+            return MinifyResult(
+                0, 0, time.perf_counter() - started, 0, StopReason.REPRO_BROKEN, note=str(error)
+            )
         query = stage_query(case)
         settings = query.settings
         try:
             reduction = minify_graph(
-                case, functools.partial(judge, settings=settings),
-                budget_s=timeout_s - (time.perf_counter() - started), progress=progress,
+                case,
+                functools.partial(judge, settings=settings),
+                budget_s=timeout_s - (time.perf_counter() - started),
+                progress=progress,
             )
-            kernel = (judge.kernel_source(reduction.gm, reduction.inputs, settings)
-                      if reduction.gm is not None else None)
+            kernel = (
+                judge.kernel_source(reduction.gm, reduction.inputs, settings)
+                if reduction.gm is not None
+                else None
+            )
             seconds = time.perf_counter() - started
-            stage = (judge.attribute_stage(reduction.gm, reduction.inputs, query)
-                     if reduction.gm is not None and find_stage and case.kind in ATTRIBUTABLE else None)
+            stage = (
+                judge.attribute_stage(reduction.gm, reduction.inputs, query)
+                if reduction.gm is not None and find_stage and case.kind in ATTRIBUTABLE
+                else None
+            )
         except IsolationError as error:
-            return MinifyResult(case.op_count, case.op_count, time.perf_counter() - started, 0,
-                                StopReason.CRASHED, note=str(error), judge_deaths=list(judge.deaths))
+            return MinifyResult(
+                case.op_count,
+                case.op_count,
+                time.perf_counter() - started,
+                0,
+                StopReason.CRASHED,
+                note=str(error),
+                judge_deaths=list(judge.deaths),
+            )
     if reduction.gm is None:
-        return MinifyResult(reduction.ops_before, reduction.ops_after, seconds,
-                            reduction.compiles, reduction.stop, note=reduction.how, judge_deaths=list(judge.deaths))
+        return MinifyResult(
+            reduction.ops_before,
+            reduction.ops_after,
+            seconds,
+            reduction.compiles,
+            reduction.stop,
+            note=reduction.how,
+            judge_deaths=list(judge.deaths),
+        )
     compiles = reduction.compiles + 1  # the kernel's
     note = _note(reduction, compiles, seconds)
     # A torch-level graph's comment shows the post-AOT graphs it lowers to, not a kernel file.
@@ -418,33 +518,60 @@ def minify_repro(
     report_path = path.with_name(BUG_REPORT_NAME)
     try:
         # Only into the case directory itself: a symbolic link there (at tensors/) is not followed.
-        minified = write_minified(_minified_case(case, reduction, note, comment, stage),
-                                  path.with_name(MINIFIED_NAME), within=path.parent)
+        minified = write_minified(
+            _minified_case(case, reduction, note, comment, stage),
+            path.with_name(MINIFIED_NAME),
+            within=path.parent,
+        )
         kernel_path = _write_kernel(generated, path.parent)
         with locked(path.parent):
-            atomic_write(report_path, bug_report(path.parent, _outcome(reduction.verdict), ops).encode(),
-                         within=path.parent)
+            atomic_write(
+                report_path,
+                bug_report(path.parent, _outcome(reduction.verdict), ops).encode(),
+                within=path.parent,
+            )
     except OSError as error:
         # The directory turned read-only or full since the repro was written: the minifier did
         # its work, the disk refused it.
-        return MinifyResult(reduction.ops_before, reduction.ops_after, seconds, compiles, StopReason.UNWRITTEN,
-                            note=f"{error.strerror or error} in {path.parent}; unminified repro kept: {path}",
-                            ops=ops, judge_deaths=list(judge.deaths))
+        return MinifyResult(
+            reduction.ops_before,
+            reduction.ops_after,
+            seconds,
+            compiles,
+            StopReason.UNWRITTEN,
+            note=f"{error.strerror or error} in {path.parent}; unminified repro kept: {path}",
+            ops=ops,
+            judge_deaths=list(judge.deaths),
+        )
     result = MinifyResult(
-        reduction.ops_before, reduction.ops_after, seconds, compiles,
-        reduction.stop, str(minified), str(kernel_path) if kernel_path else None, note,
-        ops, failure_type=query.failure.type_name, judge_deaths=list(judge.deaths),
+        reduction.ops_before,
+        reduction.ops_after,
+        seconds,
+        compiles,
+        reduction.stop,
+        str(minified),
+        str(kernel_path) if kernel_path else None,
+        note,
+        ops,
+        failure_type=query.failure.type_name,
+        judge_deaths=list(judge.deaths),
         bug_report_path=str(report_path),
     )
     if stage is not None:
         result.stage, result.stage_summary = stage.stage, stage.summary
-        result.stage_compiles, result.stage_seconds = stage.compiles, time.perf_counter() - started - seconds
+        result.stage_compiles, result.stage_seconds = (
+            stage.compiles,
+            time.perf_counter() - started - seconds,
+        )
     return result
 
 
 def stage_query(case: ReproCase) -> StageQuery:
     """How the stage of a case's failure is looked for: judged as its candidates are."""
-    return StageQuery(JudgeSettings.for_minifying(case), ExpectedFailure(case.kind, case.expected_error, case.error_pattern))
+    return StageQuery(
+        JudgeSettings.for_minifying(case),
+        ExpectedFailure(case.kind, case.expected_error, case.error_pattern),
+    )
 
 
 def minify_in_fresh_process(
@@ -460,25 +587,37 @@ def minify_in_fresh_process(
     graph eagerly to feed its candidates. ``progress`` is not reported across processes."""
     with tempfile.TemporaryDirectory(prefix="pytest-torchcompile-") as scratch:
         result_path = Path(scratch) / "result.json"
-        command = [sys.executable, "-m", "pytest_torchcompile", "minify", str(repro_path),
-                   "--timeout", str(timeout_s), "--result-json", str(result_path)]
+        command = [
+            sys.executable,
+            "-m",
+            "pytest_torchcompile",
+            "minify",
+            str(repro_path),
+            "--timeout",
+            str(timeout_s),
+            "--result-json",
+            str(result_path),
+        ]
         command += [] if isolate else ["--no-isolate"]
         command += ["--device", device] if device is not None else []
-        run = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s + FRESH_PROCESS_GRACE_S)
+        run = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s + FRESH_PROCESS_GRACE_S
+        )
         if not result_path.is_file():
             tail = (run.stdout + run.stderr).strip().splitlines()[-3:]
             raise RuntimeError(f"the minifying process exited {run.returncode}: {' | '.join(tail)}")
         return MinifyResult(**json.loads(result_path.read_text()))
 
 
-
 def _note(reduction: Reduction, compiles: int, seconds: float) -> str:
     summary = f"{reduction.ops_before} -> {reduction.ops_after} ops in {seconds:.1f} s, {compiles} compiles"
     if reduction.stop is not StopReason.MINIMAL:
         return f"NOT MINIMAL: {reduction.how}; the smallest failing graph found so far ({summary})"
-    return (f"minified by pytest-torchcompile ({summary}): {reduction.how}; "
-            "1-minimal: without any one of its ops it no longer fails"
-            + (f"; {reduction.needs}" if reduction.needs else ""))
+    return (
+        f"minified by pytest-torchcompile ({summary}): {reduction.how}; "
+        "1-minimal: without any one of its ops it no longer fails"
+        + (f"; {reduction.needs}" if reduction.needs else "")
+    )
 
 
 def _outcome(verdict: GraphVerdict | None) -> str:
@@ -490,14 +629,23 @@ def _outcome(verdict: GraphVerdict | None) -> str:
     return verdict.error or ""
 
 
-def _minified_case(case: ReproCase, reduction: Reduction, note: str, generated_code: str,
-                   stage: StageAttribution | None) -> ReproCase:
+def _minified_case(
+    case: ReproCase,
+    reduction: Reduction,
+    note: str,
+    generated_code: str,
+    stage: StageAttribution | None,
+) -> ReproCase:
     assert reduction.gm is not None
     label = "" if reduction.stop is StopReason.MINIMAL else f", {reduction.stop.label}"
     return replace(
-        case, gm=reduction.gm, inputs=reduction.inputs,
+        case,
+        gm=reduction.gm,
+        inputs=reduction.inputs,
         check_non_float=JudgeSettings.for_minifying(case).check_non_float,
-        symbolic_sizes=[], notes=[*case.notes, note], generated_code=generated_code,
+        symbolic_sizes=[],
+        notes=[*case.notes, note],
+        generated_code=generated_code,
         stage=stage.summary if stage is not None else "",
         status_line=f"{case.status_line or case.kind} (minified {reduction.ops_before} -> {reduction.ops_after} ops{label})",
     )

@@ -101,8 +101,16 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # Statuses under which a test counts as passing: without an fp64 reference the weaker check ran
 # and agreed, a finding its repro does not confirm fails no test, and a check with nothing to judge
 # found nothing, and an error the test handled is the test's; none is a compiler failure.
-PASSING_STATUSES = frozenset({Status.PASS, Status.NO_FP64_REFERENCE, Status.UNCONFIRMED, Status.HANDLED_ERROR,
-                              Status.INCONCLUSIVE, Status.NOT_JUDGED})
+PASSING_STATUSES = frozenset(
+    {
+        Status.PASS,
+        Status.NO_FP64_REFERENCE,
+        Status.UNCONFIRMED,
+        Status.HANDLED_ERROR,
+        Status.INCONCLUSIVE,
+        Status.NOT_JUDGED,
+    }
+)
 
 # The status that represents a test with several checks, most important first: a compiler failure
 # is what the plugin exists to find; eager problems make the check meaningless; a weaker check
@@ -213,7 +221,12 @@ def _stored_test_id(test_id: str) -> str:
     another control character, surrounding spaces, a leading ``#`` or ``"``), as a JSON string.
     pytest escapes such characters in its ids unless told not to (its
     ``disable_test_id_escaping_and_forfeit_all_rights_to_community_support`` ini option)."""
-    if test_id and test_id == test_id.strip() and test_id[0] not in '#"' and not _CONTROL.search(test_id):
+    if (
+        test_id
+        and test_id == test_id.strip()
+        and test_id[0] not in '#"'
+        and not _CONTROL.search(test_id)
+    ):
         return test_id
     return json.dumps(test_id)
 
@@ -240,7 +253,9 @@ def _parse_row(raw: str, path: Path, line: int) -> BaselineEntry:
     expected = _parse_expectation(status_text)
     if expected is None:
         allowed = ", ".join([*(str(s) for s in Status), FLAKY])
-        raise BaselineError(f"{where}: unknown status {status_text!r} for {test_id}; expected one of {allowed}")
+        raise BaselineError(
+            f"{where}: unknown status {status_text!r} for {test_id}; expected one of {allowed}"
+        )
     note = fields[2] if len(fields) == 3 else ""
     return BaselineEntry(test_id, expected, note, line)
 
@@ -270,7 +285,9 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
         entry = _parse_row(raw, path, number)
         first = entries.get(entry.test_id)
         if first is not None:
-            raise BaselineError(f"{where}: duplicate test id {entry.test_id} (first listed on line {first.line})")
+            raise BaselineError(
+                f"{where}: duplicate test id {entry.test_id} (first listed on line {first.line})"
+            )
         entries[entry.test_id] = entry
     return Baseline(path, entries)
 
@@ -287,7 +304,9 @@ def _read_text(path: Path) -> str:
     except NotARegularFile:
         raise BaselineError(f"{path}: not a regular file: a baseline is a text file") from None
     except TooLarge:
-        raise BaselineError(f"{path}: larger than {MAX_BYTES // 2**20} MiB: not a baseline file") from None
+        raise BaselineError(
+            f"{path}: larger than {MAX_BYTES // 2**20} MiB: not a baseline file"
+        ) from None
     return data.decode("utf-8-sig")  # an editor's byte order mark is no row
 
 
@@ -304,7 +323,8 @@ def unknown_entries(baseline: Baseline, collected_ids: Iterable[str]) -> list[Ba
     collected_files = {_file_of(test_id) for test_id in collected}
     return sorted(
         (
-            entry for test_id, entry in baseline.entries.items()
+            entry
+            for test_id, entry in baseline.entries.items()
             if test_id not in collected and _file_of(test_id) in collected_files
         ),
         key=lambda entry: entry.test_id,
@@ -321,27 +341,52 @@ def decide(test_id: str, status: Status, baseline: Baseline, strict: bool) -> De
     entry = baseline.get(test_id)
     if entry is None:
         if is_failing(status):
-            return Decision(DecisionKind.NEW_FAILURE, f"{status}, and the test is not in the baseline",
-                            status, None, fails_run=True)
-        return Decision(DecisionKind.MISSING, f"{status}; the test is not in the baseline",
-                        status, None, fails_run=False)
+            return Decision(
+                DecisionKind.NEW_FAILURE,
+                f"{status}, and the test is not in the baseline",
+                status,
+                None,
+                fails_run=True,
+            )
+        return Decision(
+            DecisionKind.MISSING,
+            f"{status}; the test is not in the baseline",
+            status,
+            None,
+            fails_run=False,
+        )
     expected = entry.expected
     if not isinstance(expected, Status):
         kind, message, fails_run = DecisionKind.FLAKY, f"{status} (flaky in the baseline)", False
     elif not is_failing(expected):
         if is_failing(status):
-            kind, message, fails_run = DecisionKind.NEW_FAILURE, f"{status}, the baseline expects {expected}", True
+            kind, message, fails_run = (
+                DecisionKind.NEW_FAILURE,
+                f"{status}, the baseline expects {expected}",
+                True,
+            )
         else:
             kind, message, fails_run = DecisionKind.OK, str(status), False
     elif status == expected:
-        kind, message, fails_run = DecisionKind.EXPECTED_FAILURE, f"still {status}, as the baseline records", False
+        kind, message, fails_run = (
+            DecisionKind.EXPECTED_FAILURE,
+            f"still {status}, as the baseline records",
+            False,
+        )
     elif is_failing(status):
-        kind, message, fails_run = (DecisionKind.NEW_FAILURE,
-                                    f"{status}, a different failure than the baseline's {expected}", True)
+        kind, message, fails_run = (
+            DecisionKind.NEW_FAILURE,
+            f"{status}, a different failure than the baseline's {expected}",
+            True,
+        )
     else:
         # Strict mode fails the run so that a fixed bug cannot silently come back later.
         advice = " (strict: record it in the baseline)" if strict else ""
-        kind, message, fails_run = DecisionKind.IMPROVED, f"{status}, the baseline expects {expected}{advice}", strict
+        kind, message, fails_run = (
+            DecisionKind.IMPROVED,
+            f"{status}, the baseline expects {expected}{advice}",
+            strict,
+        )
     if entry.note:
         message = f"{message} [{entry.note}]"
     return Decision(kind, message, status, expected, fails_run)
@@ -421,7 +466,11 @@ class Gate:
     def where(self, test_id: str) -> str:
         """``file:line`` of the test's row, or the file when it has none."""
         entry = self.baseline.get(test_id)
-        return f"{self.path}:{entry.line}" if entry is not None and entry.line is not None else str(self.path)
+        return (
+            f"{self.path}:{entry.line}"
+            if entry is not None and entry.line is not None
+            else str(self.path)
+        )
 
     def decide(self, test_id: str, results: Sequence[CaseResult]) -> Decision | None:
         """The test's outcome; None when it ran no check."""
@@ -455,12 +504,17 @@ class Gate:
             return None
         return f"{decision.kind.label}: {decision.message} (baseline {self.where(test_id)})"
 
-    def unknown(self, collected_ids: Iterable[str], narrowed_files: Iterable[str] = ()) -> list[BaselineEntry]:
+    def unknown(
+        self, collected_ids: Iterable[str], narrowed_files: Iterable[str] = ()
+    ) -> list[BaselineEntry]:
         """Rows of tests that no longer exist (:func:`unknown_entries`), leaving out the files whose
         collection a node id argument narrowed (``pytest tests/a.py::test_x``)."""
         narrowed = set(narrowed_files)
-        return [entry for entry in unknown_entries(self.baseline, collected_ids)
-                if _file_of(entry.test_id) not in narrowed]
+        return [
+            entry
+            for entry in unknown_entries(self.baseline, collected_ids)
+            if _file_of(entry.test_id) not in narrowed
+        ]
 
     def unknown_lines(self, unknown: Sequence[BaselineEntry]) -> list[str]:
         """One line per row of a test that no longer exists: an error under strict, else a warning."""
@@ -472,32 +526,50 @@ class Gate:
             for entry in unknown
         ]
 
-    def run_failures(self, decisions: Mapping[str, Decision], unknown: Sequence[BaselineEntry]) -> list[str]:
+    def run_failures(
+        self, decisions: Mapping[str, Decision], unknown: Sequence[BaselineEntry]
+    ) -> list[str]:
         """Why the run fails against the baseline; empty when it does not."""
         reasons = [
             f"{decision.kind.label} {test_id}: {decision.message}"
-            for test_id, decision in sorted(decisions.items()) if decision.fails_run
+            for test_id, decision in sorted(decisions.items())
+            if decision.fails_run
         ]
         if self.strict:
-            reasons.extend(f"unknown test id {entry.test_id} ({self.where(entry.test_id)}; strict)"
-                           for entry in unknown)
+            reasons.extend(
+                f"unknown test id {entry.test_id} ({self.where(entry.test_id)}; strict)"
+                for entry in unknown
+            )
         return reasons
 
-    def update_file(self, results: Iterable[CaseResult], unknown: Sequence[BaselineEntry] = ()) -> str:
+    def update_file(
+        self, results: Iterable[CaseResult], unknown: Sequence[BaselineEntry] = ()
+    ) -> str:
         """Record this run's statuses in the baseline file, dropping the rows of tests that no
         longer exist (``unknown``); a line saying what changed."""
-        statuses = {test_id: test_status(checks) for test_id, checks in sorted(_by_test(results).items())}
+        statuses = {
+            test_id: test_status(checks) for test_id, checks in sorted(_by_test(results).items())
+        }
         gone = {entry.test_id for entry in unknown}
         target = _target(self.path)
         with locked(target.with_name(f".{target.name}")):
             # Read again under the lock: another run (a CI shard) may have written rows since this
             # one loaded the file, and they are kept.
             current = load_baseline(target) if target.exists() else Baseline(target, {})
-            kept = {test_id: entry for test_id, entry in current.entries.items() if test_id not in gone}
+            kept = {
+                test_id: entry for test_id, entry in current.entries.items() if test_id not in gone
+            }
             added = sum(1 for test_id in statuses if test_id not in kept)
-            changed = sum(1 for test_id, status in statuses.items()
-                          if test_id in kept and not kept[test_id].is_flaky and kept[test_id].expected != status)
+            changed = sum(
+                1
+                for test_id, status in statuses.items()
+                if test_id in kept
+                and not kept[test_id].is_flaky
+                and kept[test_id].expected != status
+            )
             write_baseline(target, statuses, Baseline(target, kept))
         rows = len(set(kept) | set(statuses))
-        return (f"baseline written to {self.path}: {rows} rows ({added} added, {changed} changed, "
-                f"{len(gone)} removed, {rows - len(statuses)} kept of tests not run)")
+        return (
+            f"baseline written to {self.path}: {rows} rows ({added} added, {changed} changed, "
+            f"{len(gone)} removed, {rows - len(statuses)} kept of tests not run)"
+        )

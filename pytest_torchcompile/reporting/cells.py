@@ -41,7 +41,10 @@ def sorted_by_test(results: Sequence[CaseResult]) -> list[CaseResult]:
 
 
 def by_test(results: Sequence[CaseResult]) -> list[tuple[str, list[CaseResult]]]:
-    return [(nodeid, list(group)) for nodeid, group in groupby(sorted_by_test(results), lambda r: r.nodeid)]
+    return [
+        (nodeid, list(group))
+        for nodeid, group in groupby(sorted_by_test(results), lambda r: r.nodeid)
+    ]
 
 
 def status_counts(statuses: Sequence[Status]) -> dict[str, int]:
@@ -63,8 +66,10 @@ def graph_counts(results: Sequence[CaseResult]) -> dict[str, int] | None:
     none of them is a check of such graphs."""
     if all(result.graphs_judged is None for result in results):
         return None
-    return {"judged": sum(result.graphs_judged or 0 for result in results),
-            "unchecked": sum(len(result.unchecked) for result in results)}
+    return {
+        "judged": sum(result.graphs_judged or 0 for result in results),
+        "unchecked": sum(len(result.unchecked) for result in results),
+    }
 
 
 def format_graphs(results: Sequence[CaseResult]) -> str:
@@ -75,7 +80,9 @@ def format_graphs(results: Sequence[CaseResult]) -> str:
 def graphs_text(counts: Mapping[str, int] | None) -> str:
     if counts is None:
         return "-"
-    return f"{counts['judged']} judged" + (f", {counts['unchecked']} unchecked" if counts["unchecked"] else "")
+    return f"{counts['judged']} judged" + (
+        f", {counts['unchecked']} unchecked" if counts["unchecked"] else ""
+    )
 
 
 def checks_summary(results: Sequence[CaseResult]) -> str:

@@ -45,7 +45,9 @@ def _markdown_row(result: CaseResult, decisions: Mapping[str, Decision] | None) 
         format_graphs([result]),
         _markdown_cell(decision.kind.label if decision else "-"),
         _markdown_cell(result.repro_path, code=True) if result.repro_path else "-",
-        _markdown_cell(result.minify.path, code=True) if result.minify and result.minify.path else "-",
+        _markdown_cell(result.minify.path, code=True)
+        if result.minify and result.minify.path
+        else "-",
         _markdown_cell(format_minify(result.minify)),
     ]
     return "| " + " | ".join(cells) + " |\n"
@@ -65,8 +67,10 @@ def _root_causes_markdown(results: Sequence[CaseResult]) -> str:
     for group in groups[:GITHUB_ROOT_CAUSES]:
         ops = ", ".join(f"`{op}`" for op in group.ops)
         tests = "1 test" if len(group.tests) == 1 else f"{len(group.tests)} tests"
-        lines.append(f"- {_markdown_cell(group.stage_summary or group.stage)} (ops {ops}, "
-                     f"{_markdown_cell(group.failure_type)}): {tests}\n")
+        lines.append(
+            f"- {_markdown_cell(group.stage_summary or group.stage)} (ops {ops}, "
+            f"{_markdown_cell(group.failure_type)}): {tests}\n"
+        )
     if len(groups) > GITHUB_ROOT_CAUSES:
         lines.append(f"- … {len(groups) - GITHUB_ROOT_CAUSES} more\n")
     return "".join(lines)
@@ -95,7 +99,9 @@ def github_summary_markdown(
         "\n| test | case | status | worst ratio | graphs | baseline | repro | minified | minify |\n"
         "|---|---|---|---|---|---|---|---|---|\n"
     )
-    ordered = sorted(sorted_by_test(results), key=lambda result: _summary_priority(result, decisions))
+    ordered = sorted(
+        sorted_by_test(results), key=lambda result: _summary_priority(result, decisions)
+    )
     rows = [_markdown_row(result, decisions) for result in ordered]
     full = head + "".join(rows)
     if _utf8_size(full) <= max_bytes:

@@ -38,8 +38,9 @@ def root_causes(results: Sequence[CaseResult]) -> list[RootCause]:
         group = groups.get(signature)
         if group is None:
             assert minify.stage is not None, "a signature names the stage"
-            group = groups[signature] = RootCause(signature, list(minify.ops), minify.stage,
-                                                  minify.stage_summary, minify.failure_type)
+            group = groups[signature] = RootCause(
+                signature, list(minify.ops), minify.stage, minify.stage_summary, minify.failure_type
+            )
         if result.nodeid not in group.tests:
             group.tests.append(result.nodeid)
         if minify.path:
@@ -53,8 +54,9 @@ def _unwrapped(text: str, indent: str) -> list[str]:
     return [f"{indent}{text}"]
 
 
-def root_cause_lines(results: Sequence[CaseResult],
-                     wrap: Callable[[str, str], list[str]] = _unwrapped) -> list[str]:
+def root_cause_lines(
+    results: Sequence[CaseResult], wrap: Callable[[str, str], list[str]] = _unwrapped
+) -> list[str]:
     """``root causes: N`` then, per group, its stage, ops and failure type (one line, or
     ``wrap(text, indent)``'s lines) and the tests it breaks indented under it, whole; nothing
     when no failure was attributed."""
@@ -64,7 +66,12 @@ def root_cause_lines(results: Sequence[CaseResult],
     lines = [f"compile accuracy root causes: {len(groups)}"]
     for group in groups:
         tests = "test" if len(group.tests) == 1 else "tests"
-        lines.extend(wrap(f"[{len(group.tests)} {tests}] {group.stage_summary or group.stage}"
-                          f" | ops: {', '.join(group.ops)} | {group.failure_type}", "  "))
+        lines.extend(
+            wrap(
+                f"[{len(group.tests)} {tests}] {group.stage_summary or group.stage}"
+                f" | ops: {', '.join(group.ops)} | {group.failure_type}",
+                "  ",
+            )
+        )
         lines.extend(line for nodeid in group.tests for line in wrap(nodeid, "      "))
     return lines

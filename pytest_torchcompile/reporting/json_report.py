@@ -69,7 +69,9 @@ def json_report(
             {
                 "nodeid": nodeid,
                 "status": str(test_status(checks)),
-                "baseline": _decision_json(decisions.get(nodeid)) if decisions is not None else None,
+                "baseline": _decision_json(decisions.get(nodeid))
+                if decisions is not None
+                else None,
                 "graphs": graph_counts(checks),
                 "checks": [check.to_dict() for check in checks],
             }

@@ -21,12 +21,18 @@ def junit_properties(result: CaseResult) -> list[tuple[str, str]]:
     candidates = [
         ("torchcompile_case", result.case_id),
         ("torchcompile_status", str(result.status)),
-        ("torchcompile_worst_ratio", None if result.worst_ratio is None else format_ratio(result.worst_ratio)),
+        (
+            "torchcompile_worst_ratio",
+            None if result.worst_ratio is None else format_ratio(result.worst_ratio),
+        ),
         ("torchcompile_repro", result.repro_path),
         ("torchcompile_minified", minified),
         ("torchcompile_minify_stop", str(result.minify.stop) if result.minify else None),
         ("torchcompile_reference", result.reference),
-        ("torchcompile_graphs_judged", None if result.graphs_judged is None else str(result.graphs_judged)),
+        (
+            "torchcompile_graphs_judged",
+            None if result.graphs_judged is None else str(result.graphs_judged),
+        ),
         ("torchcompile_unchecked", "; ".join(result.unchecked) or None),
         ("torchcompile_unconfirmed", result.unconfirmed),
     ]
@@ -50,7 +56,9 @@ def junit_xml(
     counts = Counter[str]()
     for nodeid in sorted(set(checks) | set(failed)):
         *scope, name = nodeid.split("::")
-        classname = ".".join([scope[0].removesuffix(".py").replace("/", "."), *scope[1:]]) if scope else ""
+        classname = (
+            ".".join([scope[0].removesuffix(".py").replace("/", "."), *scope[1:]]) if scope else ""
+        )
         case = ET.SubElement(suite, "testcase", classname=classname, name=name)
         properties = [pair for check in checks.get(nodeid, []) for pair in junit_properties(check)]
         if properties:
@@ -64,10 +72,17 @@ def junit_xml(
                 reasons.append(f"compile accuracy {decision.kind.label}: {decision.message}")
             ET.SubElement(case, "failure", message="; ".join(reasons))
             counts["failures"] += 1
-        elif decision is not None and decision.kind in (DecisionKind.EXPECTED_FAILURE, DecisionKind.FLAKY) \
-                and is_failing(decision.status):
-            ET.SubElement(case, "skipped", type="pytest.xfail",
-                          message=f"compile accuracy {decision.kind.label}: {decision.message}")
+        elif (
+            decision is not None
+            and decision.kind in (DecisionKind.EXPECTED_FAILURE, DecisionKind.FLAKY)
+            and is_failing(decision.status)
+        ):
+            ET.SubElement(
+                case,
+                "skipped",
+                type="pytest.xfail",
+                message=f"compile accuracy {decision.kind.label}: {decision.message}",
+            )
             counts["skipped"] += 1
     suite.set("tests", str(len(suite)))
     suite.set("failures", str(counts["failures"]))

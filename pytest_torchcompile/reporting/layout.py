@@ -26,8 +26,9 @@ class _PathWrapper(textwrap.TextWrapper):
         super().__init__(**options)
         self.terminal_width = terminal_width
 
-    def _handle_long_word(self, reversed_chunks: list[str], cur_line: list[str], cur_len: int,
-                          width: int) -> None:
+    def _handle_long_word(
+        self, reversed_chunks: list[str], cur_line: list[str], cur_len: int, width: int
+    ) -> None:
         chunk = reversed_chunks[-1]
         room = width + self.terminal_width - self.width  # this line's, at the terminal's width
         if cur_len + len(chunk) <= room:
@@ -87,8 +88,13 @@ class TerminalLayout:
     def wrap(self, text: str, indent: str, width: int | None = None) -> list[str]:
         """``text`` wrapped to ``width`` (default: the text's width) at spaces; a path or test id
         longer than the terminal at a ``/`` or ``::``. Control characters are shown escaped."""
-        return _PathWrapper(max(self.width, 40), width=width or self.line_width, initial_indent=indent,
-                            subsequent_indent=f"{indent}  ", break_on_hyphens=False).wrap(printable(text))
+        return _PathWrapper(
+            max(self.width, 40),
+            width=width or self.line_width,
+            initial_indent=indent,
+            subsequent_indent=f"{indent}  ",
+            break_on_hyphens=False,
+        ).wrap(printable(text))
 
     def fit(self, text: str) -> str:
         """Lines of ``text`` wider than the terminal wrapped as :meth:`wrap` does, each under its
@@ -100,5 +106,5 @@ class TerminalLayout:
                 lines.append(line)
             else:
                 body = line.lstrip(" ")
-                lines.extend(self.wrap(body, line[:len(line) - len(body)], width))
+                lines.extend(self.wrap(body, line[: len(line) - len(body)], width))
         return "\n".join(lines)

@@ -23,7 +23,12 @@ from pytest_torchcompile.reporting.grouping import root_cause_lines
 from pytest_torchcompile.reporting.layout import TerminalLayout, printable
 
 # Outcomes listed one by one under the terminal table: the ones a reader has to act on or know.
-_NOTABLE_KINDS = (DecisionKind.NEW_FAILURE, DecisionKind.IMPROVED, DecisionKind.MISSING, DecisionKind.FLAKY)
+_NOTABLE_KINDS = (
+    DecisionKind.NEW_FAILURE,
+    DecisionKind.IMPROVED,
+    DecisionKind.MISSING,
+    DecisionKind.FLAKY,
+)
 
 
 def terminal_lines(
@@ -56,18 +61,28 @@ def terminal_lines(
     return lines
 
 
-def _table(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | None,
-           layout: TerminalLayout) -> list[str]:
+def _table(
+    results: Sequence[CaseResult], decisions: Mapping[str, Decision] | None, layout: TerminalLayout
+) -> list[str]:
     """Aligned columns with the test id last, never cut: it can be pasted into pytest."""
     tests = by_test(results)
     rows = [["status", "ratio", "graphs", "baseline"]]
     for nodeid, checks in tests:
         decision = decisions.get(nodeid) if decisions else None
-        rows.append([str(test_status(checks)), format_ratio(_worst_ratio(checks)), format_graphs(checks),
-                     decision.kind.label if decision else "-"])
-    shown = [column for column, heading in enumerate(rows[0])
-             if (heading != "graphs" or any(row[column] != "-" for row in rows[1:]))
-             and (heading != "baseline" or decisions is not None)]
+        rows.append(
+            [
+                str(test_status(checks)),
+                format_ratio(_worst_ratio(checks)),
+                format_graphs(checks),
+                decision.kind.label if decision else "-",
+            ]
+        )
+    shown = [
+        column
+        for column, heading in enumerate(rows[0])
+        if (heading != "graphs" or any(row[column] != "-" for row in rows[1:]))
+        and (heading != "baseline" or decisions is not None)
+    ]
     widths = {column: max(len(row[column]) for row in rows) for column in shown}
 
     def line(row: list[str], test: str) -> str:
@@ -85,9 +100,13 @@ def _table(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | No
         for check in checks:
             # A passing check's details (its message, ratio, compile time) only at -vv; a fixture
             # check not judged says why (a plain graph's reason is its unchecked line below).
-            if layout.verbosity > 1 or is_failing(check.status) or check.unconfirmed \
-                    or check.status is Status.HANDLED_ERROR \
-                    or (check.status is Status.NOT_JUDGED and check.graphs_judged is None):
+            if (
+                layout.verbosity > 1
+                or is_failing(check.status)
+                or check.unconfirmed
+                or check.status is Status.HANDLED_ERROR
+                or (check.status is Status.NOT_JUDGED and check.graphs_judged is None)
+            ):
                 lines.extend(_check_details(check, layout))
         for check in checks:
             for entry in check.unchecked:
@@ -98,14 +117,18 @@ def _table(results: Sequence[CaseResult], decisions: Mapping[str, Decision] | No
     return [line(rows[0], "test"), *lines, *legend]
 
 
-RATIO_LEGEND = ("ratio: worst rmse(compiled, fp64) / rmse(eager, fp64) of the outputs; '-' where "
-                "no output was judged by the fp64 rule: outputs allclose to eager (within tol), "
-                "integer or empty outputs, no fp64 reference (a same-precision check), or a failure "
-                "before any output was compared")
+RATIO_LEGEND = (
+    "ratio: worst rmse(compiled, fp64) / rmse(eager, fp64) of the outputs; '-' where "
+    "no output was judged by the fp64 rule: outputs allclose to eager (within tol), "
+    "integer or empty outputs, no fp64 reference (a same-precision check), or a failure "
+    "before any output was compared"
+)
 
 
 def _worst_ratio(checks: Sequence[CaseResult]) -> float | None:
-    return max((check.worst_ratio for check in checks if check.worst_ratio is not None), default=None)
+    return max(
+        (check.worst_ratio for check in checks if check.worst_ratio is not None), default=None
+    )
 
 
 def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
@@ -150,6 +173,11 @@ def _minify_facts(minify: MinifyResult, layout: TerminalLayout) -> list[tuple[st
 def minified_section(checks: Sequence[CaseResult], layout: TerminalLayout) -> str:
     """What minifying a failed test's checks found (minified repro, minify line, stage), for the
     test's own failure report: the check failed before any of it was known."""
-    lines = [line for check in checks if check.minify is not None
-             for name, value in _minify_facts(check.minify, layout) for line in layout.wrap(f"{name}: {value}", "")]
+    lines = [
+        line
+        for check in checks
+        if check.minify is not None
+        for name, value in _minify_facts(check.minify, layout)
+        for line in layout.wrap(f"{name}: {value}", "")
+    ]
     return "\n".join(lines)

@@ -36,8 +36,11 @@ def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) 
     # Where the graph's inputs live (a GPU host's environment names its GPU for CPU cases too).
     device = "CUDA" if re.search(r"'cuda(:\d+)?'", source) else "CPU"
     culprit = ", ".join(ops) if ops else f"a {fields.get('ops', '?')}-op graph"
-    title = (f"[inductor] wrong result from {culprit} on {device}" if kind == FailureKind.ACCURACY
-             else f"[inductor] {culprit} on {device}: {kind.replace('_', ' ')}")
+    title = (
+        f"[inductor] wrong result from {culprit} on {device}"
+        if kind == FailureKind.ACCURACY
+        else f"[inductor] {culprit} on {device}: {kind.replace('_', ' ')}"
+    )
     lines = [
         f"# {title}",
         "",
@@ -45,8 +48,11 @@ def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) 
         "",
         f"`torch.compile` (Inductor) {_what(kind)} for {culprit} on {device}, found by "
         f"pytest-torchcompile in `{original.get('case', case_dir.name)}`"
-        + (f" and minified from {original.get('ops', '?')} ops to {fields.get('ops', '?')}." if shown == minified
-           else " (not minified)."),
+        + (
+            f" and minified from {original.get('ops', '?')} ops to {fields.get('ops', '?')}."
+            if shown == minified
+            else " (not minified)."
+        ),
         *([f"Where: {fields['stage']}."] if "stage" in fields else []),
         "",
         "### Expected vs got",
@@ -58,16 +64,42 @@ def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) 
         "",
     ]
     if compact:
-        lines += [f"`python {shown.name}` exits 1 while the bug reproduces, 0 once fixed (only torch "
-                  "needed" + ("; its larger inputs are in `tensors/` beside it" if (case_dir / "tensors").is_dir()
-                              and "_load('" in source else "") + "):", "", "```python", source.strip(), "```"]
+        lines += [
+            f"`python {shown.name}` exits 1 while the bug reproduces, 0 once fixed (only torch "
+            "needed"
+            + (
+                "; its larger inputs are in `tensors/` beside it"
+                if (case_dir / "tensors").is_dir() and "_load('" in source
+                else ""
+            )
+            + "):",
+            "",
+            "```python",
+            source.strip(),
+            "```",
+        ]
     else:
         config = config_lines(shown)
-        lines += ["The graph (the whole repro is attached: "
-                  f"`python {shown.name}` exits 1 while the bug reproduces, 0 once fixed):", "",
-                  "```python", graph_source(shown) or f"# see {shown.name}", "```",
-                  *(["", "Inductor config that differs from the defaults:", "", "```python", config, "```"]
-                    if config else [])]
+        lines += [
+            "The graph (the whole repro is attached: "
+            f"`python {shown.name}` exits 1 while the bug reproduces, 0 once fixed):",
+            "",
+            "```python",
+            graph_source(shown) or f"# see {shown.name}",
+            "```",
+            *(
+                [
+                    "",
+                    "Inductor config that differs from the defaults:",
+                    "",
+                    "```python",
+                    config,
+                    "```",
+                ]
+                if config
+                else []
+            ),
+        ]
     lines += ["", "### Versions", "", env or "unknown", ""]
     return "\n".join(lines)
 
@@ -92,8 +124,9 @@ def _what(kind: str) -> str:
 
 def _expected(kind: str) -> str:
     if kind == FailureKind.ACCURACY:
-        return ("Expected: the compiled graph is as close to an fp64 run of the same graph as eager is "
-                "(PyTorch's `same()` rule: rmse(compiled, fp64) <= multiplier x rmse(eager, fp64)). "
-                "Got, per output (rmse columns; ratio = rmse(compiled, fp64) / rmse(eager, fp64)):")
+        return (
+            "Expected: the compiled graph is as close to an fp64 run of the same graph as eager is "
+            "(PyTorch's `same()` rule: rmse(compiled, fp64) <= multiplier x rmse(eager, fp64)). "
+            "Got, per output (rmse columns; ratio = rmse(compiled, fp64) / rmse(eager, fp64)):"
+        )
     return "Expected: the compiled graph runs as eager does. Got:"
-

@@ -50,6 +50,7 @@ RULE_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {
     FailureKind.RUNTIME_ERROR: (rule.error_signature, rule.normalized_error),
 }
 
+
 def compact_obstacle(case: ReproCase) -> str | None:
     """Why ``case`` needs the full form, or None."""
     if case.level not in (POST_AOT, DYNAMO):
@@ -58,7 +59,9 @@ def compact_obstacle(case: ReproCase) -> str | None:
         return "item deletion, which fx's tracing does not record"
     if case.kind not in RULE_FUNCTIONS:
         return f"a failure of kind {case.kind}"
-    if any(origin.module is not None and not _in_torch(origin.module) for origin in case.required_ops()):
+    if any(
+        origin.module is not None and not _in_torch(origin.module) for origin in case.required_ops()
+    ):
         return "ops that a module outside torch registers"
     if draws_random(case.gm):
         return "random ops, which the full form seeds alike"
@@ -67,7 +70,12 @@ def compact_obstacle(case: ReproCase) -> str | None:
             if not isinstance(value, bool | int | float):
                 return f"an input of type {type(value).__name__}"
             continue
-        if type(value) is not torch.Tensor or value.layout != torch.strided or value.is_quantized or value.is_complex():
+        if (
+            type(value) is not torch.Tensor
+            or value.layout != torch.strided
+            or value.is_quantized
+            or value.is_complex()
+        ):
             return "an input that is not a plain strided real tensor"
         if value.requires_grad and case.level != DYNAMO:
             return "inputs that require grad"
@@ -86,7 +94,8 @@ def _broadcasts(value: Any) -> bool:
     """Whether ``value`` is a tensor with a broadcast dimension (stride 0, more than one element):
     an expanded tensor, such as the gradient of a sum."""
     return isinstance(value, torch.Tensor) and any(
-        stride == 0 and size > 1 for size, stride in zip(value.shape, value.stride(), strict=True))
+        stride == 0 and size > 1 for size, stride in zip(value.shape, value.stride(), strict=True)
+    )
 
 
 def _one_per_broadcast(value: torch.Tensor) -> torch.Tensor:
@@ -101,7 +110,9 @@ def _one_per_broadcast(value: torch.Tensor) -> torch.Tensor:
 def _overlaps_itself(value: torch.Tensor) -> bool:
     """Whether two elements of ``value`` are one place in memory: written back element by
     element, a copy of it would not be the same tensor."""
-    dims = sorted((stride, size) for size, stride in zip(value.shape, value.stride(), strict=True) if size > 1)
+    dims = sorted(
+        (stride, size) for size, stride in zip(value.shape, value.stride(), strict=True) if size > 1
+    )
     reach = 0
     for stride, size in dims:
         if stride <= reach:
@@ -139,11 +150,22 @@ class _Code:
 def _code(case: ReproCase) -> _Code:
     accuracy = case.kind == FailureKind.ACCURACY
     whole_stack = case.level == DYNAMO
-    compile_graph = ("compile_whole_stack" if whole_stack else
-                     "compile_post_aot_visible" if visible_outputs(case.gm) is not None else "compile_post_aot")
-    functions = ["_load", "copies", "run", "references",
-                 *(["compile_post_aot"] if compile_graph == "compile_post_aot_visible" else []), compile_graph,
-                 "check_accuracy" if accuracy else "check_error"]
+    compile_graph = (
+        "compile_whole_stack"
+        if whole_stack
+        else "compile_post_aot_visible"
+        if visible_outputs(case.gm) is not None
+        else "compile_post_aot"
+    )
+    functions = [
+        "_load",
+        "copies",
+        "run",
+        "references",
+        *(["compile_post_aot"] if compile_graph == "compile_post_aot_visible" else []),
+        compile_graph,
+        "check_accuracy" if accuracy else "check_error",
+    ]
     code = embedded_functions(COMPACT, functions)
     imports = ""
     traced = makes_tensors_from_nothing(case.gm) or bool(_in_place_operators(case.gm))
@@ -151,26 +173,47 @@ def _code(case: ReproCase) -> _Code:
         tracer, imports = embedded_module(TRACING)
         code = tracer + "\n" + code
     trace = "_trace" if traced else "torch.fx.symbolic_trace"
-    last = (f"if __name__ == \"__main__\": sys.exit({functions[-1]}({trace}, {compile_graph}))"
-            "  # 1: reproduced, 0: fixed, 2: fails differently, 3: the repro cannot run")
+    last = (
+        f'if __name__ == "__main__": sys.exit({functions[-1]}({trace}, {compile_graph}))'
+        "  # 1: reproduced, 0: fixed, 2: fails differently, 3: the repro cannot run"
+    )
     return _Code(code, imports, last, traced)
 
 
-def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
-                   input_expressions: Sequence[str], footer: str = "") -> str:
+def render_compact(
+    case: ReproCase,
+    header: Sequence[str],
+    module_source: str,
+    input_expressions: Sequence[str],
+    footer: str = "",
+) -> str:
     """The compact file of ``case`` (see :func:`compact_obstacle`): ``header`` its comment lines,
     ``module_source`` the graph's ``Repro`` class, ``input_expressions`` one per input, calling
     ``_load(values or tensor file, dtype, shape, stride, device[, storage offset])``; ``footer``
     comment lines after the code."""
     config = "\n".join(line for line in case.config_source.strip().splitlines() if line)
     devices = {value.device.type for value in case.inputs if isinstance(value, torch.Tensor)}
-    precision = ("torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # fp32 as fp32\n"
-                 if "cuda" in devices else "")
+    precision = (
+        "torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # fp32 as fp32\n"
+        if "cuda" in devices
+        else ""
+    )
     written = mutated_inputs(case.gm, case.inputs) if case.kind == FailureKind.ACCURACY else []
-    settings_of: dict[str, Any] = ({"KIND": str(case.kind), "TOL": case.tol, "CHECK_NON_FLOAT": case.check_non_float,
-                                    "WRITTEN_INPUTS": written} if case.kind == FailureKind.ACCURACY else
-                                   {"KIND": str(case.kind), "EXPECTED_ERROR": case.expected_error,
-                                    "ERROR_PATTERN": case.error_pattern, "WRITTEN_INPUTS": []})
+    settings_of: dict[str, Any] = (
+        {
+            "KIND": str(case.kind),
+            "TOL": case.tol,
+            "CHECK_NON_FLOAT": case.check_non_float,
+            "WRITTEN_INPUTS": written,
+        }
+        if case.kind == FailureKind.ACCURACY
+        else {
+            "KIND": str(case.kind),
+            "EXPECTED_ERROR": case.expected_error,
+            "ERROR_PATTERN": case.error_pattern,
+            "WRITTEN_INPUTS": [],
+        }
+    )
     visible = visible_outputs(case.gm)
     if visible is not None:
         settings_of["VISIBLE_OUTPUTS"] = visible
@@ -178,42 +221,64 @@ def render_compact(case: ReproCase, header: Sequence[str], module_source: str,
     if code.traced:
         settings_of["IN_PLACE_OPERATORS"] = frozenset(_in_place_operators(case.gm))
     names, values = list(settings_of), list(settings_of.values())
-    settings = (f"{', '.join(names)} = {', '.join(repr(value) for value in values)}"
-                + ("  # judged after the outputs, as the graph left them" if written else "")
-                + ("\nNON_FLOAT_FAILURE = True  # the failure is in integer or bool outputs"
-                   if case.kind == FailureKind.ACCURACY and case.non_float_failure else ""))
+    settings = (
+        f"{', '.join(names)} = {', '.join(repr(value) for value in values)}"
+        + ("  # judged after the outputs, as the graph left them" if written else "")
+        + (
+            "\nNON_FLOAT_FAILURE = True  # the failure is in integer or bool outputs"
+            if case.kind == FailureKind.ACCURACY and case.non_float_failure
+            else ""
+        )
+    )
     inputs = ", ".join(input_expressions)
     rule_functions = "\n".join(embedded_source(function) for function in RULE_FUNCTIONS[case.kind])
     graph_code = _strip_init(module_source).rstrip()
-    return "\n".join([
-        *header,
-        f"import {', '.join(_standard_modules_used(rule_functions, code.code))}, "
-        "torch._inductor.compile_fx  # with it torch._inductor.config",
-        *([code.imports] if code.imports else []),
-        *(["import torch._functorch.config"] if case.level == DYNAMO else []),
-        *(f"import {module}  # registers {', '.join(ops)}" for module, ops in _registering_modules(case).items()),
-        "sys.excepthook = lambda *error: (sys.__excepthook__(*error), os._exit(3))  # exit 3: the repro cannot run",
-        *(["from torch import device"] if "device(" in graph_code else []),
-        "",
-        *([config, ""] if config else []),
-        precision + graph_code,
-        "",
-        f"def make_inputs():\n    return [{inputs}]" if len(inputs) < 80 else
-        "def make_inputs():\n    return [\n" + "".join(f"        {e},\n" for e in input_expressions) + "    ]",
-        settings,
-        "# --- only torch needed: the fp64 rule of pytest-torchcompile (PyTorch's same()), eager, fp64 and Inductor ---",
-        rule_functions,
-        code.code,
-        "",
-        code.last + footer,
-    ])
+    return "\n".join(
+        [
+            *header,
+            f"import {', '.join(_standard_modules_used(rule_functions, code.code))}, "
+            "torch._inductor.compile_fx  # with it torch._inductor.config",
+            *([code.imports] if code.imports else []),
+            *(["import torch._functorch.config"] if case.level == DYNAMO else []),
+            *(
+                f"import {module}  # registers {', '.join(ops)}"
+                for module, ops in _registering_modules(case).items()
+            ),
+            "sys.excepthook = lambda *error: (sys.__excepthook__(*error), os._exit(3))  # exit 3: the repro cannot run",
+            *(["from torch import device"] if "device(" in graph_code else []),
+            "",
+            *([config, ""] if config else []),
+            precision + graph_code,
+            "",
+            f"def make_inputs():\n    return [{inputs}]"
+            if len(inputs) < 80
+            else "def make_inputs():\n    return [\n"
+            + "".join(f"        {e},\n" for e in input_expressions)
+            + "    ]",
+            settings,
+            "# --- only torch needed: the fp64 rule of pytest-torchcompile (PyTorch's same()), eager, fp64 and Inductor ---",
+            rule_functions,
+            code.code,
+            "",
+            code.last + footer,
+        ]
+    )
 
 
 def _standard_modules_used(*sources: str) -> list[str]:
     """The modules of the standard library the compact code may use that ``sources`` name, and
     ``sys``, which every compact file uses."""
-    names = {node.id for source in sources for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Name)}
-    return [module for module in ("copy", "math", "os", "re", "sys") if module in names or module == "sys"]
+    names = {
+        node.id
+        for source in sources
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Name)
+    }
+    return [
+        module
+        for module in ("copy", "math", "os", "re", "sys")
+        if module in names or module == "sys"
+    ]
 
 
 def _in_place_operators(gm: torch.fx.GraphModule) -> list[str]:
@@ -239,7 +304,9 @@ def _registering_modules(case: ReproCase) -> dict[str, list[str]]:
 
 def _strip_init(module_source: str) -> str:
     """The graph's class without an ``__init__`` that only calls the base class's."""
-    return re.sub(r"\n    def __init__\(self\):\n        super\(\).__init__\(\)\n", "", module_source)
+    return re.sub(
+        r"\n    def __init__\(self\):\n        super\(\).__init__\(\)\n", "", module_source
+    )
 
 
 def compact_disagreement(module: ModuleType, case: ReproCase) -> str | None:
@@ -248,16 +315,21 @@ def compact_disagreement(module: ModuleType, case: ReproCase) -> str | None:
     gm, inputs = compact_trace(module)(module.Repro()), module.make_inputs()
     if [node.target for node in gm.graph.nodes] != [node.target for node in case.gm.graph.nodes]:
         return "its graph traces to other ops"
-    if not all(_same_layout(value, wanted) for value, wanted in zip(inputs, case.inputs, strict=True)):
+    if not all(
+        _same_layout(value, wanted) for value, wanted in zip(inputs, case.inputs, strict=True)
+    ):
         return "its inputs are laid out otherwise"
     with torch.no_grad():
         eager, fp64 = module.references(gm, inputs)
-        expected_eager, expected_fp64 = reference_outputs(case.gm, clone_values(case.inputs),
-                                                          mutated=mutated_inputs(case.gm, case.inputs))
+        expected_eager, expected_fp64 = reference_outputs(
+            case.gm, clone_values(case.inputs), mutated=mutated_inputs(case.gm, case.inputs)
+        )
     if expected_fp64 is None:
         return "the graph has no fp64 reference"
     for name, got, expected in (("eager", eager, expected_eager), ("fp64", fp64, expected_fp64)):
-        if len(got) != len(expected) or not all(_identical(a, b) for a, b in zip(got, expected, strict=True)):
+        if len(got) != len(expected) or not all(
+            _identical(a, b) for a, b in zip(got, expected, strict=True)
+        ):
             return f"its {name} run gives other values than the plugin's"
     return None
 
@@ -272,7 +344,11 @@ def _same_layout(value: Any, wanted: Any) -> bool:
     if not isinstance(value, torch.Tensor) or not isinstance(wanted, torch.Tensor):
         return type(value) is type(wanted)
     return (value.shape, value.stride(), value.storage_offset(), value.dtype) == (
-        wanted.shape, wanted.stride(), wanted.storage_offset(), wanted.dtype)
+        wanted.shape,
+        wanted.stride(),
+        wanted.storage_offset(),
+        wanted.dtype,
+    )
 
 
 def _identical(value: Any, wanted: Any) -> bool:

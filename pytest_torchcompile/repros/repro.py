@@ -138,15 +138,23 @@ def _module_source(gm: torch.fx.GraphModule, class_name: str, writer: _TensorWri
             init_lines.append(f"self.{target} = {writer.expression(value)}")
     body = textwrap.indent(_forward_code(gm).strip(), "    ")
     init = textwrap.indent("\n".join(["super().__init__()", *init_lines]), "        ")
-    return "\n\n".join([*nested, f"class {class_name}(torch.nn.Module):\n    def __init__(self):\n{init}\n\n{body}\n"])
+    return "\n\n".join(
+        [
+            *nested,
+            f"class {class_name}(torch.nn.Module):\n    def __init__(self):\n{init}\n\n{body}\n",
+        ]
+    )
 
 
 def _forward_code(gm: torch.fx.GraphModule) -> str:
     """The graph's code, a value nothing reads (an in-place op kept for what it writes) called
     without a name: fx names it and frees it on the same line, which reads as a variable never
     used."""
-    unused = {node.name for node in gm.graph.nodes
-              if node.op in ("call_function", "call_method", "call_module") and not node.users}
+    unused = {
+        node.name
+        for node in gm.graph.nodes
+        if node.op in ("call_function", "call_method", "call_module") and not node.users
+    }
     lines = gm.code.splitlines()
     for index, line in enumerate(lines):
         match = re.fullmatch(r"(\s*)(\w+) = (.*)", line)
@@ -154,7 +162,9 @@ def _forward_code(gm: torch.fx.GraphModule) -> str:
             continue
         indent, name, rest = match.groups()
         statement, _, freed = rest.partition(";  ")
-        others = [other for other in freed.removesuffix(" = None").split(" = ") if other and other != name]
+        others = [
+            other for other in freed.removesuffix(" = None").split(" = ") if other and other != name
+        ]
         lines[index] = indent + statement + (f";  {' = '.join(others)} = None" if others else "")
     return "\n".join(lines)
 
@@ -168,15 +178,24 @@ def render_repro(case: ReproCase, compact: bool = False) -> tuple[str, dict[str,
         header = _case_fields(case, environment())
         # A torch-level graph's lowering is shown (a wrong decomposition is seen there); a kernel
         # has a file of its own beside the compact file.
-        footer = _generated_code_comment(case.generated_code, case.level) \
-            if case.generated_code and case.level == standalone.DYNAMO else ""
-        return render_compact(case, header, module, [writer.expression(value) for value in case.inputs],
-                              footer), writer.files
+        footer = (
+            _generated_code_comment(case.generated_code, case.level)
+            if case.generated_code and case.level == standalone.DYNAMO
+            else ""
+        )
+        return render_compact(
+            case, header, module, [writer.expression(value) for value in case.inputs], footer
+        ), writer.files
     inputs = ",\n".join(f"        {writer.expression(value)}" for value in case.inputs)
     env = environment()
     required = case.required_ops()
-    modules = sorted({origin.module for origin in required
-                      if origin.module is not None and origin.module.split(".")[0] != "torch"})
+    modules = sorted(
+        {
+            origin.module
+            for origin in required
+            if origin.module is not None and origin.module.split(".")[0] != "torch"
+        }
+    )
     header = [
         "# pytest-torchcompile repro: only torch is needed to run it"
         + (f", and {', '.join(modules)} for the ops it registers." if modules else "."),
@@ -187,43 +206,59 @@ def render_repro(case: ReproCase, compact: bool = False) -> tuple[str, dict[str,
         *_note_fields(case),
     ]
     if case.level == standalone.DYNAMO:
-        header[3:3] = ["# level:   torch-level graph (Dynamo's, before AOT autograd and Inductor's "
-                       "decompositions): its post-AOT graph does not fail on its own; compiled "
-                       "through the whole stack and judged against eager of this graph"]
+        header[3:3] = [
+            "# level:   torch-level graph (Dynamo's, before AOT autograd and Inductor's "
+            "decompositions): its post-AOT graph does not fail on its own; compiled "
+            "through the whole stack and judged against eager of this graph"
+        ]
     if any(sizes and any(not s.isdigit() for s in sizes) for sizes in case.symbolic_sizes):
         header.append(f"# symbolic input sizes: {case.symbolic_sizes}")
     config = case.config_source.strip()
-    settings = "\n".join([
-        f"KIND = {str(case.kind)!r}",
-        f"TOL = {case.tol!r}",
-        f"CHECK_NON_FLOAT = {case.check_non_float!r}",
-        f"NON_FLOAT_FAILURE = {case.non_float_failure!r}",
-        f"EXPECTED_ERROR = {case.expected_error!r}",
-        f"ERROR_PATTERN = {case.error_pattern!r}",
-        f"GRAD_ENABLED = {case.grad_enabled!r}",
-        f"SYMBOLIC_SIZES = {case.symbolic_sizes!r}",
-        "# Ops outside aten: (op, the module that registers it (None: torch), its sys.path entry)",
-        f"REQUIRED_OPS = {[(o.qualname, o.module, o.search_path) for o in required]!r}",
-        f"LEVEL = {case.level!r}",
-        "# The outputs Inductor was told the user sees (it keeps their traced strides); None: unmarked",
-        f"VISIBLE_OUTPUTS = {visible_outputs(case.gm)!r}",
-    ])
+    settings = "\n".join(
+        [
+            f"KIND = {str(case.kind)!r}",
+            f"TOL = {case.tol!r}",
+            f"CHECK_NON_FLOAT = {case.check_non_float!r}",
+            f"NON_FLOAT_FAILURE = {case.non_float_failure!r}",
+            f"EXPECTED_ERROR = {case.expected_error!r}",
+            f"ERROR_PATTERN = {case.error_pattern!r}",
+            f"GRAD_ENABLED = {case.grad_enabled!r}",
+            f"SYMBOLIC_SIZES = {case.symbolic_sizes!r}",
+            "# Ops outside aten: (op, the module that registers it (None: torch), its sys.path entry)",
+            f"REQUIRED_OPS = {[(o.qualname, o.module, o.search_path) for o in required]!r}",
+            f"LEVEL = {case.level!r}",
+            "# The outputs Inductor was told the user sees (it keeps their traced strides); None: unmarked",
+            f"VISIBLE_OUTPUTS = {visible_outputs(case.gm)!r}",
+        ]
+    )
     code = full_file_code(_graph_names(module + "\n[\n" + inputs + "\n]"))
-    source = "\n\n".join([
-        "\n".join(header),
-        code.head,
-        code.imports,
-        code.prelude,
-        (f'INDUCTOR_CONFIG = r"""\n{config}\n"""' if config
-         else 'INDUCTOR_CONFIG = ""  # all Inductor config values at their defaults')
-        + "\nSKIPPED_CONFIG = apply_inductor_config(INDUCTOR_CONFIG)",
-        settings,
-        "\n\n" + module.rstrip(),
-        "\n\ndef make_inputs():\n    return [\n" + inputs + ("," if case.inputs else "") + "\n    ]",
-        "\n\n# --- judging code (the plugin's own rule) ---\n\n" + code.judging,
-        "\n\n" + code.entry + "\n",
-        *([_generated_code_comment(case.generated_code, case.level)] if case.generated_code else []),
-    ])
+    source = "\n\n".join(
+        [
+            "\n".join(header),
+            code.head,
+            code.imports,
+            code.prelude,
+            (
+                f'INDUCTOR_CONFIG = r"""\n{config}\n"""'
+                if config
+                else 'INDUCTOR_CONFIG = ""  # all Inductor config values at their defaults'
+            )
+            + "\nSKIPPED_CONFIG = apply_inductor_config(INDUCTOR_CONFIG)",
+            settings,
+            "\n\n" + module.rstrip(),
+            "\n\ndef make_inputs():\n    return [\n"
+            + inputs
+            + ("," if case.inputs else "")
+            + "\n    ]",
+            "\n\n# --- judging code (the plugin's own rule) ---\n\n" + code.judging,
+            "\n\n" + code.entry + "\n",
+            *(
+                [_generated_code_comment(case.generated_code, case.level)]
+                if case.generated_code
+                else []
+            ),
+        ]
+    )
     return source, writer.files
 
 
@@ -276,15 +311,20 @@ def _one_line(text: str) -> str:
 
 def _generated_code_comment(code: str, level: str) -> str:
     lines = "\n".join(f"# {line}".rstrip() for line in code.strip().splitlines())
-    what = ("the post-AOT graphs AOT autograd and the decompositions made of this graph"
-            if level == standalone.DYNAMO else "the code Inductor generated for this graph")
-    return (f"\n# --- {what} (torch {torch.__version__}), to read; the check above compiles afresh ---\n{lines}")
+    what = (
+        "the post-AOT graphs AOT autograd and the decompositions made of this graph"
+        if level == standalone.DYNAMO
+        else "the code Inductor generated for this graph"
+    )
+    return f"\n# --- {what} (torch {torch.__version__}), to read; the check above compiles afresh ---\n{lines}"
 
 
 # --- writing -------------------------------------------------------------------------------
 
 
-def write_repro(case: ReproCase, path: Path, within: Path | None = None, compact: bool = False) -> Path:
+def write_repro(
+    case: ReproCase, path: Path, within: Path | None = None, compact: bool = False
+) -> Path:
     """Write ``case`` to ``path`` (and its tensors beside it), atomically and under a lock; with
     ``within``, only through real directories below it (see ``files.atomic_write``); with
     ``compact``, in the compact form (see ``render_repro``)."""
@@ -307,8 +347,11 @@ def write_minified(case: ReproCase, path: Path, within: Path | None = None) -> P
             reason = f"it does not load: {error_signature(error)}"
         if reason is None:
             return path
-    return write_repro(replace(case, notes=[*case.notes, f"the full form, not the compact one: {reason}"]),
-                       path, within)
+    return write_repro(
+        replace(case, notes=[*case.notes, f"the full form, not the compact one: {reason}"]),
+        path,
+        within,
+    )
 
 
 def _write_files(path: Path, source: str, tensors: dict[str, bytes], within: Path | None) -> None:
@@ -405,20 +448,34 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
     try:
         with_inductor_config_undone(lambda: loader.exec_module(module))
     except Exception as error:
-        raise ReproBroken(f"the repro file does not load: {type(error).__name__}: {error}") from error
+        raise ReproBroken(
+            f"the repro file does not load: {type(error).__name__}: {error}"
+        ) from error
     finally:
         sys.modules.pop(name, None)
     gm, inputs = _build(module)
-    title = next((line.split(":", 1)[1].strip() for line in path.read_text().splitlines()
-                  if line.startswith("# case:")), path.parent.name)
+    title = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in path.read_text().splitlines()
+            if line.startswith("# case:")
+        ),
+        path.parent.name,
+    )
     # A compact file (``compact``) names only what its kind of failure needs.
     case = ReproCase(
-        gm=gm, inputs=inputs, kind=_recorded_kind(module), title=title, tol=getattr(module, "TOL", DEFAULT_TOLERANCE),
+        gm=gm,
+        inputs=inputs,
+        kind=_recorded_kind(module),
+        title=title,
+        tol=getattr(module, "TOL", DEFAULT_TOLERANCE),
         check_non_float=getattr(module, "CHECK_NON_FLOAT", True),
         non_float_failure=getattr(module, "NON_FLOAT_FAILURE", False),
-        expected_error=getattr(module, "EXPECTED_ERROR", None), error_pattern=getattr(module, "ERROR_PATTERN", None),
+        expected_error=getattr(module, "EXPECTED_ERROR", None),
+        error_pattern=getattr(module, "ERROR_PATTERN", None),
         grad_enabled=getattr(module, "GRAD_ENABLED", False),
-        symbolic_sizes=getattr(module, "SYMBOLIC_SIZES", []), config_source=config_lines(path),
+        symbolic_sizes=getattr(module, "SYMBOLIC_SIZES", []),
+        config_source=config_lines(path),
         op_origins=[OpOrigin(*entry) for entry in getattr(module, "REQUIRED_OPS", [])],
         level=getattr(module, "LEVEL", standalone.POST_AOT),
     )
@@ -430,7 +487,9 @@ def _recorded_kind(module: ModuleType) -> FailureKind:
     try:
         return FailureKind(module.KIND)
     except (AttributeError, ValueError) as error:
-        raise ReproBroken(f"the repro file records no failure kind: {type(error).__name__}: {error}") from error
+        raise ReproBroken(
+            f"the repro file records no failure kind: {type(error).__name__}: {error}"
+        ) from error
 
 
 def _build(module: ModuleType) -> tuple[torch.fx.GraphModule, list[Any]]:
@@ -440,9 +499,15 @@ def _build(module: ModuleType) -> tuple[torch.fx.GraphModule, list[Any]]:
         if hasattr(module, "build"):
             return module.build()
         gm = compact_trace(module)(module.Repro())
-        return with_visible_outputs(gm, getattr(module, "VISIBLE_OUTPUTS", None)), module.make_inputs()
+        return with_visible_outputs(
+            gm, getattr(module, "VISIBLE_OUTPUTS", None)
+        ), module.make_inputs()
     except Exception as error:
-        reason = str(error) if type(error).__name__ == "ReproBroken" else f"{type(error).__name__}: {error}"
+        reason = (
+            str(error)
+            if type(error).__name__ == "ReproBroken"
+            else f"{type(error).__name__}: {error}"
+        )
         raise ReproBroken(reason) from error
 
 
@@ -465,12 +530,13 @@ def graph_source(path: Path) -> str:
     source = path.read_text()
     start = source.find("\nclass Repro(")
     end = source.find("\ndef make_inputs():", start)
-    return source[start + 1:end].rstrip() if start >= 0 and end >= 0 else ""
+    return source[start + 1 : end].rstrip() if start >= 0 and end >= 0 else ""
 
 
 def config_lines(path: Path) -> str:
-    return "\n".join(line for line in path.read_text().splitlines()
-                     if line.startswith("torch._inductor.config."))
+    return "\n".join(
+        line for line in path.read_text().splitlines() if line.startswith("torch._inductor.config.")
+    )
 
 
 def load_case(path: str | os.PathLike[str]) -> ReproCase:
@@ -495,4 +561,3 @@ def repro_defect(path: str | os.PathLike[str]) -> str | None:
             return str(error)
         return f"the graph fails when run eagerly on its inputs: {error_signature(error)}"
     return None
-

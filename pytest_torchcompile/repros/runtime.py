@@ -30,8 +30,11 @@ PACKAGE = "pytest_torchcompile"
 
 def plugin_imports(source: str) -> list[str]:
     """The modules of the plugin that ``source`` imports at module level, in order."""
-    return [node.module for node in ast.parse(source).body
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == PACKAGE]
+    return [
+        node.module
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == PACKAGE
+    ]
 
 
 def runtime_modules() -> list[ModuleType]:
@@ -68,15 +71,25 @@ def _embedded(source: str, imports: bool) -> str:
         left_out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
 
     for statement in tree.body:
-        if _type_checking_block(statement) or (not imports and isinstance(statement, ast.Import | ast.ImportFrom)):
+        if _type_checking_block(statement) or (
+            not imports and isinstance(statement, ast.Import | ast.ImportFrom)
+        ):
             leave_out(statement)
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ("__future__", PACKAGE):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.split(".")[0] in ("__future__", PACKAGE)
+        ):
             leave_out(node)
         body = getattr(node, "body", None)
         # A docstring that is the whole body stays: the body would be empty without it.
-        if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef) and body and len(body) > 1 \
-                and ast.get_docstring(node) is not None:
+        if (
+            isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef)
+            and body
+            and len(body) > 1
+            and ast.get_docstring(node) is not None
+        ):
             leave_out(body[0])
     kept = [line for number, line in enumerate(source.splitlines(), 1) if number not in left_out]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
@@ -84,7 +97,11 @@ def _embedded(source: str, imports: bool) -> str:
 
 def _type_checking_block(node: ast.stmt) -> bool:
     """Whether ``node`` is ``if TYPE_CHECKING:``, whose imports only the type checker sees."""
-    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+    )
 
 
 def runtime_source(imports: bool = True, modules: list[ModuleType] | None = None) -> str:
@@ -114,11 +131,17 @@ def embedded_functions(name: str, functions: Iterable[str]) -> str:
     """The top-level ``functions`` of module ``name`` of ``repros.embedded``, in the order given,
     each as :func:`embedded_source` embeds a function (read from the file, never imported)."""
     source = read_module(name)
-    defined = {node.name: node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
+    defined = {
+        node.name: node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)
+    }
     lines = source.splitlines()
     return "\n".join(
-        _embedded("\n".join(lines[defined[function].lineno - 1:defined[function].end_lineno]), imports=False)
-        for function in functions)
+        _embedded(
+            "\n".join(lines[defined[function].lineno - 1 : defined[function].end_lineno]),
+            imports=False,
+        )
+        for function in functions
+    )
 
 
 def embedded_module(name: str) -> tuple[str, str]:
@@ -150,8 +173,11 @@ def full_file_code(graph_names: Iterable[tuple[str, str]] = ()) -> FullFileCode:
     sources = [*prelude, *(inspect.getsource(module) for module in judging), entry]
     already = set(_imports(head))
     needed = [statement for statement in _imports(*sources) if statement not in already]
-    needed += [("from", module, name, None) for module, name in graph_names
-               if ("from", module, name, None) not in already | set(needed)]
+    needed += [
+        ("from", module, name, None)
+        for module, name in graph_names
+        if ("from", module, name, None) not in already | set(needed)
+    ]
     return FullFileCode(
         head="from __future__ import annotations\n\n" + _embedded(head, imports=True),
         imports=_import_lines(needed),
@@ -174,10 +200,17 @@ def _imports(*sources: str) -> list[_Import]:
             statements: list[_Import] = []
             if isinstance(node, ast.Import):
                 statements = [("import", alias.name, "", alias.asname) for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
-                    and node.module.split(".")[0] not in ("__future__", PACKAGE):
-                statements = [("from", node.module, alias.name, alias.asname) for alias in node.names
-                              if (node.module, alias.name) != ("typing", "TYPE_CHECKING")]
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.level == 0
+                and node.module.split(".")[0] not in ("__future__", PACKAGE)
+            ):
+                statements = [
+                    ("from", node.module, alias.name, alias.asname)
+                    for alias in node.names
+                    if (node.module, alias.name) != ("typing", "TYPE_CHECKING")
+                ]
             found += [statement for statement in statements if statement not in found]
     return found
 
@@ -185,15 +218,21 @@ def _imports(*sources: str) -> list[_Import]:
 def _import_lines(statements: list[_Import]) -> str:
     """``statements`` as import lines: plain imports, then one line per module imported from,
     each group the standard library's first and sorted by module."""
+
     def order(module: str) -> tuple[bool, str]:
         return module.split(".")[0] == "torch", module
 
-    lines = [f"import {module}" + (f" as {alias}" if alias else "")
-             for kind, module, _, alias in sorted(statements, key=lambda statement: order(statement[1]))
-             if kind == "import"]
+    lines = [
+        f"import {module}" + (f" as {alias}" if alias else "")
+        for kind, module, _, alias in sorted(statements, key=lambda statement: order(statement[1]))
+        if kind == "import"
+    ]
     modules = sorted({module for kind, module, _, _ in statements if kind == "from"}, key=order)
     for module in modules:
-        names = [name + (f" as {alias}" if alias else "")
-                 for kind, source, name, alias in statements if kind == "from" and source == module]
+        names = [
+            name + (f" as {alias}" if alias else "")
+            for kind, source, name, alias in statements
+            if kind == "from" and source == module
+        ]
         lines.append(f"from {module} import {', '.join(names)}")
     return "\n".join(lines)

@@ -38,7 +38,11 @@ REFUSED = 4
 """The merge's exit status when it refuses its input (pytest's for a usage error)."""
 
 # pytest's exit statuses a shard may end with that say nothing beyond its tests' reports.
-_ORDINARY_EXIT = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
+_ORDINARY_EXIT = (
+    pytest.ExitCode.OK,
+    pytest.ExitCode.TESTS_FAILED,
+    pytest.ExitCode.NO_TESTS_COLLECTED,
+)
 
 
 class MergeError(Exception):
@@ -72,7 +76,9 @@ def load_report(path: Path) -> ShardReport:
     except NotARegularFile:
         raise MergeError(f"{path}: not a regular file: a report is a JSON file") from None
     except TooLarge:
-        raise MergeError(f"{path}: larger than {MAX_REPORT_BYTES // 2**20} MiB: not a report") from None
+        raise MergeError(
+            f"{path}: larger than {MAX_REPORT_BYTES // 2**20} MiB: not a report"
+        ) from None
     except (OSError, UnicodeDecodeError) as error:
         raise MergeError(f"{path}: cannot read the report: {error}") from None
     except json.JSONDecodeError as error:
@@ -80,22 +86,37 @@ def load_report(path: Path) -> ShardReport:
     if not isinstance(data, dict) or "schema_version" not in data:
         raise MergeError(f"{path}: not a pytest-torchcompile JSON report (no schema_version)")
     if data["schema_version"] != SCHEMA_VERSION:
-        raise MergeError(f"{path}: report schema v{data['schema_version']}; this merge reads v{SCHEMA_VERSION}")
+        raise MergeError(
+            f"{path}: report schema v{data['schema_version']}; this merge reads v{SCHEMA_VERSION}"
+        )
     run = data.get("run")
     if "plugin_version" not in data or not isinstance(run, dict):
-        raise MergeError(f"{path}: the report does not say what its run selected: written by an older "
-                         "pytest-torchcompile, or not by a test run")
+        raise MergeError(
+            f"{path}: the report does not say what its run selected: written by an older "
+            "pytest-torchcompile, or not by a test run"
+        )
     try:
         tests = data["tests"]
         results = [CaseResult.from_dict(check) for test in tests for check in test["checks"]]
         statuses = {test["nodeid"]: test["status"] for test in tests}
         shard = None if run["shard"] is None else Shard.from_dict(run["shard"])
-        record = RunRecord(results, {*run["selected"], *run["deselected"]}, set(run["selected"]),
-                           set(run["narrowed_files"]), [(f["nodeid"], f["when"]) for f in run["failed"]],
-                           shard, run["exitstatus"], run["baseline_sha256"])
-        return ShardReport(path, data["plugin_version"], data["environment"], statuses, results, record)
+        record = RunRecord(
+            results,
+            {*run["selected"], *run["deselected"]},
+            set(run["selected"]),
+            set(run["narrowed_files"]),
+            [(f["nodeid"], f["when"]) for f in run["failed"]],
+            shard,
+            run["exitstatus"],
+            run["baseline_sha256"],
+        )
+        return ShardReport(
+            path, data["plugin_version"], data["environment"], statuses, results, record
+        )
     except (KeyError, TypeError, ValueError) as error:
-        raise MergeError(f"{path}: truncated or malformed report ({type(error).__name__}: {error})") from None
+        raise MergeError(
+            f"{path}: truncated or malformed report ({type(error).__name__}: {error})"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -114,8 +135,10 @@ def merge_reports(reports: Sequence[ShardReport], gate: Gate | None = None) -> M
     first = reports[0]
     for report in reports[1:]:
         if report.plugin_version != first.plugin_version:
-            raise MergeError(f"{report.path}: written by pytest-torchcompile {report.plugin_version}, "
-                             f"{first.path} by {first.plugin_version}: rerun the shards with one version")
+            raise MergeError(
+                f"{report.path}: written by pytest-torchcompile {report.plugin_version}, "
+                f"{first.path} by {first.plugin_version}: rerun the shards with one version"
+            )
     _check_split(reports)
     _check_baseline(reports, gate)
     lines = []
@@ -127,43 +150,65 @@ def merge_reports(reports: Sequence[ShardReport], gate: Gate | None = None) -> M
             if earlier is None:
                 owner[test_id] = report
             elif earlier.statuses[test_id] != status:
-                raise MergeError(f"{test_id} is {earlier.statuses[test_id]} in {earlier.path} but {status} "
-                                 f"in {report.path}: the shards disagree")
+                raise MergeError(
+                    f"{test_id} is {earlier.statuses[test_id]} in {earlier.path} but {status} "
+                    f"in {report.path}: the shards disagree"
+                )
             else:
-                lines.append(f"{test_id} ran in {earlier.path} and {report.path}, {status} in both: counted once")
+                lines.append(
+                    f"{test_id} ran in {earlier.path} and {report.path}, {status} in both: counted once"
+                )
         results.extend(result for result in report.results if owner[result.nodeid] is report)
     collected = [report.record.collected_ids for report in reports]
     if any(ids != collected[0] for ids in collected[1:]):
         differ = set().union(*collected) - set(collected[0]).intersection(*collected[1:])
-        lines.append(f"WARNING the shards collected different tests ({len(differ)} test ids collected by some "
-                     "only): were they run from one commit with one command?")
-    failed = list(dict.fromkeys(failure for report in reports for failure in report.record.failed_reports))
+        lines.append(
+            f"WARNING the shards collected different tests ({len(differ)} test ids collected by some "
+            "only): were they run from one commit with one command?"
+        )
+    failed = list(
+        dict.fromkeys(failure for report in reports for failure in report.record.failed_reports)
+    )
     if gate is not None:
         failed = _not_excused(failed, results, gate)
-    record = RunRecord(results, set().union(*collected),
-                       set().union(*(report.record.selected_ids for report in reports)),
-                       set().union(*(report.record.narrowed_files for report in reports)),
-                       failed, None, _merged_exitstatus(reports, failed),
-                       None if gate is None else file_digest(gate.path))
+    record = RunRecord(
+        results,
+        set().union(*collected),
+        set().union(*(report.record.selected_ids for report in reports)),
+        set().union(*(report.record.narrowed_files for report in reports)),
+        failed,
+        None,
+        _merged_exitstatus(reports, failed),
+        None if gate is None else file_digest(gate.path),
+    )
     return Merged(record, lines)
 
 
 def _check_split(reports: Sequence[ShardReport]) -> None:
     """The shards are of one split, and each shard of it has a report."""
-    shards = [(report, report.record.shard) for report in reports if report.record.shard is not None]
+    shards = [
+        (report, report.record.shard) for report in reports if report.record.shard is not None
+    ]
     if not shards:
         return
     first_report, first = shards[0]
     for report, shard in shards[1:]:
         if (shard.splitter, shard.count) != (first.splitter, first.count):
-            raise MergeError(f"{report.path} is {shard.describe()} but {first_report.path} is {first.describe()}: "
-                             "not shards of one split")
+            raise MergeError(
+                f"{report.path} is {shard.describe()} but {first_report.path} is {first.describe()}: "
+                "not shards of one split"
+            )
     present = {shard.index for _, shard in shards}
-    missing = [index for index in range(first.first, first.first + first.count) if index not in present]
+    missing = [
+        index for index in range(first.first, first.first + first.count) if index not in present
+    ]
     if missing:
         absent = Shard(first.splitter, missing[0], first.count)
-        raise MergeError(f"no report of {absent.describe()}" + (f" (nor of {len(missing) - 1} more)" if len(missing) > 1 else "")
-                         + ": every shard's report is needed")
+        raise MergeError(
+            f"no report of {absent.describe()}"
+            + (f" (nor of {len(missing) - 1} more)" if len(missing) > 1 else "")
+            + ": every shard's report is needed"
+        )
 
 
 def _check_baseline(reports: Sequence[ShardReport], gate: Gate | None) -> None:
@@ -173,17 +218,23 @@ def _check_baseline(reports: Sequence[ShardReport], gate: Gate | None) -> None:
     digest = first.record.baseline_digest
     for report in reports[1:]:
         if report.record.baseline_digest != digest:
-            raise MergeError(f"{report.path} was judged against another baseline than {first.path} "
-                             "(or one and none): rerun the shards with one baseline file")
+            raise MergeError(
+                f"{report.path} was judged against another baseline than {first.path} "
+                "(or one and none): rerun the shards with one baseline file"
+            )
     if digest is None:
         return
     if gate is None:
-        raise MergeError("the shards were judged against a baseline file: give it with --baseline FILE")
+        raise MergeError(
+            "the shards were judged against a baseline file: give it with --baseline FILE"
+        )
     if file_digest(gate.path) != digest:
         raise MergeError(f"{gate.path} is not the baseline file the shards were judged against")
 
 
-def _merged_exitstatus(reports: Sequence[ShardReport], failed: Sequence[tuple[str, str]]) -> int | None:
+def _merged_exitstatus(
+    reports: Sequence[ShardReport], failed: Sequence[tuple[str, str]]
+) -> int | None:
     """pytest's exit status of the run the shards make up, before the baseline's say."""
     statuses = [report.record.exitstatus for report in reports]
     unusual = [status for status in statuses if status is not None and status not in _ORDINARY_EXIT]
@@ -196,13 +247,17 @@ def _merged_exitstatus(reports: Sequence[ShardReport], failed: Sequence[tuple[st
     return pytest.ExitCode.OK
 
 
-def _not_excused(failed: Sequence[tuple[str, str]], results: Sequence[CaseResult],
-                 gate: Gate) -> list[tuple[str, str]]:
+def _not_excused(
+    failed: Sequence[tuple[str, str]], results: Sequence[CaseResult], gate: Gate
+) -> list[tuple[str, str]]:
     by_test: dict[str, list[CaseResult]] = {}
     for result in results:
         by_test.setdefault(result.nodeid, []).append(result)
-    return [(test_id, when) for test_id, when in failed
-            if when != "call" or gate.xfail_reason(test_id, by_test.get(test_id, [])) is None]
+    return [
+        (test_id, when)
+        for test_id, when in failed
+        if when != "call" or gate.xfail_reason(test_id, by_test.get(test_id, [])) is None
+    ]
 
 
 def relocate_repros(record: RunRecord, into: Path) -> RunRecord:
@@ -224,27 +279,59 @@ def relocate_repros(record: RunRecord, into: Path) -> RunRecord:
             results.append(result)
             continue
         minify = result.minify and dataclasses.replace(
-            result.minify, path=moved(result.minify.path, case_id), kernel_path=moved(result.minify.kernel_path, case_id))
-        results.append(dataclasses.replace(result, repro_path=moved(result.repro_path, case_id), minify=minify))
+            result.minify,
+            path=moved(result.minify.path, case_id),
+            kernel_path=moved(result.minify.kernel_path, case_id),
+        )
+        results.append(
+            dataclasses.replace(result, repro_path=moved(result.repro_path, case_id), minify=minify)
+        )
     return dataclasses.replace(record, results=results)
 
 
 def merge_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``merge`` verb's arguments (the command line is ``cli.py``'s)."""
     parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT")
-    parser.add_argument("--baseline", type=Path, default=None, metavar="FILE",
-                        help="the baseline the shards ran with")
-    parser.add_argument("--update-baseline", action="store_true",
-                        help="write the baseline file from the union's statuses")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the baseline the shards ran with",
+    )
+    parser.add_argument(
+        "--update-baseline",
+        action="store_true",
+        help="write the baseline file from the union's statuses",
+    )
     parser.add_argument("--strict", action="store_true", help="as --compile-accuracy-strict")
-    parser.add_argument("--junit", type=Path, default=None, metavar="OUT", help="write a JUnit XML file")
-    parser.add_argument("--github-summary", default=None, metavar="OUT",
-                        help="append a GitHub step summary to this file (e.g. \"$GITHUB_STEP_SUMMARY\")")
-    parser.add_argument("--report", type=Path, default=None, metavar="OUT", help="write the merged JSON report")
-    parser.add_argument("--repros", nargs="+", type=Path, default=[], metavar="DIR",
-                        help="the shards' repro directories (--compile-accuracy-dir), to merge --into one")
-    parser.add_argument("--into", type=Path, default=None, metavar="DIR",
-                        help="a new (or empty) directory for the merged repros")
+    parser.add_argument(
+        "--junit", type=Path, default=None, metavar="OUT", help="write a JUnit XML file"
+    )
+    parser.add_argument(
+        "--github-summary",
+        default=None,
+        metavar="OUT",
+        help='append a GitHub step summary to this file (e.g. "$GITHUB_STEP_SUMMARY")',
+    )
+    parser.add_argument(
+        "--report", type=Path, default=None, metavar="OUT", help="write the merged JSON report"
+    )
+    parser.add_argument(
+        "--repros",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="the shards' repro directories (--compile-accuracy-dir), to merge --into one",
+    )
+    parser.add_argument(
+        "--into",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a new (or empty) directory for the merged repros",
+    )
 
 
 def merge_usage_error(args: argparse.Namespace) -> str | None:
@@ -260,7 +347,11 @@ def merge(args: argparse.Namespace) -> int:
     """The ``merge`` verb: print what the union's run found and return its exit status."""
     try:
         reports = [load_report(path) for path in args.reports]
-        gate = None if args.baseline is None else Gate.load(args.baseline, args.strict, args.update_baseline)
+        gate = (
+            None
+            if args.baseline is None
+            else Gate.load(args.baseline, args.strict, args.update_baseline)
+        )
         merged = merge_reports(reports, gate)
         lines = [*_shard_lines(reports), *merged.lines]
         if args.repros:
@@ -279,11 +370,16 @@ def merge(args: argparse.Namespace) -> int:
 
 def _shard_lines(reports: Sequence[ShardReport]) -> list[str]:
     lines = [f"merged {len(reports)} reports: {', '.join(_describe(report) for report in reports)}"]
-    lines.extend(f"WARNING {report.path}: its run ended with exit status {report.record.exitstatus}"
-                 for report in reports if report.record.exitstatus not in (None, *_ORDINARY_EXIT))
+    lines.extend(
+        f"WARNING {report.path}: its run ended with exit status {report.record.exitstatus}"
+        for report in reports
+        if report.record.exitstatus not in (None, *_ORDINARY_EXIT)
+    )
     if any(report.environment != reports[0].environment for report in reports[1:]):
-        lines.append("WARNING the shards ran in different environments (versions, devices or Inductor "
-                     "config): their checks may not compare")
+        lines.append(
+            "WARNING the shards ran in different environments (versions, devices or Inductor "
+            "config): their checks may not compare"
+        )
     return lines
 
 

@@ -43,25 +43,33 @@ def merge_repro_dirs(sources: Sequence[Path], into: Path) -> list[str]:
                 kept[entry.name] = path
                 _copy_tree(path, into / entry.name, lines)
             elif _digest(first) == _digest(path):
-                lines.append(f"repros: case {entry.name} is in {first.parent} and {source} with the same "
-                             f"files: kept one")
+                lines.append(
+                    f"repros: case {entry.name} is in {first.parent} and {source} with the same "
+                    f"files: kept one"
+                )
             else:
-                lines.append(f"repros: case {entry.name} is in {first.parent} and {source} with different "
-                             f"files: kept {first}")
+                lines.append(
+                    f"repros: case {entry.name} is in {first.parent} and {source} with different "
+                    f"files: kept {first}"
+                )
     lines.append(f"repros: {len(kept)} cases merged into {into}")
     return lines
 
 
 def _check_target(into: Path, sources: Sequence[Path]) -> None:
     if into.is_symlink():
-        raise ReproDirError(f"{into} is a symbolic link: give a new or empty directory to merge repros into")
+        raise ReproDirError(
+            f"{into} is a symbolic link: give a new or empty directory to merge repros into"
+        )
     if into.exists() and (not into.is_dir() or any(into.iterdir())):
         raise ReproDirError(f"{into} exists and is not an empty directory: give a new or empty one")
     target = into.resolve()
     for source in sources:
         resolved = source.resolve()
         if target == resolved or target.is_relative_to(resolved) or resolved.is_relative_to(target):
-            raise ReproDirError(f"{into} and {source} overlap: merge the repros into a directory of its own")
+            raise ReproDirError(
+                f"{into} and {source} overlap: merge the repros into a directory of its own"
+            )
 
 
 def _copy_tree(source: Path, target: Path, lines: list[str]) -> None:
@@ -97,5 +105,7 @@ def _digest(directory: Path) -> dict[str, str]:
         for name in files:
             path = Path(root, name)
             if path.is_file() and not path.is_symlink():
-                found[path.relative_to(directory).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+                found[path.relative_to(directory).as_posix()] = hashlib.sha256(
+                    path.read_bytes()
+                ).hexdigest()
     return found

@@ -81,23 +81,34 @@ class AccuracySession:
         then ended as after Ctrl-C, where SIGTERM's default would end the process on the spot.
         Only from the main thread (Python's rule), and only over the default handler: one set
         by the user or another plugin is theirs. :meth:`close` puts it back."""
-        if threading.current_thread() is threading.main_thread() \
-                and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        ):
             self._sigterm_handler = signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
         return marker_settings(self.base_settings, marker).replace(overrides)
 
-    def check(self, nodeid: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
-              settings: CheckSettings, record_property: Callable[[str, object], None] | None = None,
-              supersede: bool = False) -> Any:
+    def check(
+        self,
+        nodeid: str,
+        fn: Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        settings: CheckSettings,
+        record_property: Callable[[str, object], None] | None = None,
+        supersede: bool = False,
+    ) -> Any:
         """The fixture's work: run ``fn`` as it is when checking is off, else check it (see
         :meth:`Checker.check`)."""
         if self.runner is None:
             return fn(*args, **kwargs)
         return self.runner.check(nodeid, fn, args, kwargs, settings, record_property, supersede)
 
-    def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> AbstractContextManager[None]:
+    def running_test(
+        self, nodeid: str, settings: CheckSettings, watch: bool
+    ) -> AbstractContextManager[None]:
         """Around one test's call (see :meth:`Checker.running_test`)."""
         if self.runner is None:
             return contextlib.nullcontext()
@@ -181,7 +192,7 @@ class AccuracySession:
 
     def drop_unreported_checks(self, nodeid: str) -> None:
         """Forget the checks ``nodeid`` made since its last report, with their repros."""
-        earlier = [r for r in self._results[self._unreported:] if r.nodeid == nodeid]
+        earlier = [r for r in self._results[self._unreported :] if r.nodeid == nodeid]
         for result in earlier:
             self._results.remove(result)
             if result.case_id is not None:
@@ -198,7 +209,9 @@ class AccuracySession:
             if case.case_id == case_id:
                 case.minify = result
 
-    def name_minified_in_failures(self, reports: Sequence[pytest.TestReport], layout: TerminalLayout) -> None:
+    def name_minified_in_failures(
+        self, reports: Sequence[pytest.TestReport], layout: TerminalLayout
+    ) -> None:
         """After the minify phase, before failures are printed: each failed test's report gains
         what minifying its checks found (minified repro, stage)."""
         minified: dict[str, list[CaseResult]] = {}
@@ -207,7 +220,12 @@ class AccuracySession:
                 minified.setdefault(case.nodeid, []).append(case)
         for report in reports:
             if report.when == "call" and report.nodeid in minified:
-                report.sections.append(("compile accuracy: minified", minified_section(minified[report.nodeid], layout)))
+                report.sections.append(
+                    (
+                        "compile accuracy: minified",
+                        minified_section(minified[report.nodeid], layout),
+                    )
+                )
 
     # --- gating and reports: results travel on test reports, so that xdist workers and a plain
     # run take one path; everything is decided and written once, on the controller.
@@ -222,7 +240,9 @@ class AccuracySession:
         for what, path in written:
             refused = None if path is None else refusal(path)
             if refused is not None:
-                raise pytest.UsageError(f"compile accuracy: cannot write the {what} {path}: {refused}")
+                raise pytest.UsageError(
+                    f"compile accuracy: cannot write the {what} {path}: {refused}"
+                )
         if gating.baseline is not None:
             try:
                 self.gate = Gate.load(gating.baseline, gating.strict, gating.update_baseline)
@@ -235,8 +255,8 @@ class AccuracySession:
         onto the report (for the controller), and at the end of the call phase judge the test
         against the baseline: a recorded (or flaky) failure becomes xfail with its repro path, a
         new failure names the baseline."""
-        pending = self._results[self._unreported:]
-        del self._results[self._unreported:]
+        pending = self._results[self._unreported :]
+        del self._results[self._unreported :]
         mine = self._test_results.setdefault(item.nodeid, [])
         mine.extend(result for result in pending if result.nodeid == item.nodeid)
         if report.when == "call":
@@ -257,13 +277,26 @@ class AccuracySession:
                     if self.gating is not None and not self.gating.minify_expected:
                         self._drop_minify_jobs({result.case_id for result in mine})
                 elif note is not None:
-                    report.sections.append(("compile accuracy baseline", _fitted(item.config, note)))
+                    report.sections.append(
+                        ("compile accuracy baseline", _fitted(item.config, note))
+                    )
         elif report.when == "teardown":
             self._test_results.pop(item.nodeid, None)
-        if report.failed and self.devices_lost_in not in (None, item.nodeid) and _device_unusable(report):
-            report.sections.append(("compile accuracy", _fitted(
-                item.config, f"the device-side error in {self.devices_lost_in} left the device unusable to this "
-                "process, which this failure follows from; run this test on its own")))
+        if (
+            report.failed
+            and self.devices_lost_in not in (None, item.nodeid)
+            and _device_unusable(report)
+        ):
+            report.sections.append(
+                (
+                    "compile accuracy",
+                    _fitted(
+                        item.config,
+                        f"the device-side error in {self.devices_lost_in} left the device unusable to this "
+                        "process, which this failure follows from; run this test on its own",
+                    ),
+                )
+            )
         if pending:
             setattr(report, RESULTS_ATTRIBUTE, json.dumps([result.to_dict() for result in pending]))
 
@@ -276,8 +309,12 @@ class AccuracySession:
         if report.failed and not hasattr(report, "wasxfail"):
             self._failed_reports.append((report.nodeid, report.when))
 
-    def end_run(self, narrowed_files: set[str], layout: TerminalLayout | None = None,
-                exitstatus: int | None = None) -> RunEnd:
+    def end_run(
+        self,
+        narrowed_files: set[str],
+        layout: TerminalLayout | None = None,
+        exitstatus: int | None = None,
+    ) -> RunEnd:
         """On the controller, once, after the minify phase: judge the run against the baseline,
         write the JSON report, the GitHub step summary and the baseline update (see
         :func:`conclude_run`). ``exitstatus`` is pytest's, for the report. Later calls return the
@@ -285,12 +322,26 @@ class AccuracySession:
         if self._run_end is not None:
             return self._run_end
         gating = self.gating or GatingSettings(None, False, False, None)
-        record = RunRecord(self._results, self._collected_ids, self._selected_ids, narrowed_files,
-                           self._failed_reports, self.shard, exitstatus, self.baseline_digest)
+        record = RunRecord(
+            self._results,
+            self._collected_ids,
+            self._selected_ids,
+            narrowed_files,
+            self._failed_reports,
+            self.shard,
+            exitstatus,
+            self.baseline_digest,
+        )
         outputs = RunOutputs(gating.report, os.environ.get("GITHUB_STEP_SUMMARY") or None)
-        self._run_end = conclude_run(record, self.gate, outputs,
-                                     lambda: self._environment or self.describe_environment(),
-                                     layout, self.enabled, self._features_off)
+        self._run_end = conclude_run(
+            record,
+            self.gate,
+            outputs,
+            lambda: self._environment or self.describe_environment(),
+            layout,
+            self.enabled,
+            self._features_off,
+        )
         return self._run_end
 
 
@@ -327,7 +378,9 @@ class RunRecord:
             "deselected": sorted(set(self.collected_ids) - selected),
             "narrowed_files": sorted(self.narrowed_files),
             # Sorted, as the tests are: under xdist reports arrive in any order.
-            "failed": [{"nodeid": nodeid, "when": when} for nodeid, when in sorted(self.failed_reports)],
+            "failed": [
+                {"nodeid": nodeid, "when": when} for nodeid, when in sorted(self.failed_reports)
+            ],
             "exitstatus": self.exitstatus,
             "baseline_sha256": self.baseline_digest,
         }
@@ -350,9 +403,15 @@ class RunOutputs:
     junit: Path | None = None
 
 
-def conclude_run(record: RunRecord, gate: Gate | None, outputs: RunOutputs,
-                 environment: Callable[[], Mapping[str, Any]], layout: TerminalLayout | None = None,
-                 enabled: bool = True, features_off: Sequence[str] = ()) -> RunEnd:
+def conclude_run(
+    record: RunRecord,
+    gate: Gate | None,
+    outputs: RunOutputs,
+    environment: Callable[[], Mapping[str, Any]],
+    layout: TerminalLayout | None = None,
+    enabled: bool = True,
+    features_off: Sequence[str] = (),
+) -> RunEnd:
     """Judge a run against the baseline and write its files: the JSON report, the GitHub step
     summary, the JUnit file and the baseline update. Returns the lines to show, the features the
     installed torch leaves off first, and the reasons the run fails (none when it does not)."""
@@ -365,13 +424,17 @@ def conclude_run(record: RunRecord, gate: Gate | None, outputs: RunOutputs,
     lines.extend(terminal_lines(results, decisions, layout, recording))
     said: list[str] = []  # lines below the table, wrapped to the terminal at the end
     # A recording run writes what it finds to the baseline: nothing in it fails the run.
-    failures = gate.run_failures(decisions or {}, unknown) if gate is not None and not recording else []
+    failures = (
+        gate.run_failures(decisions or {}, unknown) if gate is not None and not recording else []
+    )
     recorded = 0
     if gate is not None:
         said.extend(gate.unknown_lines(unknown))
         if not results:
-            said.append(f"baseline {gate.path}: no test ran a compile-accuracy check"
-                        + ("" if enabled else " (--compile-accuracy is off)"))
+            said.append(
+                f"baseline {gate.path}: no test ran a compile-accuracy check"
+                + ("" if enabled else " (--compile-accuracy is off)")
+            )
     unwritten: list[str] = []
 
     def written(what: str, path: str | os.PathLike[str], write: Callable[[], object]) -> bool:
@@ -389,30 +452,47 @@ def conclude_run(record: RunRecord, gate: Gate | None, outputs: RunOutputs,
         return True
 
     report, summary, junit = outputs.report, outputs.github_summary, outputs.junit
-    if report is not None and written("the JSON report", report, lambda: write_json_report(
-            report, results, decisions, environment(), record.to_json())):
+    if report is not None and written(
+        "the JSON report",
+        report,
+        lambda: write_json_report(report, results, decisions, environment(), record.to_json()),
+    ):
         said.append(f"JSON report written to {report}")
     if summary and (results or gate is not None):
-        written("the GitHub step summary", summary, lambda: append_github_summary(summary, results, decisions))
-    if junit is not None and written("the JUnit file", junit, lambda: write_junit(
-            junit, results, decisions, record.failed_reports)):
+        written(
+            "the GitHub step summary",
+            summary,
+            lambda: append_github_summary(summary, results, decisions),
+        )
+    if junit is not None and written(
+        "the JUnit file",
+        junit,
+        lambda: write_junit(junit, results, decisions, record.failed_reports),
+    ):
         said.append(f"JUnit file written to {junit}")
     if gate is not None and gate.update:
         updated: list[str] = []
-        if written("the baseline", gate.path, lambda: updated.append(gate.update_file(results, unknown))):
+        if written(
+            "the baseline", gate.path, lambda: updated.append(gate.update_file(results, unknown))
+        ):
             said.extend(updated)
             recorded, line = recorded_failures(record.failed_reports, decisions or {})
             said.extend([line] if line else [])
     failures.extend(unwritten)
     lines.extend(wrapped for line in said for wrapped in layout.wrap(layout.shown(line), ""))
     # A run whose reports could not be written fails for that, whatever the baseline says.
-    heading = "the run fails against the baseline" if gate is not None and not unwritten else "the run fails"
+    heading = (
+        "the run fails against the baseline"
+        if gate is not None and not unwritten
+        else "the run fails"
+    )
     shown = [wrapped for reason in failures for wrapped in layout.wrap(layout.shown(reason), "  ")]
     return RunEnd(lines, failures, recorded, heading, shown)
 
 
-def recorded_failures(failed_reports: Sequence[tuple[str, str]],
-                      decisions: Mapping[str, Decision]) -> tuple[int, str | None]:
+def recorded_failures(
+    failed_reports: Sequence[tuple[str, str]], decisions: Mapping[str, Decision]
+) -> tuple[int, str | None]:
     """After a recording run wrote the baseline: how many failed test reports are failures it
     recorded (the call of a test whose status is failing) when they are all such, else 0;
     and a line saying so (None when no test failed that way)."""
@@ -421,12 +501,13 @@ def recorded_failures(failed_reports: Sequence[tuple[str, str]],
     if not recorded:
         return 0, None
     others = len(failed_reports) - recorded
-    line = (f"recording run: {recorded} test failure(s) from compile accuracy, recorded in the baseline: "
-            "they do not fail this run")
+    line = (
+        f"recording run: {recorded} test failure(s) from compile accuracy, recorded in the baseline: "
+        "they do not fail this run"
+    )
     if others:
         return 0, f"{line}; {others} other test failure(s) do"
     return recorded, f"{line} (exit status 0)"
-
 
 
 RESULTS_ATTRIBUTE = "torchcompile_results"
@@ -455,7 +536,11 @@ class RunEnd:
         ones a recording run wrote to the baseline (they still show)."""
         if self.failures:
             return pytest.ExitCode.TESTS_FAILED if status == pytest.ExitCode.OK else status
-        if self.recorded_failures and status == pytest.ExitCode.TESTS_FAILED and tests_failed == self.recorded_failures:
+        if (
+            self.recorded_failures
+            and status == pytest.ExitCode.TESTS_FAILED
+            and tests_failed == self.recorded_failures
+        ):
             return pytest.ExitCode.OK
         return status
 
@@ -470,7 +555,9 @@ def _device_unusable(report: pytest.TestReport) -> bool:
     return leaves_device_unusable(report.longreprtext)
 
 
-REPRO_STATUSES = {str(kind): status for kind in FailureKind if (status := Status.recorded(kind)) is not None}
+REPRO_STATUSES = {
+    str(kind): status for kind in FailureKind if (status := Status.recorded(kind)) is not None
+}
 """A generated repro's failure kinds, as its marker and its verdict line name them, and the status
 of each."""
 # A generated repro's assertion message: its verdict line, e.g. "compile_error: RuntimeError: ...".
@@ -489,7 +576,9 @@ def repro_test_result(item: pytest.Item, report: pytest.TestReport) -> CaseResul
     path = Path(str(item.path))
 
     def made(status: Status, message: str) -> CaseResult:
-        return CaseResult(item.nodeid, status, message, case_id=path.parent.name, repro_path=str(path))
+        return CaseResult(
+            item.nodeid, status, message, case_id=path.parent.name, repro_path=str(path)
+        )
 
     if report.passed:
         return made(Status.PASS, f"the repro no longer fails ({kind} recorded)")
@@ -500,7 +589,10 @@ def repro_test_result(item: pytest.Item, report: pytest.TestReport) -> CaseResul
         return made(REPRO_STATUSES[kind], f"the repro still fails: {kind}")
     verdicts = _REPRO_VERDICT.findall(text) if "FAILS DIFFERENTLY" in text else []
     if verdicts:
-        return made(REPRO_STATUSES[verdicts[-1]], f"the repro fails differently: {verdicts[-1]}, recorded {kind}")
+        return made(
+            REPRO_STATUSES[verdicts[-1]],
+            f"the repro fails differently: {verdicts[-1]}, recorded {kind}",
+        )
     return None
 
 

@@ -49,7 +49,10 @@ def shard_of(config: pytest.Config) -> Shard | None:
     splits, group = getattr(config.option, "splits", None), getattr(config.option, "group", None)
     if splits is not None and group is not None:
         return Shard("pytest-split", int(group), int(splits))
-    shards, shard_id = getattr(config.option, "num_shards", None), getattr(config.option, "shard_id", None)
+    shards, shard_id = (
+        getattr(config.option, "num_shards", None),
+        getattr(config.option, "shard_id", None),
+    )
     if shards is not None and shard_id is not None and int(shards) > 1:
         return Shard("pytest-shard", int(shard_id), int(shards))
     return None

@@ -57,30 +57,68 @@ class _Feature:
 
 
 _FEATURES = (
-    _Feature("checking plain torch.compile calls", "the graphs of watched tests are not judged (the fixture's checks are)",
-             interception_missing),
-    _Feature("the user's Inductor config for graphs that draw no random numbers",
-             "they compile under the random-op config (fallback_random) too", overrides_missing),
-    _Feature("finding a failure's stage by switching Inductor passes and lowerings off",
-             "the stage is looked for by config alone", subsystem_switch_missing),
-    _Feature("finding a failure's stage by switching named Inductor graph passes off",
-             "a pass outside the compiler bisector's subsystems is not named", graph_pass_switch_missing),
-    _Feature("finding a failure's stage by setting config values back to their defaults",
-             "those steps are not tried", defaults_missing),
-    _Feature("finding a failure's stage by the compiler bisector's config changes", "those steps are not tried",
-             config_changes_missing),
-    _Feature("comparing the lowering tables of a test process and its judging children",
-             "lowerings registered at run time go unnoticed", lowering_tables_missing),
-    _Feature("naming the module that registers an op outside aten in a repro",
-             "a repro of such an op may need its import added by hand", op_registry_missing),
-    _Feature("probing the CPU's vector ISAs ahead of a judging child's first compile",
-             "that compile probes them, later", vector_isa_probe_missing),
-    _Feature("the non-default Inductor config in the JSON report", "it is left out", default_test_missing),
-    _Feature("telling graphs that draw random numbers", "none is taken for one: no random op is seeded alike "
-             "for eager and compiled runs, nor compiled under fallback_random", random_tag_missing),
-    _Feature("the sizes symbolic inputs had when traced", "1 is taken for each", symbolic_hint_missing),
-    _Feature("telling an out= overload of an allocating op by its schema",
-             "it is told by its overload's name", out_arguments_missing),
+    _Feature(
+        "checking plain torch.compile calls",
+        "the graphs of watched tests are not judged (the fixture's checks are)",
+        interception_missing,
+    ),
+    _Feature(
+        "the user's Inductor config for graphs that draw no random numbers",
+        "they compile under the random-op config (fallback_random) too",
+        overrides_missing,
+    ),
+    _Feature(
+        "finding a failure's stage by switching Inductor passes and lowerings off",
+        "the stage is looked for by config alone",
+        subsystem_switch_missing,
+    ),
+    _Feature(
+        "finding a failure's stage by switching named Inductor graph passes off",
+        "a pass outside the compiler bisector's subsystems is not named",
+        graph_pass_switch_missing,
+    ),
+    _Feature(
+        "finding a failure's stage by setting config values back to their defaults",
+        "those steps are not tried",
+        defaults_missing,
+    ),
+    _Feature(
+        "finding a failure's stage by the compiler bisector's config changes",
+        "those steps are not tried",
+        config_changes_missing,
+    ),
+    _Feature(
+        "comparing the lowering tables of a test process and its judging children",
+        "lowerings registered at run time go unnoticed",
+        lowering_tables_missing,
+    ),
+    _Feature(
+        "naming the module that registers an op outside aten in a repro",
+        "a repro of such an op may need its import added by hand",
+        op_registry_missing,
+    ),
+    _Feature(
+        "probing the CPU's vector ISAs ahead of a judging child's first compile",
+        "that compile probes them, later",
+        vector_isa_probe_missing,
+    ),
+    _Feature(
+        "the non-default Inductor config in the JSON report", "it is left out", default_test_missing
+    ),
+    _Feature(
+        "telling graphs that draw random numbers",
+        "none is taken for one: no random op is seeded alike "
+        "for eager and compiled runs, nor compiled under fallback_random",
+        random_tag_missing,
+    ),
+    _Feature(
+        "the sizes symbolic inputs had when traced", "1 is taken for each", symbolic_hint_missing
+    ),
+    _Feature(
+        "telling an out= overload of an allocating op by its schema",
+        "it is told by its overload's name",
+        out_arguments_missing,
+    ),
 )
 
 

@@ -46,7 +46,11 @@ def subsystems_skipped(decide: SubsystemDecision) -> Iterator[bool]:
     try:
         # A cached compile would skip the passes and lowerings being asked about. (Not
         # force_disable_caches: that one warns, and a run under -W error would fail on it.)
-        with no_compile_caches(), inductor_config({"fx_graph_cache": False}), _graph_passes_asked(decide):
+        with (
+            no_compile_caches(),
+            inductor_config({"fx_graph_cache": False}),
+            _graph_passes_asked(decide),
+        ):
             yield True
     finally:
         setattr(CompilerBisector, "disable_subsystem", original)  # noqa: B010
@@ -79,14 +83,19 @@ def _transform_observer() -> Any:
         from torch.fx.passes.graph_transform_observer import GraphTransformObserver
     except ImportError:
         return None
-    return GraphTransformObserver if "_check_disable_pass" in GraphTransformObserver.__dict__ else None
+    return (
+        GraphTransformObserver if "_check_disable_pass" in GraphTransformObserver.__dict__ else None
+    )
 
 
 def graph_pass_switch_missing() -> str | None:
     """The internal that switching a named graph pass off needs and this torch lacks; None where
     it has it."""
-    return None if _transform_observer() is not None else \
-        "torch.fx.passes.graph_transform_observer.GraphTransformObserver._check_disable_pass"
+    return (
+        None
+        if _transform_observer() is not None
+        else "torch.fx.passes.graph_transform_observer.GraphTransformObserver._check_disable_pass"
+    )
 
 
 def can_skip_subsystems() -> bool:
@@ -100,7 +109,11 @@ def can_skip_subsystems() -> bool:
 
 def subsystem_switch_missing() -> str | None:
     """The internal :func:`subsystems_skipped` needs that this torch lacks; None where it has it."""
-    return None if can_skip_subsystems() else "torch._inductor.compiler_bisector.CompilerBisector.disable_subsystem"
+    return (
+        None
+        if can_skip_subsystems()
+        else "torch._inductor.compiler_bisector.CompilerBisector.disable_subsystem"
+    )
 
 
 def config_changes_missing() -> str | None:
@@ -109,8 +122,11 @@ def config_changes_missing() -> str | None:
         from torch._inductor import compiler_bisector
     except ImportError:
         return "torch._inductor.compiler_bisector"
-    return None if isinstance(getattr(compiler_bisector, "BACKENDS", None), dict) else \
-        "torch._inductor.compiler_bisector.BACKENDS"
+    return (
+        None
+        if isinstance(getattr(compiler_bisector, "BACKENDS", None), dict)
+        else "torch._inductor.compiler_bisector.BACKENDS"
+    )
 
 
 def bisector_config_changes(backend: str) -> list[dict[str, Any]]:
@@ -123,5 +139,9 @@ def bisector_config_changes(backend: str) -> list[dict[str, Any]]:
     if config_changes_missing() is not None:
         return []
     changes: list[Any] = compiler_bisector.BACKENDS.get(backend, [])
-    return [{change.config_field: change.config_value} for change in changes
-            if type(change).__name__ == "ConfigChange" and getattr(change, "config_name", None) == "inductor"]
+    return [
+        {change.config_field: change.config_value}
+        for change in changes
+        if type(change).__name__ == "ConfigChange"
+        and getattr(change, "config_name", None) == "inductor"
+    ]

@@ -31,7 +31,8 @@ CompiledGraph = Callable[[list[Any]], Any]
 
 
 InnerCompileHook = Callable[
-    [torch.fx.GraphModule, Sequence[Any], dict[str, Any], Callable[[], CompiledGraph]], CompiledGraph
+    [torch.fx.GraphModule, Sequence[Any], dict[str, Any], Callable[[], CompiledGraph]],
+    CompiledGraph,
 ]
 """Called with (post-AOT graph, fake example inputs, Inductor kwargs, a function that compiles the
 graph); returns the callable Inductor should use. The hook sees the graph before Inductor's passes
@@ -50,8 +51,9 @@ def generated_source(compiled: Callable[..., Any]) -> str | None:
     return source if isinstance(source, str) else None
 
 
-def first_missing_attribute(names: Sequence[tuple[str, str]],
-                            holds: Callable[[Any], bool] = lambda value: True) -> str | None:
+def first_missing_attribute(
+    names: Sequence[tuple[str, str]], holds: Callable[[Any], bool] = lambda value: True
+) -> str | None:
     """The first ``module.attribute`` of ``names`` that the installed torch lacks (or whose value
     ``holds`` refuses), or the module that does not import; None where it has them all. The
     modules are imported for the answer, with their import-time warnings kept quiet."""
@@ -127,8 +129,12 @@ def quiet_trace_log() -> Callable[[], None]:
     return lambda: logger.setLevel(level)
 
 
-_COMPILER_MODULES = ("torch._dynamo", "torch._functorch.config", "torch._inductor.config",
-                     "torch._inductor.compile_fx")
+_COMPILER_MODULES = (
+    "torch._dynamo",
+    "torch._functorch.config",
+    "torch._inductor.config",
+    "torch._inductor.compile_fx",
+)
 
 
 def compiler_imported() -> bool:
@@ -166,7 +172,10 @@ def empty_compile_cache() -> Iterator[None]:
     # Named fresh_inductor_cache before torch 2.8; both names exist in 2.11 and 2.13.
     fresh = getattr(inductor_utils, "fresh_cache", None) or inductor_utils.fresh_inductor_cache
     # Inside a directory of our own: fresh_cache keeps its directory when the body raises.
-    with tempfile.TemporaryDirectory(prefix="pytest-torchcompile-cache-") as parent, fresh(dir=parent):
+    with (
+        tempfile.TemporaryDirectory(prefix="pytest-torchcompile-cache-") as parent,
+        fresh(dir=parent),
+    ):
         yield
 
 
@@ -190,7 +199,9 @@ def strict_dynamo() -> Iterator[None]:
 def cpp_kernels(wrapper: str) -> str | None:
     """The C++ kernels embedded in a CPU wrapper module Inductor generated (None for Triton or
     extern-only code); relies on the layout of that wrapper."""
-    kernels = re.findall(r"^(\w+) = async_compile\.cpp(?:_pybinding)?\(.*?r'''\n?(.*?)'''", wrapper, re.M | re.S)
+    kernels = re.findall(
+        r"^(\w+) = async_compile\.cpp(?:_pybinding)?\(.*?r'''\n?(.*?)'''", wrapper, re.M | re.S
+    )
     return "\n\n".join(f"// {name}\n{code.strip()}\n" for name, code in kernels) or None
 
 
@@ -203,8 +214,11 @@ def probe_cpu_vector_isas() -> None:
     from torch._inductor import cpu_vec_isa
 
     supported = cpu_vec_isa.x86_isa_checker()
-    probes = [threading.Thread(target=bool, args=(isa,)) for isa in cpu_vec_isa.supported_vec_isa_list
-              if all(flag in supported for flag in str(isa).split())]
+    probes = [
+        threading.Thread(target=bool, args=(isa,))
+        for isa in cpu_vec_isa.supported_vec_isa_list
+        if all(flag in supported for flag in str(isa).split())
+    ]
     for probe in probes:
         probe.start()
     for probe in probes:
@@ -223,7 +237,9 @@ def vector_isa_probe_missing() -> str | None:
     return None
 
 
-def compiler_for_backend(backend: str) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]:
+def compiler_for_backend(
+    backend: str,
+) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]:
     """Compile a torch-level (Dynamo) graph with the ``torch.compile`` backend ``backend`` into
     a plain callable; compile errors surface here, not at the first call."""
 
@@ -231,7 +247,12 @@ def compiler_for_backend(backend: str) -> Callable[[torch.fx.GraphModule, Sequen
         reset()
         compiled = torch.compile(gm, backend=backend, fullgraph=True)
         with strict_dynamo(), torch.no_grad():
-            compiled(*[value.detach().clone() if isinstance(value, torch.Tensor) else value for value in inputs])
+            compiled(
+                *[
+                    value.detach().clone() if isinstance(value, torch.Tensor) else value
+                    for value in inputs
+                ]
+            )
         return compiled
 
     return compile_graph_with

@@ -53,7 +53,9 @@ def with_inductor_config_undone(run: Callable[[], T]) -> T:
     inductor_config_module = _config_module()
 
     entries = _entries()
-    if entries is None or any(isinstance(entry.user_override, contextvars.ContextVar) for entry in entries.values()):
+    if entries is None or any(
+        isinstance(entry.user_override, contextvars.ContextVar) for entry in entries.values()
+    ):
         return contextvars.copy_context().run(run)
     saved = {name: entry.user_override for name, entry in entries.items()}
     try:
@@ -67,10 +69,17 @@ def with_inductor_config_undone(run: Callable[[], T]) -> T:
             inductor_config_module._is_dirty = True
 
 
-CACHE_SWITCHES = frozenset({
-    "fx_graph_cache", "fx_graph_remote_cache", "bundle_triton_into_fx_graph_cache", "autotune_local_cache",
-    "autotune_remote_cache", "bundled_autotune_remote_cache", "remote_gemm_autotune_cache",
-})
+CACHE_SWITCHES = frozenset(
+    {
+        "fx_graph_cache",
+        "fx_graph_remote_cache",
+        "bundle_triton_into_fx_graph_cache",
+        "autotune_local_cache",
+        "autotune_remote_cache",
+        "bundled_autotune_remote_cache",
+        "remote_gemm_autotune_cache",
+    }
+)
 """Inductor config values that switch a cache on or off (and change nothing that is compiled)."""
 
 
@@ -94,7 +103,9 @@ def inductor_config_source(cpu_threads: bool = False) -> str:
     for line in _assignments(str(inductor_config_module.codegen_config())):
         name = line.split("=", 1)[0].strip().removeprefix(prefix)
         default = getattr(entries.get(name), "default", _NO_DEFAULT)
-        if line.startswith(prefix) and (_equal(values.get(name), default) or name in CACHE_SWITCHES):
+        if line.startswith(prefix) and (
+            _equal(values.get(name), default) or name in CACHE_SWITCHES
+        ):
             continue
         lines.append(line)
     if cpu_threads and inductor_config_module.cpp.threads < 1:
@@ -117,7 +128,7 @@ def _assignments(codegen: str) -> list[str]:
         if not (line.startswith(_BATCH_LOAD) and line.endswith(")")):
             lines.append(line)
             continue
-        batch = ast.literal_eval(line[len(_BATCH_LOAD):-1])
+        batch = ast.literal_eval(line[len(_BATCH_LOAD) : -1])
         lines.extend(f"torch._inductor.config.{name} = {value!r}" for name, value in batch.items())
     return lines
 
@@ -143,9 +154,13 @@ def inductor_config_diff() -> dict[str, Any]:
     entries = _entries() if defaults_missing() is None else None
     diff: dict[str, Any] = {}
     for name, value in inductor_config_module.get_config_copy().items():
-        if is_default(name) or (entries is not None and name in entries and _equal(value, entries[name].default)):
+        if is_default(name) or (
+            entries is not None and name in entries and _equal(value, entries[name].default)
+        ):
             continue
-        diff[name] = value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
+        diff[name] = (
+            value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
+        )
     return diff
 
 
@@ -153,7 +168,11 @@ def default_test_missing() -> str | None:
     """The internal :func:`inductor_config_diff` needs that this torch lacks; None where it has it."""
     inductor_config_module = _config_module()
 
-    return None if callable(getattr(inductor_config_module, "_is_default", None)) else "torch._inductor.config._is_default"
+    return (
+        None
+        if callable(getattr(inductor_config_module, "_is_default", None))
+        else "torch._inductor.config._is_default"
+    )
 
 
 def _entries() -> dict[str, Any] | None:
@@ -169,7 +188,11 @@ def _entry_field_missing(field: str) -> str | None:
     entries = _entries()
     if entries is None:
         return "torch._inductor.config._config"
-    return None if hasattr(next(iter(entries.values())), field) else f"torch._inductor.config._config[name].{field}"
+    return (
+        None
+        if hasattr(next(iter(entries.values())), field)
+        else f"torch._inductor.config._config[name].{field}"
+    )
 
 
 def defaults_missing() -> str | None:
@@ -211,11 +234,15 @@ def config_values(patches: dict[str, Any] | None) -> dict[str, Any]:
         return {}
     # 2.13 keeps the override in a holder read with get(); 2.11 keeps the value (or the marker) itself.
     overrides = {name: entries[name].user_override for name in patches}
-    return {name: override.get() if hasattr(override, "get") else override for name, override in overrides.items()}
+    return {
+        name: override.get() if hasattr(override, "get") else override
+        for name, override in overrides.items()
+    }
 
 
-def where_random(lowered: torch.fx.GraphModule, random_config: dict[str, Any] | None,
-                 outside: dict[str, Any]) -> dict[str, Any] | None:
+def where_random(
+    lowered: torch.fx.GraphModule, random_config: dict[str, Any] | None, outside: dict[str, Any]
+) -> dict[str, Any] | None:
     """``random_config`` for a lowered graph that draws random numbers; for any other, ``outside``:
     the values the names of :func:`tracing_part` had outside the compile (the user's own). The
     torch-level graph compiles under that part, so that AOT autograd keeps random ops for Inductor
@@ -223,7 +250,9 @@ def where_random(lowered: torch.fx.GraphModule, random_config: dict[str, Any] | 
     compiled as the user's compile would, but for its random ops. (Only those names are set back:
     the compile's own ``options`` are in force by then, and the rest of ``random_config`` was never
     set at the torch level.)"""
-    if any(node.op == "call_function" and is_random_op(node.target) for node in lowered.graph.nodes):
+    if any(
+        node.op == "call_function" and is_random_op(node.target) for node in lowered.graph.nodes
+    ):
         return random_config
     return outside
 

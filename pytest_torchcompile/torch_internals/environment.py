@@ -42,12 +42,17 @@ def environment() -> dict[str, str]:
 def report_environment() -> dict[str, Any]:
     """Versions, devices, the non-default Inductor config and the features this torch leaves
     off: the ``environment`` of a report."""
-    return {**environment(), "inductor_config": inductor_config_diff(),
-            "features_off": [feature.to_dict() for feature in features_off()]}
+    return {
+        **environment(),
+        "inductor_config": inductor_config_diff(),
+        "features_off": [feature.to_dict() for feature in features_off()],
+    }
 
 
 # Errors of the file system, not of the compiler: no permission, a read-only or full disk.
-_ENVIRONMENT_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
+_ENVIRONMENT_ERRNOS = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+)
 # Inductor's own word that it found no C++ compiler it can run (torch._inductor.exc), by name:
 # the check must not import the compiler to read an error.
 _NO_COMPILER = "InvalidCxxCompiler"
@@ -65,7 +70,9 @@ def environment_failure(error: BaseException | None) -> BaseException | None:
     while error is not None and id(error) not in seen:
         seen.add(id(error))
         if type(error).__name__ == _NO_COMPILER or (
-                isinstance(error, OSError) and (isinstance(error, PermissionError) or error.errno in _ENVIRONMENT_ERRNOS)):
+            isinstance(error, OSError)
+            and (isinstance(error, PermissionError) or error.errno in _ENVIRONMENT_ERRNOS)
+        ):
             return error
         error = error.__cause__ or error.__context__
     return None
@@ -89,5 +96,7 @@ def inductor_cache() -> tuple[Path, bool]:
     except (KeyError, ModuleNotFoundError, OSError):
         getuid = getattr(os, "getuid", None)
         user = f"uid_{getuid()}" if callable(getuid) else "unknown_user"
-    directory = os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+    directory = os.path.join(
+        tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
+    )
     return Path(os.path.abspath(directory)), False

@@ -22,10 +22,19 @@ import torch.fx
 from pytest_torchcompile.torch_internals.compiling import first_missing_attribute
 from pytest_torchcompile.torch_internals.interception import not_intercepted
 
-_FINGERPRINTED_MODULES = ("torch._inductor", "torch._decomp", "torch._refs", "torch._prims", "torch._functorch")
+_FINGERPRINTED_MODULES = (
+    "torch._inductor",
+    "torch._decomp",
+    "torch._refs",
+    "torch._prims",
+    "torch._functorch",
+)
 
 
-_LOWERING_TABLES = (("torch._inductor.lowering", "lowerings"), ("torch._inductor.decomposition", "decompositions"))
+_LOWERING_TABLES = (
+    ("torch._inductor.lowering", "lowerings"),
+    ("torch._inductor.decomposition", "decompositions"),
+)
 """Tables a process adds its own entries to (a lowering, a decomposition) and Inductor fills
 lazily (an implicit fallback per op without a lowering): compared entry by entry."""
 
@@ -111,11 +120,16 @@ def _code_identity(value: Any, depth: int = 0) -> str:
         value = value.__func__
     if isinstance(value, types.FunctionType):
         code = value.__code__
-        text = f"{value.__module__}.{value.__qualname__} at {code.co_filename}:{code.co_firstlineno}"
+        text = (
+            f"{value.__module__}.{value.__qualname__} at {code.co_filename}:{code.co_firstlineno}"
+        )
         if depth < 3 and value.__closure__:
             rebound = _rebound_free_variables(code)
-            held = [_held(cell, depth) for name, cell in zip(code.co_freevars, value.__closure__, strict=True)
-                    if name not in rebound]
+            held = [
+                _held(cell, depth)
+                for name, cell in zip(code.co_freevars, value.__closure__, strict=True)
+                if name not in rebound
+            ]
             text += f" ({', '.join(filter(None, held))})"
         return text
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
@@ -133,8 +147,11 @@ def _rebound_free_variables(code: types.CodeType) -> frozenset[str]:
     not."""
     if not any(opcode in code.co_code[::2] for opcode in _REBINDING_OPCODES):
         return frozenset()  # most functions, told without disassembling them
-    return frozenset(instruction.argval for instruction in dis.get_instructions(code)
-                     if instruction.opcode in _REBINDING_OPCODES) & frozenset(code.co_freevars)
+    return frozenset(
+        instruction.argval
+        for instruction in dis.get_instructions(code)
+        if instruction.opcode in _REBINDING_OPCODES
+    ) & frozenset(code.co_freevars)
 
 
 _REBINDING_OPCODES = (dis.opmap["STORE_DEREF"], dis.opmap["DELETE_DEREF"])
@@ -149,6 +166,8 @@ def _held(cell: Any, depth: int) -> str:
         return ""
     if isinstance(contents, (types.FunctionType, functools.partial)):
         return _code_identity(contents, depth + 1)
-    if isinstance(contents, (str, int, float, bool, torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+    if isinstance(
+        contents, (str, int, float, bool, torch._ops.OpOverload, torch._ops.OpOverloadPacket)
+    ):
         return str(contents)
     return ""

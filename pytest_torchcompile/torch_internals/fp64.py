@@ -26,7 +26,9 @@ def float64_everywhere() -> Iterator[None]:
     reinterpreting = {torch.ops.aten.view.dtype}
 
     class Float64Mode(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
             kwargs = kwargs or {}
             if func not in reinterpreting:
                 args = tuple(widen(a) for a in args)

@@ -29,7 +29,9 @@ def compile_graph(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[.
     return run
 
 
-def compile_dynamo_graph(gm: torch.fx.GraphModule, inputs: Sequence[Any] = ()) -> Callable[..., Any]:
+def compile_dynamo_graph(
+    gm: torch.fx.GraphModule, inputs: Sequence[Any] = ()
+) -> Callable[..., Any]:
     """Compile a torch-level (Dynamo) FX graph through the whole stack, as ``torch.compile`` does:
     AOT autograd, Inductor's decompositions, Inductor. The Inductor config in force applies.
     AOT autograd's cache is off: its key does not cover the decomposition table, so it could hand
@@ -59,7 +61,9 @@ def visible_outputs(gm: torch.fx.GraphModule) -> list[int] | None:
     return None if marked is None else list(marked)
 
 
-def with_visible_outputs(gm: torch.fx.GraphModule, outputs: Sequence[int] | None) -> torch.fx.GraphModule:
+def with_visible_outputs(
+    gm: torch.fx.GraphModule, outputs: Sequence[int] | None
+) -> torch.fx.GraphModule:
     """``gm`` with ``outputs`` marked as :func:`visible_outputs` reads them (unchanged where None):
     a graph rebuilt from code has lost the mark, and Inductor would lay its outputs out otherwise."""
     if outputs is not None:

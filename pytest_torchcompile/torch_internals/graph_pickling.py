@@ -37,9 +37,13 @@ def _by_name(node: torch.fx.Node) -> Any:
     return _NodeName(node.name)
 
 
-def _graph_module(class_name: str, attributes: dict[str, Any], codegen: Any,
-                  nodes: list[tuple[str, str, Any, Any, Any, Any]], visible: list[int] | None = None,
-                  ) -> torch.fx.GraphModule:
+def _graph_module(
+    class_name: str,
+    attributes: dict[str, Any],
+    codegen: Any,
+    nodes: list[tuple[str, str, Any, Any, Any, Any]],
+    visible: list[int] | None = None,
+) -> torch.fx.GraphModule:
     """Unpickle: the graph built from its nodes (op, name, target, args, kwargs, type) in order,
     its outputs marked ``visible`` as they were (:func:`graph_compile.visible_outputs`)."""
     graph = torch.fx.Graph()
@@ -50,8 +54,14 @@ def _graph_module(class_name: str, attributes: dict[str, Any], codegen: Any,
         return built[value.name] if isinstance(value, _NodeName) else value
 
     for op, name, target, args, kwargs, type_expr in nodes:
-        built[name] = graph.create_node(op, target, torch.fx.node.map_aggregate(args, resolve),
-                                        torch.fx.node.map_aggregate(kwargs, resolve), name, type_expr)
+        built[name] = graph.create_node(
+            op,
+            target,
+            torch.fx.node.map_aggregate(args, resolve),
+            torch.fx.node.map_aggregate(kwargs, resolve),
+            name,
+            type_expr,
+        )
     return with_visible_outputs(torch.fx.GraphModule(attributes, graph, class_name), visible)
 
 
@@ -73,17 +83,29 @@ def _module_attribute(module: str, name: str) -> Any:
 
 def _reduced_graph_module(gm: torch.fx.GraphModule) -> tuple[Any, ...]:
     nodes = [
-        (node.op, node.name, node.target,
-         torch.fx.node.map_arg(node.args, _by_name),
-         torch.fx.node.map_arg(node.kwargs, _by_name),
-         node.type)
+        (
+            node.op,
+            node.name,
+            node.target,
+            torch.fx.node.map_arg(node.args, _by_name),
+            torch.fx.node.map_arg(node.kwargs, _by_name),
+            node.type,
+        )
         for node in gm.graph.nodes
     ]
     # What get_attr and call_module nodes name: constants, parameters, submodules (a nested
     # graph module is pickled by this same rule).
-    targets = {str(node.target) for node in gm.graph.nodes if node.op in ("get_attr", "call_module")}
+    targets = {
+        str(node.target) for node in gm.graph.nodes if node.op in ("get_attr", "call_module")
+    }
     attributes = {target: _attribute(gm, target) for target in sorted(targets)}
-    return _graph_module, (type(gm).__name__, attributes, gm.graph._codegen, nodes, visible_outputs(gm))
+    return _graph_module, (
+        type(gm).__name__,
+        attributes,
+        gm.graph._codegen,
+        nodes,
+        visible_outputs(gm),
+    )
 
 
 def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
@@ -102,7 +124,11 @@ class _GraphPickler(pickle.Pickler):
         if isinstance(obj, torch.fx.GraphModule):
             return _reduced_graph_module(obj)
         if isinstance(obj, torch._ops.OpOverload):
-            return _op_overload, (obj.namespace, obj._schema.name.split("::", 1)[1], obj._overloadname)
+            return _op_overload, (
+                obj.namespace,
+                obj._schema.name.split("::", 1)[1],
+                obj._overloadname,
+            )
         if isinstance(obj, torch._ops.OpOverloadPacket):
             namespace, name = obj._qualified_op_name.split("::", 1)
             return _op_packet, (namespace, name)
@@ -121,7 +147,9 @@ def _published_apart(function: types.FunctionType) -> bool:
     functional's boolean_dispatch functions, adaptive_max_pool3d among them), as a graph's code
     names it: pickled by its qualified name, it could not be found."""
     module = sys.modules.get(function.__module__)
-    return "<locals>" in function.__qualname__ and getattr(module, function.__name__, None) is function
+    return (
+        "<locals>" in function.__qualname__ and getattr(module, function.__name__, None) is function
+    )
 
 
 Pickler = _GraphPickler

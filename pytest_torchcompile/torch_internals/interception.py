@@ -56,23 +56,35 @@ def capturing_backend(
     def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         outside = config_values(tracing_part(random_config))
 
-        def inner_compile(lowered: torch.fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
+        def inner_compile(
+            lowered: torch.fx.GraphModule, inputs: Sequence[Any], **kwargs: Any
+        ) -> Any:
             with inductor_config(where_random(lowered, random_config, outside)):
-                return hook(lowered, inputs, kwargs, lambda: compile_fx_inner(lowered, inputs, **kwargs))
+                return hook(
+                    lowered, inputs, kwargs, lambda: compile_fx_inner(lowered, inputs, **kwargs)
+                )
 
         def compile_all() -> Any:
             # Without AOT autograd's cache: where it answers, no inner compile runs, and ``hook``
             # would see nothing of the graph it was handed to capture.
             with inductor_config(tracing_part(random_config)), no_compile_caches():
-                return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
+                return compile_fx(
+                    gm, example_inputs, inner_compile=inner_compile, config_patches=patches
+                )
 
-        return dynamo_hook(gm, example_inputs, compile_all) if dynamo_hook is not None else compile_all()
+        return (
+            dynamo_hook(gm, example_inputs, compile_all)
+            if dynamo_hook is not None
+            else compile_all()
+        )
 
     return backend
 
 
 @contextlib.contextmanager
-def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | None = None) -> Iterator[None]:
+def intercept_inductor(
+    hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | None = None
+) -> Iterator[None]:
     """Route every Inductor compilation started while active (plain ``torch.compile(model)``
     included) through ``hook``, and the torch-level graph it starts from through ``dynamo_hook``;
     each compiles without the caches that would skip ``hook``, and otherwise as its caller set it
@@ -92,14 +104,21 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
         original = compile_fx_module.compile_fx
 
         def compile_fx(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("inner_compile", compile_fx_module.compile_fx_inner) is not compile_fx_module.compile_fx_inner:
+            if (
+                kwargs.get("inner_compile", compile_fx_module.compile_fx_inner)
+                is not compile_fx_module.compile_fx_inner
+            ):
                 return original(model, example_inputs, *args, **kwargs)
 
-            def inner_compile(gm: torch.fx.GraphModule, inputs: Sequence[Any], **inner_kwargs: Any) -> Any:
+            def inner_compile(
+                gm: torch.fx.GraphModule, inputs: Sequence[Any], **inner_kwargs: Any
+            ) -> Any:
                 # Here too: a backward graph is compiled at its first call, after compile_fx returned.
                 with no_compile_caches():
                     return hook(
-                        gm, inputs, inner_kwargs,
+                        gm,
+                        inputs,
+                        inner_kwargs,
                         lambda: compile_fx_module.compile_fx_inner(gm, inputs, **inner_kwargs),
                     )
 
@@ -107,9 +126,11 @@ def intercept_inductor(hook: InnerCompileHook, dynamo_hook: DynamoCompileHook | 
             with no_compile_caches():
                 if dynamo_hook is None:
                     return original(model, example_inputs, *args, **kwargs)
-                return dynamo_hook(model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs))
+                return dynamo_hook(
+                    model, example_inputs, lambda: original(model, example_inputs, *args, **kwargs)
+                )
 
-    # The interception itself says what it replaced: the compile_fx installed before any.
+        # The interception itself says what it replaced: the compile_fx installed before any.
         setattr(compile_fx, _INSTALLED, getattr(original, _INSTALLED, original))
         compile_fx_module.compile_fx = compile_fx  # type: ignore[attr-defined]
         intercepted.append((compile_fx_module, original))
@@ -155,9 +176,19 @@ def post_aot_graphs(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[tup
     lowered, its kind and code: what AOT autograd and the decompositions made of ``gm``."""
     graphs: list[tuple[str, str]] = []
 
-    def hook(lowered: torch.fx.GraphModule, example_inputs: Sequence[Any], kwargs: dict[str, Any],
-             compile_fn: Callable[[], CompiledGraph]) -> CompiledGraph:
-        kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
+    def hook(
+        lowered: torch.fx.GraphModule,
+        example_inputs: Sequence[Any],
+        kwargs: dict[str, Any],
+        compile_fn: Callable[[], CompiledGraph],
+    ) -> CompiledGraph:
+        kind = (
+            "backward"
+            if kwargs.get("is_backward")
+            else "inference"
+            if kwargs.get("is_inference")
+            else "forward"
+        )
         graphs.append((kind, lowered.code.strip()))
         return compile_fn()
 
@@ -198,11 +229,12 @@ class _ImportCallback(importlib.abc.MetaPathFinder):
         self._name = name
         self._callback = callback
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None,
-                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname != self._name or self not in sys.meta_path:
             return None
-        for finder in sys.meta_path[sys.meta_path.index(self) + 1:]:
+        for finder in sys.meta_path[sys.meta_path.index(self) + 1 :]:
             find_spec = getattr(finder, "find_spec", None)
             spec = find_spec(fullname, path, target) if find_spec is not None else None
             if spec is not None:

@@ -13,8 +13,15 @@ from collections.abc import Iterator
 from typing import Any
 
 _RECORDS: dict[str, tuple[str, ...]] = {
-    "torch._dynamo.utils": ("counters", "compilation_time_metrics", "cumulative_time_spent_ns",
-                            "_compilation_metrics", "graph_break_reasons", "guard_failures", "op_count"),
+    "torch._dynamo.utils": (
+        "counters",
+        "compilation_time_metrics",
+        "cumulative_time_spent_ns",
+        "_compilation_metrics",
+        "graph_break_reasons",
+        "guard_failures",
+        "op_count",
+    ),
     "torch._dynamo.convert_frame": ("FRAME_COUNTER", "FRAME_COMPILE_COUNTER"),
     "torch._dynamo.output_graph": ("_compile_id_counter",),
     "torch._functorch.aot_autograd": ("AOT_COUNTER",),
@@ -47,12 +54,22 @@ def unobserved() -> Iterator[None]:
 
 
 def _present() -> list[tuple[Any, str]]:
-    present = [(sys.modules[module], name) for module, names in _RECORDS.items() if module in sys.modules
-               for name in names if hasattr(sys.modules[module], name)]
+    present = [
+        (sys.modules[module], name)
+        for module, names in _RECORDS.items()
+        if module in sys.modules
+        for name in names
+        if hasattr(sys.modules[module], name)
+    ]
     metrics = sys.modules.get(_METRICS)
     if metrics is not None:
-        present += [(metrics, name) for name, value in vars(metrics).items()
-                    if name.islower() and not name.startswith("_") and isinstance(value, int | float | list | dict | set)]
+        present += [
+            (metrics, name)
+            for name, value in vars(metrics).items()
+            if name.islower()
+            and not name.startswith("_")
+            and isinstance(value, int | float | list | dict | set)
+        ]
     return present
 
 

@@ -25,7 +25,10 @@ def is_view_op(target: Any) -> bool:
     """Whether an FX node target returns a view of an input (its storage, no values of its own)."""
     if not isinstance(target, torch._ops.OpOverload):
         return False
-    return any(result.alias_info is not None and not result.alias_info.is_write for result in target._schema.returns)
+    return any(
+        result.alias_info is not None and not result.alias_info.is_write
+        for result in target._schema.returns
+    )
 
 
 def is_random_op(target: Any) -> bool:
@@ -45,7 +48,11 @@ def attribute_read(target: Any) -> str | None:
 
 def random_tag_missing() -> str | None:
     """The op tag that marks random ops, where this torch lacks it."""
-    return None if hasattr(torch.Tag, "nondeterministic_seeded") else "torch.Tag.nondeterministic_seeded"
+    return (
+        None
+        if hasattr(torch.Tag, "nondeterministic_seeded")
+        else "torch.Tag.nondeterministic_seeded"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +125,11 @@ def _op_module(target: Any, qualname: str) -> str | None:
             return inductor_prims.__name__
     opdef = getattr(getattr(torch._library, "custom_ops", None), "OPDEFS", {}).get(qualname)
     defined_by = getattr(getattr(opdef, "_init_fn", None), "__module__", None)
-    if isinstance(defined_by, str) and defined_by != "__main__" and not defined_by.startswith("torch."):
+    if (
+        isinstance(defined_by, str)
+        and defined_by != "__main__"
+        and not defined_by.startswith("torch.")
+    ):
         return defined_by
     dispatch_dump = getattr(torch._C, "_dispatch_dump", None)
     try:
@@ -170,7 +181,9 @@ def _search_path(name: str | None) -> str | None:
     return str(pathlib.Path(file).resolve().parents[depth])
 
 
-_ROUNDING = frozenset({"floor", "ceil", "round", "trunc", "sign", "sgn", "remainder", "fmod", "floor_divide"})
+_ROUNDING = frozenset(
+    {"floor", "ceil", "round", "trunc", "sign", "sgn", "remainder", "fmod", "floor_divide"}
+)
 
 
 def rounds_to_steps(target: Any) -> bool:
@@ -178,7 +191,9 @@ def rounds_to_steps(target: Any) -> bool:
     truncating division): a rounding difference of what it reads can move its result by a whole
     step."""
     return _packet_name(target) in _ROUNDING or (
-        _packet_name(target) == "div" and str(getattr(target, "_overloadname", "")).endswith("_mode"))
+        _packet_name(target) == "div"
+        and str(getattr(target, "_overloadname", "")).endswith("_mode")
+    )
 
 
 def decomposed_from(node: torch.fx.Node) -> Any:
@@ -188,37 +203,124 @@ def decomposed_from(node: torch.fx.Node) -> Any:
 
 
 def _packet_name(target: Any) -> str:
-    return str(getattr(getattr(target, "overloadpacket", None), "__name__", getattr(target, "__name__", "")))
+    return str(
+        getattr(
+            getattr(target, "overloadpacket", None), "__name__", getattr(target, "__name__", "")
+        )
+    )
 
 
-_SELECTING_OR_SATURATING = frozenset({
-    # An element passes or not, or which element wins: the other's deviation is lost.
-    "relu", "relu6", "threshold", "threshold_backward", "hardtanh", "hardtanh_backward", "clamp",
-    "clamp_min", "clamp_max", "where", "masked_fill", "maximum", "minimum", "fmax", "fmin", "max",
-    "min", "amax", "amin", "sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax",
-    "cummin", "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_max_pool2d",
-    "adaptive_max_pool3d", "nan_to_num", "hardsigmoid", "hardswish", "scatter_reduce",
-    # Even functions: a deviation of the sign vanishes (rounding ops: see _ROUNDING).
-    "abs", "cos", "cosh", "pow",
-    # Saturating: far from zero, the result no longer depends on the input.
-    "tanh", "sigmoid", "erf", "erfc", "gelu", "silu", "mish", "elu", "softplus",
-    # Invariant to a shift or scale of their input (a post-AOT graph holds them decomposed: see
-    # decomposed_from).
-    "_softmax", "_log_softmax", "logsumexp", "var", "std", "var_mean", "std_mean", "native_layer_norm",
-    "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-    "_native_batch_norm_legit_functional", "native_group_norm",
-    # Writes over part of an input: the elements overwritten are lost.
-    "index_put", "_unsafe_index_put", "scatter", "slice_scatter", "select_scatter",
-    "as_strided_scatter", "diagonal_scatter", "masked_scatter", "index_copy", "index_fill", "copy",
-    "fill",
-})
+_SELECTING_OR_SATURATING = frozenset(
+    {
+        # An element passes or not, or which element wins: the other's deviation is lost.
+        "relu",
+        "relu6",
+        "threshold",
+        "threshold_backward",
+        "hardtanh",
+        "hardtanh_backward",
+        "clamp",
+        "clamp_min",
+        "clamp_max",
+        "where",
+        "masked_fill",
+        "maximum",
+        "minimum",
+        "fmax",
+        "fmin",
+        "max",
+        "min",
+        "amax",
+        "amin",
+        "sort",
+        "topk",
+        "kthvalue",
+        "median",
+        "nanmedian",
+        "mode",
+        "cummax",
+        "cummin",
+        "max_pool2d_with_indices",
+        "max_pool3d_with_indices",
+        "adaptive_max_pool2d",
+        "adaptive_max_pool3d",
+        "nan_to_num",
+        "hardsigmoid",
+        "hardswish",
+        "scatter_reduce",
+        # Even functions: a deviation of the sign vanishes (rounding ops: see _ROUNDING).
+        "abs",
+        "cos",
+        "cosh",
+        "pow",
+        # Saturating: far from zero, the result no longer depends on the input.
+        "tanh",
+        "sigmoid",
+        "erf",
+        "erfc",
+        "gelu",
+        "silu",
+        "mish",
+        "elu",
+        "softplus",
+        # Invariant to a shift or scale of their input (a post-AOT graph holds them decomposed: see
+        # decomposed_from).
+        "_softmax",
+        "_log_softmax",
+        "logsumexp",
+        "var",
+        "std",
+        "var_mean",
+        "std_mean",
+        "native_layer_norm",
+        "native_batch_norm",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training",
+        "_native_batch_norm_legit_functional",
+        "native_group_norm",
+        # Writes over part of an input: the elements overwritten are lost.
+        "index_put",
+        "_unsafe_index_put",
+        "scatter",
+        "slice_scatter",
+        "select_scatter",
+        "as_strided_scatter",
+        "diagonal_scatter",
+        "masked_scatter",
+        "index_copy",
+        "index_fill",
+        "copy",
+        "fill",
+    }
+)
 """Ops whose result can stay as it is while an input deviates."""
 
-_FULL_SUPPORT_REDUCTIONS = frozenset({
-    "sum", "mean", "prod", "mm", "bmm", "addmm", "baddbmm", "addmv", "mv", "dot", "convolution",
-    "convolution_backward", "avg_pool2d", "avg_pool3d", "avg_pool2d_backward", "avg_pool3d_backward",
-    "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "split", "split_with_sizes", "unbind", "chunk",
-})
+_FULL_SUPPORT_REDUCTIONS = frozenset(
+    {
+        "sum",
+        "mean",
+        "prod",
+        "mm",
+        "bmm",
+        "addmm",
+        "baddbmm",
+        "addmv",
+        "mv",
+        "dot",
+        "convolution",
+        "convolution_backward",
+        "avg_pool2d",
+        "avg_pool3d",
+        "avg_pool2d_backward",
+        "avg_pool3d_backward",
+        "_adaptive_avg_pool2d",
+        "_adaptive_avg_pool3d",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "chunk",
+    }
+)
 """Ops with fewer result elements than input elements that still read every input element: every
 deviation reaches their result (a split's parts together hold all of it)."""
 
@@ -230,17 +332,26 @@ def can_mask_a_deviation(target: Any, inputs: list[Any], result: Any) -> bool:
     dtype. Ops outside these (adds, products, contractions, smooth maps) carry a deviation of
     their inputs to their result, where the graph's outputs show it."""
     name = _packet_name(target)
-    floating = [value for value in inputs if isinstance(value, torch.Tensor) and value.is_floating_point()]
+    floating = [
+        value for value in inputs if isinstance(value, torch.Tensor) and value.is_floating_point()
+    ]
     if not floating:
         return False
     if name in _SELECTING_OR_SATURATING or rounds_to_steps(target):
         return True
-    results = [value for value in (result if isinstance(result, (tuple, list)) else (result,))
-               if isinstance(value, torch.Tensor)]
+    results = [
+        value
+        for value in (result if isinstance(result, (tuple, list)) else (result,))
+        if isinstance(value, torch.Tensor)
+    ]
     finest = min(torch.finfo(value.dtype).eps for value in floating)
-    if any(not (value.is_floating_point() or value.is_complex()) or torch.finfo(value.dtype).eps > finest
-           for value in results):
+    if any(
+        not (value.is_floating_point() or value.is_complex())
+        or torch.finfo(value.dtype).eps > finest
+        for value in results
+    ):
         return True
     # A complex element holds two real ones (a real-to-complex FFT keeps every input element).
-    return name not in _FULL_SUPPORT_REDUCTIONS and sum(value.numel() * (2 if value.is_complex() else 1)
-                                                        for value in results) < max(value.numel() for value in floating)
+    return name not in _FULL_SUPPORT_REDUCTIONS and sum(
+        value.numel() * (2 if value.is_complex() else 1) for value in results
+    ) < max(value.numel() for value in floating)

@@ -28,12 +28,20 @@ class RandomDrawMismatch(Exception):
 @contextlib.contextmanager
 def recording_random_draws(draws: list[tuple[Any, Any]]) -> Iterator[None]:
     """Append to ``draws`` what each random op of the block produced."""
+
     class Record(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
             out = func(*args, **(kwargs or {}))
             if is_random_op(func):
                 values = out if isinstance(out, (tuple, list)) else (out,)
-                draws.append((func, [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]))
+                draws.append(
+                    (
+                        func,
+                        [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values],
+                    )
+                )
             return out
 
     with Record():
@@ -49,7 +57,9 @@ def replaying_random_draws(draws: Sequence[tuple[Any, Any]]) -> Iterator[None]:
     pending = list(draws)
 
     class Replay(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
             out = func(*args, **(kwargs or {}))
             if not is_random_op(func):
                 return out
@@ -64,8 +74,10 @@ def replaying_random_draws(draws: Sequence[tuple[Any, Any]]) -> Iterator[None]:
                 for value, drawn in zip(values, recorded, strict=True):
                     if isinstance(value, torch.Tensor):
                         if value.shape != drawn.shape:
-                            raise RandomDrawMismatch(f"{func} drew shape {tuple(value.shape)}, "
-                                                     f"recorded {tuple(drawn.shape)}")
+                            raise RandomDrawMismatch(
+                                f"{func} drew shape {tuple(value.shape)}, "
+                                f"recorded {tuple(drawn.shape)}"
+                            )
                         with torch.no_grad():
                             value.copy_(drawn)
             return tuple(values) if isinstance(out, (tuple, list)) else values[0]

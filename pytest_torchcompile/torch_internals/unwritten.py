@@ -23,8 +23,14 @@ def filling_unwritten(fill: float, allocated: list[int]) -> Iterator[None]:
 
     Works at the aten level (a dispatch mode), so it covers eager models and graphs alike."""
     aten = torch.ops.aten
-    allocating = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided,
-                  aten.empty_permuted}
+    allocating = {
+        aten.empty,
+        aten.empty_like,
+        aten.empty_strided,
+        aten.new_empty,
+        aten.new_empty_strided,
+        aten.empty_permuted,
+    }
     whole = 0 if math.isnan(fill) else int(fill)
 
     def writes_out(func: Any) -> bool:
@@ -36,12 +42,20 @@ def filling_unwritten(fill: float, allocated: list[int]) -> Iterator[None]:
         return any(argument.is_out for argument in arguments)
 
     class FillingMode(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
             result = func(*args, **(kwargs or {}))
-            if func.overloadpacket in allocating and not writes_out(func) \
-                    and isinstance(result, torch.Tensor) and result.numel():
+            if (
+                func.overloadpacket in allocating
+                and not writes_out(func)
+                and isinstance(result, torch.Tensor)
+                and result.numel()
+            ):
                 exact = result.is_floating_point() or result.is_complex()
-                result.fill_(fill if exact else bool(whole) if result.dtype == torch.bool else whole)
+                result.fill_(
+                    fill if exact else bool(whole) if result.dtype == torch.bool else whole
+                )
                 allocated.append(result.numel())
             return result
 

@@ -31,7 +31,9 @@ def symbolic_sizes(example_inputs: Sequence[Any]) -> list[list[str] | None]:
 def concrete_int(value: Any) -> int:
     """An int, or a symbolic int's hint (the size it had when traced)."""
     if isinstance(value, torch.SymInt):
-        hint = getattr(getattr(value, "node", None), "hint", None)  # None too where torch keeps no hint
+        hint = getattr(
+            getattr(value, "node", None), "hint", None
+        )  # None too where torch keeps no hint
         return int(hint) if hint is not None else 1
     return int(value)
 

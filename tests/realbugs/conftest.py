@@ -14,8 +14,10 @@ import pytest
 
 from pytest_torchcompile.common.settings import option, option_value
 
-MARKER = ("realbug(issue, fixed_in=None): a real Inductor bug, pytorch/pytorch#<issue>; fixed_in: the "
-          "first torch release found without it (None: not fixed as of the newest release checked)")
+MARKER = (
+    "realbug(issue, fixed_in=None): a real Inductor bug, pytorch/pytorch#<issue>; fixed_in: the "
+    "first torch release found without it (None: not fixed as of the newest release checked)"
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -23,6 +25,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    if collection_path.name.startswith("test_") and not option_value(config, option("compile-accuracy")):
+    if collection_path.name.startswith("test_") and not option_value(
+        config, option("compile-accuracy")
+    ):
         return True
     return None

@@ -33,7 +33,9 @@ def inputs():
 
 def test_fixture(compile_accuracy):
     x, src = inputs()
-    out = compile_accuracy(scatter_diagonal_total, x.requires_grad_(), src.requires_grad_(), backward=True)
+    out = compile_accuracy(
+        scatter_diagonal_total, x.requires_grad_(), src.requires_grad_(), backward=True
+    )
     assert out.shape == ()
 
 

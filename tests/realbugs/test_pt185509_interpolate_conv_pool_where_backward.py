@@ -30,7 +30,11 @@ def select(x, weight, bias, mask):
 
 def arguments():
     g = torch.Generator().manual_seed(0)
-    x, weight, bias = torch.randn(2, 3, 6, 8, generator=g), torch.randn(4, 3, 3, 3, generator=g), torch.randn(4, generator=g)
+    x, weight, bias = (
+        torch.randn(2, 3, 6, 8, generator=g),
+        torch.randn(4, 3, 3, 3, generator=g),
+        torch.randn(4, generator=g),
+    )
     with torch.no_grad():
         conv, _, threshold = features(x, weight, bias)
     return [x.requires_grad_(), weight.requires_grad_(), bias.requires_grad_(), conv > threshold]

@@ -30,7 +30,9 @@ def copy_bytes(x, y):
 
 def inputs():
     g = torch.Generator().manual_seed(1234)
-    return (torch.randn(8, 8, generator=g) * 10).cuda(), (torch.randn(8, 8, generator=g) * 10).cuda()
+    return (torch.randn(8, 8, generator=g) * 10).cuda(), (
+        torch.randn(8, 8, generator=g) * 10
+    ).cuda()
 
 
 def test_fixture(compile_accuracy):

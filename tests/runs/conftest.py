@@ -15,6 +15,7 @@ HERE = Path(__file__).parent
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.is_relative_to(HERE) and not any(item.get_closest_marker(name)
-                                                       for name in ("realbugs", "stops_a_run")):
+        if item.path.is_relative_to(HERE) and not any(
+            item.get_closest_marker(name) for name in ("realbugs", "stops_a_run")
+        ):
             item.add_marker(pytest.mark.slow)

@@ -39,13 +39,16 @@ def test_second(compile_accuracy):
 
 def _run(pytester: pytest.Pytester, expected: int | None, *flags: str) -> pytest.RunResult:
     pytester.makepyfile(test_seen=SEEN.format(expected=expected))
-    return pytester.runpytest_subprocess("-n", "2", "--compile-accuracy", "-p", "no:cacheprovider", *flags)
+    return pytester.runpytest_subprocess(
+        "-n", "2", "--compile-accuracy", "-p", "no:cacheprovider", *flags
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="needs os.sched_getaffinity")
 def test_xdist_workers_share_the_cpus_with_their_compile_workers_and_children(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for name in (budget.THREADS_ENV, *budget.CHILD_ENV):
         monkeypatch.delenv(name, raising=False)
@@ -54,7 +57,8 @@ def test_xdist_workers_share_the_cpus_with_their_compile_workers_and_children(
 
 @pytest.mark.slow
 def test_the_command_line_overrides_the_environment_and_the_share(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # 2: within a 2-core machine (OpenMP caps a child's threads at the cores), not its share of 1
     monkeypatch.setenv(budget.THREADS_ENV, "5")
@@ -63,6 +67,8 @@ def test_the_command_line_overrides_the_environment_and_the_share(
 
 def test_a_bad_thread_count_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_nothing():\n    pass\n")
-    result = pytester.runpytest_subprocess("-n", "2", "--compile-accuracy", "--compile-accuracy-threads", "many")
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "--compile-accuracy", "--compile-accuracy-threads", "many"
+    )
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*--compile-accuracy-threads: expected a number of threads*"])

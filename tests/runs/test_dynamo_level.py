@@ -109,30 +109,50 @@ class NormedMLP(torch.nn.Module):
 
 def _minify_in_process(case: ReproCase) -> torch.fx.GraphModule:
     with InProcessJudge(case.config_source) as judge:
-        reduction = minify_graph(case, lambda gm, inputs: judge(gm, inputs, JudgeSettings.for_minifying(case)))
+        reduction = minify_graph(
+            case, lambda gm, inputs: judge(gm, inputs, JudgeSettings.for_minifying(case))
+        )
     assert reduction.stop is StopReason.MINIMAL and reduction.gm is not None, reduction.how
     return reduction.gm
 
 
 def _ops(gm: torch.fx.GraphModule) -> list[object]:
-    return [node.target for node in gm.graph.nodes if node.op in ("call_function", "call_method", "call_module")]
+    return [
+        node.target
+        for node in gm.graph.nodes
+        if node.op in ("call_function", "call_method", "call_module")
+    ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backward", [False, True], ids=["inference", "training"])
 def test_wrong_layer_norm_decomposition_is_written_and_minified_at_the_torch_level(
-    tmp_path: Path, wrong_decomposition: Callable[[torch._ops.OpOverload, float], None], backward: bool,
+    tmp_path: Path,
+    wrong_decomposition: Callable[[torch._ops.OpOverload, float], None],
+    backward: bool,
 ) -> None:
     wrong_decomposition(aten.native_layer_norm.default, 1.01)
     torch.manual_seed(0)
-    outcome = check_model(NormedMLP(), (torch.randn(8, 16),), options=CheckOptions(backward=backward))
+    outcome = check_model(
+        NormedMLP(), (torch.randn(8, 16),), options=CheckOptions(backward=backward)
+    )
 
     assert outcome.status is Status.FAIL_ACCURACY
     (failing,) = outcome.failing_graphs
-    assert failing.dynamo is not None and failing.inputs is not None, "the post-AOT graph passes on its own"
+    assert failing.dynamo is not None and failing.inputs is not None, (
+        "the post-AOT graph passes on its own"
+    )
     assert "post-AOT graph passes on its own" in failing.note
-    case = ReproCase(failing.dynamo.gm, failing.inputs, "accuracy", "layer norm", tol=outcome_tolerance(backward),
-                     config_source=failing.dynamo.config_source, grad_enabled=backward, level=DYNAMO)
+    case = ReproCase(
+        failing.dynamo.gm,
+        failing.inputs,
+        "accuracy",
+        "layer norm",
+        tol=outcome_tolerance(backward),
+        config_source=failing.dynamo.config_source,
+        grad_enabled=backward,
+        level=DYNAMO,
+    )
     repro = write_repro(case, tmp_path / "repro.py")
     assert "# level:   torch-level graph" in repro.read_text()
     assert load_repro(repro).case.level == DYNAMO
@@ -155,7 +175,9 @@ def test_a_bug_the_post_aot_graph_shows_keeps_the_post_aot_repro() -> None:
 
     assert outcome.status is Status.FAIL_ACCURACY
     assert outcome.failing_graphs and outcome.failing_graphs[0].dynamo is None
-    assert outcome.failing_graphs[0].graph.dynamo is not None, "each post-AOT graph knows its torch-level graph"
+    assert outcome.failing_graphs[0].graph.dynamo is not None, (
+        "each post-AOT graph knows its torch-level graph"
+    )
 
 
 def test_a_correct_model_passes_with_the_torch_level_capture() -> None:
@@ -172,7 +194,9 @@ def test_repro_files_without_a_level_load_as_post_aot(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_wrong_silu_decomposition_end_to_end(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wrong_silu_decomposition_end_to_end(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mutant = pytester.mkdir("mutant")
     (mutant / "sitecustomize.py").write_text(MUTANT)
     without_mutant = os.environ.get("PYTHONPATH", "")
@@ -194,7 +218,9 @@ def test_wrong_silu_decomposition_end_to_end(pytester: pytest.Pytester, monkeypa
     assert "# level:   torch-level graph" in repro.read_text()
     text = minified.read_text()
     assert "torch.nn.functional.silu(" in text and "# --- the post-AOT graphs" in text
-    assert "1.01)" in text.split("# --- the post-AOT graphs")[1], "the lowered graph shows the wrong decomposition"
+    assert "1.01)" in text.split("# --- the post-AOT graphs")[1], (
+        "the lowered graph shows the wrong decomposition"
+    )
 
     def run(path: Path, pythonpath: str) -> int:
         env = {**os.environ, "PYTHONPATH": pythonpath}

@@ -37,18 +37,33 @@ def repro_files(pytester: pytest.Pytester, name: str) -> list[Path]:
 
 
 # The error kinds run whole in the slow step; unit/checking/test_model.py gives each its status.
-@pytest.mark.parametrize("bug", ["accuracy", pytest.param("compile_error", marks=pytest.mark.slow),
-                                 pytest.param("runtime_error", marks=pytest.mark.slow)])
-def test_injected_bug_fails_with_table_and_repro(pytester: pytest.Pytester, bug: str,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "bug",
+    [
+        "accuracy",
+        pytest.param("compile_error", marks=pytest.mark.slow),
+        pytest.param("runtime_error", marks=pytest.mark.slow),
+    ],
+)
+def test_injected_bug_fails_with_table_and_repro(
+    pytester: pytest.Pytester, bug: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # the whole table, and paths unwrapped
     pytester.makepyfile(test_model=SUITE.format(bug=bug))
     result = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
     result.assert_outcomes(failed=1)
-    status = {"accuracy": "fail_accuracy", "compile_error": "fail_compile", "runtime_error": "fail_runtime"}[bug]
-    result.stdout.fnmatch_lines([f"*compile accuracy: {status}*", "*repro: *repro.py", "*rerun: python *repro.py"])
+    status = {
+        "accuracy": "fail_accuracy",
+        "compile_error": "fail_compile",
+        "runtime_error": "fail_runtime",
+    }[bug]
+    result.stdout.fnmatch_lines(
+        [f"*compile accuracy: {status}*", "*repro: *repro.py", "*rerun: python *repro.py"]
+    )
     if bug == "accuracy":
-        result.stdout.fnmatch_lines(["*output*rmse(comp,fp64)*rmse(eager,fp64)*ratio*", "*out*fp64 rmse FAIL*"])
+        result.stdout.fnmatch_lines(
+            ["*output*rmse(comp,fp64)*rmse(eager,fp64)*ratio*", "*out*fp64 rmse FAIL*"]
+        )
     (repro,) = repro_files(pytester, "repro.py")
     run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 1, run.stdout + run.stderr
@@ -77,15 +92,23 @@ def test_passes_without_bug_or_without_flag(pytester: pytest.Pytester, flags: li
 
 def test_options_are_documented(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
-    result.stdout.fnmatch_lines(["*--compile-accuracy *", "*--compile-accuracy-dir*", "*--compile-accuracy-backend*",
-                                 "*--compile-accuracy-mode*", "*--no-compile-accuracy-minify*",
-                                 "*--compile-accuracy-minify-timeout*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*--compile-accuracy *",
+            "*--compile-accuracy-dir*",
+            "*--compile-accuracy-backend*",
+            "*--compile-accuracy-mode*",
+            "*--no-compile-accuracy-minify*",
+            "*--compile-accuracy-minify-timeout*",
+        ]
+    )
     markers = pytester.runpytest("--markers")
     markers.stdout.fnmatch_lines(["@pytest.mark.inductor_repro(*"])
 
 
 def test_eager_exception_errors_the_test_with_its_own_traceback(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_model="""
+    pytester.makepyfile(
+        test_model="""
         import torch
 
         def broken(x):
@@ -93,7 +116,8 @@ def test_eager_exception_errors_the_test_with_its_own_traceback(pytester: pytest
 
         def test_broken(compile_accuracy):
             compile_accuracy(broken, torch.randn(2))
-    """)
+    """
+    )
     result = pytester.runpytest("--compile-accuracy")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*ValueError: shape bug in the model*"])
@@ -102,7 +126,8 @@ def test_eager_exception_errors_the_test_with_its_own_traceback(pytester: pytest
 
 def test_option_precedence_call_over_marker_over_cli_over_ini(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\ncompile_accuracy_tol = 0.1\ncompile_mode = max-autotune\n")
-    pytester.makepyfile(test_model="""
+    pytester.makepyfile(
+        test_model="""
         import pytest
 
         def test_ini_and_cli(compile_accuracy):
@@ -118,14 +143,16 @@ def test_option_precedence_call_over_marker_over_cli_over_ini(pytester: pytest.P
         def test_unknown_keyword(compile_accuracy):
             with pytest.raises(pytest.UsageError, match="unknown compile-accuracy option"):
                 compile_accuracy.settings(tolerance=1)
-    """)
+    """
+    )
     result = pytester.runpytest("--compile-accuracy-tol", "0.2")
     result.assert_outcomes(passed=3)
 
 
 @pytest.mark.slow
 def test_repro_keeps_buffers_and_constants(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_model="""
+    pytester.makepyfile(
+        test_model="""
         import pytest, torch
 
         class WithConstants(torch.nn.Module):
@@ -140,33 +167,47 @@ def test_repro_keeps_buffers_and_constants(pytester: pytest.Pytester) -> None:
         @pytest.mark.inductor_repro(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
         def test_constants(compile_accuracy):
             compile_accuracy(WithConstants(), torch.randn(4, 8))
-    """)
+    """
+    )
     pytester.runpytest("--compile-accuracy", "--no-compile-minify").assert_outcomes(failed=1)
     (repro,) = repro_files(pytester, "repro.py")
     source = repro.read_text()
     assert "0.25, -0.5, 1.0, 0.0, 0.5, -1.0, 2.0, 0.125" in source
-    assert list((repro.parent / "tensors").glob("*.pt")), "the 64-element buffer goes to a tensor file"
+    assert list((repro.parent / "tensors").glob("*.pt")), (
+        "the 64-element buffer goes to a tensor file"
+    )
     run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 1, run.stdout + run.stderr
-    cli = subprocess.run([sys.executable, "-m", "pytest_torchcompile", "minify", str(repro), "--no-isolate"],
-                         capture_output=True, text=True, timeout=300)
+    cli = subprocess.run(
+        [sys.executable, "-m", "pytest_torchcompile", "minify", str(repro), "--no-isolate"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert cli.returncode == 0, cli.stdout + cli.stderr
     assert "-> 1 ops" in cli.stdout
     minified = repro.parent / "minified.py"
     assert "torch.ops.aten.relu.default" in minified.read_text()
-    rerun = subprocess.run([sys.executable, str(minified)], capture_output=True, text=True, timeout=300)
+    rerun = subprocess.run(
+        [sys.executable, str(minified)], capture_output=True, text=True, timeout=300
+    )
     assert rerun.returncode == 1, rerun.stdout + rerun.stderr
 
 
 def test_minify_command_rejects_a_missing_file() -> None:
-    cli = subprocess.run([sys.executable, "-m", "pytest_torchcompile", "minify", "no/such/repro.py"],
-                         capture_output=True, text=True, timeout=120)
+    cli = subprocess.run(
+        [sys.executable, "-m", "pytest_torchcompile", "minify", "no/such/repro.py"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert cli.returncode == 2 and "no such repro file" in cli.stderr
 
 
 @pytest.mark.slow  # shrinks over many shapes, a compile each; test_hypothesis_examples.py is its twin
 def test_hypothesis_failure_is_shrunk_and_written_once(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_model="""
+    pytester.makepyfile(
+        test_model="""
         import pytest, torch
         from hypothesis import given, settings, strategies as st
         from pytest_torchcompile.strategies import tensors
@@ -178,14 +219,19 @@ def test_hypothesis_failure_is_shrunk_and_written_once(pytester: pytest.Pytester
         @given(x=tensors(shape=st.tuples(st.integers(1, 16), st.just(8))))
         def test_random_batch(compile_accuracy, x):
             compile_accuracy(model, x, dynamic=True)
-    """)
+    """
+    )
     result = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
     result.assert_outcomes(failed=1)
     # Hypothesis shrinks the batch to one row before the failure is reported and written.
-    assert "compile accuracy: fail_accuracy: 1 of 1 outputs deviate beyond the fp64 rule at input sizes [[1, 8]]" \
+    assert (
+        "compile accuracy: fail_accuracy: 1 of 1 outputs deviate beyond the fp64 rule at input sizes [[1, 8]]"
         in " ".join(result.stdout.str().split())
+    )
     (repro,) = repro_files(pytester, "repro.py")
-    assert repro.parent.name == "test_model.py__test_random_batch", "superseded examples leave no repro"
+    assert repro.parent.name == "test_model.py__test_random_batch", (
+        "superseded examples leave no repro"
+    )
     result.stdout.fnmatch_lines(["compile accuracy: 1 checks in 1 tests: 1 fail_accuracy"])
 
 
@@ -203,8 +249,10 @@ def test_an_op_on_constants_alone_survives_into_the_repro(tmp_path: Path) -> Non
     graph.output((graph.call_function(torch.ops.aten.add.Tensor, (x, relu)),))
     root = torch.nn.Module()
     root.register_buffer("_tensor_constant0", torch.linspace(-1, 1, 64))
-    path = write_repro(ReproCase(torch.fx.GraphModule(root, graph), [torch.zeros(64)], "accuracy", "t"),
-                       tmp_path / "repro.py")
+    path = write_repro(
+        ReproCase(torch.fx.GraphModule(root, graph), [torch.zeros(64)], "accuracy", "t"),
+        tmp_path / "repro.py",
+    )
     loaded = load_repro(path).case.gm
     assert torch.ops.aten.relu.default in [n.target for n in loaded.graph.nodes]
 
@@ -227,10 +275,17 @@ def test_host_copies_are_written_back_on_their_recorded_device() -> None:
     assert copy_to_host(on_cpu, [torch.zeros(4)]) is None, "nothing to copy off the host"
 
     recorded = torch.device("cuda", 1)
-    on_host = torch.fx.GraphModule({"_tensor_constant0": HostTensor(torch.ones(4), recorded, False)}, graph)
-    source, _ = render_repro(ReproCase(on_host, [HostTensor(torch.arange(4.0), recorded, True)], "runtime_error", "t"))
+    on_host = torch.fx.GraphModule(
+        {"_tensor_constant0": HostTensor(torch.ones(4), recorded, False)}, graph
+    )
+    source, _ = render_repro(
+        ReproCase(on_host, [HostTensor(torch.arange(4.0), recorded, True)], "runtime_error", "t")
+    )
 
-    assert "self.register_buffer('_tensor_constant0', _inline([1.0, 1.0, 1.0, 1.0], torch.float32, (4,), (1,), 'cuda:1', False))" in source
+    assert (
+        "self.register_buffer('_tensor_constant0', _inline([1.0, 1.0, 1.0, 1.0], torch.float32, (4,), (1,), 'cuda:1', False))"
+        in source
+    )
     assert "_inline([0.0, 1.0, 2.0, 3.0], torch.float32, (4,), (1,), 'cuda:1', True)" in source
 
 
@@ -273,12 +328,20 @@ def test_repro_of_maxpool_and_a_custom_op_runs_on_its_own(pytester: pytest.Pytes
     result.stdout.no_fnmatch_line("*repro is broken*")
     (repro,) = repro_files(pytester, "repro.py")
     source = repro.read_text()
-    assert "prims._low_memory_max_pool_with_offsets" in source and "torch._inductor.inductor_prims" in source
+    assert (
+        "prims._low_memory_max_pool_with_offsets" in source
+        and "torch._inductor.inductor_prims" in source
+    )
     assert "and test_pool for the ops it registers" in source
     for path in (repro, repro.with_name("minified.py")):
         # From the repro's own directory, where the test module is not importable by default.
-        run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
-                             cwd=repro.parent)
+        run = subprocess.run(
+            [sys.executable, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=repro.parent,
+        )
         assert run.returncode == 1, run.stdout + run.stderr
         assert "REPRODUCED" in run.stdout
 
@@ -294,7 +357,8 @@ library.impl("triple", lambda x: x * 3, "CompositeExplicitAutograd")
 
 @pytest.mark.slow
 def test_a_repro_that_cannot_run_exits_3_and_never_reads_reproduced(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import torch
     import torch.fx
@@ -308,27 +372,43 @@ def test_a_repro_that_cannot_run_exits_3_and_never_reads_reproduced(
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
     graph.output((graph.call_function(torch.ops.e2e_vanishing_ops.triple.default, (x,)),))
-    repro = write_repro(ReproCase(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.ones(4)], "accuracy",
-                                  "t"), pytester.path / "case" / "repro.py")
+    repro = write_repro(
+        ReproCase(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.ones(4)], "accuracy", "t"),
+        pytester.path / "case" / "repro.py",
+    )
     (pytester.path / "vanishing_ops.py").unlink()  # the module that registered the op is gone
 
     run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 3, run.stdout + run.stderr
-    assert "REPRO BROKEN: op torch.ops.e2e_vanishing_ops.triple is registered by module vanishing_ops" in run.stdout
+    assert (
+        "REPRO BROKEN: op torch.ops.e2e_vanishing_ops.triple is registered by module vanishing_ops"
+        in run.stdout
+    )
 
-    as_test = pytester.runpytest_subprocess(str(repro), "--compile-accuracy", "-p", "no:cacheprovider")
+    as_test = pytester.runpytest_subprocess(
+        str(repro), "--compile-accuracy", "-p", "no:cacheprovider"
+    )
     as_test.assert_outcomes(failed=1)
     as_test.stdout.fnmatch_lines(["*REPRO BROKEN: op torch.ops.e2e_vanishing_ops.triple*"])
     as_test.stdout.no_fnmatch_line("*REPRODUCED*")
     as_test.stdout.no_fnmatch_line("*fail_accuracy*")
 
-    cli = subprocess.run([sys.executable, "-m", "pytest_torchcompile", "minify", str(repro), "--no-isolate"],
-                         capture_output=True, text=True, timeout=300)
+    cli = subprocess.run(
+        [sys.executable, "-m", "pytest_torchcompile", "minify", str(repro), "--no-isolate"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert cli.returncode == 3, cli.stdout + cli.stderr
-    assert f"not minified {repro}: the repro is broken: op torch.ops.e2e_vanishing_ops.triple" in cli.stdout
+    assert (
+        f"not minified {repro}: the repro is broken: op torch.ops.e2e_vanishing_ops.triple"
+        in cli.stdout
+    )
 
 
-def test_a_repro_that_cannot_run_is_reported_at_its_test_and_not_minified(pytester: pytest.Pytester) -> None:
+def test_a_repro_that_cannot_run_is_reported_at_its_test_and_not_minified(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makeconftest("""
         import pytest_torchcompile.repros.repro as repro
 
@@ -345,11 +425,14 @@ def test_a_repro_that_cannot_run_is_reported_at_its_test_and_not_minified(pytest
     # A process of its own: the conftest replaces the renderer of the process it runs in.
     result = pytester.runpytest_subprocess("--compile-accuracy")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*compile accuracy: fail_accuracy*", "repro: *",
-        "the repro is broken, a defect of pytest-torchcompile (please report it):*",
-        "*cannot be built: RuntimeError: simulated renderer defect",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*compile accuracy: fail_accuracy*",
+            "repro: *",
+            "the repro is broken, a defect of pytest-torchcompile (please report it):*",
+            "*cannot be built: RuntimeError: simulated renderer defect",
+        ]
+    )
     result.stdout.no_fnmatch_line("rerun: python*")
     result.stdout.no_fnmatch_line("*minified test_model.py*")
     assert repro_files(pytester, "minified.py") == []
@@ -365,7 +448,9 @@ def test_minify_progress_is_plain_lines_off_a_terminal(capsys: pytest.CaptureFix
     progress.close()
     shown = capsys.readouterr().err
     assert "\r" not in shown
-    assert shown == "minifying: 10 ops left, 0 compiles, 0.0 s\n", "later lines wait for PROGRESS_EVERY_S"
+    assert shown == "minifying: 10 ops left, 0 compiles, 0.0 s\n", (
+        "later lines wait for PROGRESS_EVERY_S"
+    )
 
 
 @pytest.mark.slow
@@ -383,14 +468,23 @@ def test_a_repro_with_many_outputs_shows_the_failing_and_the_worst_few(tmp_path:
 
     inputs = [torch.randn(16)]
     config = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'"
-    repro = write_repro(ReproCase(make_fx(many_outputs)(*inputs), inputs, "accuracy", "t", config_source=config),
-                        tmp_path / "repro.py")
+    repro = write_repro(
+        ReproCase(make_fx(many_outputs)(*inputs), inputs, "accuracy", "t", config_source=config),
+        tmp_path / "repro.py",
+    )
 
     def rows(environment: dict[str, str]) -> tuple[list[str], str]:
-        run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300,
-                             env={**os.environ, **environment})
+        run = subprocess.run(
+            [sys.executable, str(repro)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, **environment},
+        )
         assert run.returncode == 1, run.stdout + run.stderr
-        return [line for line in run.stdout.splitlines() if line.startswith("graph_out[")], run.stdout
+        return [
+            line for line in run.stdout.splitlines() if line.startswith("graph_out[")
+        ], run.stdout
 
     summarized, output = rows({})
     assert len(summarized) == 6 and "graph_out[0]" in summarized[0] and "FAIL" in summarized[0]

@@ -53,18 +53,24 @@ def test_hostile_ids_and_a_hostile_repro_directory(pytester: pytest.Pytester) ->
     pytester.makepyfile(test_model=SUITE)
     baseline = pytester.path / "baseline.txt"
     repros = pytester.path / "my repros $HOME"
-    result = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-minify", f"--compile-accuracy-dir={repros}",
-                                f"--compile-accuracy-baseline={baseline}", "--compile-accuracy-update-baseline")
+    result = pytester.runpytest(
+        "--compile-accuracy",
+        "--no-compile-accuracy-minify",
+        f"--compile-accuracy-dir={repros}",
+        f"--compile-accuracy-baseline={baseline}",
+        "--compile-accuracy-update-baseline",
+    )
     output = result.stdout.str()
     assert result.ret == pytest.ExitCode.OK, output  # a recording run
     # Every row kept, the tab's as a JSON string that reads back as the id.
     from pytest_torchcompile.reporting.baseline import load_baseline
 
-    assert {entry.test_id: str(entry.expected) for entry in load_baseline(baseline).entries.values()} == {
-        "test_model.py::test_mlp[bug]": "fail_accuracy", TAB_ID: "pass", ANSI_ID: "pass"}
+    assert {
+        entry.test_id: str(entry.expected) for entry in load_baseline(baseline).entries.values()
+    } == {"test_model.py::test_mlp[bug]": "fail_accuracy", TAB_ID: "pass", ANSI_ID: "pass"}
     assert '"test_model.py::test_mlp[tab\\there]"\tpass' in baseline.read_text().splitlines()
     # The plugin's section shows the escape as text; pytest's own lines are pytest's.
-    section = output[output.index("= compile accuracy ="):]
+    section = output[output.index("= compile accuracy =") :]
     assert "\x1b" not in section and "\t" not in section, section
     assert "test_model.py::test_mlp[ansi\\x1b[31mred]" in section
     # The rerun hint runs as pasted into a shell. (Under CI=true pytest's short summary repeats
@@ -72,6 +78,11 @@ def test_hostile_ids_and_a_hostile_repro_directory(pytester: pytest.Pytester) ->
     (rerun,) = {line for line in output.splitlines() if line.startswith("rerun: ")}
     repro = repros / "test_model.py__test_mlp_bug" / "repro.py"
     assert rerun == f"rerun: python {shlex.quote(os.path.relpath(repro))}"
-    pasted = subprocess.run(["sh", "-c", f"ls {rerun.removeprefix('rerun: python ')}"], capture_output=True,
-                            text=True, cwd=pytester.path, env={**os.environ, "HOME": "/nonexistent"})
+    pasted = subprocess.run(
+        ["sh", "-c", f"ls {rerun.removeprefix('rerun: python ')}"],
+        capture_output=True,
+        text=True,
+        cwd=pytester.path,
+        env={**os.environ, "HOME": "/nonexistent"},
+    )
     assert pasted.returncode == 0, pasted.stderr

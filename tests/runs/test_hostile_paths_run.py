@@ -29,8 +29,12 @@ def test_a_report_on_a_full_device_fails_the_run_in_one_line(pytester: pytest.Py
     pytester.makepyfile(test_model=SUITE)
     result = pytester.runpytest("--compile-accuracy-report=/dev/full")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["compile accuracy: the run fails:",
-                                 "  cannot write the JSON report /dev/full: No space left on device"])
+    result.stdout.fnmatch_lines(
+        [
+            "compile accuracy: the run fails:",
+            "  cannot write the JSON report /dev/full: No space left on device",
+        ]
+    )
     assert "written to /dev/full" not in result.stdout.str()
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
@@ -40,6 +44,7 @@ def test_a_baseline_that_never_ends_is_a_one_line_usage_error(pytester: pytest.P
     result = pytester.runpytest("--compile-accuracy-baseline=/dev/zero")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert result.stderr.lines[0] == (
-        "ERROR: compile accuracy baseline: /dev/zero: not a regular file: a baseline is a text file")
+        "ERROR: compile accuracy baseline: /dev/zero: not a regular file: a baseline is a text file"
+    )
     assert "MemoryError" not in result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

@@ -10,7 +10,8 @@ pytest_plugins = ["pytester"]
 
 
 def test_a_failing_hypothesis_test_writes_one_repro(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_model="""
+    pytester.makepyfile(
+        test_model="""
         import pytest, torch
         from hypothesis import Phase, given, settings
         from pytest_torchcompile.strategies import tensors
@@ -22,10 +23,12 @@ def test_a_failing_hypothesis_test_writes_one_repro(pytester: pytest.Pytester) -
         @given(x=tensors(shape=(4, 8), layout="contiguous"))
         def test_fixed_batch(compile_accuracy, x):
             compile_accuracy(model, x)
-    """)
+    """
+    )
     result = pytester.runpytest("--compile-accuracy", "--no-compile-minify")
     result.assert_outcomes(failed=1)
     repros = sorted((pytester.path / ".compile-accuracy").glob("*/repro.py"))
-    assert [repro.parent.name for repro in repros] == ["test_model.py__test_fixed_batch"], \
+    assert [repro.parent.name for repro in repros] == ["test_model.py__test_fixed_batch"], (
         "superseded examples leave no repro"
+    )
     result.stdout.fnmatch_lines(["compile accuracy: 1 checks in 1 tests: 1 fail_accuracy"])

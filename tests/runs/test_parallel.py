@@ -109,10 +109,13 @@ def calls(log: Path) -> list[str]:
 def op_counts(paths: list[Path]) -> list[int]:
     """Load repro files in a fresh interpreter (loading imports torch._dynamo, which pytester's
     sys.modules snapshot would later drop from this one)."""
-    code = ("import sys; from pytest_torchcompile.repros.repro import load_repro; "
-            "print(*[load_repro(p).case.op_count for p in sys.argv[1:]])")
-    run = subprocess.run([sys.executable, "-c", code, *map(str, paths)], capture_output=True, text=True,
-                         timeout=300)
+    code = (
+        "import sys; from pytest_torchcompile.repros.repro import load_repro; "
+        "print(*[load_repro(p).case.op_count for p in sys.argv[1:]])"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code, *map(str, paths)], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr
     return [int(n) for n in run.stdout.split()]
 
@@ -122,15 +125,26 @@ def op_counts(paths: list[Path]) -> list[int]:
 
 @pytest.mark.slow
 def test_xdist_minifies_every_case_once_and_the_controller_reports_once(
-    pytester: pytest.Pytester, fake_minifier: Path,
+    pytester: pytest.Pytester,
+    fake_minifier: Path,
 ) -> None:
     pytester.makepyfile(test_model=SUITE.format(cases=3))
-    result = runpytest(pytester, "-n", "2", "--compile-accuracy", "--compile-minify-workers", "2",
-                       "-p", "no:cacheprovider")
+    result = runpytest(
+        pytester,
+        "-n",
+        "2",
+        "--compile-accuracy",
+        "--compile-minify-workers",
+        "2",
+        "-p",
+        "no:cacheprovider",
+    )
     result.assert_outcomes(failed=3)
     lines = minified_lines(result.stdout.str())
     nodeids = [f"test_model.py::test_mlp[{seed}]" for seed in range(3)]
-    assert sorted(lines) == sorted(f"minified {n}: 5 -> 1 ops in 1.0 s (3 compiles)" for n in nodeids)
+    assert sorted(lines) == sorted(
+        f"minified {n}: 5 -> 1 ops in 1.0 s (3 compiles)" for n in nodeids
+    )
     assert minified_lines(result.stderr.str()) == []
     (queue_dir,) = queue_dirs(pytester)
     jobs = read_jobs(queue_dir)
@@ -143,13 +157,18 @@ def test_xdist_minifies_every_case_once_and_the_controller_reports_once(
         path = Path(job["repro_path"])
         assert (path.parent / "minified.py").read_bytes() == path.read_bytes()
         # the controller recorded the result: the summary names minified.py, relative to the rootdir
-        result.stdout.fnmatch_lines([f"      minified: .compile-accuracy/{job['case_id']}/minified.py",
-                                     "      minify: 5 -> 1 ops, 1.0 s, 3 compiles"])
+        result.stdout.fnmatch_lines(
+            [
+                f"      minified: .compile-accuracy/{job['case_id']}/minified.py",
+                "      minify: 5 -> 1 ops, 1.0 s, 3 compiles",
+            ]
+        )
 
 
 @pytest.mark.slow
 def test_no_xdist_and_n0_behave_alike_and_ignore_earlier_runs(
-    pytester: pytest.Pytester, fake_minifier: Path,
+    pytester: pytest.Pytester,
+    fake_minifier: Path,
 ) -> None:
     pytester.makepyfile(test_model=SUITE.format(cases=2))
     # A pending job left by an earlier run in the same directory: not this run's to take.
@@ -165,34 +184,62 @@ def test_no_xdist_and_n0_behave_alike_and_ignore_earlier_runs(
         result.assert_outcomes(failed=2)
         (queue_dir,) = set(queue_dirs(pytester)) - before
         jobs = read_jobs(queue_dir)
-        outputs.append((
-            minified_lines(result.stdout.str()),
-            [(j["nodeid"], j["state"], j["found_by"], [a["worker"] for a in j["attempts"]]) for j in jobs],
-        ))
+        outputs.append(
+            (
+                minified_lines(result.stdout.str()),
+                [
+                    (j["nodeid"], j["state"], j["found_by"], [a["worker"] for a in j["attempts"]])
+                    for j in jobs
+                ],
+            )
+        )
         assert [w["worker"] for w in WorkQueue(queue_dir).participants()] == ["main"]
     assert outputs[0] == outputs[1]
-    assert outputs[0][0] == [f"minified test_model.py::test_mlp[{s}]: 5 -> 1 ops in 1.0 s (3 compiles)"
-                             for s in range(2)]
+    assert outputs[0][0] == [
+        f"minified test_model.py::test_mlp[{s}]: 5 -> 1 ops in 1.0 s (3 compiles)" for s in range(2)
+    ]
     assert [job["state"] for job in stale.jobs()] == [PENDING]
     assert str(stale_repro) not in calls(fake_minifier)
     assert len(calls(fake_minifier)) == 4
 
 
-@pytest.mark.parametrize("plugins", [["-p", "no:xdist"], pytest.param(["-n", "2"], marks=pytest.mark.slow)], ids=["no-xdist", "xdist"])
+@pytest.mark.parametrize(
+    "plugins",
+    [["-p", "no:xdist"], pytest.param(["-n", "2"], marks=pytest.mark.slow)],
+    ids=["no-xdist", "xdist"],
+)
 def test_failures_the_baseline_expects_can_go_unminified(
-    pytester: pytest.Pytester, fake_minifier: Path, plugins: list[str],
+    pytester: pytest.Pytester,
+    fake_minifier: Path,
+    plugins: list[str],
 ) -> None:
     pytester.makepyfile(test_model=SUITE.format(cases=2))
-    (pytester.path / "baseline.txt").write_text("test_model.py::test_mlp[0]\tfail_accuracy\tupstream bug\n")
-    result = runpytest(pytester, *plugins, "--compile-accuracy", "-p", "no:cacheprovider", "-rx",
-                       "--compile-accuracy-baseline", "baseline.txt", "--no-compile-minify-expected")
+    (pytester.path / "baseline.txt").write_text(
+        "test_model.py::test_mlp[0]\tfail_accuracy\tupstream bug\n"
+    )
+    result = runpytest(
+        pytester,
+        *plugins,
+        "--compile-accuracy",
+        "-p",
+        "no:cacheprovider",
+        "-rx",
+        "--compile-accuracy-baseline",
+        "baseline.txt",
+        "--no-compile-minify-expected",
+    )
     result.assert_outcomes(failed=1, xfailed=1)
-    expected, new = (pytester.path / ".compile-accuracy" / f"test_model.py__test_mlp_{seed}" for seed in (0, 1))
+    expected, new = (
+        pytester.path / ".compile-accuracy" / f"test_model.py__test_mlp_{seed}" for seed in (0, 1)
+    )
     assert calls(fake_minifier) == [str(new / "repro.py")]
     assert minified_lines(result.stdout.str()) == [
-        "minified test_model.py::test_mlp[1]: 5 -> 1 ops in 1.0 s (3 compiles)"]
+        "minified test_model.py::test_mlp[1]: 5 -> 1 ops in 1.0 s (3 compiles)"
+    ]
     # The expected failure still has its repro, named in the xfail reason.
-    result.stdout.fnmatch_lines([f"XFAIL test_model.py::test_mlp[[]0[]] - *repro: {expected / 'repro.py'}"])
+    result.stdout.fnmatch_lines(
+        [f"XFAIL test_model.py::test_mlp[[]0[]] - *repro: {expected / 'repro.py'}"]
+    )
     assert not (expected / "minified.py").exists()
 
 
@@ -219,7 +266,9 @@ def _participant(queue_dir: str, worker: str, behaviour: str, lease_s: float, ca
         if behaviour == "die":
             os._exit(3)
         time.sleep(float(behaviour))
-        return MinifyResult(5, 1, float(behaviour), 2, StopReason.MINIMAL, path=f"minified-by-{worker}")
+        return MinifyResult(
+            5, 1, float(behaviour), 2, StopReason.MINIMAL, path=f"minified-by-{worker}"
+        )
 
     finished = drain(queue, me, run_job, cap)
     beat.stop()
@@ -243,9 +292,12 @@ def _wait_for(condition: Any, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-def _start(queue: WorkQueue, worker: str, behaviour: str, lease_s: float = 30.0, cap: int = 0) -> Any:
-    process = _context().Process(target=_participant,
-                                 args=(str(queue.directory), worker, behaviour, lease_s, cap))
+def _start(
+    queue: WorkQueue, worker: str, behaviour: str, lease_s: float = 30.0, cap: int = 0
+) -> Any:
+    process = _context().Process(
+        target=_participant, args=(str(queue.directory), worker, behaviour, lease_s, cap)
+    )
     process.start()
     return process
 
@@ -259,10 +311,15 @@ def test_job_of_a_killed_worker_is_finished_by_another(tmp_path: Path) -> None:
     first.join(30)
     second.join(30)
     assert (first.exitcode, second.exitcode) == (3, 1)
-    assert time.monotonic() - started < 15, "a dead pid is noticed at once, not after the 30 s lease"
+    assert time.monotonic() - started < 15, (
+        "a dead pid is noticed at once, not after the 30 s lease"
+    )
     (job,) = queue.jobs()
     assert job["state"] == DONE and job["crashes"] == 1
-    assert [(a["worker"], a["outcome"]) for a in job["attempts"]] == [("gw0", "owner died"), ("gw1", DONE)]
+    assert [(a["worker"], a["outcome"]) for a in job["attempts"]] == [
+        ("gw0", "owner died"),
+        ("gw1", DONE),
+    ]
     assert job["result"]["path"] == "minified-by-gw1"
 
 
@@ -280,7 +337,10 @@ def test_expired_lease_is_reclaimed_and_the_late_owner_drops_its_result(tmp_path
     stalled.join(30)
     assert (stalled.exitcode, other.exitcode) == (0, 1)
     (job,) = queue.jobs()
-    assert [(a["worker"], a["outcome"]) for a in job["attempts"]] == [("gw0", "owner died"), ("gw1", DONE)]
+    assert [(a["worker"], a["outcome"]) for a in job["attempts"]] == [
+        ("gw0", "owner died"),
+        ("gw1", DONE),
+    ]
     assert job["result"]["path"] == "minified-by-gw1"
 
 
@@ -298,7 +358,13 @@ def test_job_that_kills_its_worker_twice_is_marked_crashed(tmp_path: Path) -> No
     (job,) = queue.jobs()
     assert job["state"] == CRASHED and job["crashes"] == 2
     assert [a["worker"] for a in job["attempts"]] == ["gw0", "gw1"]
-    assert job_result(job).summary_line(job["nodeid"]).startswith("not minified test_x.py::test_0: the minifier crashed: the minifying worker died 2 times")
+    assert (
+        job_result(job)
+        .summary_line(job["nodeid"])
+        .startswith(
+            "not minified test_x.py::test_0: the minifier crashed: the minifying worker died 2 times"
+        )
+    )
     kept = job_result(job)
     assert kept.path is None and kept.stop is StopReason.CRASHED
     assert job["repro_path"] in kept.note and Path(job["repro_path"]).exists()
@@ -313,8 +379,10 @@ def test_minify_workers_caps_concurrency(tmp_path: Path, cap: int) -> None:
     assert sum(p.exitcode for p in processes) == 6
     jobs = queue.jobs()
     assert all(job["state"] == DONE and len(job["attempts"]) == 1 for job in jobs)
-    edges = sorted([(a["claimed"], 1) for j in jobs for a in j["attempts"]]
-                   + [(a["ended"], -1) for j in jobs for a in j["attempts"]])
+    edges = sorted(
+        [(a["claimed"], 1) for j in jobs for a in j["attempts"]]
+        + [(a["ended"], -1) for j in jobs for a in j["attempts"]]
+    )
     running = peak = 0
     for _, step in edges:
         running += step
@@ -354,8 +422,12 @@ def _write_repros(root: str, index: int, all_written: Any) -> None:
     case_of = {}
     for nodeid in (f"test_a.py::test_{index}", "test_same.py::test_x", "test_same.py::test_x"):
         gm = torch.fx.symbolic_trace(_Model(index))
-        case = repro.ReproCase(gm=gm, inputs=[torch.full((4, 8), float(index))], kind="accuracy",
-                               title=f"{nodeid} writer {index}")
+        case = repro.ReproCase(
+            gm=gm,
+            inputs=[torch.full((4, 8), float(index))],
+            kind="accuracy",
+            title=f"{nodeid} writer {index}",
+        )
         path = repro.write_case(case, Path(root), repro.slugify(nodeid), f"writer {index}")
         case_of[path.parent.name] = index
         repro.write_repro(case, Path(root) / "shared" / "repro.py")
@@ -396,5 +468,3 @@ def test_worker_k_gets_device_k_mod_g() -> None:
     assert parse_devices(" 0, 2 ") == [0, 2]
     with pytest.raises(pytest.UsageError):
         parse_devices("cuda:0")
-
-

@@ -49,24 +49,43 @@ def test_plain():
 """
 
 
-def test_a_plain_graph_whose_fp64_run_is_out_of_memory_is_judged_without_it(pytester: pytest.Pytester) -> None:
+def test_a_plain_graph_whose_fp64_run_is_out_of_memory_is_judged_without_it(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makeconftest(NO_ROOM_IN_FP64)
     pytester.makepyfile(test_model=SUITE)
-    result = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-intermediates",
-                                "--compile-accuracy-report=report.json", "-vv")
+    result = pytester.runpytest(
+        "--compile-accuracy",
+        "--no-compile-accuracy-intermediates",
+        "--compile-accuracy-report=report.json",
+        "-vv",
+    )
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.OK
-    reason = ("the fp64 reference does not fit in memory: the graph's inputs alone take 0.00 GiB in fp64 "
-              "(OutOfMemoryError: out of memory: tried to allocate 64.00 GiB)")
-    result.stdout.fnmatch_lines(["*= compile accuracy =*", "no_fp64_reference  -      1 judged  test_model.py::test_plain",
-                                 "    no_fp64_reference: 1 graph(s) pass",
-                                 "      reference: same-precision cosine check: graph 0 (inference) from test_model.py:6*"])
+    reason = (
+        "the fp64 reference does not fit in memory: the graph's inputs alone take 0.00 GiB in fp64 "
+        "(OutOfMemoryError: out of memory: tried to allocate 64.00 GiB)"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*= compile accuracy =*",
+            "no_fp64_reference  -      1 judged  test_model.py::test_plain",
+            "    no_fp64_reference: 1 graph(s) pass",
+            "      reference: same-precision cosine check: graph 0 (inference) from test_model.py:6*",
+        ]
+    )
     assert f"(test_plain): {reason}" in " ".join(line.strip() for line in result.stdout.lines)
     [test] = json.loads((pytester.path / "report.json").read_text())["tests"]
     assert test["status"] == "no_fp64_reference"
     [check] = test["checks"]
-    assert check["status"] == "no_fp64_reference" and check["graphs_judged"] == 1 and check["unchecked"] == []
+    assert (
+        check["status"] == "no_fp64_reference"
+        and check["graphs_judged"] == 1
+        and check["unchecked"] == []
+    )
     where = f"from {pytester.path / 'test_model.py'}:6 (test_plain)"
     # The post-AOT graph and the torch-level graph it came from, each judged without fp64.
-    assert check["reference"] == (f"same-precision cosine check: graph 0 (inference) {where}: {reason}; "
-                                  f"torch-level graph 0 {where}: {reason}")
+    assert check["reference"] == (
+        f"same-precision cosine check: graph 0 (inference) {where}: {reason}; "
+        f"torch-level graph 0 {where}: {reason}"
+    )

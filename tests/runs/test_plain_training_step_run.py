@@ -11,7 +11,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-SUITE = '''
+SUITE = """
 import torch
 
 # Tagged flexible_layout: Inductor hands the ops its own layout of a tensor, as it does to aten's
@@ -55,21 +55,28 @@ def test_train_step():
     v = torch.randn(2, 3, 5, 7).contiguous(memory_format=torch.channels_last)
     torch.compile(lambda x, v: scale_by(x, torch.cat([v, v], 1)))(x, v).sum().backward()
     assert x.grad.shape == x.shape
-'''
+"""
 
 
 def test_a_backward_wrong_only_after_the_compiled_forward_fails_its_test(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # the whole table, and lines unwrapped
     pytester.makepyfile(test_training=SUITE)
-    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "fail_accuracy: 1 of 1 gradients of torch-level graph 0 from*",
-        "grad of L_x_ *fp64 rmse FAIL*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "fail_accuracy: 1 of 1 gradients of torch-level graph 0 from*",
+            "grad of L_x_ *fp64 rmse FAIL*",
+        ]
+    )
     (repro,) = (pytester.path / ".compile-accuracy").glob("*/repro.py")
     assert "# level:   torch-level graph" in repro.read_text()
-    run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300, cwd=repro.parent)
+    run = subprocess.run(
+        [sys.executable, str(repro)], capture_output=True, text=True, timeout=300, cwd=repro.parent
+    )
     assert run.returncode == 1 and "REPRODUCED" in run.stdout, run.stdout + run.stderr

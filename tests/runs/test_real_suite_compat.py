@@ -54,16 +54,19 @@ def state():
 """
 
 
-@pytest.mark.parametrize("setup", [
-    "pass",
-    "torch.backends.disable_global_flags()",
-    "torch.backends.disable_global_flags(); torch.set_float32_matmul_precision('medium')",
-    "torch.backends.cuda.matmul.allow_tf32 = True; torch.backends.cudnn.allow_tf32 = False",
-    "torch.backends.fp32_precision = 'tf32'",
-    "torch.backends.fp32_precision = 'ieee'",
-    "torch.backends.disable_global_flags(); torch.backends.cuda.matmul.fp32_precision = 'tf32'",
-    "torch.backends.cudnn.conv.fp32_precision = 'ieee'",
-])
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "pass",
+        "torch.backends.disable_global_flags()",
+        "torch.backends.disable_global_flags(); torch.set_float32_matmul_precision('medium')",
+        "torch.backends.cuda.matmul.allow_tf32 = True; torch.backends.cudnn.allow_tf32 = False",
+        "torch.backends.fp32_precision = 'tf32'",
+        "torch.backends.fp32_precision = 'ieee'",
+        "torch.backends.disable_global_flags(); torch.backends.cuda.matmul.fp32_precision = 'tf32'",
+        "torch.backends.cudnn.conv.fp32_precision = 'ieee'",
+    ],
+)
 def test_full_fp32_precision_turns_tf32_off_and_restores_every_flag(setup: str) -> None:
     """Whatever API a program set its TF32 flags with, and frozen or not: inside, no TF32 and no
     legacy flag newly unreadable (Inductor reads them); after, every flag as it was."""
@@ -83,7 +86,9 @@ def test_full_fp32_precision_turns_tf32_off_and_restores_every_flag(setup: str) 
         newly_unreadable = [k for k, v in inside.items() if v == "unreadable" != before[k]]
         assert not newly_unreadable, (before, inside)
     """)
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stderr
 
 
@@ -113,7 +118,9 @@ def test_an_interception_made_as_the_compiler_is_imported_leaves_imports_as_they
         assert compile_fx_module.__spec__.loader is compile_fx_module.__loader__
         assert not [f for f in sys.meta_path if type(f).__module__ == interception.__name__], sys.meta_path
     """)
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr
 
 
@@ -157,11 +164,18 @@ def test_tests_that_compile_nothing_see_no_compiler(pytester: pytest.Pytester) -
     test whose own ``torch.compile`` imports it are still checked, and so is code an earlier
     test compiled."""
     pytester.makepyfile(test_suite=LAZY_COMPILER_SUITE)
-    result = pytester.runpytest_subprocess("--compile-accuracy", "--no-compile-minify", "-W",
-                                           "error::DeprecationWarning", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "--compile-accuracy",
+        "--no-compile-minify",
+        "-W",
+        "error::DeprecationWarning",
+        "-p",
+        "no:cacheprovider",
+    )
     result.assert_outcomes(passed=2, failed=2)
-    result.stdout.fnmatch_lines(["*FAILED*test_first_compile_imports_the_compiler*",
-                                 "*FAILED*test_reuses_compiled_code*"])
+    result.stdout.fnmatch_lines(
+        ["*FAILED*test_first_compile_imports_the_compiler*", "*FAILED*test_reuses_compiled_code*"]
+    )
     result.stdout.no_fnmatch_line("*script_method*")
 
 
@@ -176,14 +190,22 @@ def pytest_sessionfinish(session):
 """
 
 
-@pytest.mark.parametrize(("suite", "args", "seen"), [
-    ("def test_plain():\n    assert 1 + 1 == 2\n", [], {"controller": "False"}),
-    pytest.param("import torch\n\ndef test_plain():\n    assert torch.ones(1).item() == 1\n",
-                 ["--compile-accuracy", "-n", "2"], {"controller": "False", "worker": "True"},
-                 marks=pytest.mark.slow),  # xdist; the "off" run stays in the default run
-], ids=["off", "xdist-controller"])
+@pytest.mark.parametrize(
+    ("suite", "args", "seen"),
+    [
+        ("def test_plain():\n    assert 1 + 1 == 2\n", [], {"controller": "False"}),
+        pytest.param(
+            "import torch\n\ndef test_plain():\n    assert torch.ones(1).item() == 1\n",
+            ["--compile-accuracy", "-n", "2"],
+            {"controller": "False", "worker": "True"},
+            marks=pytest.mark.slow,
+        ),  # xdist; the "off" run stays in the default run
+    ],
+    ids=["off", "xdist-controller"],
+)
 def test_the_plugin_imports_torch_only_where_tests_are_checked(
-        pytester: pytest.Pytester, suite: str, args: list[str], seen: dict[str, str]) -> None:
+    pytester: pytest.Pytester, suite: str, args: list[str], seen: dict[str, str]
+) -> None:
     """Importing torch takes seconds: a run without the option and an xdist controller (which
     runs no test) do not pay it for the plugin."""
     pytester.makeconftest(TORCH_SEEN_CONFTEST)
@@ -211,11 +233,18 @@ def test_torch_trace_log_stays_out_of_captured_logs_unless_asked(pytester: pytes
     unchecked = pytester.runpytest("-p", "no:cacheprovider")
     unchecked.assert_outcomes(failed=1)
     pytest_captures_it = any("torch.__trace" in line for line in unchecked.stdout.lines)
-    quiet = pytester.runpytest("--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider")
+    quiet = pytester.runpytest(
+        "--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider"
+    )
     quiet.assert_outcomes(failed=1)
     quiet.stdout.no_fnmatch_line("*torch.__trace*")
-    asked = pytester.runpytest("--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider",
-                               "--compile-accuracy-trace-log")
+    asked = pytester.runpytest(
+        "--compile-accuracy",
+        "--no-compile-minify",
+        "-p",
+        "no:cacheprovider",
+        "--compile-accuracy-trace-log",
+    )
     asked.assert_outcomes(failed=1)
     if pytest_captures_it:
         asked.stdout.fnmatch_lines(["*DEBUG*torch.__trace*"])
@@ -243,11 +272,19 @@ def test_miscompiled_after_rand(compile_accuracy):
 """
 
 
-def _run_with_report(pytester: pytest.Pytester, suite: str) -> tuple[pytest.RunResult, dict[str, list[dict]]]:
+def _run_with_report(
+    pytester: pytest.Pytester, suite: str
+) -> tuple[pytest.RunResult, dict[str, list[dict]]]:
     """Run ``suite`` under --compile-accuracy; the checks of its JSON report, by test name."""
     pytester.makepyfile(test_suite=suite)
-    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider",
-                                "--compile-accuracy-report", "report.json")
+    result = pytester.runpytest(
+        "--compile-accuracy",
+        "--no-compile-minify",
+        "-p",
+        "no:cacheprovider",
+        "--compile-accuracy-report",
+        "report.json",
+    )
     checks: dict[str, list[dict]] = {}
     for test in json.loads((pytester.path / "report.json").read_text())["tests"]:
         checks[test["nodeid"].split("::")[-1]] = test["checks"]
@@ -292,7 +329,9 @@ def test_plain_compile_graphs_with_random_ops_are_judged(pytester: pytest.Pytest
     result, checks = _run_with_report(pytester, PLAIN_DROPOUT_SUITE)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*fail_accuracy: * of graph 0 (*", "*fallback_random=True*"])
-    failing = [check for check in checks["test_miscompiled_after_rand"] if check["status"] != "pass"]
+    failing = [
+        check for check in checks["test_miscompiled_after_rand"] if check["status"] != "pass"
+    ]
     assert failing and all(check["fallback_random"] for check in failing)
 
 
@@ -308,8 +347,14 @@ def test_cuda_dropout_is_judged_against_fp64_with_eagers_draws(backward: bool) -
     from pytest_torchcompile.common.verdict import Status
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Dropout(0.3), torch.nn.GELU()).cuda().train()
-    outcome = check_model(model, (torch.randn(32, 64, device="cuda"),), options=CheckOptions(backward=backward))
+    model = (
+        torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Dropout(0.3), torch.nn.GELU())
+        .cuda()
+        .train()
+    )
+    outcome = check_model(
+        model, (torch.randn(32, 64, device="cuda"),), options=CheckOptions(backward=backward)
+    )
     assert outcome.status is Status.PASS, outcome.message
     assert outcome.reference == "fp64" and outcome.fallback_random
 

@@ -65,12 +65,24 @@ def unmet_need(module: Path) -> str | None:
     ``pytestmark`` without a GPU, or a ``NEEDS_CPU_CAPABILITY`` (torch's name of a vector ISA,
     as ``torch.backends.cpu.get_cpu_capability()`` gives it) this CPU lacks. Read from its source:
     importing a module may set torch's state as its bug needs."""
-    values = {target.id: node.value for node in ast.parse(module.read_text()).body if isinstance(node, ast.Assign)
-              for target in node.targets if isinstance(target, ast.Name)}
-    if "pytestmark" in values and "pytest.mark.cuda" in ast.unparse(values["pytestmark"]) \
-            and not torch.cuda.is_available():
+    values = {
+        target.id: node.value
+        for node in ast.parse(module.read_text()).body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    if (
+        "pytestmark" in values
+        and "pytest.mark.cuda" in ast.unparse(values["pytestmark"])
+        and not torch.cuda.is_available()
+    ):
         return "a CUDA bug: needs a CUDA device"
-    needed = ast.literal_eval(values["NEEDS_CPU_CAPABILITY"]) if "NEEDS_CPU_CAPABILITY" in values else None
+    needed = (
+        ast.literal_eval(values["NEEDS_CPU_CAPABILITY"])
+        if "NEEDS_CPU_CAPABILITY" in values
+        else None
+    )
     found = torch.backends.cpu.get_cpu_capability()
     if needed is not None and found != needed:
         return f"its bug is in {needed} vector code; this CPU runs {found}"
@@ -82,21 +94,34 @@ def fixed_in(module: Path) -> str | None:
     ``fixed_in``), read from its source; None where none is named."""
     for node in ast.walk(ast.parse(module.read_text())):
         if isinstance(node, ast.Call) and ast.unparse(node.func) == "pytest.mark.realbug":
-            return next((ast.literal_eval(keyword.value) for keyword in node.keywords
-                         if keyword.arg == "fixed_in"), None)
+            return next(
+                (
+                    ast.literal_eval(keyword.value)
+                    for keyword in node.keywords
+                    if keyword.arg == "fixed_in"
+                ),
+                None,
+            )
     return None
 
 
 def fixed_here(module: Path) -> bool:
     """Whether the installed torch is a release that has the module's bug fixed."""
     release = fixed_in(module)
-    return release is not None and Version(Version(torch.__version__).base_version) >= Version(release)
+    return release is not None and Version(Version(torch.__version__).base_version) >= Version(
+        release
+    )
 
 
 def run_standalone(script: Path) -> int:
     """``python script`` from its own folder, as a user reruns it."""
-    return subprocess.run([sys.executable, script.name], cwd=script.parent, capture_output=True,
-                          text=True, timeout=600).returncode
+    return subprocess.run(
+        [sys.executable, script.name],
+        cwd=script.parent,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    ).returncode
 
 
 def path_outcome(test: dict[str, Any] | None) -> PathOutcome:
@@ -151,16 +176,18 @@ def markdown_row(module: str, outcomes: dict[str, PathOutcome], seconds: float) 
 
     fixture, plain = outcomes["fixture"], outcomes["plain"]
     stages = {outcome.stage for outcome in outcomes.values() if outcome.stage}
-    return " | ".join([
-        f"| #{issue}",
-        "yes" if fixture.caught else f"no ({fixture.status})",
-        "yes" if plain.caught else f"no ({plain.status})",
-        f"{cell(fixture.repro_exit)} / {cell(plain.repro_exit)}",
-        f"{cell(fixture.minified_exit)} / {cell(plain.minified_exit)}",
-        f"{minified(fixture)} / {minified(plain)}",
-        "; ".join(sorted(stages)) or "-",
-        f"{seconds:.0f} |",
-    ])
+    return " | ".join(
+        [
+            f"| #{issue}",
+            "yes" if fixture.caught else f"no ({fixture.status})",
+            "yes" if plain.caught else f"no ({plain.status})",
+            f"{cell(fixture.repro_exit)} / {cell(plain.repro_exit)}",
+            f"{cell(fixture.minified_exit)} / {cell(plain.minified_exit)}",
+            f"{minified(fixture)} / {minified(plain)}",
+            "; ".join(sorted(stages)) or "-",
+            f"{seconds:.0f} |",
+        ]
+    )
 
 
 @pytest.mark.realbugs
@@ -173,9 +200,17 @@ def test_real_bug_end_to_end(pytester: pytest.Pytester, module: str) -> None:
     shutil.copy(CORPUS / module, pytester.path / module)
     start = time.monotonic()
     # A process of its own, as a user's run: each corpus module sets torch's state as its bug needs.
-    result = pytester.runpytest_subprocess("--compile-accuracy", "--compile-accuracy-report", "report.json",
-                                "--compile-accuracy-minify-timeout", "120", "-p", "no:cacheprovider",
-                                "-W", "ignore::DeprecationWarning")
+    result = pytester.runpytest_subprocess(
+        "--compile-accuracy",
+        "--compile-accuracy-report",
+        "report.json",
+        "--compile-accuracy-minify-timeout",
+        "120",
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore::DeprecationWarning",
+    )
     seconds = time.monotonic() - start
     assert "INTERNALERROR" not in result.stdout.str()
     report = json.loads((pytester.path / "report.json").read_text())
@@ -184,6 +219,8 @@ def test_real_bug_end_to_end(pytester: pytest.Pytester, module: str) -> None:
     print(markdown_row(module, outcomes, seconds))
     if fixed_here(CORPUS / module):
         # Fixed in this torch: the user's tests pass, as they do without the plugin.
-        assert {name: outcome.status for name, outcome in outcomes.items()} == dict.fromkeys(PATHS, "pass")
+        assert {name: outcome.status for name, outcome in outcomes.items()} == dict.fromkeys(
+            PATHS, "pass"
+        )
         return
     assert shortfalls(outcomes) == SHORTFALLS.get(module, [])

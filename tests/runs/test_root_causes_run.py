@@ -31,25 +31,48 @@ def test_second(compile_accuracy):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [["-p", "no:xdist"], ["-n", "2"]], ids=["serial", "xdist"])
-def test_two_tests_with_one_bug_are_one_root_cause(pytester: pytest.Pytester, workers: list[str]) -> None:
+def test_two_tests_with_one_bug_are_one_root_cause(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
     pytester.makepyfile(test_suite=SUITE)
 
-    result = runpytest(pytester, *workers, "--compile-accuracy", "--compile-accuracy-report", "report.json")
+    result = runpytest(
+        pytester, *workers, "--compile-accuracy", "--compile-accuracy-report", "report.json"
+    )
 
     result.assert_outcomes(failed=2)
-    summary = ("[2 tests] deviation appears in Inductor's C++ codegen of aten.relu "
-               "(cpp.inject_relu_bug_TESTING_ONLY='accuracy') | ops: aten.relu | accuracy")
-    result.stdout.fnmatch_lines(["compile accuracy root causes: 1", "  [[]2 tests] deviation appears in *",
-                                 "      test_suite.py::test_first", "      test_suite.py::test_second"])
-    section = result.stdout.lines[result.stdout.lines.index("compile accuracy root causes: 1"):]
-    section = section[:section.index("      test_suite.py::test_first")]
+    summary = (
+        "[2 tests] deviation appears in Inductor's C++ codegen of aten.relu "
+        "(cpp.inject_relu_bug_TESTING_ONLY='accuracy') | ops: aten.relu | accuracy"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "compile accuracy root causes: 1",
+            "  [[]2 tests] deviation appears in *",
+            "      test_suite.py::test_first",
+            "      test_suite.py::test_second",
+        ]
+    )
+    section = result.stdout.lines[result.stdout.lines.index("compile accuracy root causes: 1") :]
+    section = section[: section.index("      test_suite.py::test_first")]
     assert " ".join(" ".join(section).split()) == f"compile accuracy root causes: 1 {summary}"
     assert max(map(len, section)) <= 80, "wrapped to pytester's 80-column terminal"
     # Each failure, printed after the minify phase, names its minified repro and stage.
     for name in ("test_first", "test_second"):
-        result.stdout.fnmatch_lines([f"_*_ {name} _*_", "*- compile accuracy: minified -*",
-                                     f"minified: .compile-accuracy/test_suite.py__{name}/minified.py",
-                                     "minify: 5 -> 1 ops, *", "stage: deviation appears in Inductor's C++ codegen of*"])
+        result.stdout.fnmatch_lines(
+            [
+                f"_*_ {name} _*_",
+                "*- compile accuracy: minified -*",
+                f"minified: .compile-accuracy/test_suite.py__{name}/minified.py",
+                "minify: 5 -> 1 ops, *",
+                "stage: deviation appears in Inductor's C++ codegen of*",
+            ]
+        )
     groups = json.loads((pytester.path / "report.json").read_text())["root_causes"]
     assert [(group["stage"], group["ops"], group["tests"]) for group in groups] == [
-        ("inductor.codegen.cpp", ["aten.relu"], ["test_suite.py::test_first", "test_suite.py::test_second"])]
+        (
+            "inductor.codegen.cpp",
+            ["aten.relu"],
+            ["test_suite.py::test_first", "test_suite.py::test_second"],
+        )
+    ]

@@ -35,12 +35,14 @@ def test_a_check_stopped_by_a_timeout_keeps_its_row(pytester: pytest.Pytester) -
     pytester.makepyfile(test_model=SUITE)
     result = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-minify")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*= compile accuracy =*",
-        "status      ratio  test",
-        "not_judged  -      test_model.py::test_slow",
-        "    not_judged: the check was stopped before its verdict: Failed: Timeout (>1.0s) from pytest-timeout.",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*= compile accuracy =*",
+            "status      ratio  test",
+            "not_judged  -      test_model.py::test_slow",
+            "    not_judged: the check was stopped before its verdict: Failed: Timeout (>1.0s) from pytest-timeout.",
+        ]
+    )
 
 
 STOPPING_CONFTEST = """
@@ -69,39 +71,63 @@ def test_plain():
 """
 
 
-@pytest.mark.parametrize(("stop", "signature", "outcome", "status"), [
-    # pytest-timeout's signal method fails the test from wherever it runs.
-    ('pytest.fail("Timeout (>1.0s) from pytest-timeout.")', "Failed: Timeout (>1.0s) from pytest-timeout.",
-     {"failed": 1}, pytest.ExitCode.TESTS_FAILED),
-    # Ctrl-C (and SIGTERM, which the plugin turns into it) stops the run there.
-    ("raise KeyboardInterrupt", "KeyboardInterrupt: ", {}, pytest.ExitCode.INTERRUPTED),
-], ids=["timeout", "ctrl-c"])
+@pytest.mark.parametrize(
+    ("stop", "signature", "outcome", "status"),
+    [
+        # pytest-timeout's signal method fails the test from wherever it runs.
+        (
+            'pytest.fail("Timeout (>1.0s) from pytest-timeout.")',
+            "Failed: Timeout (>1.0s) from pytest-timeout.",
+            {"failed": 1},
+            pytest.ExitCode.TESTS_FAILED,
+        ),
+        # Ctrl-C (and SIGTERM, which the plugin turns into it) stops the run there.
+        ("raise KeyboardInterrupt", "KeyboardInterrupt: ", {}, pytest.ExitCode.INTERRUPTED),
+    ],
+    ids=["timeout", "ctrl-c"],
+)
 def test_a_plain_compile_stopped_while_its_graph_is_judged_keeps_its_row(
-        pytester: pytest.Pytester, stop: str, signature: str, outcome: dict[str, int], status: pytest.ExitCode) -> None:
+    pytester: pytest.Pytester,
+    stop: str,
+    signature: str,
+    outcome: dict[str, int],
+    status: pytest.ExitCode,
+) -> None:
     pytester.makeconftest(STOPPING_CONFTEST.format(stop=stop))
     pytester.makepyfile(test_model=PLAIN_SUITE)
-    options = ("--compile-accuracy", "--no-compile-accuracy-minify", "--compile-accuracy-report=report.json")
+    options = (
+        "--compile-accuracy",
+        "--no-compile-accuracy-minify",
+        "--compile-accuracy-report=report.json",
+    )
     # An interrupted run leaves pytest's logging set up in the process that ran it.
-    result = (pytester.runpytest(*options) if status is pytest.ExitCode.TESTS_FAILED
-              else pytester.runpytest_subprocess(*options))
+    result = (
+        pytester.runpytest(*options)
+        if status is pytest.ExitCode.TESTS_FAILED
+        else pytester.runpytest_subprocess(*options)
+    )
     result.assert_outcomes(**outcome)
     assert result.ret == status
     reason = f"not judged: the check was stopped before its verdict: {signature}"
     # The summary wraps a reason at its own width, whatever the terminal's.
     summary = " ".join(line.strip() for line in result.stdout.lines)
-    result.stdout.fnmatch_lines([
-        "*= compile accuracy =*",
-        "status      ratio  graphs                 test",
-        "not_judged  -      0 judged, 1 unchecked  test_model.py::test_plain",
-        "    unchecked graph 0 (inference) from test_model.py:7 (test_plain): not judged: *",
-        "compile accuracy: 1 checks in 1 tests: 1 not_judged",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*= compile accuracy =*",
+            "status      ratio  graphs                 test",
+            "not_judged  -      0 judged, 1 unchecked  test_model.py::test_plain",
+            "    unchecked graph 0 (inference) from test_model.py:7 (test_plain): not judged: *",
+            "compile accuracy: 1 checks in 1 tests: 1 not_judged",
+        ]
+    )
     assert f"unchecked graph 0 (inference) from test_model.py:7 (test_plain): {reason}" in summary
     [test] = json.loads((pytester.path / "report.json").read_text())["tests"]
     assert test["nodeid"] == "test_model.py::test_plain" and test["status"] == "not_judged"
     [check] = test["checks"]
     # The report names the graph's file in full.
-    assert check["unchecked"] == [f"graph 0 (inference) from {pytester.path / 'test_model.py'}:7 (test_plain): {reason}"]
+    assert check["unchecked"] == [
+        f"graph 0 (inference) from {pytester.path / 'test_model.py'}:7 (test_plain): {reason}"
+    ]
     # A stopped check writes no repro.
     assert not list(pytester.path.glob("**/repro.py"))
 
@@ -116,16 +142,26 @@ def test_train():
 """
 
 
-def test_a_plain_training_call_stopped_while_its_gradients_are_judged_keeps_its_row(pytester: pytest.Pytester) -> None:
+def test_a_plain_training_call_stopped_while_its_gradients_are_judged_keeps_its_row(
+    pytester: pytest.Pytester,
+) -> None:
     # The training call is judged as the test's call ends, rerunning its compiled code: stopped there.
-    pytester.makeconftest(STOPPING_CONFTEST.format(stop='pytest.fail("Timeout (>1.0s) from pytest-timeout.")')
-                          .replace('"mutated_inputs"', '"run_graph"'))
+    pytester.makeconftest(
+        STOPPING_CONFTEST.format(
+            stop='pytest.fail("Timeout (>1.0s) from pytest-timeout.")'
+        ).replace('"mutated_inputs"', '"run_graph"')
+    )
     pytester.makepyfile(test_model=TRAINING_SUITE)
-    result = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-minify",
-                                "--compile-accuracy-report=report.json")
+    result = pytester.runpytest(
+        "--compile-accuracy",
+        "--no-compile-accuracy-minify",
+        "--compile-accuracy-report=report.json",
+    )
     result.assert_outcomes(failed=1)
     [test] = json.loads((pytester.path / "report.json").read_text())["tests"]
     [check] = test["checks"]
-    assert check["unchecked"] == [f"torch-level graph 0 from {pytester.path / 'test_model.py'}:6 (test_train): not "
-                                  "judged: the check was stopped before its verdict: Failed: Timeout (>1.0s) from "
-                                  "pytest-timeout."]
+    assert check["unchecked"] == [
+        f"torch-level graph 0 from {pytester.path / 'test_model.py'}:6 (test_train): not "
+        "judged: the check was stopped before its verdict: Failed: Timeout (>1.0s) from "
+        "pytest-timeout."
+    ]

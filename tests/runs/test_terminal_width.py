@@ -54,33 +54,58 @@ def plugin_lines(lines: list[str]) -> list[str]:
 
 
 @pytest.mark.slow
-def test_every_line_the_plugin_prints_fits_80_columns(pytester: pytest.Pytester,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_line_the_plugin_prints_fits_80_columns(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     for variable in ("CI", "BUILD_NUMBER"):  # pytest's short summary then repeats whole messages
         monkeypatch.delenv(variable, raising=False)
     path = pytester.path / "tests" / "models" / "vision" / "backbones"
     path.mkdir(parents=True)
     (path / "test_miscompiled_backbone_models.py").write_text(SUITE)
-    result = pytester.runpytest_subprocess("-v", "--no-header", "--compile-accuracy", "--no-compile-accuracy-minify",
-                                           "-p", "no:pytest-shard", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "-v",
+        "--no-header",
+        "--compile-accuracy",
+        "--no-compile-accuracy-minify",
+        "-p",
+        "no:pytest-shard",
+        "-p",
+        "no:cacheprovider",
+    )
     result.assert_outcomes(passed=1, failed=2)
     lines = plugin_lines(result.stdout.lines)
     assert [line for line in lines if len(line) > 80 and not PYTEST_OWN_LINE.search(line)] == []
     # The failure table names the columns it leaves out, and the repro paths are wrapped, not cut.
-    assert sum("(left out at this width: rmse(eager,fp64), max|err|, at;" in line for line in lines) == 2
+    assert (
+        sum("(left out at this width: rmse(eager,fp64), max|err|, at;" in line for line in lines)
+        == 2
+    )
     text = "\n".join(lines)
-    assert "rerun: python .compile-accuracy/\n  tests_models_vision_backbones_test_miscompiled" in text
+    assert (
+        "rerun: python .compile-accuracy/\n  tests_models_vision_backbones_test_miscompiled" in text
+    )
     # A passing test is one row; a blank ratio is explained once.
-    row = next(index for index, line in enumerate(lines) if line.startswith("pass ") and line.split()[1] == "-")
+    row = next(
+        index
+        for index, line in enumerate(lines)
+        if line.startswith("pass ") and line.split()[1] == "-"
+    )
     assert not lines[row + 2].startswith("    ")
     assert text.count("ratio: worst rmse(compiled, fp64)") == 1
 
 
 def test_a_minify_summary_fits_the_terminal() -> None:
-    result = MinifyResult(50, 1, 43.0, 3, StopReason.MINIMAL, path="x/minified.py",
-                          stage_summary="deviation appears in Inductor's C++ codegen of aten.relu "
-                                        "(cpp.inject_relu_bug_TESTING_ONLY='accuracy')")
+    result = MinifyResult(
+        50,
+        1,
+        43.0,
+        3,
+        StopReason.MINIMAL,
+        path="x/minified.py",
+        stage_summary="deviation appears in Inductor's C++ codegen of aten.relu "
+        "(cpp.inject_relu_bug_TESTING_ONLY='accuracy')",
+    )
     nodeid = "tests/models/vision/backbones/test_backbones.py::test_relu_backbone_with_a_long_descriptive_name"
     lines = TerminalLayout(80).fit(result.summary_line(nodeid)).splitlines()
     assert all(len(line) <= 80 for line in lines)

@@ -57,12 +57,17 @@ PYTEST_OWN_LINE = re.compile(r" (PASSED|FAILED|XFAIL)\b.*\[ *\d+%\]$|^(FAILED|XF
 
 
 def long_lines(result: pytest.RunResult) -> list[str]:
-    return [line for line in plugin_lines(result.stdout.lines) if len(line) > 80 and not PYTEST_OWN_LINE.search(line)]
+    return [
+        line
+        for line in plugin_lines(result.stdout.lines)
+        if len(line) > 80 and not PYTEST_OWN_LINE.search(line)
+    ]
 
 
 @pytest.mark.slow
-def test_every_line_of_a_gated_run_fits_80_columns(pytester: pytest.Pytester,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_line_of_a_gated_run_fits_80_columns(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     for variable in ("CI", "BUILD_NUMBER"):  # pytest's short summary then repeats whole messages
         monkeypatch.delenv(variable, raising=False)
@@ -72,19 +77,37 @@ def test_every_line_of_a_gated_run_fits_80_columns(pytester: pytest.Pytester,
     baseline = pytester.path / BASELINE_PATH
     baseline.parent.mkdir(parents=True)
     baseline.write_text(BASELINE)
-    common = ("-v", "--no-header", "--compile-accuracy", "--no-compile-accuracy-minify", "-p", "no:pytest-shard",
-              "-p", "no:cacheprovider", "-p", "no:xdist", "--compile-accuracy-baseline", BASELINE_PATH,
-              "--compile-accuracy-report", REPORT_PATH)
+    common = (
+        "-v",
+        "--no-header",
+        "--compile-accuracy",
+        "--no-compile-accuracy-minify",
+        "-p",
+        "no:pytest-shard",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        "--compile-accuracy-baseline",
+        BASELINE_PATH,
+        "--compile-accuracy-report",
+        REPORT_PATH,
+    )
 
     gated = pytester.runpytest_subprocess(*common, "--compile-accuracy-strict")
     gated.assert_outcomes(passed=2, failed=1, xfailed=1)
     assert long_lines(gated) == []
     text = "\n".join(gated.stdout.lines)
     # Each kind of line was printed, so that the check above covers it.
-    for said in ("NEW FAILURE tests/models/vision/backbones/", "IMPROVED tests/models/vision/backbones/",
-                 "missing tests/models/vision/backbones/", f"{BASELINE_PATH}:4:\n  unknown test id",
-                 "compile accuracy: the run fails against the baseline:", "JSON report written to",
-                 "NEW FAILURE: fail_accuracy, the baseline expects pass"):
+    for said in (
+        "NEW FAILURE tests/models/vision/backbones/",
+        "IMPROVED tests/models/vision/backbones/",
+        "missing tests/models/vision/backbones/",
+        f"{BASELINE_PATH}:4:\n  unknown test id",
+        "compile accuracy: the run fails against the baseline:",
+        "JSON report written to",
+        "NEW FAILURE: fail_accuracy, the baseline expects pass",
+    ):
         assert said in text, said
 
     recording = pytester.runpytest_subprocess(*common, "--compile-accuracy-update-baseline")

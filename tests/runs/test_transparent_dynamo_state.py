@@ -98,7 +98,9 @@ def test_the_cache_answers_with_the_bug():
 """
 
 
-def test_dynamo_state_and_caches_read_as_plainly(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dynamo_state_and_caches_read_as_plainly(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makepyfile(test_suite=SUITE)
     monkeypatch.setenv("RUN", "plain")
     # Each run in a process of its own, as a suite runs: what earlier tests left of Dynamo's state
@@ -109,18 +111,29 @@ def test_dynamo_state_and_caches_read_as_plainly(pytester: pytest.Pytester, monk
     plain.assert_outcomes(passed=3)
     checked.assert_outcomes(passed=3)
     for name in ("compiles", "calls_again", "after_reset"):
-        states = [json.loads((pytester.path / f"{run}-{name}.json").read_text()) for run in ("plain", "checked")]
+        states = [
+            json.loads((pytester.path / f"{run}-{name}.json").read_text())
+            for run in ("plain", "checked")
+        ]
         assert states[1] == states[0], name
 
 
 def test_a_deviation_the_cache_answers_with_is_caught(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_suite=RELU_BUG)
     report = pytester.path / "report.json"
-    result = runpytest(pytester, "-p", "no:cacheprovider", "--compile-accuracy", "--no-compile-accuracy-minify",
-                       f"--compile-accuracy-report={report}")
+    result = runpytest(
+        pytester,
+        "-p",
+        "no:cacheprovider",
+        "--compile-accuracy",
+        "--no-compile-accuracy-minify",
+        f"--compile-accuracy-report={report}",
+    )
     result.assert_outcomes(failed=2)
-    checks = {test["nodeid"].split("::")[-1]: [check["status"] for check in test["checks"]]
-              for test in json.loads(report.read_text())["tests"]}
+    checks = {
+        test["nodeid"].split("::")[-1]: [check["status"] for check in test["checks"]]
+        for test in json.loads(report.read_text())["tests"]
+    }
     assert checks["test_the_cache_answers_with_the_bug"] == ["fail_accuracy"]
 
 
@@ -149,13 +162,23 @@ def test_calls_nothing_compiled():
 """
 
 
-def test_code_an_earlier_test_compiled_is_judged_where_a_later_test_calls_it(pytester: pytest.Pytester) -> None:
+def test_code_an_earlier_test_compiled_is_judged_where_a_later_test_calls_it(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makepyfile(test_suite=REUSED_BUG)
     report = pytester.path / "report.json"
-    result = runpytest(pytester, "-p", "no:cacheprovider", "--compile-accuracy", "--no-compile-accuracy-minify",
-                       f"--compile-accuracy-report={report}")
+    result = runpytest(
+        pytester,
+        "-p",
+        "no:cacheprovider",
+        "--compile-accuracy",
+        "--no-compile-accuracy-minify",
+        f"--compile-accuracy-report={report}",
+    )
     result.assert_outcomes(failed=2, passed=1)
-    checks = {test["nodeid"].split("::")[-1]: [check["status"] for check in test["checks"]]
-              for test in json.loads(report.read_text())["tests"]}
+    checks = {
+        test["nodeid"].split("::")[-1]: [check["status"] for check in test["checks"]]
+        for test in json.loads(report.read_text())["tests"]
+    }
     assert checks["test_calls_it_again"] == ["fail_accuracy"]
     assert checks.get("test_calls_nothing_compiled", []) == []

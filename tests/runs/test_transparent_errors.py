@@ -35,22 +35,42 @@ def test_does_not_expect_it():
 
 
 def outcomes(result: pytest.RunResult) -> dict[str, str]:
-    return {line.split(" ")[1].split("::")[1]: line.split(" ")[0]
-            for line in result.outlines if line.startswith(("PASSED ", "FAILED "))}
+    return {
+        line.split(" ")[1].split("::")[1]: line.split(" ")[0]
+        for line in result.outlines
+        if line.startswith(("PASSED ", "FAILED "))
+    }
 
 
 def test_an_expected_compile_error_is_the_tests(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_errors=SUITE)
     plain = runpytest(pytester, "-rA", "-p", "no:cacheprovider")
-    checked = runpytest(pytester, "-rA", "-p", "no:cacheprovider", "--compile-accuracy",
-                        "--compile-accuracy-report", "report.json", "--no-compile-accuracy-minify")
-    assert outcomes(plain) == outcomes(checked) == {"test_expects_the_compile_error": "PASSED",
-                                                    "test_does_not_expect_it": "FAILED"}
+    checked = runpytest(
+        pytester,
+        "-rA",
+        "-p",
+        "no:cacheprovider",
+        "--compile-accuracy",
+        "--compile-accuracy-report",
+        "report.json",
+        "--no-compile-accuracy-minify",
+    )
+    assert (
+        outcomes(plain)
+        == outcomes(checked)
+        == {"test_expects_the_compile_error": "PASSED", "test_does_not_expect_it": "FAILED"}
+    )
     report = json.loads((pytester.path / "report.json").read_text())
-    statuses = {test["nodeid"].split("::")[1]: [check["status"] for check in test["checks"]]
-                for test in report["tests"]}
-    assert statuses == {"test_expects_the_compile_error": ["handled_error"],
-                        "test_does_not_expect_it": ["fail_compile"]}
-    handled = next(test for test in report["tests"] if test["nodeid"].endswith("expects_the_compile_error"))
+    statuses = {
+        test["nodeid"].split("::")[1]: [check["status"] for check in test["checks"]]
+        for test in report["tests"]
+    }
+    assert statuses == {
+        "test_expects_the_compile_error": ["handled_error"],
+        "test_does_not_expect_it": ["fail_compile"],
+    }
+    handled = next(
+        test for test in report["tests"] if test["nodeid"].endswith("expects_the_compile_error")
+    )
     assert not handled["checks"][0]["repro_path"]
     assert "the test handled the error" in checked.stdout.str()

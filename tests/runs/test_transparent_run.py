@@ -80,16 +80,24 @@ def _differing(plain: dict, checked: dict, path: str = "") -> list[str]:
     """Where two JSON trees differ: each differing leaf as "path: plain -> checked"."""
     if not (isinstance(plain, dict) and isinstance(checked, dict)):
         return [] if plain == checked else [f"{path}: {plain!r} -> {checked!r}"]
-    return [line for key in sorted(set(plain) | set(checked))
-            for line in _differing(plain.get(key), checked.get(key), f"{path}/{key}")]
+    return [
+        line
+        for key in sorted(set(plain) | set(checked))
+        for line in _differing(plain.get(key), checked.get(key), f"{path}/{key}")
+    ]
 
 
 def outcomes(result: pytest.RunResult) -> dict[str, str]:
-    return {line.split(" ")[1].split("::")[1]: line.split(" ")[0]
-            for line in result.outlines if line.startswith(("PASSED ", "FAILED "))}
+    return {
+        line.split(" ")[1].split("::")[1]: line.split(" ")[0]
+        for line in result.outlines
+        if line.startswith(("PASSED ", "FAILED "))
+    }
 
 
-def test_a_checked_run_is_a_plain_one(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_checked_run_is_a_plain_one(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makepyfile(test_suite=SUITE)
     monkeypatch.setenv("RUN", "plain")
     # Each run in a process of its own, as a suite runs: what earlier tests left of Dynamo's state
@@ -98,14 +106,22 @@ def test_a_checked_run_is_a_plain_one(pytester: pytest.Pytester, monkeypatch: py
     monkeypatch.setenv("RUN", "checked")
     checked = pytester.runpytest_subprocess("-rA", "-p", "no:cacheprovider", "--compile-accuracy")
     assert outcomes(plain) == {
-        "test_counters_after_a_compile": "PASSED", "test_compiled_random_numbers_are_eagers": "FAILED",
-        "test_random_values_and_generators": "PASSED", "test_sets_flags_and_draws": "PASSED",
-        "test_flags_and_generators_after_a_test": "PASSED"}
+        "test_counters_after_a_compile": "PASSED",
+        "test_compiled_random_numbers_are_eagers": "FAILED",
+        "test_random_values_and_generators": "PASSED",
+        "test_sets_flags_and_draws": "PASSED",
+        "test_flags_and_generators_after_a_test": "PASSED",
+    }
     checked.stdout.fnmatch_lines(["*plain torch.compile graphs: 4 judged*"])
-    counters = [json.loads((pytester.path / f"{run}-counters.json").read_text()) for run in ("plain", "checked")]
+    counters = [
+        json.loads((pytester.path / f"{run}-counters.json").read_text())
+        for run in ("plain", "checked")
+    ]
     assert counters[0]["counters"]["inductor"]["pattern_matcher_count"] > 0
-    random, state = ([torch.load(pytester.path / f"{run}-{name}.pt") for run in ("plain", "checked")]
-                     for name in ("random", "state"))
+    random, state = (
+        [torch.load(pytester.path / f"{run}-{name}.pt") for run in ("plain", "checked")]
+        for name in ("random", "state")
+    )
     # Every class of difference at once: each is a defect of its own.
     differences = {
         "outcomes": outcomes(plain) != outcomes(checked),

@@ -29,13 +29,24 @@ def warnings_seen(pytester: pytest.Pytester, *args: str) -> list[str]:
 
 
 # Two runs each; the checked one (a report too) stays in the default run.
-@pytest.mark.parametrize("checked", [pytest.param(False, marks=pytest.mark.slow), True], ids=["report only", "checked"])
-def test_first_import_warnings_reach_the_test_with_a_report(pytester: pytest.Pytester, checked: bool) -> None:
+@pytest.mark.parametrize(
+    "checked", [pytest.param(False, marks=pytest.mark.slow), True], ids=["report only", "checked"]
+)
+def test_first_import_warnings_reach_the_test_with_a_report(
+    pytester: pytest.Pytester, checked: bool
+) -> None:
     # torch 2.13 warns at the compiler's first import (torch.jit.script_method is deprecated);
     # whatever a torch warns of there, the test sees it as a plain run's test does.
     pytester.makepyfile(SUITE)
     plain = warnings_seen(pytester)
-    assert warnings_seen(pytester, "--compile-accuracy-report", "report.json",
-                         *(["--compile-accuracy"] if checked else [])) == plain
+    assert (
+        warnings_seen(
+            pytester,
+            "--compile-accuracy-report",
+            "report.json",
+            *(["--compile-accuracy"] if checked else []),
+        )
+        == plain
+    )
     environment = json.loads((pytester.path / "report.json").read_text())["environment"]
     assert environment["torch"] and "inductor_config" in environment

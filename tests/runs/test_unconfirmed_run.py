@@ -35,12 +35,22 @@ def test_a_finding_its_repro_does_not_confirm_fails_no_test_and_is_reported_unco
     pytester.makepyfile(test_model=IN_PROCESS_BUG)
 
     # A process of its own: the suite replaces a decomposition of the process it runs in.
-    result = pytester.runpytest_subprocess("--compile-accuracy", "-p", "no:cacheprovider", "--compile-accuracy-report=report.json",
-                                "--junitxml=junit.xml")
+    result = pytester.runpytest_subprocess(
+        "--compile-accuracy",
+        "-p",
+        "no:cacheprovider",
+        "--compile-accuracy-report=report.json",
+        "--junitxml=junit.xml",
+    )
 
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["unconfirmed *test_model.py::test_gated", "*unconfirmed: its repro, judged in a "
-                                 "fresh process, passes*", "*1 checks in 1 tests: 1 unconfirmed"])
+    result.stdout.fnmatch_lines(
+        [
+            "unconfirmed *test_model.py::test_gated",
+            "*unconfirmed: its repro, judged in a fresh process, passes*",
+            "*1 checks in 1 tests: 1 unconfirmed",
+        ]
+    )
     (check,) = json.loads((pytester.path / "report.json").read_text())["tests"][0]["checks"]
     assert check["status"] == "unconfirmed" and "fresh process" in check["unconfirmed"]
     assert 'name="torchcompile_unconfirmed"' in (pytester.path / "junit.xml").read_text()

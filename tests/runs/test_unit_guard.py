@@ -34,11 +34,21 @@ def test_a_unit_test_that_starts_pytest_in_a_process_fails(pytester: pytest.Pyte
     (unit / "test_guarded.py").write_text(UNIT_TESTS)
 
     # A process of its own: the copied conftest adds an audit hook, which no run can remove.
-    result = pytester.runpytest_subprocess("-p", "pytester", "-p", "no:cacheprovider", "-p", "no:xdist", "-rf")
+    result = pytester.runpytest_subprocess(
+        "-p", "pytester", "-p", "no:cacheprovider", "-p", "no:xdist", "-rf"
+    )
 
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines(["FAILED unit/test_guarded.py::test_python_m_pytest*",
-                                 "FAILED unit/test_guarded.py::test_runpytest_subprocess*"])
+    result.stdout.fnmatch_lines(
+        [
+            "FAILED unit/test_guarded.py::test_python_m_pytest*",
+            "FAILED unit/test_guarded.py::test_runpytest_subprocess*",
+        ]
+    )
     for command in ("'-m', 'pytest'", "'-mpytest'"):
-        result.stdout.fnmatch_lines([f"a unit test started pytest in a process of its own (*{command}*): "
-                                     "a whole run belongs in tests/runs"])
+        result.stdout.fnmatch_lines(
+            [
+                f"a unit test started pytest in a process of its own (*{command}*): "
+                "a whole run belongs in tests/runs"
+            ]
+        )

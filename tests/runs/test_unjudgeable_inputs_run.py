@@ -36,18 +36,29 @@ def test_plain():
 def test_a_sparse_input_is_not_judged_with_its_reason(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model=SUITE)
     report = pytester.path / "report.json"
-    result = pytester.runpytest("--compile-accuracy", "--compile-accuracy-scope=all",
-                                f"--compile-accuracy-report={report}", "-W", "ignore::UserWarning")
+    result = pytester.runpytest(
+        "--compile-accuracy",
+        "--compile-accuracy-scope=all",
+        f"--compile-accuracy-report={report}",
+        "-W",
+        "ignore::UserWarning",
+    )
     result.assert_outcomes(passed=2)
     output = result.stdout.str()
     assert "Traceback" not in output and "NotImplementedError" not in output, output
-    result.stdout.fnmatch_lines(["*not_judged*test_model.py::test_fixture",
-                                 "    not_judged: args[[]0[]] holds a tensor of layout torch.sparse_coo*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*not_judged*test_model.py::test_fixture",
+            "    not_judged: args[[]0[]] holds a tensor of layout torch.sparse_coo*",
+        ]
+    )
     checks = {test["nodeid"]: test for test in json.loads(report.read_text())["tests"]}
     fixture = checks["test_model.py::test_fixture"]
     assert fixture["status"] == "not_judged"
     assert fixture["checks"][0]["message"] == (
         "args[0] holds a tensor of layout torch.sparse_coo, which the check cannot compare; "
-        "the model ran eagerly")
+        "the model ran eagerly"
+    )
     assert not (pytester.path / ".compile-accuracy").exists() or not any(
-        path.name.startswith("test_") for path in (pytester.path / ".compile-accuracy").iterdir())
+        path.name.startswith("test_") for path in (pytester.path / ".compile-accuracy").iterdir()
+    )

@@ -24,16 +24,21 @@ def test_plain_compile():
 
 def test_numpy_is_a_dependency() -> None:
     # Without it torch warns on every import, which fails a run under -W error.
-    requirements = [Requirement(text) for text in importlib.metadata.requires("pytest-torchcompile") or []]
-    assert "numpy" in {requirement.name for requirement in requirements if requirement.marker is None}
+    requirements = [
+        Requirement(text) for text in importlib.metadata.requires("pytest-torchcompile") or []
+    ]
+    assert "numpy" in {
+        requirement.name for requirement in requirements if requirement.marker is None
+    }
 
 
 def test_a_checked_suite_passes_under_w_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(SUITE)
     # pytest-benchmark, where installed, warns in its pytest_configure when it finds xdist on (an
     # xdist worker's environment is enough), and -W error makes that an INTERNALERROR of any run.
-    result = pytester.runpytest_subprocess("-W", "error", "--compile-accuracy", "-p", "no:cacheprovider",
-                                           "-p", "no:benchmark")
+    result = pytester.runpytest_subprocess(
+        "-W", "error", "--compile-accuracy", "-p", "no:cacheprovider", "-p", "no:benchmark"
+    )
     result.assert_outcomes(passed=2)
     assert "warning" not in (result.stdout.str() + result.stderr.str()).lower()
 
@@ -58,14 +63,16 @@ def test_second(compile_accuracy):
 
 @pytest.mark.slow  # two minifications; test_a_checked_suite_passes_under_w_error stays in the default run
 def test_every_failing_check_of_a_process_gets_a_loading_minified_repro_under_w_error(
-        pytester: pytest.Pytester) -> None:
+    pytester: pytest.Pytester,
+) -> None:
     # The first repro loaded in a process must leave Inductor's config as the user had it: on
     # torch 2.15, writing every key back made the next repro's config unreadable and touched
     # deprecated keys, whose warnings -W error raises.
     pytester.makepyfile(TWO_FAILURES)
     # Under -W error over the plugin's own imports: a process of its own.
-    result = pytester.runpytest_subprocess("-W", "error", "--compile-accuracy", "-p", "no:cacheprovider",
-                                           "-p", "no:benchmark")
+    result = pytester.runpytest_subprocess(
+        "-W", "error", "--compile-accuracy", "-p", "no:cacheprovider", "-p", "no:benchmark"
+    )
     result.assert_outcomes(failed=2)
     output = result.stdout.str() + result.stderr.str()
     # (A failing test's captured log may hold torch's own logging, a CUDA build's on a CPU host.)

@@ -29,6 +29,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     finally:
         watch.watching = False
     if watch.started:
-        pytest.fail(f"a unit test started pytest in a process of its own ({watch.started[0]}): "
-                    "a whole run belongs in tests/runs", pytrace=False)
+        pytest.fail(
+            f"a unit test started pytest in a process of its own ({watch.started[0]}): "
+            "a whole run belongs in tests/runs",
+            pytrace=False,
+        )
     return result

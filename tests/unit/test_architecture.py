@@ -14,7 +14,17 @@ import pytest_torchcompile
 PACKAGE = Path(pytest_torchcompile.__file__).parent
 ROOT = pytest_torchcompile.__name__
 
-LAYERS = ("", "run", "minifying", "checking", "repros", "judging", "torch_internals", "reporting", "common")
+LAYERS = (
+    "",
+    "run",
+    "minifying",
+    "checking",
+    "repros",
+    "judging",
+    "torch_internals",
+    "reporting",
+    "common",
+)
 """Top to bottom; "" is the public face and the pytest wiring (the package's own modules). A
 module may import its own layer and the layers below it, never one above."""
 
@@ -52,8 +62,11 @@ def _imports(module: str, path: Path) -> list[tuple[int, str]]:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
             found.append((node.lineno, base))
-            found.extend((node.lineno, f"{base}.{alias.name}") for alias in node.names
-                         if f"{base}.{alias.name}" in MODULES)
+            found.extend(
+                (node.lineno, f"{base}.{alias.name}")
+                for alias in node.names
+                if f"{base}.{alias.name}" in MODULES
+            )
     return found
 
 
@@ -63,28 +76,37 @@ MODULES = _modules()
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_a_module_imports_only_its_own_layer_and_those_below(module: str) -> None:
     rank = LAYERS.index(_layer(module))
-    wrong = [f"line {line}: {imported} ({_layer(imported) or 'public face'})"
-             for line, imported in _imports(module, MODULES[module])
-             if imported.startswith(f"{ROOT}.") and LAYERS.index(_layer(imported)) < rank]
+    wrong = [
+        f"line {line}: {imported} ({_layer(imported) or 'public face'})"
+        for line, imported in _imports(module, MODULES[module])
+        if imported.startswith(f"{ROOT}.") and LAYERS.index(_layer(imported)) < rank
+    ]
     assert not wrong, f"{module} ({LAYERS[rank] or 'public face'}) imports from above: {wrong}"
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m) in TORCH_FREE))
 def test_the_torch_free_layers_import_no_torch(module: str) -> None:
-    torch_imports = [f"line {line}: {imported}" for line, imported in _imports(module, MODULES[module])
-                     if imported.split(".")[0] in ("torch", "triton", "numpy")]
+    torch_imports = [
+        f"line {line}: {imported}"
+        for line, imported in _imports(module, MODULES[module])
+        if imported.split(".")[0] in ("torch", "triton", "numpy")
+    ]
     assert not torch_imports, f"{module} imports {torch_imports}"
 
 
 def test_every_package_is_a_layer() -> None:
-    packages = {path.name for path in PACKAGE.iterdir() if path.is_dir() and (path / "__init__.py").exists()}
+    packages = {
+        path.name for path in PACKAGE.iterdir() if path.is_dir() and (path / "__init__.py").exists()
+    }
     assert packages == set(LAYERS) - {""}
 
 
 def test_the_rule_sees_imports_inside_functions_and_relative_ones(tmp_path: Path) -> None:
     module = tmp_path / "phase.py"
-    module.write_text("def f():\n    from pytest_torchcompile.minifying.search import minify_graph\n"
-                      "from ..common import verdict\n")
+    module.write_text(
+        "def f():\n    from pytest_torchcompile.minifying.search import minify_graph\n"
+        "from ..common import verdict\n"
+    )
     found = {imported for _, imported in _imports(f"{ROOT}.judging.phase", module)}
     assert f"{ROOT}.minifying.search" in found
     assert f"{ROOT}.common.verdict" in found
@@ -98,7 +120,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
 
     def visit(module: str) -> list[str]:
         if module in path:
-            return [*path[path.index(module):], module]
+            return [*path[path.index(module) :], module]
         if module in done:
             return []
         path.append(module)
@@ -116,8 +138,14 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_no_import_cycle_even_through_deferred_imports() -> None:
-    graph = {module: {imported for _, imported in _imports(module, path) if imported in MODULES and imported != module}
-             for module, path in MODULES.items()}
+    graph = {
+        module: {
+            imported
+            for _, imported in _imports(module, path)
+            if imported in MODULES and imported != module
+        }
+        for module, path in MODULES.items()
+    }
     assert _cycle(graph) == [], " -> ".join(_cycle(graph))
 
 
@@ -139,9 +167,16 @@ def _unexplained_function_level_imports(source: str) -> list[int]:
     lines = source.splitlines()
     if any(line.startswith(MODULE_REASON) for line in lines):
         return []
-    nested = {node for function in ast.walk(ast.parse(source)) if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
-              for node in ast.walk(function) if isinstance(node, ast.Import | ast.ImportFrom)}
-    import_lines = {line for node in nested for line in range(node.lineno, (node.end_lineno or node.lineno) + 1)}
+    nested = {
+        node
+        for function in ast.walk(ast.parse(source))
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+        for node in ast.walk(function)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+    }
+    import_lines = {
+        line for node in nested for line in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+    }
     unexplained = []
     for node in nested:
         above = node.lineno - 1
@@ -155,15 +190,21 @@ def _unexplained_function_level_imports(source: str) -> list[int]:
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_a_function_level_import_states_why(module: str) -> None:
     unexplained = _unexplained_function_level_imports(MODULES[module].read_text())
-    assert not unexplained, f"{module}: imports inside functions without a comment saying why, lines {unexplained}"
+    assert not unexplained, (
+        f"{module}: imports inside functions without a comment saying why, lines {unexplained}"
+    )
 
 
 def test_the_reason_rule_reads_comments_above_a_group_of_imports() -> None:
-    source = ("import os\n\n\ndef f():\n    # Deferred: torch is heavy.\n    import torch\n    from torch import (\n"
-              "        fx,\n    )\n\n\ndef g():\n    x = 1\n    import json\n    import re  # optional\n")
+    source = (
+        "import os\n\n\ndef f():\n    # Deferred: torch is heavy.\n    import torch\n    from torch import (\n"
+        "        fx,\n    )\n\n\ndef g():\n    x = 1\n    import json\n    import re  # optional\n"
+    )
     assert _unexplained_function_level_imports(source) == [14]
-    assert _unexplained_function_level_imports(f"{MODULE_REASON}the compiler is heavy.\n{source}") == []
-
+    assert (
+        _unexplained_function_level_imports(f"{MODULE_REASON}the compiler is heavy.\n{source}")
+        == []
+    )
 
 
 CODE_LINE = re.compile(r"^\s*(def \w+\(|class \w+[(:]|import \w|from [\w.]+ import )", re.MULTILINE)
@@ -175,9 +216,13 @@ def code_in_strings(source: str) -> list[str]:
     found = []
     for statement in ast.parse(source).body:
         if isinstance(statement, ast.Assign | ast.AnnAssign) and statement.value is not None:
-            found += [node.value.strip().splitlines()[0] for node in ast.walk(statement.value)
-                      if isinstance(node, ast.Constant) and isinstance(node.value, str)
-                      and CODE_LINE.search(node.value)]
+            found += [
+                node.value.strip().splitlines()[0]
+                for node in ast.walk(statement.value)
+                if isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and CODE_LINE.search(node.value)
+            ]
     return found
 
 

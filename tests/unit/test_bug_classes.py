@@ -45,7 +45,9 @@ def test_backward_without_grad_inputs_differentiates_the_floating_inputs() -> No
     assert "grad['args[0]']" in {leaf.path for leaf in clean.comparison.leaves}
     assert "gradients taken with respect to the floating inputs args[0]" in clean.message
     assert not x.requires_grad, "the caller's tensor is left as it was"
-    broken = check_model(doubled_sine, (x, steps), options=CheckOptions(backward=True, inductor_config=RELU_BUG))
+    broken = check_model(
+        doubled_sine, (x, steps), options=CheckOptions(backward=True, inductor_config=RELU_BUG)
+    )
     assert broken.status is Status.FAIL_ACCURACY, broken.message
     assert "grad['args[0]']" in {leaf.path for leaf in broken.comparison.failing}
 
@@ -65,25 +67,38 @@ def integer_relu(x: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, torch.
 
 def integer_case(non_float_failure: bool) -> ReproCase:
     inputs = [torch.randn(32, generator=torch.Generator().manual_seed(0)), torch.arange(32)]
-    return ReproCase(make_fx(integer_relu)(*inputs), inputs, FailureKind.ACCURACY, "integer_relu",
-                     config_source="torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'",
-                     non_float_failure=non_float_failure)
+    return ReproCase(
+        make_fx(integer_relu)(*inputs),
+        inputs,
+        FailureKind.ACCURACY,
+        "integer_relu",
+        config_source="torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'",
+        non_float_failure=non_float_failure,
+    )
 
 
 def test_a_failure_only_in_non_float_outputs_is_recorded_as_such() -> None:
     def leaf(dtype: str, passed: bool, rule: str) -> LeafResult:
         return LeafResult("out", (4,), dtype, passed, rule)
 
-    assert Comparison([leaf("int64", False, "exact"), leaf("float32", True, "fp64 rmse")]).fails_only_in_non_float
-    assert not Comparison([leaf("bool", False, "exact"), leaf("float32", False, "fp64 rmse")]).fails_only_in_non_float
+    assert Comparison(
+        [leaf("int64", False, "exact"), leaf("float32", True, "fp64 rmse")]
+    ).fails_only_in_non_float
+    assert not Comparison(
+        [leaf("bool", False, "exact"), leaf("float32", False, "fp64 rmse")]
+    ).fails_only_in_non_float
     assert not Comparison([leaf("int64", True, "exact")]).fails_only_in_non_float
 
 
-def test_non_float_outputs_are_judged_while_minifying_only_a_failure_that_is_in_them(tmp_path: Path) -> None:
+def test_non_float_outputs_are_judged_while_minifying_only_a_failure_that_is_in_them(
+    tmp_path: Path,
+) -> None:
     assert JudgeSettings.for_minifying(integer_case(non_float_failure=True)).check_non_float
     # A floating failure keeps the rule that a bool mask must not steer its reduction.
     assert not JudgeSettings.for_minifying(integer_case(non_float_failure=False)).check_non_float
-    assert load_case(write_repro(integer_case(non_float_failure=True), tmp_path / "repro.py")).non_float_failure
+    assert load_case(
+        write_repro(integer_case(non_float_failure=True), tmp_path / "repro.py")
+    ).non_float_failure
 
 
 def test_an_integer_only_failure_is_minified(tmp_path: Path) -> None:
@@ -101,20 +116,33 @@ def test_an_integer_only_failure_is_minified(tmp_path: Path) -> None:
 # --- a repro written on another torch -----------------------------------------------------------
 
 
-def test_a_config_key_this_torch_lacks_is_skipped_with_a_note_not_read_as_reproduced(tmp_path: Path) -> None:
+def test_a_config_key_this_torch_lacks_is_skipped_with_a_note_not_read_as_reproduced(
+    tmp_path: Path,
+) -> None:
     inputs = [torch.randn(16, generator=torch.Generator().manual_seed(0))]
-    config = ("torch._inductor.config.a_key_of_another_torch_TESTING_ONLY = 0.5\n"
-              "torch._inductor.config.cpp.threads = 1\n"
-              "torch._inductor.config.cpp.a_key_of_another_torch_TESTING_ONLY = 'x'")
-    case = ReproCase(make_fx(lambda x: (torch.relu(x).sin(),))(*inputs), inputs, FailureKind.ACCURACY, "relu_sin",
-                     config_source=config)
+    config = (
+        "torch._inductor.config.a_key_of_another_torch_TESTING_ONLY = 0.5\n"
+        "torch._inductor.config.cpp.threads = 1\n"
+        "torch._inductor.config.cpp.a_key_of_another_torch_TESTING_ONLY = 'x'"
+    )
+    case = ReproCase(
+        make_fx(lambda x: (torch.relu(x).sin(),))(*inputs),
+        inputs,
+        FailureKind.ACCURACY,
+        "relu_sin",
+        config_source=config,
+    )
     repro = write_repro(case, tmp_path / "repro.py")
 
-    run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(repro)], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
 
     assert run.returncode == 0, run.stdout + run.stderr  # fixed: the graph compiles right here
-    assert ("were skipped: a_key_of_another_torch_TESTING_ONLY, cpp.a_key_of_another_torch_TESTING_ONLY"
-            in run.stdout)
+    assert (
+        "were skipped: a_key_of_another_torch_TESTING_ONLY, cpp.a_key_of_another_torch_TESTING_ONLY"
+        in run.stdout
+    )
     assert load_case(repro).config_source == config  # the minifier still reads every line
 
 
@@ -126,21 +154,27 @@ pytest_plugins = ["pytester"]
 def test_a_run_that_runs_no_test_writes_nothing(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model="def test_nothing():\n    pass\n")
 
-    result = pytester.runpytest("--collect-only", "--compile-accuracy", "-p", "no:cacheprovider", "-p", "no:xdist")
+    result = pytester.runpytest(
+        "--collect-only", "--compile-accuracy", "-p", "no:cacheprovider", "-p", "no:xdist"
+    )
 
     assert result.ret == 0, result.stdout.str()
     assert not (pytester.path / ".compile-accuracy").exists()
 
 
 def test_a_run_removes_its_queue_at_its_end_and_keeps_its_repros(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_model="""
+    pytester.makepyfile(
+        test_model="""
 import pytest, torch
 
 @pytest.mark.inductor_repro(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
 def test_relu(compile_accuracy):
     compile_accuracy(torch.relu, torch.randn(8))
-""")
-    result = pytester.runpytest("--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider", "-p", "no:xdist")
+"""
+    )
+    result = pytester.runpytest(
+        "--compile-accuracy", "--no-compile-minify", "-p", "no:cacheprovider", "-p", "no:xdist"
+    )
 
     result.assert_outcomes(failed=1)
     root = pytester.path / ".compile-accuracy"
@@ -160,4 +194,6 @@ def test_the_graph_location_skips_python_own_frames_such_as_contextlib() -> None
     wrapped = library_context()(_user_frame)
     line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
     where = wrapped()
-    assert where.endswith(f"test_bug_classes.py:{line} (test_the_graph_location_skips_python_own_frames_such_as_contextlib)")
+    assert where.endswith(
+        f"test_bug_classes.py:{line} (test_the_graph_location_skips_python_own_frames_such_as_contextlib)"
+    )

@@ -25,9 +25,17 @@ def repro_dir(tmp_path: Path) -> Path:
     bug = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'"
     for name, config in (("tests_m.py__test_bug", bug), ("tests_m.py__test_fixed", "")):
         (tmp_path / name).mkdir()
-        write_repro(ReproCase(graph, inputs, "accuracy", f"tests/m.py::{name[12:]} :: graph 0 (inference)",
-                              config_source=config, status_line="fail_accuracy: 1 of 1 outputs deviate"),
-                    tmp_path / name / "repro.py")
+        write_repro(
+            ReproCase(
+                graph,
+                inputs,
+                "accuracy",
+                f"tests/m.py::{name[12:]} :: graph 0 (inference)",
+                config_source=config,
+                status_line="fail_accuracy: 1 of 1 outputs deviate",
+            ),
+            tmp_path / name / "repro.py",
+        )
     return tmp_path
 
 
@@ -39,7 +47,9 @@ def test_without_a_verb_the_usage_names_every_verb(capsys: pytest.CaptureFixture
 
 
 def test_python_m_runs_the_command_line() -> None:
-    run = subprocess.run([sys.executable, "-m", "pytest_torchcompile"], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest_torchcompile"], capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 2 and "rerun" in run.stdout and "report" in run.stdout
 
 
@@ -52,26 +62,35 @@ def test_every_verb_has_help_with_examples(verb: str, capsys: pytest.CaptureFixt
     assert f"\nexamples:\n  pytest-torchcompile {verb}" in shown
 
 
-def test_list_shows_each_case_with_its_status(repro_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_shows_each_case_with_its_status(
+    repro_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["list", str(repro_dir)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines == [
-        "tests_m.py__test_bug  fail_accuracy  (2 ops)", "  tests/m.py::test_bug :: graph 0 (inference)",
-        "tests_m.py__test_fixed  fail_accuracy  (2 ops)", "  tests/m.py::test_fixed :: graph 0 (inference)",
+        "tests_m.py__test_bug  fail_accuracy  (2 ops)",
+        "  tests/m.py::test_bug :: graph 0 (inference)",
+        "tests_m.py__test_fixed  fail_accuracy  (2 ops)",
+        "  tests/m.py::test_fixed :: graph 0 (inference)",
         f"2 case(s) in {repro_dir}",
     ]
 
 
-def test_rerun_runs_every_repro_and_sums_up_in_its_exit_status(repro_dir: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_rerun_runs_every_repro_and_sums_up_in_its_exit_status(
+    repro_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["rerun", str(repro_dir)]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines == [f"reproduced: {repro_dir / 'tests_m.py__test_bug' / 'repro.py'}",
-                     f"fixed: {repro_dir / 'tests_m.py__test_fixed' / 'repro.py'}",
-                     "1 reproduced, 1 fixed"]
+    assert lines == [
+        f"reproduced: {repro_dir / 'tests_m.py__test_bug' / 'repro.py'}",
+        f"fixed: {repro_dir / 'tests_m.py__test_fixed' / 'repro.py'}",
+        "1 reproduced, 1 fixed",
+    ]
 
 
-def test_report_prints_a_bug_report_of_a_case(repro_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_prints_a_bug_report_of_a_case(
+    repro_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["report", str(repro_dir / "tests_m.py__test_bug")]) == 0
     shown = capsys.readouterr().out
     assert shown.startswith("# [inductor] wrong result from a 2-op graph on CPU\n")
@@ -82,14 +101,24 @@ def test_report_prints_a_bug_report_of_a_case(repro_dir: Path, capsys: pytest.Ca
     assert "`python repro.py`" in shown
 
 
-@pytest.mark.parametrize(("argv", "said"), [
-    (["list", "none"], "pytest-torchcompile list: error: no repro directory none"),
-    (["report", "none"], "pytest-torchcompile report: error: no case at none"),
-    (["minify", "none/repro.py"], "pytest-torchcompile minify: error: no such repro file: none/repro.py"),
-])
-def test_what_cannot_be_used_is_a_usage_error(argv: list[str], said: str, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["list", "none"], "pytest-torchcompile list: error: no repro directory none"),
+        (["report", "none"], "pytest-torchcompile report: error: no case at none"),
+        (
+            ["minify", "none/repro.py"],
+            "pytest-torchcompile minify: error: no such repro file: none/repro.py",
+        ),
+    ],
+)
+def test_what_cannot_be_used_is_a_usage_error(
+    argv: list[str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as done:
         main(argv)

@@ -31,6 +31,8 @@ def test_every_relative_link_reaches_a_file_and_its_heading() -> None:
                 continue
             path, _, anchor = target.partition("#")
             linked = (page.parent / path).resolve() if path else page
-            if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in anchors(linked)):
+            if not linked.exists() or (
+                anchor and linked.suffix == ".md" and anchor not in anchors(linked)
+            ):
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, broken

@@ -50,8 +50,12 @@ class _Scaled(torch.nn.Module):
 
 
 def _case(title: str = "test_a.py::test_x :: graph 0", offset: float = 0.0) -> ReproCase:
-    return ReproCase(gm=torch.fx.symbolic_trace(_Scaled(offset)), inputs=[torch.ones(4, 8)], kind="accuracy",
-                     title=title)
+    return ReproCase(
+        gm=torch.fx.symbolic_trace(_Scaled(offset)),
+        inputs=[torch.ones(4, 8)],
+        kind="accuracy",
+        title=title,
+    )
 
 
 def _run_repro_output(path: Path) -> torch.Tensor:
@@ -127,13 +131,20 @@ def test_a_test_id_with_a_newline_stays_in_its_comment(tmp_path: Path) -> None:
     case.status_line = "fail_compile: RuntimeError: first line\nimport os; os._exit(9)"
     case.notes = ["a note\nwith a second line"]
     source, _ = repro.render_repro(case)
-    header = source[:source.index("from __future__")].splitlines()
+    header = source[: source.index("from __future__")].splitlines()
     assert header and all(line.startswith("#") or not line.strip() for line in header), header
     path = repro.write_repro(case, tmp_path / "case" / "repro.py")
     loaded = repro.load_repro(path)
-    assert loaded.case.title == "test_a.py::test_x[a\\nraise SystemExit('live code')\\r\\u2028b] :: graph 0"
-    run = subprocess.run([sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1])", str(path)],
-                         capture_output=True, text=True, timeout=300)
+    assert (
+        loaded.case.title
+        == "test_a.py::test_x[a\\nraise SystemExit('live code')\\r\\u2028b] :: graph 0"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1])", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout + run.stderr  # loads; nothing from the id ran
 
 
@@ -146,9 +157,14 @@ def test_claims_distinct_in_a_run_and_taken_back_by_the_next(tmp_path: Path) -> 
     assert [p.name for p in first] == ["test_x", "test_x-2", "test_x-3"]
     # A later run in this process (pytester's in-process runs), or after this process died.
     assert repro.unique_case_dir(root, "test_x", "the next run").name == "test_x"
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (root / "test_y.claimed").write_text(json.dumps(
-        {"owner": "gone", "pid": int(dead.stdout), "start": None, "host": os.uname().nodename}))
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    (root / "test_y.claimed").write_text(
+        json.dumps(
+            {"owner": "gone", "pid": int(dead.stdout), "start": None, "host": os.uname().nodename}
+        )
+    )
     (root / "test_z.claimed").write_text("")  # an older plugin's claim
     assert repro.unique_case_dir(root, "test_y", OWNER).name == "test_y"
     assert repro.unique_case_dir(root, "test_z", OWNER).name == "test_z"
@@ -159,8 +175,16 @@ def test_a_claim_of_another_live_process_is_kept(tmp_path: Path) -> None:
     root.mkdir()
     with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as other:
         try:
-            (root / "test_x.claimed").write_text(json.dumps(
-                {"owner": "a concurrent run", "pid": other.pid, "start": None, "host": os.uname().nodename}))
+            (root / "test_x.claimed").write_text(
+                json.dumps(
+                    {
+                        "owner": "a concurrent run",
+                        "pid": other.pid,
+                        "start": None,
+                        "host": os.uname().nodename,
+                    }
+                )
+            )
             assert repro.unique_case_dir(root, "test_x", OWNER).name == "test_x-2"
         finally:
             other.kill()
@@ -173,7 +197,10 @@ def test_a_rerun_replaces_its_case_directory_whole(tmp_path: Path) -> None:
     second = repro.write_case(_case(offset=2.0), root, "test_x", "run 2")
     assert second == first
     assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == [
-        "test_x", "test_x.claimed", "test_x.lock"]
+        "test_x",
+        "test_x.claimed",
+        "test_x.lock",
+    ]
     assert not (second.parent / "minified.py").exists()
     assert len(list((second.parent / repro.TENSOR_DIR).iterdir())) == 1
     assert torch.equal(_run_repro_output(second), _Scaled(2.0)(torch.ones(4, 8)))
@@ -211,7 +238,10 @@ def test_updaters_that_loaded_the_baseline_together_lose_no_row(tmp_path: Path) 
     shard_a.update_file(_results("tests/test_a.py::test_a"))
     line = shard_b.update_file(_results("tests/test_b.py::test_b"))
     assert sorted(load_baseline(path).entries) == [
-        "tests/test_a.py::test_a", "tests/test_b.py::test_b", "tests/test_c.py::test_c"]
+        "tests/test_a.py::test_a",
+        "tests/test_b.py::test_b",
+        "tests/test_c.py::test_c",
+    ]
     assert load_baseline(path).entries["tests/test_c.py::test_c"].note == "kept note"
     assert "3 rows (1 added, 0 changed" in line
 
@@ -240,7 +270,9 @@ def test_a_baseline_that_is_a_link_stays_one_and_its_target_is_updated(tmp_path:
     assert list(load_baseline(target).entries) == ["tests/test_a.py::test_a"]
     write_baseline(link, {"tests/test_b.py::test_b": Status.PASS}, load_baseline(link))
     assert link.is_symlink() and sorted(load_baseline(target).entries) == [
-        "tests/test_a.py::test_a", "tests/test_b.py::test_b"]
+        "tests/test_a.py::test_a",
+        "tests/test_b.py::test_b",
+    ]
 
 
 # --- 11: messages say what happened ------------------------------------------------------------
@@ -276,10 +308,13 @@ def test_an_input_holding_a_nan_is_not_called_mutated() -> None:
     mutated = torch.tensor([1.0, float("nan"), 3.0])
     outcome = check_model(lambda v: v.mul_(2), [mutated])
     assert [leaf.path for leaf in outcome.comparison.leaves if "mutated" in leaf.path] == [  # type: ignore[union-attr]
-        "args[0] (mutated in place)"]
+        "args[0] (mutated in place)"
+    ]
 
 
-def test_a_report_that_cannot_be_written_fails_the_run_but_not_against_a_baseline(tmp_path: Path) -> None:
+def test_a_report_that_cannot_be_written_fails_the_run_but_not_against_a_baseline(
+    tmp_path: Path,
+) -> None:
     session = AccuracySession(True, tmp_path / "repros", CheckSettings(), lambda: {})
     report = tmp_path / "report.json"
     session.configure_gating(GatingSettings(None, False, False, report))
@@ -311,9 +346,11 @@ def test_an_fp64_reference_out_of_memory_falls_back_to_the_same_precision_check(
     outcome = check_model(_Fp64Hungry(), [torch.ones(4096, 256)])
     weights_and_inputs = (256 * 256 + 256 + 4096 * 256) * 8
     assert outcome.status is Status.NO_FP64_REFERENCE and outcome.comparison is not None
-    assert outcome.reference.startswith("same-precision cosine check: the fp64 reference does not fit in memory: "
-                                        f"the model's weights and inputs alone take {weights_and_inputs / 2**30:.2f} "
-                                        "GiB in fp64 (RuntimeError: ")
+    assert outcome.reference.startswith(
+        "same-precision cosine check: the fp64 reference does not fit in memory: "
+        f"the model's weights and inputs alone take {weights_and_inputs / 2**30:.2f} "
+        "GiB in fp64 (RuntimeError: "
+    )
     assert "can't allocate memory" in outcome.reference
     assert [leaf.passed for leaf in outcome.comparison.leaves] == [True]
 
@@ -355,10 +392,16 @@ def test_a_plain_graph_out_of_memory_is_not_fail_compile() -> None:
     except RuntimeError as error:
         exhausted = error
     checker = GraphChecker(1e-4, True, False)
-    checker.capture.graphs.append(SimpleNamespace(  # type: ignore[arg-type]
-        label="graph 0", compile_error=exhausted, runtime_error=None, runtime_inputs=None))
+    checker.capture.graphs.append(
+        SimpleNamespace(  # type: ignore[arg-type]
+            label="graph 0", compile_error=exhausted, runtime_error=None, runtime_inputs=None
+        )
+    )
     (failure,) = checker.error_failures(handled=False)
-    assert failure.status is Status.OUT_OF_MEMORY and failure.message == "graph 0 ran out of memory compiling"
+    assert (
+        failure.status is Status.OUT_OF_MEMORY
+        and failure.message == "graph 0 ran out of memory compiling"
+    )
 
 
 # --- 12: a judging process that died is replaced, and that is said ----------------------------
@@ -383,7 +426,8 @@ isolation.judge_graph = killed_once
 
 
 def test_a_judging_process_killed_during_minification_is_named_in_the_result(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pytest_torchcompile.judging.isolation.config import SETUP_VARIABLE
     from pytest_torchcompile.minifying.search import minify_repro
 
@@ -392,26 +436,36 @@ def test_a_judging_process_killed_during_minification_is_named_in_the_result(
     monkeypatch.setenv(SETUP_VARIABLE, str(setup))
     monkeypatch.setenv("KILLED_ONCE_MARKER", str(tmp_path / "killed"))
     x = torch.randn(8)
-    case = ReproCase(make_fx(lambda v: (torch.cos(torch.relu(torch.sin(v))),))(x), [x], "accuracy", "killed",
-                     config_source="torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'")
+    case = ReproCase(
+        make_fx(lambda v: (torch.cos(torch.relu(torch.sin(v))),))(x),
+        [x],
+        "accuracy",
+        "killed",
+        config_source="torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'",
+    )
     path = repro.write_repro(case, tmp_path / "case" / "repro.py")
     result = minify_repro(path, timeout_s=240, find_stage=False)
     assert (tmp_path / "killed").exists()
     assert result.path is not None, result.summary_line("test_x")
     assert result.judge_deaths == ["died of signal SIGKILL"]
     assert result.summary_line("test_x").splitlines()[-1] == (
-        "  the judging process died of signal SIGKILL and was replaced")
+        "  the judging process died of signal SIGKILL and was replaced"
+    )
 
 
 # --- held already: kept held ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content", [
-    b"\x80\x81\xfe\xff garbage",  # corrupt: not UTF-8
-    b"tests/test_a.py::test_a\tpass\ntests/test_b.py::test_b\tfail_acc",  # truncated mid-row
-    b'{"tests/test_a.py::test_a": "pass"}\n',  # foreign: another tool's JSON
-    b"test id,status\ntests/test_a.py::test_a,pass\n",  # foreign: CSV
-], ids=["corrupt", "truncated", "json", "csv"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\x80\x81\xfe\xff garbage",  # corrupt: not UTF-8
+        b"tests/test_a.py::test_a\tpass\ntests/test_b.py::test_b\tfail_acc",  # truncated mid-row
+        b'{"tests/test_a.py::test_a": "pass"}\n',  # foreign: another tool's JSON
+        b"test id,status\ntests/test_a.py::test_a,pass\n",  # foreign: CSV
+    ],
+    ids=["corrupt", "truncated", "json", "csv"],
+)
 def test_an_unusable_baseline_is_rejected_with_one_line(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "baseline.tsv"
     path.write_bytes(content)
@@ -420,10 +474,18 @@ def test_an_unusable_baseline_is_rejected_with_one_line(tmp_path: Path, content:
     assert str(raised.value).startswith(f"{path}") and "\n" not in str(raised.value)
 
 
-@pytest.mark.parametrize("nodeid", [
-    "../../outside.py::test_x", "/etc/passwd::test_x", "tests/t.py::test_x[/../../x]", "t.py::test_ü[日本]",
-    "t.py::test_" + "x" * 300, "..", "t.py::test[\x00\n]",
-])
+@pytest.mark.parametrize(
+    "nodeid",
+    [
+        "../../outside.py::test_x",
+        "/etc/passwd::test_x",
+        "tests/t.py::test_x[/../../x]",
+        "t.py::test_ü[日本]",
+        "t.py::test_" + "x" * 300,
+        "..",
+        "t.py::test[\x00\n]",
+    ],
+)
 def test_a_case_directory_stays_inside_the_repro_directory(tmp_path: Path, nodeid: str) -> None:
     root = tmp_path / "repros"
     path = repro.write_case(_case(), root, repro.slugify(nodeid), OWNER)
@@ -449,17 +511,26 @@ def test_a_planted_tensor_file_is_loaded_as_data_only(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("module", [
-    "operator", "sitecustomize",
-    # More of the same, a repro run twice each.
-    pytest.param("inspect", marks=pytest.mark.slow), pytest.param("math", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "operator",
+        "sitecustomize",
+        # More of the same, a repro run twice each.
+        pytest.param("inspect", marks=pytest.mark.slow),
+        pytest.param("math", marks=pytest.mark.slow),
+    ],
+)
 def test_a_module_planted_in_a_case_directory_is_not_imported(tmp_path: Path, module: str) -> None:
     path = repro.write_repro(_case(), tmp_path / "case" / "repro.py")
     marker = tmp_path / "imported"
     (path.parent / f"{module}.py").write_text(PLANTED.format(marker=str(marker)))
     repro.load_repro(path)
     for cwd in (tmp_path, path.parent):
-        run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=cwd, timeout=300)
-        assert (run.returncode == 1 and "REPRODUCED" in run.stdout) or run.returncode in (0, 2), run.stderr
+        run = subprocess.run(
+            [sys.executable, str(path)], capture_output=True, text=True, cwd=cwd, timeout=300
+        )
+        assert (run.returncode == 1 and "REPRODUCED" in run.stdout) or run.returncode in (0, 2), (
+            run.stderr
+        )
     assert not marker.exists()

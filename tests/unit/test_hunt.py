@@ -15,11 +15,26 @@ RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 
 
 def test_the_command_takes_the_budget_seed_directory_and_config() -> None:
-    args = parser().parse_args(["hunt", "--minutes", "2.5", "--seed", "7", "--dir", "d",
-                                "--inductor-config", "cpp_wrapper=True",
-                                "--inductor-config", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"])
+    args = parser().parse_args(
+        [
+            "hunt",
+            "--minutes",
+            "2.5",
+            "--seed",
+            "7",
+            "--dir",
+            "d",
+            "--inductor-config",
+            "cpp_wrapper=True",
+            "--inductor-config",
+            "cpp.inject_relu_bug_TESTING_ONLY=accuracy",
+        ]
+    )
     assert (args.minutes, args.seed, args.dir) == (2.5, 7, Path("d"))
-    assert dict(args.inductor_config) == {"cpp_wrapper": True, "cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
+    assert dict(args.inductor_config) == {
+        "cpp_wrapper": True,
+        "cpp.inject_relu_bug_TESTING_ONLY": "accuracy",
+    }
 
 
 def test_a_budget_that_is_not_positive_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -48,7 +63,9 @@ def test_the_hunt_finds_and_minifies_an_injected_bug(tmp_path: Path) -> None:
     2.13 and 2.14: an ``index_add`` whose source is a slice of its own input, pytorch#156786,
     from the 197th program of this seed): those are causes of their own, never the relu's."""
     lines: list[str] = []
-    result = hunt(1.0, tmp_path, seed=0, minify_timeout=60, inductor_config=RELU_BUG, progress=lines.append)
+    result = hunt(
+        1.0, tmp_path, seed=0, minify_timeout=60, inductor_config=RELU_BUG, progress=lines.append
+    )
     assert result.invalid == []
     assert result.findings >= 1
     relu_causes = [cause for cause in result.causes if "aten.relu" in cause.ops]
@@ -68,14 +85,30 @@ def test_the_hunt_finds_and_minifies_an_injected_bug(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_cause_of_a_known_case_is_marked_known(tmp_path: Path) -> None:
-    first = hunt(1.0, tmp_path / "first", seed=0, minify_timeout=60, inductor_config=RELU_BUG,
-                 progress=lambda line: None)
-    again = hunt(1.0, tmp_path / "again", seed=0, minify_timeout=60, inductor_config=RELU_BUG,
-                 known=[tmp_path / "first"], progress=lambda line: None)
+    first = hunt(
+        1.0,
+        tmp_path / "first",
+        seed=0,
+        minify_timeout=60,
+        inductor_config=RELU_BUG,
+        progress=lambda line: None,
+    )
+    again = hunt(
+        1.0,
+        tmp_path / "again",
+        seed=0,
+        minify_timeout=60,
+        inductor_config=RELU_BUG,
+        known=[tmp_path / "first"],
+        progress=lambda line: None,
+    )
     assert [cause.known for cause in first.causes] == [None] * len(first.causes)
     # Each hunt draws as far as its minute goes: a cause the first hunt did not reach is not known.
-    found_first = {(cause.failure_type, *sorted(cause.ops)): Path(cause.minified or "").parent.name
-                   for cause in first.causes}
-    assert [cause.known for cause in again.causes] \
-        == [found_first.get((cause.failure_type, *sorted(cause.ops))) for cause in again.causes]
+    found_first = {
+        (cause.failure_type, *sorted(cause.ops)): Path(cause.minified or "").parent.name
+        for cause in first.causes
+    }
+    assert [cause.known for cause in again.causes] == [
+        found_first.get((cause.failure_type, *sorted(cause.ops))) for cause in again.causes
+    ]
     assert next(cause.known for cause in again.causes if cause.ops == ["aten.relu"]) is not None

@@ -10,10 +10,17 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from pytest_torchcompile.programs import ALL_DTYPES, Program, programs
 
 # No example database: these tests must not write .hypothesis/ into the checkout.
-many = settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+many = settings(
+    max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)
 # Derandomized: a shrink's result does not depend on the run.
-search = settings(max_examples=2000, deadline=None, database=None, phases=[Phase.generate, Phase.shrink],
-                  derandomize=True)
+search = settings(
+    max_examples=2000,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate, Phase.shrink],
+    derandomize=True,
+)
 
 
 def run_eagerly(program: Program) -> tuple[torch.Tensor, ...]:
@@ -27,7 +34,9 @@ def run_eagerly(program: Program) -> tuple[torch.Tensor, ...]:
         inputs = tuple(x.detach().requires_grad_() if x.is_floating_point() else x for x in inputs)
         with torch.enable_grad():
             outputs = tuple(program.fn(*inputs))
-            differentiable = [out for out in outputs if out.is_floating_point() and out.requires_grad]
+            differentiable = [
+                out for out in outputs if out.is_floating_point() and out.requires_grad
+            ]
             assert differentiable, program
             torch.stack([out.float().sum() for out in differentiable]).sum().backward()
         return outputs
@@ -73,8 +82,11 @@ def test_shrinking_keeps_the_steps_a_failure_needs() -> None:
     what later steps read, and hypothesis does not always find the smallest: its shrinking is
     bounded in time, and on a loaded machine it stopped at four steps, derandomized or not), of
     one input."""
-    found = find(programs(), lambda program: "cumsum" in program.source and "+" in program.source,
-                 settings=search)
+    found = find(
+        programs(),
+        lambda program: "cumsum" in program.source and "+" in program.source,
+        settings=search,
+    )
     assert 2 <= found.ops <= 4, found
     assert len(found.input_sources) == 1, found
 
@@ -91,7 +103,11 @@ def test_a_program_prints_as_a_script_that_runs(tmp_path) -> None:
 
 
 def test_make_inputs_gives_fresh_tensors_each_time() -> None:
-    program = find(programs(training=False), lambda program: "x0.neg_(" in program.source, settings=search)
+    program = find(
+        programs(training=False), lambda program: "x0.neg_(" in program.source, settings=search
+    )
     first = program.make_inputs()
     program.fn(*first)
-    assert all(torch.equal(a, b) for a, b in zip(program.make_inputs(), program.make_inputs(), strict=True))
+    assert all(
+        torch.equal(a, b) for a, b in zip(program.make_inputs(), program.make_inputs(), strict=True)
+    )

@@ -51,7 +51,9 @@ def half_written(x: torch.Tensor) -> torch.Tensor:
 
 def test_a_buffer_filled_slice_by_slice_passes_with_the_masked_deviation_probe() -> None:
     torch.manual_seed(0)
-    outcome = check_model(spatial_gradient3d, (torch.randn(2, 3, 4, 5, 6),), options=CheckOptions(intermediates=True))
+    outcome = check_model(
+        spatial_gradient3d, (torch.randn(2, 3, 4, 5, 6),), options=CheckOptions(intermediates=True)
+    )
     assert outcome.status is Status.PASS, outcome.message
 
 
@@ -59,7 +61,9 @@ def test_an_output_part_written_is_judged_where_written_only() -> None:
     torch.manual_seed(0)
     outcome = check_model(half_written, (torch.randn(5, 2),))
     assert outcome.status is Status.PASS, outcome.message
-    caught = check_model(half_written, (torch.randn(5, 2),), options=CheckOptions(inductor_config=RELU_BUG))
+    caught = check_model(
+        half_written, (torch.randn(5, 2),), options=CheckOptions(inductor_config=RELU_BUG)
+    )
     assert caught.status is Status.FAIL_ACCURACY, caught.message
 
 
@@ -82,9 +86,17 @@ def test_unwritten_elements_follow_the_memory_no_op_wrote() -> None:
 
 
 def test_strided_copy_keeps_size_stride_and_storage_offset() -> None:
-    for value in (torch.randn(4, 6, 8)[:, 1:5, 2:7], torch.randn(3, 1).expand(3, 4), torch.randn(2, 3).t()):
+    for value in (
+        torch.randn(4, 6, 8)[:, 1:5, 2:7],
+        torch.randn(3, 1).expand(3, 4),
+        torch.randn(2, 3).t(),
+    ):
         copy = strided_copy(value)
-        assert (copy.shape, copy.stride(), copy.storage_offset()) == (value.shape, value.stride(), value.storage_offset())
+        assert (copy.shape, copy.stride(), copy.storage_offset()) == (
+            value.shape,
+            value.stride(),
+            value.storage_offset(),
+        )
         assert torch.equal(copy, value)
         assert copy.untyped_storage().data_ptr() != value.untyped_storage().data_ptr()
 
@@ -104,8 +116,11 @@ class SlicedUpsample(torch.nn.Module):
 
 def test_a_backward_graph_is_rerun_on_inputs_laid_out_as_compiled() -> None:
     torch.manual_seed(0)
-    outcome = check_model(SlicedUpsample(), (torch.randn(2, 3, 5, 5),),
-                          options=CheckOptions(backward=True, inductor_config=RELU_BUG))
+    outcome = check_model(
+        SlicedUpsample(),
+        (torch.randn(2, 3, 5, 5),),
+        options=CheckOptions(backward=True, inductor_config=RELU_BUG),
+    )
     assert outcome.status is Status.FAIL_ACCURACY, outcome.message
     assert outcome.failing_graphs and outcome.failing_graphs[0].inputs is not None
 
@@ -141,14 +156,18 @@ def test_random_graphs_compile_with_eagers_layout_and_others_with_the_users() ->
     convolution's output laid out channels-last, so the compiled mask put other draws on other
     elements than eager's, and a correct model failed (3 of 7 outputs, ratio 1e6) in both paths."""
     torch.manual_seed(0)
-    outcome = check_model(ConvDropout().train(), (torch.randn(4, 3, 8, 8),), options=CheckOptions(backward=True))
+    outcome = check_model(
+        ConvDropout().train(), (torch.randn(4, 3, 8, 8),), options=CheckOptions(backward=True)
+    )
     assert outcome.status is Status.PASS and outcome.fallback_random, outcome.message
     sources = {graph.kind: graph.config_source for graph in outcome.graphs}
     assert "layout_optimization = False" in sources["forward"]
     assert "layout_optimization" not in sources["backward"]
 
 
-@pytest.mark.parametrize("result", [None, "done", object(), "generator"], ids=["none", "str", "object", "generator"])
+@pytest.mark.parametrize(
+    "result", [None, "done", object(), "generator"], ids=["none", "str", "object", "generator"]
+)
 def test_a_check_that_judged_no_tensor_is_not_judged_not_passed(result: object) -> None:
     def fn(x: torch.Tensor) -> object:
         x.sin()
@@ -160,29 +179,38 @@ def test_a_check_that_judged_no_tensor_is_not_judged_not_passed(result: object) 
 
 
 def test_not_judged_checks_are_counted_apart_in_every_report() -> None:
-    results = [CaseResult("t.py::a", Status.PASS, ""), CaseResult("t.py::b", Status.NOT_JUDGED, "nothing judged")]
+    results = [
+        CaseResult("t.py::a", Status.PASS, ""),
+        CaseResult("t.py::b", Status.NOT_JUDGED, "nothing judged"),
+    ]
     assert "1 pass, 1 not_judged" in checks_summary(results)
     report = json_report(results, None, {})
     assert report["counts"]["checks"]["not_judged"] == 1 and report["counts"]["checks"]["pass"] == 1
     assert report["counts"]["tests"]["not_judged"] == 1
     assert "1 not_judged" in github_summary_markdown(results, None)
     assert ("torchcompile_status", "not_judged") in junit_properties(results[1])
-    assert baseline.test_status(results) is Status.NOT_JUDGED and not baseline.is_failing(Status.NOT_JUDGED)
+    assert baseline.test_status(results) is Status.NOT_JUDGED and not baseline.is_failing(
+        Status.NOT_JUDGED
+    )
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    return torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), dim=-1)
+    return torch.cat((-x[..., x.shape[-1] // 2 :], x[..., : x.shape[-1] // 2]), dim=-1)
 
 
-def decoder_step(x: torch.Tensor, k_cache: torch.Tensor, inv_freq: torch.Tensor, pos: int) -> tuple[torch.Tensor, ...]:
+def decoder_step(
+    x: torch.Tensor, k_cache: torch.Tensor, inv_freq: torch.Tensor, pos: int
+) -> tuple[torch.Tensor, ...]:
     """What a transformers decoder hands Inductor: rotary embeddings, a KV cache written by
     setitem, a causal mask built with masked_fill and setitem, in-place ops through views."""
     t = x.shape[2]
     freqs = torch.outer(torch.arange(pos, pos + t, dtype=torch.float32), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
     q = x * emb.cos() + _rotate_half(x) * emb.sin()
-    k_cache[:, :, pos:pos + t] = q
-    mask = torch.zeros(t, pos + t).masked_fill(torch.ones(t, pos + t, dtype=torch.bool).triu(pos + 1), float("-inf"))
+    k_cache[:, :, pos : pos + t] = q
+    mask = torch.zeros(t, pos + t).masked_fill(
+        torch.ones(t, pos + t, dtype=torch.bool).triu(pos + 1), float("-inf")
+    )
     mask[:, 0] = 0.0
     scores = q @ k_cache[:, :, : pos + t].transpose(-1, -2) + mask
     row = k_cache[0, 0]
@@ -193,7 +221,9 @@ def decoder_step(x: torch.Tensor, k_cache: torch.Tensor, inv_freq: torch.Tensor,
     return out.add_(x.mean()), k_cache.sum(2)
 
 
-def test_a_torch_level_repro_of_setitem_and_in_place_ops_builds_and_computes_the_graph(tmp_path: Path) -> None:
+def test_a_torch_level_repro_of_setitem_and_in_place_ops_builds_and_computes_the_graph(
+    tmp_path: Path,
+) -> None:
     graphs: list[torch.fx.GraphModule] = []
 
     def capture(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]) -> torch.fx.GraphModule:
@@ -201,17 +231,31 @@ def test_a_torch_level_repro_of_setitem_and_in_place_ops_builds_and_computes_the
         return gm
 
     torch.manual_seed(0)
-    given = {"x": torch.randn(2, 2, 3, 8), "k_cache": torch.zeros(2, 2, 6, 8), "inv_freq": torch.rand(4)}
-    torch.compile(decoder_step, backend=capture, fullgraph=True)(*clone_values(list(given.values())), 2)
+    given = {
+        "x": torch.randn(2, 2, 3, 8),
+        "k_cache": torch.zeros(2, 2, 6, 8),
+        "inv_freq": torch.rand(4),
+    }
+    torch.compile(decoder_step, backend=capture, fullgraph=True)(
+        *clone_values(list(given.values())), 2
+    )
     (gm,) = graphs
-    inputs = [given[node.target[2:-1]] for node in gm.graph.nodes if node.op == "placeholder"]  # L_<name>_
-    assert {operator.setitem, operator.iadd, operator.imul} <= {node.target for node in gm.graph.nodes}
-    path = write_repro(ReproCase(gm, inputs, "accuracy", "decoder step", level=DYNAMO), tmp_path / "repro.py")
+    inputs = [
+        given[node.target[2:-1]] for node in gm.graph.nodes if node.op == "placeholder"
+    ]  # L_<name>_
+    assert {operator.setitem, operator.iadd, operator.imul} <= {
+        node.target for node in gm.graph.nodes
+    }
+    path = write_repro(
+        ReproCase(gm, inputs, "accuracy", "decoder step", level=DYNAMO), tmp_path / "repro.py"
+    )
 
     assert repro_defect(path) is None
     case = load_repro(path).case
     pickle.dumps(case.gm)  # as it is sent to a judging process
-    for rebuilt, expected in zip(case.gm(*clone_values(case.inputs)), gm(*clone_values(inputs)), strict=True):
+    for rebuilt, expected in zip(
+        case.gm(*clone_values(case.inputs)), gm(*clone_values(inputs)), strict=True
+    ):
         assert torch.equal(rebuilt, expected)
 
 
@@ -219,11 +263,15 @@ def test_a_repro_keeps_the_ops_that_make_a_tensor_from_nothing(tmp_path: Path) -
     aten = torch.ops.aten
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
-    empty = graph.call_function(aten.empty.memory_format, ([2, 3],), {"dtype": torch.float32, "device": torch.device("cpu")})
+    empty = graph.call_function(
+        aten.empty.memory_format, ([2, 3],), {"dtype": torch.float32, "device": torch.device("cpu")}
+    )
     zeros = graph.call_function(torch.zeros, (2, 3))
     graph.output((empty, graph.call_function(aten.add.Tensor, (zeros, x))))
     gm = torch.fx.GraphModule(torch.nn.Module(), graph)
-    path = write_repro(ReproCase(gm, [torch.randn(2, 3)], "accuracy", "factories"), tmp_path / "repro.py")
+    path = write_repro(
+        ReproCase(gm, [torch.randn(2, 3)], "accuracy", "factories"), tmp_path / "repro.py"
+    )
 
     rebuilt = load_repro(path).case.gm
     targets = [node.target for node in rebuilt.graph.nodes if node.op == "call_function"]
@@ -233,7 +281,9 @@ def test_a_repro_keeps_the_ops_that_make_a_tensor_from_nothing(tmp_path: Path) -
 def test_minifying_a_graph_without_ops_says_why_instead_of_raising() -> None:
     graph = torch.fx.Graph()
     graph.output((graph.placeholder("x"),))
-    case = ReproCase(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.randn(3)], "accuracy", "no op")
+    case = ReproCase(
+        torch.fx.GraphModule(torch.nn.Module(), graph), [torch.randn(3)], "accuracy", "no op"
+    )
 
     reduction = minify_graph(case, lambda gm, inputs: pytest.fail("nothing is to be judged"))
 
@@ -241,10 +291,18 @@ def test_minifying_a_graph_without_ops_says_why_instead_of_raising() -> None:
 
 
 def test_a_repro_gives_its_graph_inputs_laid_out_as_they_were(tmp_path: Path) -> None:
-    inputs = [torch.randn(4, 6, 8)[:, 1:5, 2:7], torch.randn(3, 1).expand(3, 4), torch.randn(40, 50)[3:, 7:].t()]
+    inputs = [
+        torch.randn(4, 6, 8)[:, 1:5, 2:7],
+        torch.randn(3, 1).expand(3, 4),
+        torch.randn(40, 50)[3:, 7:].t(),
+    ]
     gm = torch.fx.symbolic_trace(lambda a, b, c: (a.sum() + b.sum() + c.sum(),))
     path = write_repro(ReproCase(gm, inputs, "accuracy", "layouts"), tmp_path / "repro.py")
 
     for loaded, given in zip(load_repro(path).case.inputs, inputs, strict=True):
-        assert (loaded.shape, loaded.stride(), loaded.storage_offset()) == (given.shape, given.stride(), given.storage_offset())
+        assert (loaded.shape, loaded.stride(), loaded.storage_offset()) == (
+            given.shape,
+            given.stride(),
+            given.storage_offset(),
+        )
         assert torch.equal(loaded, given)

@@ -27,19 +27,44 @@ def real_suites() -> ModuleType:
 
 def test_every_difference_but_a_confirmed_compiler_failure() -> None:
     script = real_suites()
-    plain = {"tests.test_m::test_bug": "passed", "tests.test_m::test_expects_error": "passed",
-             "tests.test_m.TestRandom::test_sample[0]": "failed", "tests.test_m::test_same": "skipped"}
-    checked = {"tests.test_m::test_bug": "failed", "tests.test_m::test_expects_error": "failed",
-               "tests.test_m.TestRandom::test_sample[0]": "passed", "tests.test_m::test_same": "skipped"}
-    report = {"tests": [
-        {"nodeid": "tests/test_m.py::test_bug", "checks": [{"status": "pass"}, {"status": "fail_accuracy"}]},
-        {"nodeid": "tests/test_m.py::test_expects_error", "checks": [{"status": "handled_error"}]},
-        {"nodeid": "tests/test_m.py::TestRandom::test_sample[0]", "checks": [{"status": "pass"}]},
-    ]}
+    plain = {
+        "tests.test_m::test_bug": "passed",
+        "tests.test_m::test_expects_error": "passed",
+        "tests.test_m.TestRandom::test_sample[0]": "failed",
+        "tests.test_m::test_same": "skipped",
+    }
+    checked = {
+        "tests.test_m::test_bug": "failed",
+        "tests.test_m::test_expects_error": "failed",
+        "tests.test_m.TestRandom::test_sample[0]": "passed",
+        "tests.test_m::test_same": "skipped",
+    }
+    report = {
+        "tests": [
+            {
+                "nodeid": "tests/test_m.py::test_bug",
+                "checks": [{"status": "pass"}, {"status": "fail_accuracy"}],
+            },
+            {
+                "nodeid": "tests/test_m.py::test_expects_error",
+                "checks": [{"status": "handled_error"}],
+            },
+            {
+                "nodeid": "tests/test_m.py::TestRandom::test_sample[0]",
+                "checks": [{"status": "pass"}],
+            },
+        ]
+    }
 
     def outcome(results: dict[str, str]) -> object:
-        return script.Outcome(1.0, 0.0, 0, {test: (result, f"{result} message") for test, result in results.items()},
-                              {}, report)
+        return script.Outcome(
+            1.0,
+            0.0,
+            0,
+            {test: (result, f"{result} message") for test, result in results.items()},
+            {},
+            report,
+        )
 
     assert script.outcome_differences(outcome(plain), outcome(checked)) == [
         ("tests.test_m.TestRandom::test_sample[0]", "failed", "passed", "passed message"),

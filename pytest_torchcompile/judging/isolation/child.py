@@ -68,10 +68,14 @@ def child_main() -> None:
         # An older parent's setup has no version: read it as none.
         version = getattr(setup, "version", None)
         if version != PROTOCOL_VERSION:
-            raise RuntimeError(f"ProtocolMismatch: the parent speaks protocol version {version}, this "
-                               f"judging process {PROTOCOL_VERSION} (two installs of the plugin)")
+            raise RuntimeError(
+                f"ProtocolMismatch: the parent speaks protocol version {version}, this "
+                f"judging process {PROTOCOL_VERSION} (two installs of the plugin)"
+            )
         if setup.single_visible_cuda_device and not torch.cuda.is_available():
-            raise RuntimeError(f"no CUDA device {os.environ.get('CUDA_VISIBLE_DEVICES')} to judge on")
+            raise RuntimeError(
+                f"no CUDA device {os.environ.get('CUDA_VISIBLE_DEVICES')} to judge on"
+            )
         # Before the thread below imports parts of Inductor: one module imported from two
         # threads at once can be seen half-initialized by either (a circular-import error).
         import_compiler()
@@ -89,7 +93,9 @@ def child_main() -> None:
         _serve(setup, patches, requests, replies)
 
 
-def _serve(setup: ChildSetup, patches: dict[str, Any], requests: Connection, replies: Connection) -> None:
+def _serve(
+    setup: ChildSetup, patches: dict[str, Any], requests: Connection, replies: Connection
+) -> None:
     prepared: OrderedDict[int, _Prepared] = OrderedDict()
     while True:
         try:
@@ -97,7 +103,9 @@ def _serve(setup: ChildSetup, patches: dict[str, Any], requests: Connection, rep
         except EOFError:
             return
         if isinstance(request, Prepare):
-            prepared[request.graph.key] = _prepare(request.graph, request.candidate, setup.single_visible_cuda_device)
+            prepared[request.graph.key] = _prepare(
+                request.graph, request.candidate, setup.single_visible_cuda_device
+            )
             while len(prepared) > PREPARED_KEPT:
                 prepared.popitem(last=False)
             continue
@@ -107,9 +115,16 @@ def _serve(setup: ChildSetup, patches: dict[str, Any], requests: Connection, rep
             continue
         if not isinstance(request, Judge | Kernel | Stage | JudgePrepared):
             # A request this process cannot read is an error, answered as one: never a judging.
-            replies.send(Unjudged(GraphVerdict(FailureKind.JUDGE_ERROR, error=f"UnknownRequest: "
-                                               f"{type(request).__name__} is no request of protocol "
-                                               f"version {PROTOCOL_VERSION}")))
+            replies.send(
+                Unjudged(
+                    GraphVerdict(
+                        FailureKind.JUDGE_ERROR,
+                        error=f"UnknownRequest: "
+                        f"{type(request).__name__} is no request of protocol "
+                        f"version {PROTOCOL_VERSION}",
+                    )
+                )
+            )
             continue
         reply = _answer(request, setup, patches, prepared)
         replies.send(reply)
@@ -117,10 +132,16 @@ def _serve(setup: ChildSetup, patches: dict[str, Any], requests: Connection, rep
             return
 
 
-def _answer(request: Judge | Kernel | Stage | JudgePrepared, setup: ChildSetup, patches: dict[str, Any],
-            prepared: OrderedDict[int, _Prepared]) -> Reply:
+def _answer(
+    request: Judge | Kernel | Stage | JudgePrepared,
+    setup: ChildSetup,
+    patches: dict[str, Any],
+    prepared: OrderedDict[int, _Prepared],
+) -> Reply:
     if isinstance(request, JudgePrepared):
-        return _judged(_judge_prepared(prepared.get(request.key), request, setup.single_visible_cuda_device))
+        return _judged(
+            _judge_prepared(prepared.get(request.key), request, setup.single_visible_cuda_device)
+        )
     try:
         gm, inputs = _decode_candidate(request.candidate, setup.single_visible_cuda_device)
     except Exception as error:
@@ -149,24 +170,33 @@ class _Prepared:
     unusable: GraphVerdict | None = None
 
 
-def _prepare(graph: GraphToPrepare, payload: Candidate, single_visible_cuda_device: bool) -> _Prepared:
+def _prepare(
+    graph: GraphToPrepare, payload: Candidate, single_visible_cuda_device: bool
+) -> _Prepared:
     try:
         gm, _ = _decode_candidate(payload, single_visible_cuda_device)
         patches = config_patches(graph.config_source)
         placeholders = [_allocated(spec, single_visible_cuda_device) for spec in graph.input_specs]
     except Exception as error:
-        return _Prepared(None, unusable=GraphVerdict(FailureKind.JUDGE_ERROR, error=error_signature(error)))
+        return _Prepared(
+            None, unusable=GraphVerdict(FailureKind.JUDGE_ERROR, error=error_signature(error))
+        )
     entry = _Prepared(gm)
     try:
         # Nothing compiled here goes to the on-disk cache: should the sender's compiler code
         # differ, its own compile of the graph must not find this one's there.
-        with inductor_config({**patches, "fx_graph_cache": False}), \
-                no_compile_caches(), full_fp32_precision():
+        with (
+            inductor_config({**patches, "fx_graph_cache": False}),
+            no_compile_caches(),
+            full_fp32_precision(),
+        ):
             entry.compiled = compile_graph(private_copy(gm), placeholders)
     except Exception as error:
         entry.unusable = GraphVerdict(FailureKind.COMPILE_ERROR, error=error_signature(error))
         return entry
-    if all(spec.device.type == "cuda" and spec.dtype.is_floating_point for spec in graph.input_specs):
+    if all(
+        spec.device.type == "cuda" and spec.dtype.is_floating_point for spec in graph.input_specs
+    ):
         # A first run tunes the Triton kernels' launch configs, which would otherwise wait for
         # the real inputs; on zeros, which no op can index out of bounds with.
         with contextlib.suppress(Exception):
@@ -180,14 +210,24 @@ def _allocated(spec: TensorSpec, single_visible_cuda_device: bool) -> torch.Tens
     return torch.empty_strided(spec.shape, spec.stride, dtype=spec.dtype, device=device)
 
 
-def _judge_prepared(entry: _Prepared | None, request: JudgePrepared, single_visible_cuda_device: bool) -> GraphVerdict:
+def _judge_prepared(
+    entry: _Prepared | None, request: JudgePrepared, single_visible_cuda_device: bool
+) -> GraphVerdict:
     if entry is None:
-        return GraphVerdict(FailureKind.JUDGE_ERROR, error="NotPrepared: the judging process no longer holds that graph")
+        return GraphVerdict(
+            FailureKind.JUDGE_ERROR,
+            error="NotPrepared: the judging process no longer holds that graph",
+        )
     own = compiler_fingerprint([name for name in request.fingerprint if "[" not in name])
-    differing = sorted(name for name, digest in request.fingerprint.items() if own.get(name, digest) != digest)
+    differing = sorted(
+        name for name, digest in request.fingerprint.items() if own.get(name, digest) != digest
+    )
     if differing:
-        return GraphVerdict(FailureKind.JUDGE_ERROR, error=f"ForeignCompilerCode: the compiler code of the process that "
-                                               f"sent the graph differs here: {', '.join(differing[:5])}")
+        return GraphVerdict(
+            FailureKind.JUDGE_ERROR,
+            error=f"ForeignCompilerCode: the compiler code of the process that "
+            f"sent the graph differs here: {', '.join(differing[:5])}",
+        )
     if entry.unusable is not None:
         return entry.unusable
     assert entry.gm is not None and entry.compiled is not None
@@ -198,13 +238,20 @@ def _judge_prepared(entry: _Prepared | None, request: JudgePrepared, single_visi
         return GraphVerdict(FailureKind.JUDGE_ERROR, error=error_signature(error))
     torch.manual_seed(0)
     try:
-        return judge_graph(entry.gm, inputs, request.settings.tol, request.settings.check_non_float,
-                           compiler=lambda gm, inputs: compiled)
+        return judge_graph(
+            entry.gm,
+            inputs,
+            request.settings.tol,
+            request.settings.check_non_float,
+            compiler=lambda gm, inputs: compiled,
+        )
     except Exception as error:
         return GraphVerdict(FailureKind.JUDGE_ERROR, error=error_signature(error))
 
 
-def _decode_candidate(candidate: Candidate, single_visible_cuda_device: bool) -> tuple[torch.fx.GraphModule, list[Any]]:
+def _decode_candidate(
+    candidate: Candidate, single_visible_cuda_device: bool
+) -> tuple[torch.fx.GraphModule, list[Any]]:
     required, payload = candidate
     missing = register_ops(required)
     if missing is not None:
@@ -231,4 +278,8 @@ def _storage_onto_visible_cuda(storage: Any, location: str) -> Any:
 
 
 def _onto_visible_cuda(value: Any) -> Any:
-    return torch.device("cuda", 0) if isinstance(value, torch.device) and value.type == "cuda" else value
+    return (
+        torch.device("cuda", 0)
+        if isinstance(value, torch.device) and value.type == "cuda"
+        else value
+    )

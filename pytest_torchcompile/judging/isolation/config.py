@@ -26,7 +26,9 @@ or lowerings that the process which found the failure had and a fresh process la
 
 def import_setup_modules() -> None:
     """Import what :data:`SETUP_VARIABLE` names (once per process: imports are cached)."""
-    for entry in filter(None, (part.strip() for part in os.environ.get(SETUP_VARIABLE, "").split(","))):
+    for entry in filter(
+        None, (part.strip() for part in os.environ.get(SETUP_VARIABLE, "").split(","))
+    ):
         if entry.endswith(".py") or os.sep in entry:
             path = Path(entry).resolve()
             name = f"_pytest_torchcompile_setup_{path.stem}"
@@ -55,7 +57,7 @@ def config_patches(config_source: str) -> dict[str, Any]:
         line = line.strip()
         if not line.startswith(CONFIG_PREFIX):
             continue
-        name, separator, expression = line[len(CONFIG_PREFIX):].partition("=")
+        name, separator, expression = line[len(CONFIG_PREFIX) :].partition("=")
         if not separator:
             raise ValueError(f"not an Inductor config assignment: {line!r}")
         if not inductor_config_has(name.strip()):

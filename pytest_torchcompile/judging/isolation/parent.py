@@ -71,7 +71,9 @@ class InProcessJudge:
     restarts = 0
     deaths: tuple[str, ...] = ()
 
-    def __init__(self, config_source: str = "", verdict_function: VerdictFunction = judge_candidate) -> None:
+    def __init__(
+        self, config_source: str = "", verdict_function: VerdictFunction = judge_candidate
+    ) -> None:
         self._patches = config_patches(config_source)
         self._verdict_function = verdict_function
         self._stack = contextlib.ExitStack()
@@ -84,13 +86,19 @@ class InProcessJudge:
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
-    def __call__(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
+    def __call__(
+        self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings
+    ) -> GraphVerdict:
         return self._verdict_function(settings, private_copy(gm), inputs)
 
-    def kernel_source(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> str | None:
+    def kernel_source(
+        self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings
+    ) -> str | None:
         return kernel_source(private_copy(gm), inputs, settings)
 
-    def attribute_stage(self, gm: torch.fx.GraphModule, inputs: list[Any], query: StageQuery) -> StageAttribution:
+    def attribute_stage(
+        self, gm: torch.fx.GraphModule, inputs: list[Any], query: StageQuery
+    ) -> StageAttribution:
         return stage_of(query, gm, inputs, self._patches)
 
 
@@ -98,7 +106,9 @@ class IsolationError(RuntimeError):
     """The judging child could not be started."""
 
 
-def _child_setup(config_source: str, verdict_function: VerdictFunction, device: str | None) -> ChildSetup:
+def _child_setup(
+    config_source: str, verdict_function: VerdictFunction, device: str | None
+) -> ChildSetup:
     config_patches(config_source)  # fail here, not in the child, on a malformed config
     return ChildSetup(config_source, verdict_function, _cuda_index(device) is not None)
 
@@ -131,18 +141,31 @@ def _spawn_child(setup: ChildSetup, device: str | None, log_path: Path) -> _Chil
     index = _cuda_index(device)
     if index is not None:
         # The index counts the GPUs this process sees, which CUDA_VISIBLE_DEVICES may narrow.
-        visible = [entry.strip() for entry in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
+        visible = [
+            entry.strip()
+            for entry in env.get("CUDA_VISIBLE_DEVICES", "").split(",")
+            if entry.strip()
+        ]
         env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", CHILD_MODULE, str(requests_read), str(replies_write)],
-            pass_fds=(requests_read, replies_write), env=env, stdin=subprocess.DEVNULL,
-            stdout=log, stderr=log, start_new_session=True,
+            pass_fds=(requests_read, replies_write),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
         )
     os.close(requests_read)
     os.close(replies_write)
-    child = _Child(process, Connection(requests_write, readable=False), Connection(replies_read, writable=False),
-                   log_path, _thread_environment())
+    child = _Child(
+        process,
+        Connection(requests_write, readable=False),
+        Connection(replies_read, writable=False),
+        log_path,
+        _thread_environment(),
+    )
     child.requests.send(setup)
     return child
 
@@ -154,8 +177,12 @@ class SpareChildren:
     def __init__(self) -> None:
         self._waiting: dict[tuple[ChildSetup, str | None], _Child] = {}
 
-    def prestart(self, config_source: str, device: str | None = None,
-                 verdict_function: VerdictFunction = judge_candidate) -> None:
+    def prestart(
+        self,
+        config_source: str,
+        device: str | None = None,
+        verdict_function: VerdictFunction = judge_candidate,
+    ) -> None:
         """Start the judging child of a case now (once a failing case is known), so that its start
         (Python, torch, Inductor's CPU probes) overlaps the rest of the test run instead of opening
         the minify phase. The first :class:`IsolatedJudge` of the same setup given these spares
@@ -232,7 +259,9 @@ class IsolatedJudge:
     def __enter__(self) -> IsolatedJudge:
         # Start now (unless one was prestarted): the child imports torch and Inductor while the
         # caller loads the case.
-        self._child = self._spares.adopt(self._setup, self._device) if self._spares is not None else None
+        self._child = (
+            self._spares.adopt(self._setup, self._device) if self._spares is not None else None
+        )
         if self._child is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = self._child.log.parent
@@ -244,7 +273,9 @@ class IsolatedJudge:
         self._stop_child()
         shutil.rmtree(self._workdir, ignore_errors=True)
 
-    def __call__(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> GraphVerdict:
+    def __call__(
+        self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings
+    ) -> GraphVerdict:
         return self._verdict(self._request(Judge(settings, encode_candidate(gm, inputs))))
 
     def hand_over(self, spares: SpareChildren) -> bool:
@@ -253,11 +284,18 @@ class IsolatedJudge:
         asked again. False where it has none to give, holds graphs prepared there, or ``spares``
         holds one already."""
         child = self._child
-        if child is None or not child.ready or child.process.poll() is not None or self._prepared_by \
-                or not spares.keep(self._setup, self._device, child):
+        if (
+            child is None
+            or not child.ready
+            or child.process.poll() is not None
+            or self._prepared_by
+            or not spares.keep(self._setup, self._device, child)
+        ):
             return False
         self._child = None
-        self._workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))  # the old one goes with it
+        self._workdir = Path(
+            tempfile.mkdtemp(prefix="pytest-torchcompile-judge-")
+        )  # the old one goes with it
         return True
 
     def _verdict(self, reply: Reply) -> GraphVerdict:
@@ -270,11 +308,15 @@ class IsolatedJudge:
             self._stop_child()
         return reply.verdict
 
-    def kernel_source(self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings) -> str | None:
+    def kernel_source(
+        self, gm: torch.fx.GraphModule, inputs: list[Any], settings: JudgeSettings
+    ) -> str | None:
         reply = self._request(Kernel(settings, encode_candidate(gm, inputs)))
         return reply.source if isinstance(reply, KernelSource) else None
 
-    def attribute_stage(self, gm: torch.fx.GraphModule, inputs: list[Any], query: StageQuery) -> StageAttribution:
+    def attribute_stage(
+        self, gm: torch.fx.GraphModule, inputs: list[Any], query: StageQuery
+    ) -> StageAttribution:
         """:func:`stage_of` in the child; a crash or hang of the child is the answer's note."""
         reply = self._request(Stage(query, encode_candidate(gm, inputs)))
         if isinstance(reply, StageAttributed):
@@ -290,8 +332,9 @@ class IsolatedJudge:
         child = self._running_child()
         # Sent from a thread: a child still starting reads nothing yet, and a graph larger than
         # the pipe's buffer would hold this process up until it does.
-        sender = threading.Thread(target=self._send, args=(child, Prepare(graph, encode_candidate(gm, []))),
-                                  daemon=True)
+        sender = threading.Thread(
+            target=self._send, args=(child, Prepare(graph, encode_candidate(gm, []))), daemon=True
+        )
         sender.start()
         self._prepared_by[graph.key] = (child, sender)
         while len(self._prepared_by) > PREPARED_KEPT:  # the child keeps no more either
@@ -313,15 +356,22 @@ class IsolatedJudge:
         taken now, when this process has compiled what it compiles), its compile is not this
         process's, and the verdict is a ``JUDGE_ERROR`` saying so."""
         if key not in self._prepared_by:
-            return GraphVerdict(FailureKind.JUDGE_ERROR, error="NotPrepared: no graph was prepared under this key")
+            return GraphVerdict(
+                FailureKind.JUDGE_ERROR, error="NotPrepared: no graph was prepared under this key"
+            )
         child, sender = self._prepared_by[key]
         sender.join()
         if child is not self._child or child.process.poll() is not None:
-            return GraphVerdict(FailureKind.CRASHED, error=f"CandidateCrashed: the judging process "
-                                                f"{self._reap() if child is self._child else 'was replaced'} "
-                                                "while compiling the graph")
+            return GraphVerdict(
+                FailureKind.CRASHED,
+                error=f"CandidateCrashed: the judging process "
+                f"{self._reap() if child is self._child else 'was replaced'} "
+                "while compiling the graph",
+            )
         fingerprint = compiler_fingerprint()
-        return self._verdict(self._request(JudgePrepared(key, settings, fingerprint, saved(list(inputs)))))
+        return self._verdict(
+            self._request(JudgePrepared(key, settings, fingerprint, saved(list(inputs))))
+        )
 
     def _request(self, message: Request) -> Reply:
         """Send one request and wait for its reply; a dead or hung child yields the verdict
@@ -332,12 +382,22 @@ class IsolatedJudge:
                 child.requests.send(message)
             if not child.replies.poll(self._candidate_timeout_s):
                 self._stop_child()
-                return Unjudged(GraphVerdict(FailureKind.TIMED_OUT, error=f"CandidateTimedOut: no verdict within "
-                                                              f"{self._candidate_timeout_s:.0f} s"))
+                return Unjudged(
+                    GraphVerdict(
+                        FailureKind.TIMED_OUT,
+                        error=f"CandidateTimedOut: no verdict within "
+                        f"{self._candidate_timeout_s:.0f} s",
+                    )
+                )
             reply: Reply = child.replies.recv()
             return reply
         except (EOFError, OSError):
-            return Unjudged(GraphVerdict(FailureKind.CRASHED, error=f"CandidateCrashed: the judging process {self._reap()}"))
+            return Unjudged(
+                GraphVerdict(
+                    FailureKind.CRASHED,
+                    error=f"CandidateCrashed: the judging process {self._reap()}",
+                )
+            )
 
     def _running_child(self) -> _Child:
         """The child, started anew if it died or was stopped (between requests: no candidate's
@@ -356,10 +416,14 @@ class IsolatedJudge:
         try:
             if not child.replies.poll(self._startup_timeout_s):
                 self._stop_child()
-                raise IsolationError(f"the judging process did not start within {self._startup_timeout_s:.0f} s")
+                raise IsolationError(
+                    f"the judging process did not start within {self._startup_timeout_s:.0f} s"
+                )
             started: Ready | StartFailed = child.replies.recv()
         except (EOFError, OSError) as error:
-            raise IsolationError(f"the judging process {self._reap()} while starting: {_log_tail(child.log)}") from error
+            raise IsolationError(
+                f"the judging process {self._reap()} while starting: {_log_tail(child.log)}"
+            ) from error
         if isinstance(started, StartFailed):
             self._stop_child()
             raise IsolationError(f"the judging process failed to start: {started.error}")
@@ -381,7 +445,11 @@ class IsolatedJudge:
             _kill(child)
             code = child.process.wait()
         _close(child)
-        how = f"died of signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+        how = (
+            f"died of signal {signal.Signals(-code).name}"
+            if code < 0
+            else f"exited with status {code}"
+        )
         self.deaths.append(how)
         return how
 

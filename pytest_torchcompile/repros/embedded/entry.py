@@ -61,11 +61,16 @@ def run_check() -> tuple[int, str]:
     with torch.set_grad_enabled(GRAD_ENABLED):
         verdict = judge_graph(graph, inputs, TOL, CHECK_NON_FLOAT, level=LEVEL)
     if verdict.failure == FailureKind.EAGER_ERROR:
-        return BROKEN_EXIT, f"REPRO BROKEN: the graph fails eagerly on its own inputs: {verdict.error}"
+        return (
+            BROKEN_EXIT,
+            f"REPRO BROKEN: the graph fails eagerly on its own inputs: {verdict.error}",
+        )
     lines = [f"expected failure: {KIND}" + (f" ({EXPECTED_ERROR})" if EXPECTED_ERROR else "")]
     if SKIPPED_CONFIG:
-        lines.append(f"note: Inductor config keys this torch ({torch.__version__}) lacks were skipped: "
-                     f"{', '.join(SKIPPED_CONFIG)}")
+        lines.append(
+            f"note: Inductor config keys this torch ({torch.__version__}) lacks were skipped: "
+            f"{', '.join(SKIPPED_CONFIG)}"
+        )
     if verdict.leaves:
         lines.append(shown_table(verdict.leaves))
     if verdict.failure is None:
@@ -91,6 +96,7 @@ except ImportError:  # the file runs with torch alone
     pytest = None  # type: ignore[assignment]
 
 if pytest is not None:
+
     @pytest.mark.inductor_repro(kind=KIND, tol=TOL)
     def test_repro() -> None:
         status, report = run_check()

@@ -70,6 +70,8 @@ def _trace(module: torch.nn.Module) -> torch.fx.GraphModule:
     with _Factories(tracer):
         graph = tracer.trace(module)
     for node in graph.nodes:
-        if isinstance(node.type, str):  # an annotation this file's postponed evaluation left a string
+        if isinstance(
+            node.type, str
+        ):  # an annotation this file's postponed evaluation left a string
             node.type = None
     return torch.fx.GraphModule(module, graph)

@@ -20,11 +20,15 @@ aten = torch.ops.aten
 
 def relu_repro(tmp_path: Path) -> str:
     x = torch.linspace(-2, 2, 16)
-    case = ReproCase(make_fx(lambda value: (torch.relu(value),))(x), [x], FailureKind.ACCURACY, "relu")
+    case = ReproCase(
+        make_fx(lambda value: (torch.relu(value),))(x), [x], FailureKind.ACCURACY, "relu"
+    )
     return str(write_repro(case, tmp_path / "repro.py"))
 
 
-def test_code_generated_otherwise_here_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_code_generated_otherwise_here_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from torch._inductor import lowering
 
     # relu lowered as abs in this process only: its repro fails here, and passes in a fresh process.
@@ -44,7 +48,10 @@ def test_a_repro_that_passes_here_too_is_said_not_to_hold_what_the_test_ran(tmp_
         reason = confirmer.unconfirmed(relu_repro(tmp_path))
     finally:
         confirmer.close()
-    assert reason is not None and "judged again in this process, the repro's graph passes too" in reason
+    assert (
+        reason is not None
+        and "judged again in this process, the repro's graph passes too" in reason
+    )
 
 
 def test_the_child_started_as_a_check_deviates_is_the_one_that_confirms(tmp_path: Path) -> None:

@@ -48,7 +48,9 @@ def _alive(made: Copies, fp64: bool) -> int:
 
 
 @pytest.mark.parametrize("backward", [False, True])
-def test_no_copy_is_alive_beside_the_fp64_one_and_only_the_compiled_one_outlives_its_run(monkeypatch: pytest.MonkeyPatch, backward: bool) -> None:
+def test_no_copy_is_alive_beside_the_fp64_one_and_only_the_compiled_one_outlives_its_run(
+    monkeypatch: pytest.MonkeyPatch, backward: bool
+) -> None:
     made = _copies(monkeypatch)
     seen: dict[str, tuple[int, int]] = {}
 
@@ -56,10 +58,13 @@ def test_no_copy_is_alive_beside_the_fp64_one_and_only_the_compiled_one_outlives
         def run(*args: Any, **kwargs: Any) -> Any:
             seen[name] = (_alive(made, False), _alive(made, True))
             return step(*args, **kwargs)
+
         return run
 
     monkeypatch.setattr(checking, "_reference", noting("fp64 run", checking._reference))
-    monkeypatch.setattr(checking, "_masked_divergence", noting("probe", checking._masked_divergence))
+    monkeypatch.setattr(
+        checking, "_masked_divergence", noting("probe", checking._masked_divergence)
+    )
     outcome = check_model(_mlp(), [torch.randn(3, 8)], options=CheckOptions(backward=backward))
     assert outcome.status is Status.PASS, outcome.message
     # Two eager runs came before the fp64 run, none of them left; the compiled copy came after it,
@@ -68,7 +73,9 @@ def test_no_copy_is_alive_beside_the_fp64_one_and_only_the_compiled_one_outlives
     assert seen == {"fp64 run": (0, 0), "probe": (1, 0)}
 
 
-def test_an_fp64_copy_that_does_not_fit_leaves_the_same_precision_check(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_fp64_copy_that_does_not_fit_leaves_the_same_precision_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     original = checking._copy_callable
 
     def no_room_in_fp64(fn: Callable[..., Any], fp64: bool = False) -> Callable[..., Any]:
@@ -79,10 +86,14 @@ def test_an_fp64_copy_that_does_not_fit_leaves_the_same_precision_check(monkeypa
     monkeypatch.setattr(checking, "_copy_callable", no_room_in_fp64)
     outcome = check_model(_mlp(), [torch.randn(3, 8)])
     assert outcome.status is Status.NO_FP64_REFERENCE and outcome.passed
-    assert outcome.reference == ("same-precision cosine check: the fp64 reference does not fit in memory: the "
-                                 f"model's weights and inputs alone take {(8 * 8 + 8 + 8 * 4 + 4 + 3 * 8) * 8 / 2**30:.2f} "
-                                 "GiB in fp64 (MemoryError: no room)")
-    assert outcome.comparison is not None and [leaf.passed for leaf in outcome.comparison.leaves] == [True]
+    assert outcome.reference == (
+        "same-precision cosine check: the fp64 reference does not fit in memory: the "
+        f"model's weights and inputs alone take {(8 * 8 + 8 + 8 * 4 + 4 + 3 * 8) * 8 / 2**30:.2f} "
+        "GiB in fp64 (MemoryError: no room)"
+    )
+    assert outcome.comparison is not None and [
+        leaf.passed for leaf in outcome.comparison.leaves
+    ] == [True]
 
 
 def test_the_fp64_copy_keeps_tied_weights_tied_and_the_callers_in_fp32() -> None:
@@ -91,16 +102,28 @@ def test_the_fp64_copy_keeps_tied_weights_tied_and_the_callers_in_fp32() -> None
     wide = checking._copy_callable(model, fp64=True)
     assert isinstance(wide, torch.nn.Sequential) and wide[0].weight is wide[1].weight
     assert wide[0].weight.dtype == torch.float64 and isinstance(wide[0].weight, torch.nn.Parameter)
-    assert model[0].weight.dtype == torch.float32 and torch.equal(wide[0].weight, model[0].weight.double())
+    assert model[0].weight.dtype == torch.float32 and torch.equal(
+        wide[0].weight, model[0].weight.double()
+    )
 
 
 @pytest.mark.parametrize("steps", [0, 1])
-def test_the_compiled_calls_record_the_callers_weights_unless_an_optimizer_steps(steps: int) -> None:
+def test_the_compiled_calls_record_the_callers_weights_unless_an_optimizer_steps(
+    steps: int,
+) -> None:
     model = _mlp()
-    outcome = check_model(model, [torch.randn(3, 8)], options=CheckOptions(steps=steps, intermediates=False))
+    outcome = check_model(
+        model, [torch.randn(3, 8)], options=CheckOptions(steps=steps, intermediates=False)
+    )
     assert outcome.status is Status.PASS, outcome.message
     weights = {weight.untyped_storage().data_ptr() for weight in model.parameters()}
-    recorded = [value for graph in outcome.graphs if graph.kind != "backward" for call in graph.calls
-                for value in call if isinstance(value, torch.Tensor)]
+    recorded = [
+        value
+        for graph in outcome.graphs
+        if graph.kind != "backward"
+        for call in graph.calls
+        for value in call
+        if isinstance(value, torch.Tensor)
+    ]
     shared = [value for value in recorded if value.untyped_storage().data_ptr() in weights]
     assert len(shared) == (4 if not steps else 0)

@@ -17,8 +17,18 @@ from pytest_torchcompile.reporting.layout import TerminalLayout
 
 
 def gradients(count: int, failing: set[int]) -> list[LeafResult]:
-    return [LeafResult(f"out.grad[w{index}]", (3,), "float32", index not in failing, "fp64 rmse",
-                       rmse_compiled=1.0 + index / count, rmse_eager=1.0) for index in range(count)]
+    return [
+        LeafResult(
+            f"out.grad[w{index}]",
+            (3,),
+            "float32",
+            index not in failing,
+            "fp64 rmse",
+            rmse_compiled=1.0 + index / count,
+            rmse_eager=1.0,
+        )
+        for index in range(count)
+    ]
 
 
 def table_rows(message: str) -> list[str]:
@@ -31,15 +41,23 @@ def training_failure(leaves: list[LeafResult]) -> str:
     return failure_message(result, outcome, TerminalLayout(80))
 
 
-def test_a_long_table_shows_the_failing_rows_and_the_closest_with_a_count(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_table_shows_the_failing_rows_and_the_closest_with_a_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv(FULL_TABLE_VARIABLE, raising=False)
     message = training_failure(gradients(226, {3, 50, 100, 200}))
     rows = table_rows(message)
     assert len(rows) == 9
     assert [row.split()[0] for row in rows if "FAIL" in row] == [
-        "out.grad[w3]", "out.grad[w50]", "out.grad[w100]", "out.grad[w200]"]
+        "out.grad[w3]",
+        "out.grad[w50]",
+        "out.grad[w100]",
+        "out.grad[w200]",
+    ]
     assert {"out.grad[w225]", "out.grad[w221]"} <= {row.split()[0] for row in rows}
-    assert f"(217 more outputs pass; {FULL_TABLE_VARIABLE}=1 shows every row)" in message.splitlines()
+    assert (
+        f"(217 more outputs pass; {FULL_TABLE_VARIABLE}=1 shows every row)" in message.splitlines()
+    )
     assert all(len(line) <= 80 for line in message.splitlines())
 
 
@@ -54,7 +72,9 @@ def test_a_plain_graphs_long_table_is_summarized_too(monkeypatch: pytest.MonkeyP
     monkeypatch.delenv(FULL_TABLE_VARIABLE, raising=False)
     leaves = gradients(40, {7})
     # Only the message and the table are shown: no graph is needed.
-    failure = GraphFailure(cast(Any, None), [], Status.FAIL_ACCURACY, "1 of 40 outputs deviate", leaves)
+    failure = GraphFailure(
+        cast(Any, None), [], Status.FAIL_ACCURACY, "1 of 40 outputs deviate", leaves
+    )
     result = CaseResult("test_plain", Status.FAIL_ACCURACY, failure.message)
     message = graph_failures_message([result], [failure], TerminalLayout(80))
     assert len(table_rows(message)) == 6

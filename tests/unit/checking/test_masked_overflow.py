@@ -22,7 +22,9 @@ FINITE = [torch.tensor([1.0, 3.0, 2.0], dtype=torch.float16)]
 
 
 def test_non_finite_values_spread_from_eagers_overflow_are_no_finding() -> None:
-    assert not deviates_on_its_own(failing("non-finite pattern"), OVERFLOWED, graph_inputs_finite=True)
+    assert not deviates_on_its_own(
+        failing("non-finite pattern"), OVERFLOWED, graph_inputs_finite=True
+    )
 
 
 def test_wrong_finite_values_beside_eagers_overflow_are_a_finding() -> None:

@@ -28,7 +28,11 @@ class Nested(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple:
         logits = self.linear(x).relu()
-        return logits.sum(), [Heads(logits, logits.argmax(-1))], {"mask": logits > 0, "nan": torch.log(x - 10)}
+        return (
+            logits.sum(),
+            [Heads(logits, logits.argmax(-1))],
+            {"mask": logits > 0, "nan": torch.log(x - 10)},
+        )
 
 
 def test_nested_int_bool_and_nan_outputs_pass() -> None:
@@ -36,12 +40,20 @@ def test_nested_int_bool_and_nan_outputs_pass() -> None:
     outcome = check_model(Nested().eval(), (torch.randn(4, 8),))
     assert outcome.status is Status.PASS, outcome.message
     paths = [leaf.path for leaf in outcome.comparison.leaves]
-    assert paths == ["out[0]", "out[1][0].logits", "out[1][0].labels", "out[2]['mask']", "out[2]['nan']"]
+    assert paths == [
+        "out[0]",
+        "out[1][0].logits",
+        "out[1][0].labels",
+        "out[2]['mask']",
+        "out[2]['nan']",
+    ]
 
 
 def test_relu_bug_is_caught_on_nested_outputs() -> None:
     torch.manual_seed(0)
-    outcome = check_model(Nested().eval(), (torch.randn(4, 8),), options=CheckOptions(inductor_config=RELU_BUG))
+    outcome = check_model(
+        Nested().eval(), (torch.randn(4, 8),), options=CheckOptions(inductor_config=RELU_BUG)
+    )
     assert outcome.status is Status.FAIL_ACCURACY
     failing = {leaf.path for leaf in outcome.comparison.failing}
     assert "out[1][0].logits" in failing
@@ -80,7 +92,9 @@ def test_eager_disagreeing_with_itself_is_run_again_with_deterministic_kernels()
     generator = torch.Generator().manual_seed(0)
 
     def fn(x: torch.Tensor) -> torch.Tensor:
-        jitter = 0.0 if torch.backends.cudnn.deterministic else float(torch.rand(1, generator=generator))
+        jitter = (
+            0.0 if torch.backends.cudnn.deterministic else float(torch.rand(1, generator=generator))
+        )
         return x * 2 + jitter
 
     options = CheckOptions()
@@ -88,7 +102,10 @@ def test_eager_disagreeing_with_itself_is_run_again_with_deterministic_kernels()
     baseline = _eager_baseline(runs, ((torch.ones(4),), {}), options)
     assert isinstance(baseline, _Baseline) and runs.deterministic
     assert torch.equal(baseline.parts["out"], torch.full((4,), 2.0))
-    assert torch.backends.cudnn.deterministic is False and not torch.are_deterministic_algorithms_enabled()
+    assert (
+        torch.backends.cudnn.deterministic is False
+        and not torch.are_deterministic_algorithms_enabled()
+    )
 
 
 def test_a_check_leaves_the_callers_random_stream_alone() -> None:
@@ -133,7 +150,9 @@ def test_model_that_cannot_run_in_fp64_gets_labelled_weaker_check() -> None:
     assert outcome.status is Status.NO_FP64_REFERENCE
     assert outcome.passed
     assert "cannot run in fp64" in outcome.reference
-    assert all("cosine" in leaf.rule or leaf.rule == "allclose" for leaf in outcome.comparison.leaves)
+    assert all(
+        "cosine" in leaf.rule or leaf.rule == "allclose" for leaf in outcome.comparison.leaves
+    )
 
 
 class WithBuffers(torch.nn.Module):
@@ -153,7 +172,9 @@ def test_buffers_and_constants_train_mode_model_untouched() -> None:
     outcome = check_model(model, (torch.randn(16, 8),))
     assert outcome.status is Status.PASS, outcome.message
     assert torch.equal(model.bn.running_mean, running_mean)
-    broken = check_model(model, (torch.randn(16, 8),), options=CheckOptions(inductor_config=RELU_BUG))
+    broken = check_model(
+        model, (torch.randn(16, 8),), options=CheckOptions(inductor_config=RELU_BUG)
+    )
     assert broken.status is Status.FAIL_ACCURACY
 
 
@@ -173,12 +194,17 @@ def test_eager_exception_is_an_error_of_the_test() -> None:
         check_model(fn, (torch.randn(2),))
 
 
-@pytest.mark.parametrize(("bug", "status"), [("compile_error", Status.FAIL_COMPILE),
-                                             ("runtime_error", Status.FAIL_RUNTIME)])
+@pytest.mark.parametrize(
+    ("bug", "status"),
+    [("compile_error", Status.FAIL_COMPILE), ("runtime_error", Status.FAIL_RUNTIME)],
+)
 def test_compiler_errors_have_their_own_statuses(bug: str, status: Status) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
-    outcome = check_model(model, (torch.randn(2, 4),),
-                          options=CheckOptions(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": bug}))
+    outcome = check_model(
+        model,
+        (torch.randn(2, 4),),
+        options=CheckOptions(inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": bug}),
+    )
     assert outcome.status is status
     assert outcome.failing_graphs
 
@@ -201,7 +227,11 @@ def _first_output(out: tuple[torch.Tensor, ...]) -> torch.Tensor:
 
 def test_no_gradient_and_a_zero_gradient_are_one() -> None:
     torch.manual_seed(0)
-    outcome = check_model(AuxiliaryHead(), (torch.randn(4, 8),), options=CheckOptions(backward=True, loss_fn=_first_output))
+    outcome = check_model(
+        AuxiliaryHead(),
+        (torch.randn(4, 8),),
+        options=CheckOptions(backward=True, loss_fn=_first_output),
+    )
     assert outcome.status is Status.PASS, outcome.message
     paths = {leaf.path for leaf in outcome.comparison.leaves}
     assert {"grad['aux.weight']", "grad['body.weight']"} <= paths
@@ -209,13 +239,20 @@ def test_no_gradient_and_a_zero_gradient_are_one() -> None:
 
 def test_a_wrong_gradient_beside_an_unused_head_still_fails() -> None:
     torch.manual_seed(0)
-    outcome = check_model(AuxiliaryHead(), (torch.randn(4, 8),),
-                          options=CheckOptions(backward=True, loss_fn=_first_output, inductor_config=RELU_BUG))
+    outcome = check_model(
+        AuxiliaryHead(),
+        (torch.randn(4, 8),),
+        options=CheckOptions(backward=True, loss_fn=_first_output, inductor_config=RELU_BUG),
+    )
     assert outcome.status is Status.FAIL_ACCURACY
     assert "grad['body.weight']" in {leaf.path for leaf in outcome.comparison.failing}
 
 
 def test_training_checks_default_to_pytorchs_training_tolerance() -> None:
     assert CheckOptions().tolerance == DEFAULT_TOLERANCE
-    assert CheckOptions(backward=True).tolerance == CheckOptions(steps=2).tolerance == TRAINING_TOLERANCE
+    assert (
+        CheckOptions(backward=True).tolerance
+        == CheckOptions(steps=2).tolerance
+        == TRAINING_TOLERANCE
+    )
     assert CheckOptions(backward=True, tol=1e-5).tolerance == 1e-5

@@ -28,5 +28,9 @@ def test_a_wrong_value_written_into_an_argument_is_caught() -> None:
     reset()
     [failure] = checker.failures
     # dst is the graph's only input written into, whatever its position among the graph's inputs.
-    [written] = [index for index, value in enumerate(failure.inputs) if torch.equal(value, torch.zeros(16))]
-    assert [leaf.path for leaf in failure.leaves if not leaf.passed] == [mutated_input_path(written)]
+    [written] = [
+        index for index, value in enumerate(failure.inputs) if torch.equal(value, torch.zeros(16))
+    ]
+    assert [leaf.path for leaf in failure.leaves if not leaf.passed] == [
+        mutated_input_path(written)
+    ]

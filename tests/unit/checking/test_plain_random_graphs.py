@@ -19,13 +19,20 @@ def noisy(x: torch.Tensor) -> torch.Tensor:
     return torch.relu(x) + torch.rand_like(x)
 
 
-def compiled(fn: Callable[..., Any], x: torch.Tensor, checker: GraphChecker | None = None,
-             config: dict[str, Any] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def compiled(
+    fn: Callable[..., Any],
+    x: torch.Tensor,
+    checker: GraphChecker | None = None,
+    config: dict[str, Any] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``fn`` compiled and called from seed 0, watched by ``checker`` where given: its output and
     the CPU generator's state after it."""
     reset()
     try:
-        with checker.watching() if checker is not None else inductor_config(None), inductor_config(config):
+        with (
+            checker.watching() if checker is not None else inductor_config(None),
+            inductor_config(config),
+        ):
             torch.manual_seed(0)
             output = torch.compile(fn)(x)
             return output, torch.get_rng_state()

@@ -21,11 +21,19 @@ RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 
 def _checked_sum_loss_step(config: dict[str, str]) -> GraphChecker:
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
-                                torch.nn.MaxPool2d(2)).train()
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 64, 3, padding=1),
+        torch.nn.BatchNorm2d(64),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+    ).train()
     x = torch.randn(4, 3, 32, 32)
-    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False,
-                           training_tol=TRAINING_TOLERANCE)
+    checker = GraphChecker(
+        DEFAULT_TOLERANCE,
+        check_non_float=True,
+        intermediates=False,
+        training_tol=TRAINING_TOLERANCE,
+    )
     reset()
     try:
         with inductor_config(config), checker.watching():

@@ -27,7 +27,9 @@ RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 _LIBRARY = "pytest_torchcompile_training_calls"
 
 
-@torch.library.custom_op(f"{_LIBRARY}::scale_by", mutates_args=(), tags=(torch.Tag.flexible_layout,))
+@torch.library.custom_op(
+    f"{_LIBRARY}::scale_by", mutates_args=(), tags=(torch.Tag.flexible_layout,)
+)
 def scale_by(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x * w
 
@@ -37,12 +39,16 @@ def _(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
 
 
-@torch.library.custom_op(f"{_LIBRARY}::scale_by_backward", mutates_args=(), tags=(torch.Tag.flexible_layout,))
+@torch.library.custom_op(
+    f"{_LIBRARY}::scale_by_backward", mutates_args=(), tags=(torch.Tag.flexible_layout,)
+)
 def scale_by_backward(grad: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """Wrong where ``w`` is not channels-last, as eager's ``cat`` of channels-last tensors lays
     it out: it reads ``w``'s storage in that layout (as #197888's kernel reads indices as
     contiguous). Inductor saves its ``cat`` contiguous."""
-    return grad * torch.as_strided(w, w.shape, w.contiguous(memory_format=torch.channels_last).stride())
+    return grad * torch.as_strided(
+        w, w.shape, w.contiguous(memory_format=torch.channels_last).stride()
+    )
 
 
 @scale_by_backward.register_fake
@@ -50,12 +56,17 @@ def _(grad: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(grad)
 
 
-def _save_weight(ctx: torch.autograd.function.FunctionCtx, inputs: tuple[torch.Tensor, torch.Tensor],
-                 output: torch.Tensor) -> None:
+def _save_weight(
+    ctx: torch.autograd.function.FunctionCtx,
+    inputs: tuple[torch.Tensor, torch.Tensor],
+    output: torch.Tensor,
+) -> None:
     ctx.save_for_backward(inputs[1])
 
 
-def _scale_by_grad(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+def _scale_by_grad(
+    ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
+) -> tuple[torch.Tensor, None]:
     (w,) = ctx.saved_tensors  # type: ignore[attr-defined]
     return scale_by_backward(grad, w), None
 
@@ -115,7 +126,9 @@ def test_a_call_no_backward_followed_gets_no_backward() -> None:
     with checker.watching():
         torch.compile(scaled_by_cat)(x, v)
     reset()
-    assert checker.failures == [] and [graph.kind for graph in checker.capture.graphs] == ["forward"]
+    assert checker.failures == [] and [graph.kind for graph in checker.capture.graphs] == [
+        "forward"
+    ]
 
 
 def test_a_backward_graph_failing_on_its_own_is_reported_once() -> None:
@@ -142,7 +155,9 @@ class ConvNet(torch.nn.Module):
         return self.head(features.mean((2, 3)))
 
 
-def _train_step(model: torch.nn.Module, x: torch.Tensor, checker: GraphChecker | None = None) -> None:
+def _train_step(
+    model: torch.nn.Module, x: torch.Tensor, checker: GraphChecker | None = None
+) -> None:
     reset()
     torch.manual_seed(1)
     with checker.watching() if checker is not None else contextlib.nullcontext():
@@ -168,12 +183,20 @@ def test_a_training_model_without_a_bug_passes_judged_on_copies() -> None:
     assert [graph.judgeable() for graph in checker.capture.dynamo_graphs] == [True]
     # One step's effect, as without the plugin: the running statistics updated once, one gradient
     # in each parameter and in x, the generator untouched.
-    for (name, value), expected in zip(model.state_dict().items(), unwatched.state_dict().values(), strict=True):
+    for (name, value), expected in zip(
+        model.state_dict().items(), unwatched.state_dict().values(), strict=True
+    ):
         assert torch.equal(value, expected), name
-    for (name, parameter), expected in zip(model.named_parameters(), unwatched.parameters(), strict=True):
+    for (name, parameter), expected in zip(
+        model.named_parameters(), unwatched.parameters(), strict=True
+    ):
         assert parameter.grad is not None and expected.grad is not None
         assert torch.equal(parameter.grad, expected.grad), name
-    assert x.grad is not None and x_unwatched.grad is not None and torch.equal(x.grad, x_unwatched.grad)
+    assert (
+        x.grad is not None
+        and x_unwatched.grad is not None
+        and torch.equal(x.grad, x_unwatched.grad)
+    )
     assert torch.equal(torch.get_rng_state(), generator)
 
 
@@ -191,8 +214,14 @@ def test_gradients_that_cancel_to_nearly_zero_are_no_failure() -> None:
     decomposed backward's is larger than eager's native kernel's. Judged as a loss of the outputs'
     means (PyTorch's accuracy runs' loss), not their sums, it stays within the rule's slack."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
-                                torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU())
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1),
+        torch.nn.BatchNorm2d(16),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(16, 16, 3, padding=1),
+        torch.nn.BatchNorm2d(16),
+        torch.nn.ReLU(),
+    )
     checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False)
     reset()
     with checker.watching():
@@ -202,7 +231,9 @@ def test_gradients_that_cancel_to_nearly_zero_are_no_failure() -> None:
     assert [graph.judgeable() for graph in checker.capture.dynamo_graphs] == [True]
 
 
-def test_gradients_judged_without_an_fp64_reference_name_the_rule_they_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gradients_judged_without_an_fp64_reference_name_the_rule_they_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from pytest_torchcompile.judging import references
 
     @contextlib.contextmanager

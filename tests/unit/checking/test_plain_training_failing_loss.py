@@ -41,4 +41,6 @@ def test_a_backward_failing_on_its_own_keeps_the_gradients_in_its_table() -> Non
         torch.compile(lambda x: ReluInBackward.apply(torch.relu(x)).sin())(x).sum().backward()
     reset()
     assert [failure.graph.kind for failure in checker.failures] == ["forward", "backward"]
-    assert not any(leaf.path.startswith("grad of") for failure in checker.failures for leaf in failure.leaves)
+    assert not any(
+        leaf.path.startswith("grad of") for failure in checker.failures for leaf in failure.leaves
+    )

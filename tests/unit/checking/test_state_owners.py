@@ -29,7 +29,7 @@ def _judging_children() -> list[int]:
             command = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        parent = int(stat[stat.rindex(")") + 2:].split()[1])
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
         if parent == os.getpid() and CHILD_MODULE.encode() in command:
             found.append(int(entry.name))
     return found
@@ -49,7 +49,9 @@ def test_probe_children_end_when_their_owner_closes(monkeypatch: pytest.MonkeyPa
 
 
 def test_pytest_unconfigure_ends_the_probe_child_and_the_prestarted_judging_child(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     """Both are started while the tests run and were left for this process's exit; their owners
     end them as pytest unconfigures."""
@@ -83,6 +85,7 @@ def test_a_nested_interception_sets_aside_every_interception_for_the_plugins_own
         def inner(gm, inputs, kwargs, compile_it):  # type: ignore[no-untyped-def]
             seen.append(name)
             return compile_it()
+
         return inner
 
     with intercept_inductor(hook("outer")), intercept_inductor(hook("inner")):

@@ -34,9 +34,13 @@ class BackwardOnlyRelu(torch.nn.Module):
 def test_backward_only_bug_is_caught_on_gradients() -> None:
     torch.manual_seed(0)
     x = torch.randn(16, 8, requires_grad=True)
-    forward_only = check_model(BackwardOnlyRelu(), (x,), options=CheckOptions(inductor_config=RELU_BUG))
+    forward_only = check_model(
+        BackwardOnlyRelu(), (x,), options=CheckOptions(inductor_config=RELU_BUG)
+    )
     assert forward_only.status is Status.PASS, forward_only.message
-    outcome = check_model(BackwardOnlyRelu(), (x,), options=CheckOptions(inductor_config=RELU_BUG, backward=True))
+    outcome = check_model(
+        BackwardOnlyRelu(), (x,), options=CheckOptions(inductor_config=RELU_BUG, backward=True)
+    )
     assert outcome.status is Status.FAIL_ACCURACY
     failing = {leaf.path for leaf in outcome.comparison.failing}
     assert "grad['linear.weight']" in failing and "grad['args[0]']" in failing
@@ -49,8 +53,13 @@ def test_optimizer_steps_compare_parameters() -> None:
     x = torch.randn(16, 8)
     clean = check_model(model, (x,), options=CheckOptions(steps=2, lr=0.1))
     assert clean.status is Status.PASS, clean.message
-    assert {leaf.path for leaf in clean.comparison.leaves} >= {"param['0.weight']", "param['2.bias']"}
-    broken = check_model(model, (x,), options=CheckOptions(steps=2, lr=0.1, inductor_config=RELU_BUG))
+    assert {leaf.path for leaf in clean.comparison.leaves} >= {
+        "param['0.weight']",
+        "param['2.bias']",
+    }
+    broken = check_model(
+        model, (x,), options=CheckOptions(steps=2, lr=0.1, inductor_config=RELU_BUG)
+    )
     assert broken.status is Status.FAIL_ACCURACY
     assert any(leaf.path.startswith("param[") for leaf in broken.comparison.failing)
 
@@ -73,25 +82,38 @@ def test_bug_at_a_later_size_is_found_with_dynamic_shapes(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(compile_fx, "compile_fx_inner", wrong_beyond_eight_rows)
     x = torch.randn(4, 8)
-    assert check_model(torch.sin, (x,), options=CheckOptions(intermediates=False)).status is Status.PASS
+    assert (
+        check_model(torch.sin, (x,), options=CheckOptions(intermediates=False)).status
+        is Status.PASS
+    )
     outcome = check_model(torch.sin, (x,), options=CheckOptions(dynamic=True, intermediates=False))
     assert outcome.status is Status.FAIL_ACCURACY
     assert "input sizes [[9, 8]]" in outcome.message
     failing = outcome.failing_graphs[0]
-    assert failing.inputs is not None and any(getattr(v, "shape", (0,))[0] == 9 for v in failing.inputs)
-    assert any(s and not s[0].isdigit() for s in failing.graph.symbolic_sizes), failing.graph.symbolic_sizes
+    assert failing.inputs is not None and any(
+        getattr(v, "shape", (0,))[0] == 9 for v in failing.inputs
+    )
+    assert any(s and not s[0].isdigit() for s in failing.graph.symbolic_sizes), (
+        failing.graph.symbolic_sizes
+    )
 
 
 def test_masked_deviation_is_caught_by_intermediate_checks_only() -> None:
     x = torch.randn(16, 32)
-    without = check_model(sin_relu_cos, (x,), options=CheckOptions(inductor_config=RELU_BUG, intermediates=False))
+    without = check_model(
+        sin_relu_cos, (x,), options=CheckOptions(inductor_config=RELU_BUG, intermediates=False)
+    )
     assert without.status is Status.PASS
     outcome = check_model(sin_relu_cos, (x,), options=CheckOptions(inductor_config=RELU_BUG))
     assert outcome.status is Status.FAIL_ACCURACY
     assert "intermediate 'relu' deviates" in outcome.message and "masks it" in outcome.message
     # The deviating intermediate is a row of the check's table and report, with its figures.
     [row] = outcome.comparison.failing
-    assert row.path == "intermediate relu" and row.rule == "fp64 rmse" and row.rmse_compiled is not None
+    assert (
+        row.path == "intermediate relu"
+        and row.rule == "fp64 rmse"
+        and row.rmse_compiled is not None
+    )
     cut = outcome.failing_graphs[0].gm
     assert cut is not None
     ops = [n.target for n in cut.graph.nodes if n.op == "call_function"]
@@ -99,27 +121,39 @@ def test_masked_deviation_is_caught_by_intermediate_checks_only() -> None:
 
 
 def test_a_probe_compiled_in_a_child_while_the_graph_compiles_here_finds_the_masked_deviation(
-    child_verdicts: list[GraphVerdict], probe_children: ProbeChildren,
+    child_verdicts: list[GraphVerdict],
+    probe_children: ProbeChildren,
 ) -> None:
     x = torch.randn(16, 32)
-    outcome = check_model(sin_relu_cos, (x,), options=CheckOptions(inductor_config=RELU_BUG),
-                          probe_children=probe_children)
-    assert outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
+    outcome = check_model(
+        sin_relu_cos,
+        (x,),
+        options=CheckOptions(inductor_config=RELU_BUG),
+        probe_children=probe_children,
+    )
+    assert (
+        outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
+    )
     assert [verdict.failure for verdict in child_verdicts] == [FailureKind.ACCURACY]
 
     child_verdicts.clear()
-    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True,
-                           probe_children=probe_children)
+    checker = GraphChecker(
+        DEFAULT_TOLERANCE, check_non_float=False, intermediates=True, probe_children=probe_children
+    )
     with inductor_config(RELU_BUG), checker.watching():
         torch.compile(sin_relu_cos)(x)
     reset()
-    assert [verdict.failure for verdict in child_verdicts] == [FailureKind.ACCURACY], "a plain compile's probe"
+    assert [verdict.failure for verdict in child_verdicts] == [FailureKind.ACCURACY], (
+        "a plain compile's probe"
+    )
     [failure] = checker.failures
     assert "intermediate 'relu' deviates" in failure.message and "masks it" in failure.message
 
 
 def test_a_graph_lowered_with_compiler_code_of_this_process_alone_is_probed_here(
-    child_verdicts: list[GraphVerdict], probe_children: ProbeChildren, monkeypatch: pytest.MonkeyPatch,
+    child_verdicts: list[GraphVerdict],
+    probe_children: ProbeChildren,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A lowering this process replaced (abs for relu: a masked deviation) is not the child's:
     the child says so instead of judging a probe compiled with its own, and the probe compiled
@@ -129,10 +163,17 @@ def test_a_graph_lowered_with_compiler_code_of_this_process_alone_is_probed_here
     aten = torch.ops.aten
     monkeypatch.setitem(lowering.lowerings, aten.relu.default, lowering.lowerings[aten.abs.default])
     options = CheckOptions(inductor_config={"fx_graph_cache": False})
-    outcome = check_model(sin_relu_cos, (torch.randn(16, 32),), options=options, probe_children=probe_children)
-    assert outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
+    outcome = check_model(
+        sin_relu_cos, (torch.randn(16, 32),), options=options, probe_children=probe_children
+    )
+    assert (
+        outcome.status is Status.FAIL_ACCURACY and "intermediate 'relu' deviates" in outcome.message
+    )
     [verdict] = child_verdicts
-    assert verdict.failure == FailureKind.JUDGE_ERROR and "torch._inductor.lowering.lowerings[aten.relu.default]" in str(verdict.error)
+    assert (
+        verdict.failure == FailureKind.JUDGE_ERROR
+        and "torch._inductor.lowering.lowerings[aten.relu.default]" in str(verdict.error)
+    )
 
 
 def relu_behind_views(x: torch.Tensor) -> torch.Tensor:
@@ -187,14 +228,17 @@ def test_error_that_only_adds_up_is_not_a_masked_deviation() -> None:
     """The late products deviate beyond the rule, but none does on its own (fed with eager's
     values, alone or with its neighbours): no miscompiled op, so no alarm."""
     config = {"post_grad_custom_post_pass": perturb_every_product}
-    outcome = check_model(forty_products_behind_sign, (torch.randn(64),), options=CheckOptions(inductor_config=config))
+    outcome = check_model(
+        forty_products_behind_sign, (torch.randn(64),), options=CheckOptions(inductor_config=config)
+    )
     assert outcome.status is Status.PASS, outcome.message
 
 
 def test_clean_model_has_no_intermediate_false_alarm() -> None:
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64),
-                                torch.nn.Linear(64, 8)).eval()
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64), torch.nn.Linear(64, 8)
+    ).eval()
     outcome = check_model(model, (torch.randn(16, 32),))
     assert outcome.status is Status.PASS, outcome.message
 
@@ -236,7 +280,11 @@ def test_a_graph_where_no_op_can_mask_a_deviation_is_not_probed() -> None:
     masked = make_fx(lambda v: smooth_chain(v).relu().exp())(x)
     aten = torch.ops.aten
     assert [node.target for node in GraphSlicer(masked, [x]).hidden_nodes()] == [
-        aten.mul.Tensor, aten.add.Tensor, aten.exp.default, aten.mm.default]
+        aten.mul.Tensor,
+        aten.add.Tensor,
+        aten.exp.default,
+        aten.mm.default,
+    ]
 
 
 def test_a_graph_with_dynamic_shapes_is_probed_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -246,8 +294,11 @@ def test_a_graph_with_dynamic_shapes_is_probed_once(monkeypatch: pytest.MonkeyPa
 
     probed: list[int] = []
     real = plain.find_masked_divergence
-    monkeypatch.setattr(plain, "find_masked_divergence",
-                        lambda gm, inputs, *rest: probed.append(len(inputs)) or real(gm, inputs, *rest))
+    monkeypatch.setattr(
+        plain,
+        "find_masked_divergence",
+        lambda gm, inputs, *rest: probed.append(len(inputs)) or real(gm, inputs, *rest),
+    )
     checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True)
     compiled = torch.compile(sin_relu_cos, dynamic=True)
     with checker.watching():
@@ -266,9 +317,12 @@ def scaled_then_clamped(x: torch.Tensor) -> torch.Tensor:
     return ((x * 3.0).exp().sin() * 2.0).clamp(max=-1.0)
 
 
-@pytest.mark.parametrize(("model", "judged_after_probe"), [(quantised_then_clamped, [1]), (scaled_then_clamped, [9])])
+@pytest.mark.parametrize(
+    ("model", "judged_after_probe"), [(quantised_then_clamped, [1]), (scaled_then_clamped, [9])]
+)
 def test_a_deviation_starting_at_a_rounding_op_is_judged_on_eagers_values_only(
-        monkeypatch: pytest.MonkeyPatch, model: object, judged_after_probe: list[int]) -> None:
+    monkeypatch: pytest.MonkeyPatch, model: object, judged_after_probe: list[int]
+) -> None:
     """Among compiled neighbours, one ulp more or less from a fused product can move a rounded value
     by a whole step: a deviation that starts at a rounding op counts only if the op alone, fed
     with eager's values, deviates. Another op's start is tried alone and with its neighbours
@@ -285,16 +339,34 @@ def test_a_deviation_starting_at_a_rounding_op_is_judged_on_eagers_values_only(
         judged.append(sum(node.op == "call_function" for node in candidate.graph.nodes))
         if len(judged) > 1:
             return GraphVerdict(None)
-        index = next(i for i, node in enumerate(candidate.graph.output_node().args[0]) if node.name == root.name)
-        return GraphVerdict(FailureKind.ACCURACY, [LeafResult(f"graph_out[{index}]", (8,), "torch.float32", False, "rmse",
-                                                  rmse_compiled=1.0, rmse_eager=1e-7)])
+        index = next(
+            i
+            for i, node in enumerate(candidate.graph.output_node().args[0])
+            if node.name == root.name
+        )
+        return GraphVerdict(
+            FailureKind.ACCURACY,
+            [
+                LeafResult(
+                    f"graph_out[{index}]",
+                    (8,),
+                    "torch.float32",
+                    False,
+                    "rmse",
+                    rmse_compiled=1.0,
+                    rmse_eager=1e-7,
+                )
+            ],
+        )
 
     monkeypatch.setattr(masked, "judge_graph", judge)
     assert masked.find_masked_divergence(gm, [x], DEFAULT_TOLERANCE) is None
     assert judged[1:] == judged_after_probe
 
 
-def test_a_probe_that_raises_leaves_the_tests_call_alone_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_probe_that_raises_leaves_the_tests_call_alone_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import pytest_torchcompile.checking.plain as plain
 
     def broken(*args: object) -> None:
@@ -308,7 +380,9 @@ def test_a_probe_that_raises_leaves_the_tests_call_alone_and_says_so(monkeypatch
     reset()
     torch.testing.assert_close(result, sin_relu_cos(x))
     [unchecked] = checker.unchecked
-    assert "intermediates not judged: the probe raised (KeyError" in unchecked and not checker.failures
+    assert (
+        "intermediates not judged: the probe raised (KeyError" in unchecked and not checker.failures
+    )
 
 
 def scaled_into_softmax(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

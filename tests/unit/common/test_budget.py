@@ -21,5 +21,10 @@ def test_children_limited_restores_the_environment(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
     monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
     with budget.children_limited(2):
-        assert (os.environ["OMP_NUM_THREADS"], os.environ["TORCHINDUCTOR_COMPILE_THREADS"]) == ("2", "2")
-    assert os.environ["OMP_NUM_THREADS"] == "7" and "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ
+        assert (os.environ["OMP_NUM_THREADS"], os.environ["TORCHINDUCTOR_COMPILE_THREADS"]) == (
+            "2",
+            "2",
+        )
+    assert (
+        os.environ["OMP_NUM_THREADS"] == "7" and "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ
+    )

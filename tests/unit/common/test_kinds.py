@@ -6,7 +6,12 @@ from __future__ import annotations
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.verdict import Status
 
-RECORDED = {FailureKind.ACCURACY, FailureKind.COMPILE_ERROR, FailureKind.RUNTIME_ERROR, FailureKind.EAGER_ERROR}
+RECORDED = {
+    FailureKind.ACCURACY,
+    FailureKind.COMPILE_ERROR,
+    FailureKind.RUNTIME_ERROR,
+    FailureKind.EAGER_ERROR,
+}
 """The kinds a repro file records; the others are failures of the judging."""
 
 

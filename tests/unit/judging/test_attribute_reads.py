@@ -40,8 +40,9 @@ def test_a_data_read_is_kept_as_the_attribute_and_compiles_again() -> None:
     graph, constants = plain_graph(captured)
     kept = torch.fx.GraphModule(constants, graph)
 
-    assert next((node.target, node.args[1:]) for node in kept.graph.nodes if node.op == "call_function") == (
-        getattr, ("data",))
+    assert next(
+        (node.target, node.args[1:]) for node in kept.graph.nodes if node.op == "call_function"
+    ) == (getattr, ("data",))
     assert torch.equal(torch.fx.symbolic_trace(kept)(x)[0], relu_of_data(x))
     reset()
     try:

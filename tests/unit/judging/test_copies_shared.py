@@ -39,7 +39,9 @@ def _copies_made(monkeypatch: pytest.MonkeyPatch) -> list[torch.Tensor]:
     return copied
 
 
-def test_the_fp64_run_copies_an_fp32_input_once_by_widening_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_fp64_run_copies_an_fp32_input_once_by_widening_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     x, weight = torch.randn(3, 4), torch.randn(5, 4)
     copied = _copies_made(monkeypatch)
     outputs = references.fp64_outputs(linear, [x, weight])
@@ -48,11 +50,15 @@ def test_the_fp64_run_copies_an_fp32_input_once_by_widening_it(monkeypatch: pyte
     assert copied == []
 
 
-def test_the_fp64_run_still_copies_an_input_in_fp64_already(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_fp64_run_still_copies_an_input_in_fp64_already(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     x = torch.ones(4, dtype=torch.float64)
     copied = _copies_made(monkeypatch)
     outputs = references.fp64_outputs(scale_in_place, [x], mutated=[0])
-    assert outputs is not None and torch.equal(outputs[1], torch.full((4,), 2.0, dtype=torch.float64))
+    assert outputs is not None and torch.equal(
+        outputs[1], torch.full((4,), 2.0, dtype=torch.float64)
+    )
     assert torch.equal(x, torch.ones(4, dtype=torch.float64)) and len(copied) == 1
 
 
@@ -61,8 +67,11 @@ def test_a_post_aot_call_shares_the_copy_its_torch_level_call_made() -> None:
     capture = GraphCapture()
     with torch.no_grad():
         torch.compile(model, backend=capture.backend())(torch.randn(2, 8))
-    torch_level = {value.untyped_storage().data_ptr() for value in capture.dynamo_graphs[0].calls[0]
-                   if isinstance(value, torch.Tensor)}
+    torch_level = {
+        value.untyped_storage().data_ptr()
+        for value in capture.dynamo_graphs[0].calls[0]
+        if isinstance(value, torch.Tensor)
+    }
     post_aot = [value for value in capture.graphs[0].calls[0] if isinstance(value, torch.Tensor)]
     assert post_aot and all(value.untyped_storage().data_ptr() in torch_level for value in post_aot)
     # Copies still: the test's own tensors are not what is kept.
@@ -73,16 +82,23 @@ def test_a_post_aot_call_shares_the_copy_its_torch_level_call_made() -> None:
 def test_a_slicer_reads_inputs_a_graph_does_not_write_without_copying_them() -> None:
     x, weight = torch.randn(3, 4), torch.randn(5, 4)
     slicer = GraphSlicer(make_fx(linear)(x, weight), [x, weight])
-    transpose = next(node for node in slicer.values if node.op == "call_function" and "t" in node.name)
-    assert slicer.values[transpose].untyped_storage().data_ptr() == weight.untyped_storage().data_ptr()
+    transpose = next(
+        node for node in slicer.values if node.op == "call_function" and "t" in node.name
+    )
+    assert (
+        slicer.values[transpose].untyped_storage().data_ptr() == weight.untyped_storage().data_ptr()
+    )
 
 
 def test_a_slicer_runs_a_graph_that_writes_its_input_on_a_copy() -> None:
     x = torch.ones(4)
     slicer = GraphSlicer(make_fx(scale_in_place)(x.clone()), [x])
     assert torch.equal(x, torch.ones(4))
-    assert any(torch.equal(value, torch.full((4,), 2.0)) for node, value in slicer.values.items()
-               if node.op == "call_function")
+    assert any(
+        torch.equal(value, torch.full((4,), 2.0))
+        for node, value in slicer.values.items()
+        if node.op == "call_function"
+    )
 
 
 @pytest.mark.parametrize("alike", [True, False])
@@ -92,10 +108,17 @@ def test_a_call_shares_an_original_only_while_it_holds_the_same_values(alike: bo
     capture = GraphCapture(originals=[(model.weight, original)])
     with torch.no_grad():
         torch.compile(model, backend=capture.backend())(torch.randn(2, 8))
-    recorded = [value for call in (capture.dynamo_graphs[0].calls[0], capture.graphs[0].calls[0])
-                for value in call if isinstance(value, torch.Tensor) and value.shape == (8, 8)]
+    recorded = [
+        value
+        for call in (capture.dynamo_graphs[0].calls[0], capture.graphs[0].calls[0])
+        for value in call
+        if isinstance(value, torch.Tensor) and value.shape == (8, 8)
+    ]
     assert len(recorded) == 2 and all(torch.equal(value, model.weight) for value in recorded)
-    shares = {value.untyped_storage().data_ptr() == original.untyped_storage().data_ptr() for value in recorded}
+    shares = {
+        value.untyped_storage().data_ptr() == original.untyped_storage().data_ptr()
+        for value in recorded
+    }
     assert shares == {alike}
 
 
@@ -124,7 +147,9 @@ def layers(x: torch.Tensor, *weights: torch.Tensor) -> tuple[torch.Tensor]:
     return (x,)
 
 
-def test_the_fp64_run_of_a_graph_widens_each_input_as_it_is_first_read(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_fp64_run_of_a_graph_widens_each_input_as_it_is_first_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     x, weights = torch.randn(3, 4), [torch.randn(4, 4) for _ in range(6)]
     counts = _widenings(monkeypatch)
     gm = make_fx(layers)(x, *weights)
@@ -140,17 +165,22 @@ def test_the_fp64_run_of_a_graph_widens_each_input_as_it_is_first_read(monkeypat
     assert len(counts) == 7 and max(counts) <= 2 and copied == []
 
 
-def test_a_graph_that_writes_an_input_is_widened_up_front_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_graph_that_writes_an_input_is_widened_up_front_as_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     x = torch.ones(4)
     gm = make_fx(scale_in_place)(x.clone())
     counts = _widenings(monkeypatch)
     outputs = references.fp64_outputs(gm, [x], mutated=[0])
-    assert outputs is not None and torch.equal(outputs[1], torch.full((4,), 2.0, dtype=torch.float64))
+    assert outputs is not None and torch.equal(
+        outputs[1], torch.full((4,), 2.0, dtype=torch.float64)
+    )
     assert torch.equal(x, torch.ones(4)) and counts == [0]
 
 
 def test_the_eager_run_of_a_graph_that_writes_no_input_reads_the_inputs_themselves(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     x, weight = torch.randn(3, 4), torch.randn(5, 4)
     copied = _copies_made(monkeypatch)
     [output] = references.run_graph(make_fx(linear)(x, weight), [x, weight])

@@ -39,7 +39,11 @@ def sum_of_products(pair: Pair) -> torch.Tensor:
 def test_a_named_tuple_argument_is_widened_for_the_reference() -> None:
     # A tolerance below any rounding: the allclose shortcut does not pass it, the fp64 rule judges.
     pair = Pair(torch.randn(64, 256), torch.randn(64, 256))
-    outcome = check_model(sum_of_products, (pair,), options=CheckOptions(tol=1e-12, intermediates=False))
+    outcome = check_model(
+        sum_of_products, (pair,), options=CheckOptions(tol=1e-12, intermediates=False)
+    )
     assert outcome.reference == "fp64"
     [leaf] = outcome.comparison.leaves
-    assert leaf.rmse_eager is not None and leaf.rmse_eager > 0, "the reference ran in fp32: eager equals it"
+    assert leaf.rmse_eager is not None and leaf.rmse_eager > 0, (
+        "the reference ran in fp32: eager equals it"
+    )

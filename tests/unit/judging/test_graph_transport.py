@@ -21,10 +21,21 @@ def from_constants_only() -> torch.fx.GraphModule:
     """``relu(iota(8) * c - 3.5)``, ``c`` a constant tensor: a graph whose inputs play no part."""
     graph = torch.fx.Graph()
     graph.placeholder("unused")
-    iota = graph.call_function(torch.ops.prims.iota.default, (8,), {
-        "start": 0, "step": 1, "dtype": torch.int64, "device": torch.device("cpu"), "requires_grad": False})
+    iota = graph.call_function(
+        torch.ops.prims.iota.default,
+        (8,),
+        {
+            "start": 0,
+            "step": 1,
+            "dtype": torch.int64,
+            "device": torch.device("cpu"),
+            "requires_grad": False,
+        },
+    )
     scale = graph.get_attr("scale")
-    shifted = graph.call_function(aten.sub.Tensor, (graph.call_function(aten.mul.Tensor, (iota, scale)), 3.5))
+    shifted = graph.call_function(
+        aten.sub.Tensor, (graph.call_function(aten.mul.Tensor, (iota, scale)), 3.5)
+    )
     graph.output((graph.call_function(aten.relu.default, (shifted,)),))
     return torch.fx.GraphModule({"scale": torch.tensor([0.5])}, graph)
 
@@ -48,9 +59,14 @@ def torch_level_pooling() -> torch.fx.GraphModule:
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
     pooled = graph.call_function(torch.nn.functional.adaptive_max_pool3d, (x, 2))
-    laid_out = graph.call_function(aten.clone.default, (pooled,), {"memory_format": torch.channels_last_3d})
-    empty = graph.call_function(aten.empty.memory_format, ([2],), {
-        "dtype": torch.float16, "layout": torch.strided, "device": torch.device("cpu")})
+    laid_out = graph.call_function(
+        aten.clone.default, (pooled,), {"memory_format": torch.channels_last_3d}
+    )
+    empty = graph.call_function(
+        aten.empty.memory_format,
+        ([2],),
+        {"dtype": torch.float16, "layout": torch.strided, "device": torch.device("cpu")},
+    )
     graph.output((laid_out, empty))
     return torch.fx.GraphModule({}, graph)
 
@@ -83,8 +99,9 @@ def test_functions_made_by_a_factory_and_torch_enums_arrive_as_they_were() -> No
     gm = torch_level_pooling()
     loaded = arrived(gm)
     assert loaded.code == gm.code
-    assert [(node.target, node.kwargs) for node in loaded.graph.nodes] == \
-        [(node.target, node.kwargs) for node in gm.graph.nodes]
+    assert [(node.target, node.kwargs) for node in loaded.graph.nodes] == [
+        (node.target, node.kwargs) for node in gm.graph.nodes
+    ]
 
 
 def test_a_child_judges_the_ops_of_a_graph_of_constants() -> None:

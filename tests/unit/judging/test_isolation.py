@@ -74,17 +74,26 @@ def ops_of(gm: torch.fx.GraphModule) -> list[Any]:
 # Verdict functions run in the child, which imports them from this module by name.
 
 
-def aborts_on_a_lone_sin(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
+def aborts_on_a_lone_sin(
+    settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]
+) -> GraphVerdict:
     if ops_of(gm) == [aten.sin.default]:
         os.abort()
     return GraphVerdict(FailureKind.ACCURACY if aten.relu.default in ops_of(gm) else None)
 
 
-def poisons_the_device(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
-    return GraphVerdict(FailureKind.RUNTIME_ERROR, error=f"AcceleratorError: CUDA error: an illegal memory access (pid {os.getpid()})")
+def poisons_the_device(
+    settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]
+) -> GraphVerdict:
+    return GraphVerdict(
+        FailureKind.RUNTIME_ERROR,
+        error=f"AcceleratorError: CUDA error: an illegal memory access (pid {os.getpid()})",
+    )
 
 
-def where_it_runs(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
+def where_it_runs(
+    settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]
+) -> GraphVerdict:
     return GraphVerdict(None, error=f"{os.environ.get('CUDA_VISIBLE_DEVICES')} {inputs[0].device}")
 
 
@@ -98,7 +107,9 @@ def test_crashing_candidates_cost_a_restart_and_the_config_survives_it() -> None
 
     assert aborted.failure == FailureKind.CRASHED and "SIGABRT" in (aborted.error or "")
     assert segfaulted.failure == FailureKind.CRASHED and "SIGSEGV" in (segfaulted.error or "")
-    assert judged.failure == FailureKind.ACCURACY  # the injected relu bug: the third child got the config too
+    assert (
+        judged.failure == FailureKind.ACCURACY
+    )  # the injected relu bug: the third child got the config too
     assert judge.restarts == 2
 
 
@@ -109,7 +120,9 @@ def test_a_hanging_candidate_times_out_and_the_next_one_is_judged() -> None:
         hung = judge(graph_calling(time.sleep, 600), x, SETTINGS)
         waited = time.perf_counter() - started
         # Judged without compiling: a fresh child's first compile may outlast a 5 s timeout.
-        judged = judge(make_fx(lambda v: (torch.mm(v, v),))(torch.randn(3, 3)), x, SETTINGS)  # x is 1-d
+        judged = judge(
+            make_fx(lambda v: (torch.mm(v, v),))(torch.randn(3, 3)), x, SETTINGS
+        )  # x is 1-d
 
     assert hung.failure == FailureKind.TIMED_OUT and waited < 60
     assert judged.failure == FailureKind.EAGER_ERROR and "matrix" in (judged.error or "")
@@ -117,7 +130,9 @@ def test_a_hanging_candidate_times_out_and_the_next_one_is_judged() -> None:
 
 
 def test_minifying_survives_a_candidate_that_kills_the_child() -> None:
-    case = ReproCase(make_fx(sin_relu_cos)(torch.randn(8)), [torch.randn(8)], FailureKind.ACCURACY, "crashing")
+    case = ReproCase(
+        make_fx(sin_relu_cos)(torch.randn(8)), [torch.randn(8)], FailureKind.ACCURACY, "crashing"
+    )
     with IsolatedJudge(verdict_function=aborts_on_a_lone_sin) as judge:
         reduction = minify_graph(case, functools.partial(judge, settings=SETTINGS))
 
@@ -138,12 +153,18 @@ def test_a_poisoned_device_gets_a_fresh_child() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_a_child_that_cannot_start_ends_the_minification_with_a_note(tmp_path: Path) -> None:
-    case = ReproCase(relu_graph(), [torch.randn(8)], FailureKind.ACCURACY, "no gpu", config_source=RELU_BUG)
+    case = ReproCase(
+        relu_graph(), [torch.randn(8)], FailureKind.ACCURACY, "no gpu", config_source=RELU_BUG
+    )
     repro = write_repro(case, tmp_path / "repro.py")
 
     result = minify_repro(repro, device="cuda:0")
 
-    assert result.path is None and "failed to start" in result.note and "no CUDA device 0" in result.note
+    assert (
+        result.path is None
+        and "failed to start" in result.note
+        and "no CUDA device 0" in result.note
+    )
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -156,33 +177,48 @@ def test_the_chosen_gpu_is_the_only_one_the_child_sees() -> None:
 
 
 def test_config_lines_become_patches_that_are_undone() -> None:
-    source = "\n".join([
-        "import os.path",
-        RELU_BUG,
-        "torch._inductor.config.post_grad_custom_post_pass = os.path.join",
-        "torch._inductor.config.debug = True",
-    ])
-    patches = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy", "post_grad_custom_post_pass": os.path.join,
-               "debug": True}
+    source = "\n".join(
+        [
+            "import os.path",
+            RELU_BUG,
+            "torch._inductor.config.post_grad_custom_post_pass = os.path.join",
+            "torch._inductor.config.debug = True",
+        ]
+    )
+    patches = {
+        "cpp.inject_relu_bug_TESTING_ONLY": "accuracy",
+        "post_grad_custom_post_pass": os.path.join,
+        "debug": True,
+    }
 
     assert config_patches(source) == patches
     with InProcessJudge(source):
         inside = inductor_config_diff()
     after = inductor_config_diff()
-    assert (inside["cpp.inject_relu_bug_TESTING_ONLY"], inside["post_grad_custom_post_pass"],
-            inside["debug"]) == ("accuracy", repr(os.path.join), True)
+    assert (
+        inside["cpp.inject_relu_bug_TESTING_ONLY"],
+        inside["post_grad_custom_post_pass"],
+        inside["debug"],
+    ) == ("accuracy", repr(os.path.join), True)
     # Undone: back at the defaults (a restored value may still be listed, with its default).
-    assert (after.get("cpp.inject_relu_bug_TESTING_ONLY"), after.get("post_grad_custom_post_pass"),
-            after.get("debug", False)) == (None, None, False)
+    assert (
+        after.get("cpp.inject_relu_bug_TESTING_ONLY"),
+        after.get("post_grad_custom_post_pass"),
+        after.get("debug", False),
+    ) == (None, None, False)
     with pytest.raises(ValueError, match="not an Inductor config assignment"):
         config_patches("torch._inductor.config.debug")
 
 
 def judged_by(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
-    return GraphVerdict(None, error=f"pid {os.getpid()} threads {os.environ.get('OMP_NUM_THREADS')}")
+    return GraphVerdict(
+        None, error=f"pid {os.getpid()} threads {os.environ.get('OMP_NUM_THREADS')}"
+    )
 
 
-def test_a_prestarted_child_judges_the_cases_first_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_prestarted_child_judges_the_cases_first_candidate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     spares = SpareChildren()
     spares.prestart(RELU_BUG, verdict_function=judged_by)
@@ -194,7 +230,9 @@ def test_a_prestarted_child_judges_the_cases_first_candidate(monkeypatch: pytest
     assert spare.process.poll() is not None  # ended with the judge
 
 
-def test_a_prestarted_child_with_other_thread_counts_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_prestarted_child_with_other_thread_counts_is_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     spares = SpareChildren()
     spares.prestart(RELU_BUG, verdict_function=judged_by)
@@ -243,12 +281,17 @@ def test_cpu_graphs_carry_the_threads_their_cpp_was_generated_for() -> None:
         in_child = judge.kernel_source(make_fx(column_sums)(x), [x], SETTINGS)
     assert in_child is not None and "omp parallel" not in in_child
 
-    pinned = check_model(column_sums, (x,), options=CheckOptions(inductor_config={"cpp.threads": 2}))
-    assert [line for line in pinned.graphs[0].config_source.splitlines() if "cpp.threads" in line] == [
-        "torch._inductor.config.cpp.threads = 2"]
+    pinned = check_model(
+        column_sums, (x,), options=CheckOptions(inductor_config={"cpp.threads": 2})
+    )
+    assert [
+        line for line in pinned.graphs[0].config_source.splitlines() if "cpp.threads" in line
+    ] == ["torch._inductor.config.cpp.threads = 2"]
 
 
-def test_a_judge_forgets_a_prepared_graph_when_its_child_does(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_judge_forgets_a_prepared_graph_when_its_child_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(parent, "PREPARED_KEPT", 1)
     x = torch.randn(8)
     with IsolatedJudge(RELU_BUG) as judge:
@@ -281,7 +324,9 @@ def test_inductors_own_triton_routing_is_not_foreign_compiler_code() -> None:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", ROUTING_IN_A_FRESH_PROCESS], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", ROUTING_IN_A_FRESH_PROCESS], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -316,7 +361,9 @@ def _child_of(setup: ChildSetup, tmp_path: Path) -> parent._Child:
 
 
 def test_a_child_of_another_protocol_version_refuses_to_start(tmp_path: Path) -> None:
-    child = _child_of(ChildSetup("", judge_candidate, False, version=PROTOCOL_VERSION + 1), tmp_path)
+    child = _child_of(
+        ChildSetup("", judge_candidate, False, version=PROTOCOL_VERSION + 1), tmp_path
+    )
     try:
         started = child.replies.recv()
     finally:

@@ -13,15 +13,24 @@ import torch
 
 from pytest_torchcompile.judging.precision import LEGACY_TF32_WARNING, full_fp32_precision
 
-LEGACY_CALLS = ("_get_cudnn_allow_tf32", "_set_cudnn_allow_tf32", "_get_cublas_allow_tf32",
-                "_set_cublas_allow_tf32", "_set_float32_matmul_precision")
+LEGACY_CALLS = (
+    "_get_cudnn_allow_tf32",
+    "_set_cudnn_allow_tf32",
+    "_get_cublas_allow_tf32",
+    "_set_cublas_allow_tf32",
+    "_set_float32_matmul_precision",
+)
 
 
 def warning_first(call: Callable[..., Any]) -> Callable[..., Any]:
     def warned(*args: Any) -> Any:
-        warnings.warn(f"{LEGACY_TF32_WARNING}, such as torch.backends.cudnn.conv.fp32_precision", UserWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"{LEGACY_TF32_WARNING}, such as torch.backends.cudnn.conv.fp32_precision",
+            UserWarning,
+            stacklevel=2,
+        )
         return call(*args)
+
     return warned
 
 

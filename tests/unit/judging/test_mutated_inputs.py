@@ -45,8 +45,9 @@ def test_an_item_assignment_of_a_torch_level_graph_writes_an_argument() -> None:
     graph.output((graph.call_function(operator.add, (x, 1)),))
     gm = torch.fx.GraphModule(torch.nn.Module(), graph)
     assert may_write_inputs(gm)
-    assert [operator_name(node.target) for node in gm.graph.nodes if node.op == "call_function"] == [
-        "setitem", "add"]
+    assert [
+        operator_name(node.target) for node in gm.graph.nodes if node.op == "call_function"
+    ] == ["setitem", "add"]
     assert operator_name(torch.add) is None
 
 
@@ -67,8 +68,12 @@ def test_a_wrong_value_written_into_an_input_fails_the_graph() -> None:
 
 def test_the_repro_of_a_wrong_value_written_into_an_input_reproduces(tmp_path: Path) -> None:
     gm, inputs = graph_and_inputs()
-    case = ReproCase(gm, inputs, FailureKind.ACCURACY, "writes into an input", config_source=RELU_BUG)
+    case = ReproCase(
+        gm, inputs, FailureKind.ACCURACY, "writes into an input", config_source=RELU_BUG
+    )
     repro = write_repro(case, tmp_path / "repro.py")
-    run = subprocess.run([sys.executable, repro.name], cwd=repro.parent, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, repro.name], cwd=repro.parent, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == REPRODUCED_EXIT, run.stdout + run.stderr
     assert f"{mutated_input_path(0)}" in run.stdout

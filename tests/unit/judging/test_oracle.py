@@ -44,11 +44,19 @@ def test_compiled_error_beyond_multiplier_fails_and_reports_worst_element() -> N
     assert leaf.ratio is not None and leaf.ratio > 100
 
 
-@pytest.mark.parametrize(("dtype", "shape", "multiplier"), [
-    (torch.float32, (64, 64), 2.0), (torch.float16, (64, 64), 3.0), (torch.bfloat16, (64, 64), 3.0),
-    (torch.float32, (999,), 3.0), (torch.float32, (4096, 1, 1, 1), 3.0),
-])
-def test_multiplier_follows_dtype_and_size(dtype: torch.dtype, shape: tuple[int, ...], multiplier: float) -> None:
+@pytest.mark.parametrize(
+    ("dtype", "shape", "multiplier"),
+    [
+        (torch.float32, (64, 64), 2.0),
+        (torch.float16, (64, 64), 3.0),
+        (torch.bfloat16, (64, 64), 3.0),
+        (torch.float32, (999,), 3.0),
+        (torch.float32, (4096, 1, 1, 1), 3.0),
+    ],
+)
+def test_multiplier_follows_dtype_and_size(
+    dtype: torch.dtype, shape: tuple[int, ...], multiplier: float
+) -> None:
     reference = torch.linspace(1, 2, math.prod(shape), dtype=torch.float64).reshape(shape)
     eager = reference.to(dtype)
     passed, rule, figures = leaf_verdict(eager + 1, eager, reference, 1e-4)
@@ -91,7 +99,9 @@ def test_integer_and_bool_outputs_are_exact_unless_ignored() -> None:
 def test_shape_or_dtype_mismatch_fails() -> None:
     eager = torch.zeros(2, 3)
     assert not compare_tensor("out", torch.zeros(3, 2), eager, eager.double(), 1e-4).passed
-    assert not compare_tensor("out", torch.zeros(2, 3, dtype=torch.float64), eager, eager.double(), 1e-4).passed
+    assert not compare_tensor(
+        "out", torch.zeros(2, 3, dtype=torch.float64), eager, eager.double(), 1e-4
+    ).passed
 
 
 def test_cosine_check_without_fp64_reference() -> None:
@@ -113,17 +123,28 @@ class Output:
 
 
 def test_nested_paths() -> None:
-    value = (torch.zeros(1), [Pair(torch.ones(1), {"logits": torch.ones(2)})], Output(torch.ones(3), {"k": 1}))
+    value = (
+        torch.zeros(1),
+        [Pair(torch.ones(1), {"logits": torch.ones(2)})],
+        Output(torch.ones(3), {"k": 1}),
+    )
     paths = [path for path, _ in flatten_outputs(value)]
     assert paths == [
-        "out[0]", "out[1][0].first", "out[1][0].second['logits']", "out[2].logits", "out[2].extras['k']",
+        "out[0]",
+        "out[1][0].first",
+        "out[1][0].second['logits']",
+        "out[2].logits",
+        "out[2].extras['k']",
     ]
 
 
 def test_compare_outputs_names_failing_leaf_in_table() -> None:
     eager = {"logits": torch.ones(4, 4), "aux": (torch.zeros(2),)}
     compiled = {"logits": torch.ones(4, 4) * 2, "aux": (torch.zeros(2),)}
-    reference = {"logits": torch.ones(4, 4, dtype=torch.float64), "aux": (torch.zeros(2, dtype=torch.float64),)}
+    reference = {
+        "logits": torch.ones(4, 4, dtype=torch.float64),
+        "aux": (torch.zeros(2, dtype=torch.float64),),
+    }
     comparison = compare_outputs(compiled, eager, reference)
     assert not comparison.passed
     assert [leaf.path for leaf in comparison.failing] == ["out['logits']"]
@@ -155,12 +176,16 @@ class Cache:
 def test_objects_holding_tensors_are_looked_into() -> None:
     eager = {"logits": torch.ones(2), "past": Cache([torch.ones(3), torch.zeros(3)])}
     again = {"logits": torch.ones(2), "past": Cache([torch.ones(3), torch.zeros(3)])}
-    assert first_disagreement(eager, again, 1e-4) is None, "two eager runs of a cache-returning model agree"
+    assert first_disagreement(eager, again, 1e-4) is None, (
+        "two eager runs of a cache-returning model agree"
+    )
     paths = [path for path, _ in flatten_outputs(eager)]
     assert "out['past'].layers[1]['keys']" in paths
     broken = {"logits": torch.ones(2), "past": Cache([torch.ones(3), torch.ones(3)])}
-    reference = {"logits": torch.ones(2, dtype=torch.float64),
-                 "past": Cache([torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)])}
+    reference = {
+        "logits": torch.ones(2, dtype=torch.float64),
+        "past": Cache([torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)]),
+    }
     comparison = compare_outputs(broken, eager, reference)
     assert [leaf.path for leaf in comparison.failing] == ["out['past'].layers[1]['keys']"]
 
@@ -181,9 +206,16 @@ def test_checks_run_without_tf32_and_restore_the_callers_setting() -> None:
 def test_same_error_despite_generated_file_paths_and_numbers() -> None:
     from pytest_torchcompile.judging.judge import GraphVerdict, same_failure
 
-    recorded = "InductorError: RuntimeError: Failed to import /tmp/torchinductor_root/yz/cyzcx53d62.py"
-    again = GraphVerdict(FailureKind.COMPILE_ERROR, error="InductorError: RuntimeError: Failed to import /tmp/torchinductor_root/ab/cab9f1.py")
-    other = GraphVerdict(FailureKind.COMPILE_ERROR, error="InductorError: CppCompileError: C++ compile error")
+    recorded = (
+        "InductorError: RuntimeError: Failed to import /tmp/torchinductor_root/yz/cyzcx53d62.py"
+    )
+    again = GraphVerdict(
+        FailureKind.COMPILE_ERROR,
+        error="InductorError: RuntimeError: Failed to import /tmp/torchinductor_root/ab/cab9f1.py",
+    )
+    other = GraphVerdict(
+        FailureKind.COMPILE_ERROR, error="InductorError: CppCompileError: C++ compile error"
+    )
     assert same_failure(again, FailureKind.COMPILE_ERROR, recorded, None)
     assert not same_failure(other, FailureKind.COMPILE_ERROR, recorded, None)
     assert same_failure(other, FailureKind.COMPILE_ERROR, recorded, r"CppCompileError")
@@ -193,13 +225,24 @@ def test_same_error_despite_generated_file_paths_and_numbers() -> None:
 def test_a_summarized_table_keeps_every_failing_output_and_the_worst_passing_ones(
     outputs: list[tuple[bool, float | None]],
 ) -> None:
-    leaves = [LeafResult(f"out[{index}]", (2,), "float32", passed, "fp64 rmse",
-                         rmse_compiled=ratio, rmse_eager=None if ratio is None else 1.0)
-              for index, (passed, ratio) in enumerate(outputs)]
+    leaves = [
+        LeafResult(
+            f"out[{index}]",
+            (2,),
+            "float32",
+            passed,
+            "fp64 rmse",
+            rmse_compiled=ratio,
+            rmse_eager=None if ratio is None else 1.0,
+        )
+        for index, (passed, ratio) in enumerate(outputs)
+    ]
     shown, left_out = summarized_leaves(leaves, passing_rows=5)
     passing = [leaf for leaf in leaves if leaf.passed]
     assert [leaf for leaf in leaves if leaf in shown] == shown  # in their order
-    assert [leaf for leaf in leaves if not leaf.passed] == [leaf for leaf in shown if not leaf.passed]
+    assert [leaf for leaf in leaves if not leaf.passed] == [
+        leaf for leaf in shown if not leaf.passed
+    ]
     assert len([leaf for leaf in shown if leaf.passed]) == min(len(passing), 5)
     assert left_out == len(passing) - min(len(passing), 5)
     hidden = [leaf.ratio for leaf in passing if leaf not in shown and leaf.ratio is not None]

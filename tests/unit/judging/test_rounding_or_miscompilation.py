@@ -15,9 +15,13 @@ from pytest_torchcompile.judging.tensor_comparison import compare_tensor
 TOL = 1e-4
 
 
-def noisy(reference: torch.Tensor, relative: float, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def noisy(
+    reference: torch.Tensor, relative: float, seed: int, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """``reference`` plus Gaussian noise of rms ``relative`` times its rms, in ``dtype``."""
-    noise = torch.randn(reference.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    noise = torch.randn(
+        reference.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+    )
     return (reference + relative * float(reference.square().mean().sqrt()) * noise).to(dtype)
 
 
@@ -35,7 +39,8 @@ def test_a_wrong_value_of_a_well_conditioned_output_still_fails(reference: torch
 
 
 def test_an_output_eager_itself_got_20_percent_off_still_fails_a_compiled_one_further_off(
-        reference: torch.Tensor) -> None:
+    reference: torch.Tensor,
+) -> None:
     """Eager far from fp64 is no excuse: a random graph's fp64 replay can sit that far from
     eager's draws, and a wrong kernel there must still fail."""
     eager, compiled = noisy(reference, 0.2, 1), noisy(reference, 0.8, 2)
@@ -43,11 +48,15 @@ def test_an_output_eager_itself_got_20_percent_off_still_fails_a_compiled_one_fu
     assert compare_tensor("out", compiled, eager, reference, TOL).passed is False
 
 
-def overflowed(dtype: torch.dtype = torch.float16) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def overflowed(
+    dtype: torch.dtype = torch.float16,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """fp64, eager and compiled results of an output an intermediate overflowed in ``dtype``:
     fp64 finite everywhere, eager's infinities and NaNs spread over its first 40 values, compiled
     code's over 25 of them (rounding placed the overflow otherwise), the rest alike."""
-    reference = torch.randn(200, generator=torch.Generator().manual_seed(3), dtype=torch.float64) * 100
+    reference = (
+        torch.randn(200, generator=torch.Generator().manual_seed(3), dtype=torch.float64) * 100
+    )
     eager = reference.to(dtype)
     eager[:40:2], eager[1:40:2] = torch.inf, torch.nan
     compiled = reference.to(dtype)
@@ -62,11 +71,15 @@ def test_non_finite_values_only_where_eager_itself_overflowed_are_inconclusive()
     leaf = compare_tensor("out", compiled, eager, reference, TOL)
 
     assert (leaf.passed, leaf.rule) == (True, INCONCLUSIVE)
-    assert leaf.detail.startswith("eager itself overflows in float16 (40 values non-finite where fp64 is finite)")
+    assert leaf.detail.startswith(
+        "eager itself overflows in float16 (40 values non-finite where fp64 is finite)"
+    )
     assert Comparison([leaf]).inconclusive == [leaf] and Comparison([leaf]).passed
 
 
-def test_a_non_finite_value_where_eager_is_finite_and_in_range_fails_beside_eagers_overflow() -> None:
+def test_a_non_finite_value_where_eager_is_finite_and_in_range_fails_beside_eagers_overflow() -> (
+    None
+):
     reference, eager, compiled = overflowed()
     compiled[100] = torch.nan
 
@@ -98,7 +111,9 @@ def test_an_overflow_at_the_edge_of_float16_is_inconclusive() -> None:
     leaf = compare_tensor("out", compiled, eager, reference, TOL)
 
     assert (leaf.passed, leaf.rule) == (True, INCONCLUSIVE)
-    assert leaf.detail.startswith("overflow at the edge of float16's range; compiled has 1 non-finite")
+    assert leaf.detail.startswith(
+        "overflow at the edge of float16's range; compiled has 1 non-finite"
+    )
 
 
 @pytest.mark.parametrize("wrong", [torch.inf, torch.nan, -torch.inf])
@@ -132,7 +147,10 @@ def test_an_infinity_against_a_finite_value_of_the_other_sign_is_no_overflow() -
 
 def test_a_lucky_eager_is_measured_against_the_reversed_batch_run(reference: torch.Tensor) -> None:
     # eager 100x luckier than compiled and than the same computation on the batch reversed
-    eager, compiled = noisy(reference, 1e-5, 1, torch.float64), noisy(reference, 1e-3, 2, torch.float64)
+    eager, compiled = (
+        noisy(reference, 1e-5, 1, torch.float64),
+        noisy(reference, 1e-3, 2, torch.float64),
+    )
     reordered_error = 1.2e-3 * float(reference.square().mean().sqrt())
 
     leaf = compare_tensor("out", compiled, eager, reference, TOL, noise=reordered_error)
@@ -144,7 +162,10 @@ def test_a_lucky_eager_is_measured_against_the_reversed_batch_run(reference: tor
 
 
 def test_a_reordered_run_as_noisy_as_eager_changes_nothing(reference: torch.Tensor) -> None:
-    eager, compiled = noisy(reference, 1e-5, 1, torch.float64), noisy(reference, 1e-3, 2, torch.float64)
+    eager, compiled = (
+        noisy(reference, 1e-5, 1, torch.float64),
+        noisy(reference, 1e-3, 2, torch.float64),
+    )
     same_noise = 1e-5 * float(reference.square().mean().sqrt())
 
     assert not compare_tensor("out", compiled, eager, reference, TOL, noise=same_noise).passed
@@ -162,8 +183,12 @@ def test_the_floor_counts_only_outputs_the_reversal_is_a_symmetry_of() -> None:
     assert batch == 6 and torch.equal(reversed_args[0], x.flip(0))
 
     reference = {"out": per_sample_and_batch_sum(x.double())}
-    floors = noise_floors({"out": per_sample_and_batch_sum(reversed_args[0])},
-                          {"out": per_sample_and_batch_sum(reversed_args[0].double())}, reference, batch)
+    floors = noise_floors(
+        {"out": per_sample_and_batch_sum(reversed_args[0])},
+        {"out": per_sample_and_batch_sum(reversed_args[0].double())},
+        reference,
+        batch,
+    )
 
     assert set(floors) == {"out['out']", "out['sum']"}  # a cumulative sum depends on the order
     assert floors["out['out']"] < 1e-6 and floors["out['sum']"] < 1e-5
@@ -181,20 +206,33 @@ def test_channels_last_inputs_are_a_floor_where_values_keep_their_places() -> No
     laid_out = channels_last(((x,), {"scale": 2.0}))
     assert laid_out is not None
     (again,), kwargs = laid_out
-    assert again.is_contiguous(memory_format=torch.channels_last) and torch.equal(again, x) and kwargs == {"scale": 2.0}
+    assert (
+        again.is_contiguous(memory_format=torch.channels_last)
+        and torch.equal(again, x)
+        and kwargs == {"scale": 2.0}
+    )
 
     def outputs(value: torch.Tensor, dtype: torch.dtype) -> dict[str, torch.Tensor]:
         return {"out": conv.to(dtype)(value.to(dtype))}
 
-    floors = noise_floors({"out": outputs(again, torch.float32)}, {"out": outputs(again, torch.float64)},
-                          {"out": outputs(x, torch.float64)}, None)
+    floors = noise_floors(
+        {"out": outputs(again, torch.float32)},
+        {"out": outputs(again, torch.float64)},
+        {"out": outputs(x, torch.float64)},
+        None,
+    )
 
     assert set(floors) == {"out['out']"} and 0 < floors["out['out']"] < 1e-5
 
 
 def test_no_4d_input_or_all_channels_last_already_no_layout_floor() -> None:
     assert channels_last(((torch.randn(4, 3),), {})) is None
-    assert channels_last(((torch.randn(2, 3, 4, 4).contiguous(memory_format=torch.channels_last),), {})) is None
+    assert (
+        channels_last(
+            ((torch.randn(2, 3, 4, 4).contiguous(memory_format=torch.channels_last),), {})
+        )
+        is None
+    )
 
 
 def quantized(values: torch.Tensor) -> torch.Tensor:
@@ -202,7 +240,9 @@ def quantized(values: torch.Tensor) -> torch.Tensor:
     return values.to(torch.float8_e4m3fn).to(torch.float32)
 
 
-def test_an_output_whose_precision_the_graph_fixes_is_judged_against_eager_not_a_zero_error() -> None:
+def test_an_output_whose_precision_the_graph_fixes_is_judged_against_eager_not_a_zero_error() -> (
+    None
+):
     """The fp64 run of a graph whose ops fix float32 (torchao's fp8 convolutions:
     ``output_dtype=torch.float32``) returns eager's values: eager's error is zero, no sample of
     rounding, and one quantization step moved by another accumulation order is no miscompilation."""
@@ -237,7 +277,8 @@ def _in_epsilons(compiled: torch.Tensor, reference: torch.Tensor) -> float:
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_a_half_precision_result_within_its_formats_resolution_passes_and_says_so(
-        reference: torch.Tensor, dtype: torch.dtype) -> None:
+    reference: torch.Tensor, dtype: torch.dtype
+) -> None:
     """torchvision's wide_resnet50_2 in bf16 (H200): eager 0.3 epsilons of bf16 off fp64,
     compiled code 1.3 (its fused kernels keep fp32 where eager rounds each op): ratio 3.9, and
     rounding all the same."""
@@ -248,12 +289,15 @@ def test_a_half_precision_result_within_its_formats_resolution_passes_and_says_s
     leaf = compare_tensor("out", compiled, eager, reference, TOL)
 
     assert leaf.passed and leaf.rule == "fp64 rmse" and leaf.rmse_compiled > 3 * leaf.rmse_eager
-    assert leaf.detail.startswith(f"within {str(dtype).replace('torch.', '')}'s resolution: compiled's rmse is 1.")
+    assert leaf.detail.startswith(
+        f"within {str(dtype).replace('torch.', '')}'s resolution: compiled's rmse is 1."
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_a_half_precision_result_beyond_its_formats_resolution_still_fails(
-        reference: torch.Tensor, dtype: torch.dtype) -> None:
+    reference: torch.Tensor, dtype: torch.dtype
+) -> None:
     eps = torch.finfo(dtype).eps
     eager, compiled = noisy(reference, 0.3 * eps, 1, dtype), noisy(reference, 3 * eps, 2, dtype)
 

@@ -18,7 +18,11 @@ def test_cuts_side_by_side_compute_what_each_computes_alone() -> None:
     slicer = GraphSlicer(gm, [x])
     units = [unit for unit in slicer.order if slicer.units[unit][0].op == "call_function"]
     # The first cut holds none of the graph's constants, the others one each.
-    cuts = [slicer.slice(frozenset(units[:1])), slicer.slice(frozenset(units[1:3])), slicer.slice(frozenset(units[3:]))]
+    cuts = [
+        slicer.slice(frozenset(units[:1])),
+        slicer.slice(frozenset(units[1:3])),
+        slicer.slice(frozenset(units[3:])),
+    ]
     assert sum(node.op == "get_attr" for cut, _ in cuts for node in cut.graph.nodes) == 2
     assert not any(node.op == "get_attr" for node in cuts[0][0].graph.nodes)
     together, inputs, spans = side_by_side(gm, cuts)
@@ -26,7 +30,9 @@ def test_cuts_side_by_side_compute_what_each_computes_alone() -> None:
     assert [len(span) for span in spans] == [1, 1, 1]
     for (cut, cut_inputs), span in zip(cuts, spans, strict=True):
         alone = cut(*cut_inputs)
-        assert all(torch.equal(outputs[index], value) for index, value in zip(span, alone, strict=True))
+        assert all(
+            torch.equal(outputs[index], value) for index, value in zip(span, alone, strict=True)
+        )
 
 
 def quantised_lookup(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
@@ -39,7 +45,9 @@ def test_a_deviation_carried_by_an_index_starts_where_the_index_comes_from() -> 
     not start a deviation, the value the index was rounded from does."""
     x, table = torch.randn(6), torch.randn(4)
     slicer = GraphSlicer(make_fx(quantised_lookup)(x, table), [x, table])
-    diverged = {node for node in slicer.unit_of if node.name in ("sin", "mul", "round_1", "index", "mul_1")}
+    diverged = {
+        node for node in slicer.unit_of if node.name in ("sin", "mul", "round_1", "index", "mul_1")
+    }
     assert slicer.divergence_roots(diverged, set()) == ["sin", "index"]
     assert slicer.divergence_roots(slicer.carried(diverged), set()) == ["sin"]
 

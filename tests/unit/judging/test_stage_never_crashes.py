@@ -38,18 +38,26 @@ def test_more_compiled_results_than_eager_fail_on_their_count() -> None:
 
 def test_a_stage_step_whose_compile_returns_more_results_does_not_raise() -> None:
     x = torch.randn(8)
-    tried = stages._Stages(make_fx(doubled)(x), [x], 1e-4, stages.ExpectedFailure(), False, POST_AOT)
+    tried = stages._Stages(
+        make_fx(doubled)(x), [x], 1e-4, stages.ExpectedFailure(), False, POST_AOT
+    )
     assert tried.fails("inductor", with_an_extra_result)
     assert tried.trail == ["inductor: fails"]
 
 
-def test_an_attribution_that_raises_is_an_unknown_stage_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_attribution_that_raises_is_an_unknown_stage_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def raising(*args: Any, **kwargs: Any) -> stages.StageAttribution:
         raise ValueError("zip() argument 2 is longer than argument 1")
 
     monkeypatch.setattr(tasks, "attribute_stage", raising)
     x = torch.randn(8)
-    found = tasks.stage_of(StageQuery(JudgeSettings(), stages.ExpectedFailure()), make_fx(doubled)(x), [x], {})
+    found = tasks.stage_of(
+        StageQuery(JudgeSettings(), stages.ExpectedFailure()), make_fx(doubled)(x), [x], {}
+    )
     assert found.stage == "unattributed"
-    assert found.summary == ("stage unknown: its attribution stopped on "
-                             "ValueError: zip() argument 2 is longer than argument 1")
+    assert found.summary == (
+        "stage unknown: its attribution stopped on "
+        "ValueError: zip() argument 2 is longer than argument 1"
+    )

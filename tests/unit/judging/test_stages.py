@@ -60,8 +60,10 @@ def test_the_relu_codegen_knob_is_attributed_to_cpp_codegen(tmp_path: Path) -> N
     result = minify_repro(repro)
 
     assert result.stage == "inductor.codegen.cpp" and result.ops == ["aten.relu"]
-    assert result.stage_summary == ("deviation appears in Inductor's C++ codegen of aten.relu "
-                                    "(cpp.inject_relu_bug_TESTING_ONLY='accuracy')")
+    assert result.stage_summary == (
+        "deviation appears in Inductor's C++ codegen of aten.relu "
+        "(cpp.inject_relu_bug_TESTING_ONLY='accuracy')"
+    )
     assert result.failure_type == FailureKind.ACCURACY and result.stage_compiles >= 3
     assert f"# stage:   {result.stage_summary}" in Path(result.path or "").read_text()
     assert result.summary_line("t").splitlines()[1].startswith(f"  {result.stage_summary} (")
@@ -69,7 +71,8 @@ def test_the_relu_codegen_knob_is_attributed_to_cpp_codegen(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_a_lowering_mutant_installed_by_the_setup_hook_is_attributed_to_the_lowering(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     setup = tmp_path / "abs_mutant.py"
     setup.write_text(ABS_LOWERING_MUTANT)
@@ -91,7 +94,9 @@ def test_without_the_setup_hook_the_lowering_mutant_does_not_reproduce(tmp_path:
     assert result.stage is None and result.stop is StopReason.NOT_REPRODUCED
 
 
-def test_a_setup_module_that_fails_to_import_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_setup_module_that_fails_to_import_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(SETUP_VARIABLE, "no_such_setup_module_anywhere")
     repro = write_case(sin_op_exp(torch.relu), [torch.randn(16)], tmp_path, config_source=RELU_BUG)
 
@@ -123,8 +128,10 @@ def test_the_relu_codegen_knob_on_a_gpu_is_attributed_to_triton_codegen() -> Non
         found = stages.attribute_stage(gm, [x], stages.POST_AOT, 1e-4, config=config)
 
     assert found.stage == "inductor.codegen.triton"
-    assert found.summary == ("deviation appears in Inductor's Triton codegen of aten.relu "
-                             "(triton.inject_relu_bug_TESTING_ONLY='accuracy')")
+    assert found.summary == (
+        "deviation appears in Inductor's Triton codegen of aten.relu "
+        "(triton.inject_relu_bug_TESTING_ONLY='accuracy')"
+    )
 
 
 def break_relu(graph: torch.fx.Graph) -> None:
@@ -142,8 +149,13 @@ def test_a_graph_pass_mutant_is_attributed_to_the_pass_by_name() -> None:
     with inductor_config(config):
         found = stages.attribute_stage(gm, [x], stages.POST_AOT, 1e-4, config=config)
 
-    assert found.stage == "inductor.post_grad_passes" and found.culprits == ["post_grad_custom_post_pass"]
-    assert found.summary == "deviation appears in Inductor's post-grad passes: post_grad_custom_post_pass"
+    assert found.stage == "inductor.post_grad_passes" and found.culprits == [
+        "post_grad_custom_post_pass"
+    ]
+    assert (
+        found.summary
+        == "deviation appears in Inductor's post-grad passes: post_grad_custom_post_pass"
+    )
     assert found.compiles <= 8, "the passes are bisected, not tried one by one"
 
 
@@ -177,8 +189,10 @@ def test_a_pass_of_several_subsystems_is_attributed_to_the_pass_by_name() -> Non
     found = stages.attribute_stage(gm, [torch.randn(64)], stages.DYNAMO, 1e-4)
 
     assert found.stage == "inductor.graph_pass" and found.culprits == ["remove_noop_ops"]
-    assert found.summary == ("deviation appears in Inductor's graph pass remove_noop_ops "
-                             "(it goes with torch._inductor.config.disabled_passes = 'remove_noop_ops')")
+    assert found.summary == (
+        "deviation appears in Inductor's graph pass remove_noop_ops "
+        "(it goes with torch._inductor.config.disabled_passes = 'remove_noop_ops')"
+    )
     assert "inductor without joint_graph_passes: fails" in found.trail
     assert "inductor without post_grad_passes: fails" in found.trail
     assert found.trail[-1] == "inductor with disabled_passes='remove_noop_ops': passes"
@@ -187,10 +201,18 @@ def test_a_pass_of_several_subsystems_is_attributed_to_the_pass_by_name() -> Non
 def test_a_lowering_bug_is_not_blamed_on_a_graph_pass() -> None:
     gm = torch.fx.symbolic_trace(relu_sin)
     with inductor_config({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
-        found = stages.attribute_stage(gm, [torch.randn(64)], stages.DYNAMO, 1e-4,
-                                       config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
+        found = stages.attribute_stage(
+            gm,
+            [torch.randn(64)],
+            stages.DYNAMO,
+            1e-4,
+            config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"},
+        )
 
-    assert found.stage == "inductor.codegen.cpp" and "inductor without its graph passes: fails" in found.trail
+    assert (
+        found.stage == "inductor.codegen.cpp"
+        and "inductor without its graph passes: fails" in found.trail
+    )
 
 
 @pytest.fixture
@@ -214,7 +236,9 @@ def wrong_layer_norm_decomposition() -> Iterator[None]:
         table[op] = original
 
 
-def layer_norm_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor]:
+def layer_norm_relu(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
+) -> tuple[torch.Tensor]:
     return (torch.relu(torch.nn.functional.layer_norm(x, (16,), weight, bias)) * 2,)
 
 
@@ -228,13 +252,19 @@ def test_a_decomposition_mutant_is_attributed_to_decompositions_naming_the_op() 
 
     assert found.stage == "decompositions" and found.culprits == ["aten.native_layer_norm"]
     assert found.summary == "deviation appears with decompositions: aten.native_layer_norm"
-    assert found.trail[:3] == ["eager: passes", "aot_eager: passes", "aot_eager_decomp_partition: fails"]
+    assert found.trail[:3] == [
+        "eager: passes",
+        "aot_eager: passes",
+        "aot_eager_decomp_partition: fails",
+    ]
 
 
 def test_a_torch_level_graph_that_compiles_correctly_is_unreproduced() -> None:
     gm = torch.fx.symbolic_trace(layer_norm_relu)
 
-    found = stages.attribute_stage(gm, [torch.randn(4, 16), torch.randn(16), torch.randn(16)], stages.DYNAMO, 1e-4)
+    found = stages.attribute_stage(
+        gm, [torch.randn(4, 16), torch.randn(16), torch.randn(16)], stages.DYNAMO, 1e-4
+    )
 
     assert found.stage == "unreproduced" and found.level == stages.DYNAMO
 
@@ -268,7 +298,11 @@ def test_a_torch_level_graph_of_a_training_call_is_attributed_on_its_gradients()
     found = stages.attribute_stage(gm, [torch.randn(64, requires_grad=True)], stages.DYNAMO, 1e-4)
 
     assert found.stage == "decompositions" and found.culprits == ["aten.tanh_backward"], found.trail
-    assert found.trail[:3] == ["eager: passes", "aot_eager: passes", "aot_eager_decomp_partition: fails"]
+    assert found.trail[:3] == [
+        "eager: passes",
+        "aot_eager: passes",
+        "aot_eager_decomp_partition: fails",
+    ]
 
 
 def test_an_unknown_level_is_refused() -> None:
@@ -279,22 +313,45 @@ def test_an_unknown_level_is_refused() -> None:
 
 def test_graph_ops_name_aten_and_torch_level_ops() -> None:
     assert stages.graph_ops(torch.fx.symbolic_trace(layer_norm_relu)) == [
-        "torch.nn.functional.layer_norm", "torch.relu", "operator.mul"]
+        "torch.nn.functional.layer_norm",
+        "torch.relu",
+        "operator.mul",
+    ]
     x = torch.randn(4)
-    assert stages.graph_ops(make_fx(lambda x: (torch.relu(x).sin(),))(x)) == ["aten.relu", "aten.sin"]
+    assert stages.graph_ops(make_fx(lambda x: (torch.relu(x).sin(),))(x)) == [
+        "aten.relu",
+        "aten.sin",
+    ]
 
 
 def test_failure_type_is_the_exception_type_of_an_error() -> None:
     assert stages.ExpectedFailure(FailureKind.ACCURACY).type_name == "accuracy"
-    assert stages.ExpectedFailure(FailureKind.COMPILE_ERROR, "CppCompileError: C++ compile error").type_name == "CppCompileError"
+    assert (
+        stages.ExpectedFailure(
+            FailureKind.COMPILE_ERROR, "CppCompileError: C++ compile error"
+        ).type_name
+        == "CppCompileError"
+    )
 
 
 # --- grouping ----------------------------------------------------------------------------------
 
 
-def failed(nodeid: str, ops: list[str], stage: str, summary: str, kind: str = "accuracy") -> CaseResult:
-    minify = MinifyResult(3, len(ops), 1.0, 3, StopReason.MINIMAL, path=f"{nodeid}/minified.py", ops=ops, stage=stage,
-                          stage_summary=summary, failure_type=kind)
+def failed(
+    nodeid: str, ops: list[str], stage: str, summary: str, kind: str = "accuracy"
+) -> CaseResult:
+    minify = MinifyResult(
+        3,
+        len(ops),
+        1.0,
+        3,
+        StopReason.MINIMAL,
+        path=f"{nodeid}/minified.py",
+        ops=ops,
+        stage=stage,
+        stage_summary=summary,
+        failure_type=kind,
+    )
     return CaseResult(nodeid, Status.FAIL_ACCURACY, minify=minify)
 
 
@@ -302,16 +359,29 @@ def test_failures_sharing_a_signature_are_one_root_cause_listing_their_tests() -
     codegen = ("inductor.codegen.cpp", "deviation appears in Inductor's C++ codegen of aten.relu")
     results = [
         failed("t.py::test_b", ["aten.relu"], *codegen),
-        failed("t.py::test_c", ["aten.abs"], "inductor.lowering", "deviation appears in Inductor's lowering of aten.abs"),
+        failed(
+            "t.py::test_c",
+            ["aten.abs"],
+            "inductor.lowering",
+            "deviation appears in Inductor's lowering of aten.abs",
+        ),
         failed("t.py::test_a", ["aten.relu"], *codegen),
         failed("t.py::test_d", ["aten.relu"], *codegen, kind="CppCompileError"),
         CaseResult("t.py::test_e", Status.PASS),
-        CaseResult("t.py::test_f", Status.FAIL_ACCURACY, minify=MinifyResult(3, 3, 1.0, 3, StopReason.NOT_REPRODUCED)),
+        CaseResult(
+            "t.py::test_f",
+            Status.FAIL_ACCURACY,
+            minify=MinifyResult(3, 3, 1.0, 3, StopReason.NOT_REPRODUCED),
+        ),
     ]
 
     groups = root_causes(results)
 
-    assert [group.tests for group in groups] == [["t.py::test_a", "t.py::test_b"], ["t.py::test_c"], ["t.py::test_d"]]
+    assert [group.tests for group in groups] == [
+        ["t.py::test_a", "t.py::test_b"],
+        ["t.py::test_c"],
+        ["t.py::test_d"],
+    ]
     assert root_cause_lines(results)[:4] == [
         "compile accuracy root causes: 3",
         "  [2 tests] deviation appears in Inductor's C++ codegen of aten.relu | ops: aten.relu | accuracy",
@@ -324,7 +394,12 @@ def test_failures_sharing_a_signature_are_one_root_cause_listing_their_tests() -
 def test_the_github_summary_names_each_root_cause_most_tests_first() -> None:
     codegen = ("inductor.codegen.cpp", "deviation appears in Inductor's C++ codegen of aten.relu")
     results = [
-        failed("t.py::test_c", ["aten.abs"], "inductor.lowering", "deviation appears in Inductor's lowering of aten.abs"),
+        failed(
+            "t.py::test_c",
+            ["aten.abs"],
+            "inductor.lowering",
+            "deviation appears in Inductor's lowering of aten.abs",
+        ),
         failed("t.py::test_a", ["aten.relu"], *codegen),
         failed("t.py::test_b", ["aten.relu"], *codegen),
         CaseResult("t.py::test_e", Status.PASS),
@@ -333,7 +408,7 @@ def test_the_github_summary_names_each_root_cause_most_tests_first() -> None:
     lines = github_summary_markdown(results, None).splitlines()
 
     start = lines.index("**Root causes:** 2")
-    assert lines[start + 1:start + 3] == [
+    assert lines[start + 1 : start + 3] == [
         "- deviation appears in Inductor's C++ codegen of aten.relu (ops `aten.relu`, accuracy): 2 tests",
         "- deviation appears in Inductor's lowering of aten.abs (ops `aten.abs`, accuracy): 1 test",
     ]
@@ -349,8 +424,14 @@ def test_a_node_inductor_made_is_named_as_its_op_and_what_it_was_made_of() -> No
     gm = make_fx(lambda x, src: (torch.diagonal_scatter(x, src),))(torch.zeros(8, 8), torch.ones(8))
 
     assert stages.lowered_op("diagonal_scatter", gm) == "aten.diagonal_scatter"
-    assert stages.lowered_op("copy__default", gm) == "copy_ (a node Inductor made of aten.diagonal_scatter)"
-    assert stages.lowered_op("copy__default_1", gm) == "copy_ (a node Inductor made of aten.diagonal_scatter)"
+    assert (
+        stages.lowered_op("copy__default", gm)
+        == "copy_ (a node Inductor made of aten.diagonal_scatter)"
+    )
+    assert (
+        stages.lowered_op("copy__default_1", gm)
+        == "copy_ (a node Inductor made of aten.diagonal_scatter)"
+    )
 
 
 @pytest.fixture

@@ -19,7 +19,9 @@ def test_inputs_in_another_layout_are_copied_into_the_traced_one() -> None:
     channels_last = x.contiguous(memory_format=torch.channels_last).requires_grad_()
     relaid = traced_layout(gm, [channels_last, y])
     assert relaid is not None and relaid[1] is y
-    assert relaid[0].stride() == x.stride() and torch.equal(relaid[0], x) and relaid[0].requires_grad
+    assert (
+        relaid[0].stride() == x.stride() and torch.equal(relaid[0], x) and relaid[0].requires_grad
+    )
     assert torch.equal(gm(*relaid), _flattened(x, y))
 
 

@@ -52,16 +52,26 @@ lowering.lowerings[aten.add.Tensor] = lowering.lowerings[aten.sub.Tensor]
 
 
 def test_a_wrong_integer_dtype_shows_the_values_that_differ() -> None:
-    leaf = compare_tensor("out", torch.tensor([200, 3]), torch.tensor([-56, 3], dtype=torch.int8), None, 1e-4,
-                          check_non_float=False)
+    leaf = compare_tensor(
+        "out",
+        torch.tensor([200, 3]),
+        torch.tensor([-56, 3], dtype=torch.int8),
+        None,
+        1e-4,
+        check_non_float=False,
+    )
     assert (leaf.passed, leaf.rule, leaf.dtype) == (False, "metadata", "int8")
     assert (leaf.max_abs_error, leaf.max_error_index) == (256.0, (0,))
-    assert leaf.detail == ("compiled gave (2,) torch.int64, eager (2,) torch.int8; "
-                           "as int64 the values differ (1 of 2 elements differ)")
+    assert leaf.detail == (
+        "compiled gave (2,) torch.int64, eager (2,) torch.int8; "
+        "as int64 the values differ (1 of 2 elements differ)"
+    )
 
 
 def test_values_that_fit_the_expected_dtype_are_judged_in_it() -> None:
-    leaf = compare_tensor("out", torch.tensor([-56, 3]), torch.tensor([-56, 3], dtype=torch.int8), None, 1e-4)
+    leaf = compare_tensor(
+        "out", torch.tensor([-56, 3]), torch.tensor([-56, 3], dtype=torch.int8), None, 1e-4
+    )
     assert not leaf.passed
     assert leaf.detail.endswith("; as int8 the values match")
 
@@ -91,7 +101,9 @@ def run_under(mutant: Path, repro: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow  # a minification and three repro runs; its lighter twins are the tests above
-def test_every_file_judges_the_values_behind_a_wrong_dtype(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_file_judges_the_values_behind_a_wrong_dtype(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from torch._inductor import lowering
 
     x = torch.tensor([100, 3, -70, 5], dtype=torch.int8)
@@ -105,8 +117,13 @@ def test_every_file_judges_the_values_behind_a_wrong_dtype(tmp_path: Path, monke
     gm = make_fx(doubled_tripled)(x)
     verdict = judge_graph(gm, [x], 1e-4, False)
     assert verdict.failure == FailureKind.ACCURACY
-    case = ReproCase(gm, [x], FailureKind.ACCURACY, "doubled_tripled",
-                     non_float_failure=Comparison(verdict.leaves).fails_only_in_non_float)
+    case = ReproCase(
+        gm,
+        [x],
+        FailureKind.ACCURACY,
+        "doubled_tripled",
+        non_float_failure=Comparison(verdict.leaves).fails_only_in_non_float,
+    )
     repro = write_repro(case, tmp_path / "repro.py")
     minify_repro(repro, isolate=False, find_stage=False)
     minified = tmp_path / "minified.py"
@@ -116,7 +133,9 @@ def test_every_file_judges_the_values_behind_a_wrong_dtype(tmp_path: Path, monke
     assert shown.returncode == 1, shown.stdout + shown.stderr
     assert "as int64 the values differ (2 of 4 elements differ)" in shown.stdout
     compact = run_under(widened, minified)
-    assert compact.returncode == 1 and "metadata (compiled (4,) torch.int64) FAIL" in compact.stdout, compact.stdout
+    assert (
+        compact.returncode == 1 and "metadata (compiled (4,) torch.int64) FAIL" in compact.stdout
+    ), compact.stdout
     for path in (repro, minified):  # a fix that restores the dtype and leaves the values wrong
         fixed_dtype = run_under(values_wrong, path)
         assert fixed_dtype.returncode == 1, path.name + fixed_dtype.stdout + fixed_dtype.stderr

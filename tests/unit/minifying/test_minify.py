@@ -42,9 +42,13 @@ RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = {!r}"
 LOG1P_BUG = "torch._inductor.config.cpp.inject_log1p_bug_TESTING_ONLY = 'accuracy'"
 
 
-def aten_case(fn: Callable[..., Any], inputs: list[Any], kind: str = FailureKind.ACCURACY, **fields: Any) -> ReproCase:
+def aten_case(
+    fn: Callable[..., Any], inputs: list[Any], kind: str = FailureKind.ACCURACY, **fields: Any
+) -> ReproCase:
     """A case whose graph is ``fn`` traced to aten ops, as Inductor receives it."""
-    return ReproCase(make_fx(fn)(*inputs), inputs, kind, getattr(fn, "__name__", type(fn).__name__), **fields)
+    return ReproCase(
+        make_fx(fn)(*inputs), inputs, kind, getattr(fn, "__name__", type(fn).__name__), **fields
+    )
 
 
 def ops_of(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
@@ -55,18 +59,26 @@ def targets_of(gm: torch.fx.GraphModule) -> list[Any]:
     return [node.target for node in ops_of(gm)]
 
 
-def failing_with(*targets: Any, kind: str = FailureKind.ACCURACY, error: str | None = None) -> Callable[..., GraphVerdict]:
+def failing_with(
+    *targets: Any, kind: str = FailureKind.ACCURACY, error: str | None = None
+) -> Callable[..., GraphVerdict]:
     """A fake judge: the candidate fails iff it keeps all of ``targets``. It runs the candidate
     eagerly first, so a malformed cut fails the test instead of passing unnoticed."""
 
     def judge(gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
         gm(*inputs)
-        return GraphVerdict(kind, error=error) if set(targets) <= set(targets_of(gm)) else GraphVerdict(None)
+        return (
+            GraphVerdict(kind, error=error)
+            if set(targets) <= set(targets_of(gm))
+            else GraphVerdict(None)
+        )
 
     return judge
 
 
-def sin_relu_cos(sines: int = 20, cosines: int = 4) -> Callable[[torch.Tensor], tuple[torch.Tensor]]:
+def sin_relu_cos(
+    sines: int = 20, cosines: int = 4
+) -> Callable[[torch.Tensor], tuple[torch.Tensor]]:
     """A chain: ``sines`` sins, a relu, ``cosines`` coss."""
 
     def sin_relu_cos(x: torch.Tensor) -> tuple[torch.Tensor]:
@@ -124,9 +136,15 @@ def test_tuple_results_stay_with_their_getitems() -> None:
 
     inputs = [torch.randn(6)]
     slicer = GraphSlicer(make_fx(graph)(*inputs), inputs)
-    sort_unit = next(unit for unit in slicer.order if slicer.units[unit][0].target is aten.sort.default)
+    sort_unit = next(
+        unit for unit in slicer.order if slicer.units[unit][0].target is aten.sort.default
+    )
 
-    assert [node.target for node in slicer.units[sort_unit]] == [aten.sort.default, operator.getitem, operator.getitem]
+    assert [node.target for node in slicer.units[sort_unit]] == [
+        aten.sort.default,
+        operator.getitem,
+        operator.getitem,
+    ]
     gm, fed = slicer.slice(frozenset({sort_unit}))
     assert len(gm(*fed)) == 2
 
@@ -135,14 +153,18 @@ def test_tuple_results_stay_with_their_getitems() -> None:
 
 
 def test_fusion_bug_keeps_both_ops_with_fake_judge() -> None:
-    case = aten_case(lambda x: (torch.exp(torch.cos(torch.sin(torch.neg(x)))).tanh(),), [torch.randn(8)])
+    case = aten_case(
+        lambda x: (torch.exp(torch.cos(torch.sin(torch.neg(x)))).tanh(),), [torch.randn(8)]
+    )
 
     reduction = minify_graph(case, failing_with(aten.sin.default, aten.cos.default))
 
     assert reduction.gm is not None and reduction.stop is StopReason.MINIMAL
     assert sorted(map(str, targets_of(reduction.gm))) == ["aten.cos.default", "aten.sin.default"]
-    assert reduction.needs == ("each op is needed, its value fed in instead: without aten.sin (sin) it passes; "
-                               "without aten.cos (cos) it passes")
+    assert reduction.needs == (
+        "each op is needed, its value fed in instead: without aten.sin (sin) it passes; "
+        "without aten.cos (cos) it passes"
+    )
 
 
 def test_a_single_culprit_needs_no_reasons() -> None:
@@ -155,21 +177,30 @@ def test_a_single_culprit_needs_no_reasons() -> None:
 
 def test_each_op_of_a_minimal_error_says_what_it_did_without_it() -> None:
     """Without the sin, the rest still raises, but another error: an op that shapes the failure."""
-    case = aten_case(lambda x: (torch.cos(torch.sin(x)),), [torch.randn(8)], kind=FailureKind.COMPILE_ERROR,
-                     expected_error="InductorError: A")
+    case = aten_case(
+        lambda x: (torch.cos(torch.sin(x)),),
+        [torch.randn(8)],
+        kind=FailureKind.COMPILE_ERROR,
+        expected_error="InductorError: A",
+    )
 
     def judge(gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
         gm(*inputs)
         targets = set(targets_of(gm))
         if aten.cos.default not in targets:
             return GraphVerdict(None)
-        return GraphVerdict(FailureKind.COMPILE_ERROR, error="InductorError: A" if aten.sin.default in targets else "InductorError: B")
+        return GraphVerdict(
+            FailureKind.COMPILE_ERROR,
+            error="InductorError: A" if aten.sin.default in targets else "InductorError: B",
+        )
 
     reduction = minify_graph(case, judge)
 
     assert reduction.ops_after == 2
-    assert reduction.needs.endswith("without aten.sin (sin) it fails otherwise (compile_error: InductorError: B); "
-                                    "without aten.cos (cos) it passes"), reduction.needs
+    assert reduction.needs.endswith(
+        "without aten.sin (sin) it fails otherwise (compile_error: InductorError: B); "
+        "without aten.cos (cos) it passes"
+    ), reduction.needs
 
 
 def test_compile_errors_are_bisected_in_log_n_compiles() -> None:
@@ -181,16 +212,26 @@ def test_compile_errors_are_bisected_in_log_n_compiles() -> None:
     error = "InductorError: injected"
     case = aten_case(chain, [torch.randn(4)], FailureKind.COMPILE_ERROR, expected_error=error)
 
-    reduction = minify_graph(case, failing_with(aten.relu.default, kind=FailureKind.COMPILE_ERROR, error=error))
+    reduction = minify_graph(
+        case, failing_with(aten.relu.default, kind=FailureKind.COMPILE_ERROR, error=error)
+    )
 
     assert reduction.gm is not None and targets_of(reduction.gm) == [aten.relu.default]
     assert reduction.compiles <= 1 + 6 + 1  # whole graph, log2(64) prefixes, the culprit alone
 
 
 def test_a_different_error_is_not_the_failure() -> None:
-    case = aten_case(sin_relu_cos(3, 3), [torch.randn(4)], FailureKind.COMPILE_ERROR, expected_error="InductorError: A")
+    case = aten_case(
+        sin_relu_cos(3, 3),
+        [torch.randn(4)],
+        FailureKind.COMPILE_ERROR,
+        expected_error="InductorError: A",
+    )
 
-    reduction = minify_graph(case, failing_with(aten.relu.default, kind=FailureKind.COMPILE_ERROR, error="InductorError: B"))
+    reduction = minify_graph(
+        case,
+        failing_with(aten.relu.default, kind=FailureKind.COMPILE_ERROR, error="InductorError: B"),
+    )
 
     assert reduction.gm is None and "fails differently" in reduction.how
 
@@ -245,13 +286,19 @@ def dags_with_planted_bugs(draw: st.DrawFn) -> tuple[torch.fx.GraphModule, int]:
 
 @given(dags_with_planted_bugs(), st.sampled_from([FailureKind.ACCURACY, FailureKind.COMPILE_ERROR]))
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_random_graphs_reduce_to_exactly_the_planted_bug(planted: tuple[torch.fx.GraphModule, int], kind: str) -> None:
+def test_random_graphs_reduce_to_exactly_the_planted_bug(
+    planted: tuple[torch.fx.GraphModule, int], kind: str
+) -> None:
     gm, bug_count = planted
     error = "InductorError: planted" if kind == FailureKind.COMPILE_ERROR else None
 
     def judge(candidate: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
         candidate(*inputs)
-        return GraphVerdict(kind, error=error) if targets_of(candidate).count(BUG) >= bug_count else GraphVerdict(None)
+        return (
+            GraphVerdict(kind, error=error)
+            if targets_of(candidate).count(BUG) >= bug_count
+            else GraphVerdict(None)
+        )
 
     inputs = [torch.randn(4), torch.randn(4)]
     case = ReproCase(gm, inputs, kind, "random", expected_error=error)
@@ -266,12 +313,16 @@ def test_random_graphs_reduce_to_exactly_the_planted_bug(planted: tuple[torch.fx
 
 @given(dags_with_planted_bugs())
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_random_graphs_keep_an_op_pair_that_only_fails_together(planted: tuple[torch.fx.GraphModule, int]) -> None:
+def test_random_graphs_keep_an_op_pair_that_only_fails_together(
+    planted: tuple[torch.fx.GraphModule, int],
+) -> None:
     gm, _ = planted
 
     def pair_fails(candidate: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
         candidate(*inputs)
-        fused = any(node.target is BUG and node.args[0].op == "call_function" for node in ops_of(candidate))
+        fused = any(
+            node.target is BUG and node.args[0].op == "call_function" for node in ops_of(candidate)
+        )
         return GraphVerdict(FailureKind.ACCURACY if fused else None)
 
     inputs = [torch.randn(4), torch.randn(4)]
@@ -294,7 +345,10 @@ def write_case(case: ReproCase, directory: Path) -> Path:
 
 @pytest.mark.slow
 def test_sin_relu_cos_minifies_to_one_relu_of_a_graph_input(tmp_path: Path) -> None:
-    repro = write_case(aten_case(sin_relu_cos(), [torch.randn(64)], config_source=RELU_BUG.format("accuracy")), tmp_path)
+    repro = write_case(
+        aten_case(sin_relu_cos(), [torch.randn(64)], config_source=RELU_BUG.format("accuracy")),
+        tmp_path,
+    )
     original = repro.read_bytes()
 
     result = minify_repro(repro)
@@ -306,7 +360,10 @@ def test_sin_relu_cos_minifies_to_one_relu_of_a_graph_input(tmp_path: Path) -> N
     assert result.kernel_path is not None and "kernel" in Path(result.kernel_path).read_text()
     assert len(Path(result.path).read_text().splitlines()) <= 80, "the compact form"
     report = Path(result.bug_report_path or "").read_text()
-    assert report.startswith("# [inductor] wrong result from aten.relu on CPU") and "fp64 rmse FAIL" in report
+    assert (
+        report.startswith("# [inductor] wrong result from aten.relu on CPU")
+        and "fp64 rmse FAIL" in report
+    )
     assert Path(result.path).read_text().strip() in report, "the minified code, whole"
     assert repro.read_bytes() == original
     assert subprocess.run([sys.executable, result.path], capture_output=True).returncode == 1
@@ -315,12 +372,18 @@ def test_sin_relu_cos_minifies_to_one_relu_of_a_graph_input(tmp_path: Path) -> N
 @pytest.mark.slow
 def test_a_fresh_process_minifies_as_this_one_would(tmp_path: Path) -> None:
     """What a process whose device a device-side error made unusable does instead."""
-    repro = write_case(aten_case(sin_relu_cos(4, 2), [torch.randn(64)], config_source=RELU_BUG.format("accuracy")), tmp_path)
+    repro = write_case(
+        aten_case(sin_relu_cos(4, 2), [torch.randn(64)], config_source=RELU_BUG.format("accuracy")),
+        tmp_path,
+    )
 
     result = minify_in_fresh_process(repro, isolate=False)
 
     assert (result.ops_before, result.ops_after, result.stop) == (7, 1, StopReason.MINIMAL)
-    assert result.path == str(tmp_path / "minified.py") and only_op(Path(result.path)).target is aten.relu.default
+    assert (
+        result.path == str(tmp_path / "minified.py")
+        and only_op(Path(result.path)).target is aten.relu.default
+    )
 
 
 @pytest.mark.slow
@@ -334,23 +397,36 @@ def test_log1p_bug_behind_a_bool_mask_lands_on_the_relu(tmp_path: Path) -> None:
 
     result = minify_repro(repro, isolate=False)
 
-    assert result.ops_after == 1 and only_op(repro.with_name("minified.py")).target is aten.relu.default
+    assert (
+        result.ops_after == 1
+        and only_op(repro.with_name("minified.py")).target is aten.relu.default
+    )
 
 
 def buggy_sin_cos_pass(graph: torch.fx.Graph) -> None:
     """A post-grad pass that miscompiles ``cos(sin(x))``: a bug only the two ops together show."""
     for node in list(graph.nodes):
-        if node.target is aten.cos.default and getattr(node.args[0], "target", None) is aten.sin.default:
+        if (
+            node.target is aten.cos.default
+            and getattr(node.args[0], "target", None) is aten.sin.default
+        ):
             with graph.inserting_after(node):
                 wrong = graph.call_function(aten.add.Tensor, (node, 1.0))
-            node.replace_all_uses_with(wrong, delete_user_cb=lambda user, wrong=wrong: user is not wrong)
+            node.replace_all_uses_with(
+                wrong, delete_user_cb=lambda user, wrong=wrong: user is not wrong
+            )
 
 
 @pytest.mark.slow
 def test_fusion_bug_keeps_both_ops_end_to_end() -> None:
-    case = aten_case(lambda x: (torch.exp(torch.cos(torch.sin(torch.neg(x)))).tanh(),), [torch.randn(32)])
+    case = aten_case(
+        lambda x: (torch.exp(torch.cos(torch.sin(torch.neg(x)))).tanh(),), [torch.randn(32)]
+    )
 
-    with InProcessJudge() as judge, inductor_config({"post_grad_custom_post_pass": buggy_sin_cos_pass}):
+    with (
+        InProcessJudge() as judge,
+        inductor_config({"post_grad_custom_post_pass": buggy_sin_cos_pass}),
+    ):
         reduction = minify_graph(case, lambda gm, inputs: judge(gm, inputs, JudgeSettings()))
 
     assert reduction.gm is not None and reduction.stop is StopReason.MINIMAL
@@ -361,10 +437,14 @@ def test_fusion_bug_keeps_both_ops_end_to_end() -> None:
 def buggy_constant_mul_pass(graph: torch.fx.Graph) -> None:
     """A post-grad pass that miscompiles a product with a graph constant."""
     for node in list(graph.nodes):
-        if node.target is aten.mul.Tensor and any(getattr(arg, "op", None) == "get_attr" for arg in node.args):
+        if node.target is aten.mul.Tensor and any(
+            getattr(arg, "op", None) == "get_attr" for arg in node.args
+        ):
             with graph.inserting_after(node):
                 wrong = graph.call_function(aten.add.Tensor, (node, 1.0))
-            node.replace_all_uses_with(wrong, delete_user_cb=lambda user, wrong=wrong: user is not wrong)
+            node.replace_all_uses_with(
+                wrong, delete_user_cb=lambda user, wrong=wrong: user is not wrong
+            )
 
 
 class WithConstant(torch.nn.Module):
@@ -379,8 +459,10 @@ class WithConstant(torch.nn.Module):
 @pytest.mark.slow
 def test_constants_survive_with_their_real_values(tmp_path: Path) -> None:
     # A config value naming a function, written the way a repro file can execute it.
-    config = (f"torch._inductor.config.post_grad_custom_post_pass = "
-              f"__import__({__name__!r}).buggy_constant_mul_pass")
+    config = (
+        f"torch._inductor.config.post_grad_custom_post_pass = "
+        f"__import__({__name__!r}).buggy_constant_mul_pass"
+    )
     module = WithConstant()
     repro = write_case(aten_case(module, [torch.randn(40)], config_source=config), tmp_path)
 
@@ -390,8 +472,9 @@ def test_constants_survive_with_their_real_values(tmp_path: Path) -> None:
     mul = only_op(Path(result.path))
     constant = next(arg for arg in mul.args if arg.op == "get_attr")
     assert mul.target is aten.mul.Tensor
-    torch.testing.assert_close(getattr(load_case(result.path).gm, constant.target), module.constant,
-                               rtol=0, atol=0)
+    torch.testing.assert_close(
+        getattr(load_case(result.path).gm, constant.target), module.constant, rtol=0, atol=0
+    )
 
 
 @pytest.mark.slow
@@ -403,7 +486,10 @@ def test_errors_minify_to_the_relu_with_the_same_error(tmp_path: Path, kind: str
     with InProcessJudge(config) as judge:
         recorded = judge(gm, inputs, JudgeSettings())
     assert recorded.failure == kind
-    repro = write_case(ReproCase(gm, inputs, kind, "errors", expected_error=recorded.error, config_source=config), tmp_path)
+    repro = write_case(
+        ReproCase(gm, inputs, kind, "errors", expected_error=recorded.error, config_source=config),
+        tmp_path,
+    )
 
     result = minify_repro(repro, isolate=False)
 
@@ -413,17 +499,29 @@ def test_errors_minify_to_the_relu_with_the_same_error(tmp_path: Path, kind: str
 
 @pytest.mark.slow
 def test_a_tiny_budget_writes_a_failing_graph_labelled_not_minimal(tmp_path: Path) -> None:
-    repro = write_case(aten_case(sin_relu_cos(), [torch.randn(64)], config_source=RELU_BUG.format("accuracy")), tmp_path)
+    repro = write_case(
+        aten_case(sin_relu_cos(), [torch.randn(64)], config_source=RELU_BUG.format("accuracy")),
+        tmp_path,
+    )
 
     result = minify_repro(repro, timeout_s=0.0, isolate=False)
 
-    assert result.stop is StopReason.TIME_BUDGET and result.ops_after > 1 and result.path is not None
-    assert "NOT MINIMAL" in result.note and "(time budget hit: not minimal)" in result.summary_line("case")
+    assert (
+        result.stop is StopReason.TIME_BUDGET and result.ops_after > 1 and result.path is not None
+    )
+    assert "NOT MINIMAL" in result.note and "(time budget hit: not minimal)" in result.summary_line(
+        "case"
+    )
     text = Path(result.path).read_text()
-    assert "time budget hit: not minimal)" in next(line for line in text.splitlines() if line.startswith("# status:"))
+    assert "time budget hit: not minimal)" in next(
+        line for line in text.splitlines() if line.startswith("# status:")
+    )
     minified = load_case(result.path)
     with inductor_config({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
-        assert judge_graph(minified.gm, minified.inputs, minified.tol, False).failure == FailureKind.ACCURACY
+        assert (
+            judge_graph(minified.gm, minified.inputs, minified.tol, False).failure
+            == FailureKind.ACCURACY
+        )
 
 
 @pytest.mark.slow
@@ -431,7 +529,9 @@ def test_a_repro_that_does_not_fail_writes_nothing_and_leaks_no_config(tmp_path:
     def sines(x: torch.Tensor) -> tuple[torch.Tensor]:
         return (torch.sin(torch.sin(x)),)
 
-    repro = write_case(aten_case(sines, [torch.randn(16)], config_source=RELU_BUG.format("accuracy")), tmp_path)
+    repro = write_case(
+        aten_case(sines, [torch.randn(16)], config_source=RELU_BUG.format("accuracy")), tmp_path
+    )
 
     result = minify_repro(repro, isolate=False)
 
@@ -443,7 +543,8 @@ def test_a_repro_that_does_not_fail_writes_nothing_and_leaks_no_config(tmp_path:
 
 
 def test_a_repro_whose_graph_fails_eagerly_is_a_defect_unless_memory_ran_out(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def product(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor]:
         return (torch.mm(a, b),)
@@ -452,11 +553,18 @@ def test_a_repro_whose_graph_fails_eagerly_is_a_defect_unless_memory_ran_out(
     good = write_case(traced, tmp_path / "good")
     assert repro_defect(good) is None
     # Inputs that do not fit the graph: as a renderer writing the wrong values would leave them.
-    bad = write_case(ReproCase(traced.gm, [torch.randn(2, 3), torch.randn(2, 3)], FailureKind.ACCURACY, "t"), tmp_path / "bad")
-    assert (repro_defect(bad) or "").startswith("the graph fails when run eagerly on its inputs: RuntimeError")
+    bad = write_case(
+        ReproCase(traced.gm, [torch.randn(2, 3), torch.randn(2, 3)], FailureKind.ACCURACY, "t"),
+        tmp_path / "bad",
+    )
+    assert (repro_defect(bad) or "").startswith(
+        "the graph fails when run eagerly on its inputs: RuntimeError"
+    )
 
     def out_of_memory(path: Path) -> ReproCase:
-        raise RuntimeError("loading failed") from torch.OutOfMemoryError("no room for a second copy")
+        raise RuntimeError("loading failed") from torch.OutOfMemoryError(
+            "no room for a second copy"
+        )
 
     monkeypatch.setattr("pytest_torchcompile.repros.repro.load_case", out_of_memory)
     assert repro_defect(good) is None
@@ -474,7 +582,9 @@ def sines(count: int) -> Callable[[torch.Tensor], tuple[torch.Tensor]]:
     return chain
 
 
-def accumulating(deviates_from: int, fails_with_ops: int, culprit: Any = None) -> Callable[..., GraphVerdict]:
+def accumulating(
+    deviates_from: int, fails_with_ops: int, culprit: Any = None
+) -> Callable[..., GraphVerdict]:
     """A fake judge of a chain: the probe of every intermediate finds them deviating from the
     ``deviates_from``-th on; a candidate fails only with ``fails_with_ops`` ops or more, as
     rounding that accumulates does, or where it keeps ``culprit``."""
@@ -485,7 +595,10 @@ def accumulating(deviates_from: int, fails_with_ops: int, culprit: Any = None) -
             passed = [index < deviates_from for index in range(len(outputs))]
         else:
             passed = [len(ops_of(gm)) < fails_with_ops and culprit not in targets_of(gm)]
-        leaves = [LeafResult(f"graph_out[{index}]", (4,), "float32", ok, "fp64 rmse") for index, ok in enumerate(passed)]
+        leaves = [
+            LeafResult(f"graph_out[{index}]", (4,), "float32", ok, "fp64 rmse")
+            for index, ok in enumerate(passed)
+        ]
         return GraphVerdict(None if all(passed) else FailureKind.ACCURACY, leaves)
 
     return judge
@@ -506,6 +619,8 @@ def test_an_op_that_fails_alone_among_many_deviating_ones_is_still_found() -> No
         return (x,)
 
     case = aten_case(planted, [torch.randn(4)])
-    reduction = minify_graph(case, accumulating(deviates_from=30, fails_with_ops=50, culprit=aten.relu.default))
+    reduction = minify_graph(
+        case, accumulating(deviates_from=30, fails_with_ops=50, culprit=aten.relu.default)
+    )
     assert reduction.stop is StopReason.MINIMAL and reduction.gm is not None
     assert targets_of(reduction.gm) == [aten.relu.default]

@@ -23,10 +23,17 @@ def relu(x: torch.Tensor) -> torch.Tensor:
     return torch.relu(x) + 1
 
 
-def test_a_minified_case_whose_files_cannot_be_written_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_minified_case_whose_files_cannot_be_written_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     x = torch.randn(16)
-    case = ReproCase(make_fx(relu)(x), [x], FailureKind.ACCURACY, "test_x",
-                     config_source="torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'")
+    case = ReproCase(
+        make_fx(relu)(x),
+        [x],
+        FailureKind.ACCURACY,
+        "test_x",
+        config_source="torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'",
+    )
     repro = write_repro(case, tmp_path / "case" / "repro.py")
 
     def read_only(*args: object, **kwargs: object) -> Path:
@@ -37,5 +44,6 @@ def test_a_minified_case_whose_files_cannot_be_written_says_so(tmp_path: Path, m
     assert result.stop is StopReason.UNWRITTEN and result.path is None
     assert result.summary_line("test_x") == (
         f"not minified test_x: its files could not be written: Read-only file system in {repro.parent}; "
-        f"unminified repro kept: {repro}")
+        f"unminified repro kept: {repro}"
+    )
     assert sorted(path.name for path in repro.parent.iterdir()) == ["repro.py"]

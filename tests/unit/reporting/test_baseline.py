@@ -40,24 +40,35 @@ def make_baseline(*entries: BaselineEntry) -> Baseline:
 
 
 def test_load_reads_rows_notes_flaky_and_skips_comments(tmp_path: Path) -> None:
-    path = write(tmp_path, (
-        f"{HEADER}\n"
-        "\n"
-        "# a remark\n"
-        "tests/a.py::test_x[bf16]\tfail_accuracy\thttps://github.com/pytorch/pytorch/issues/1\n"
-        "tests/a.py::test_y\tpass\n"
-        "tests/b.py::test_z\tflaky\tthread count\tdependent\n"
-        "tests/b.py::test_w[a b]\t no_fp64_reference \n"
-    ))
+    path = write(
+        tmp_path,
+        (
+            f"{HEADER}\n"
+            "\n"
+            "# a remark\n"
+            "tests/a.py::test_x[bf16]\tfail_accuracy\thttps://github.com/pytorch/pytorch/issues/1\n"
+            "tests/a.py::test_y\tpass\n"
+            "tests/b.py::test_z\tflaky\tthread count\tdependent\n"
+            "tests/b.py::test_w[a b]\t no_fp64_reference \n"
+        ),
+    )
     loaded = load_baseline(path)
     assert loaded.path == path
     assert list(loaded.entries) == [
-        "tests/a.py::test_x[bf16]", "tests/a.py::test_y", "tests/b.py::test_z", "tests/b.py::test_w[a b]",
+        "tests/a.py::test_x[bf16]",
+        "tests/a.py::test_y",
+        "tests/b.py::test_z",
+        "tests/b.py::test_w[a b]",
     ]
     assert loaded.entries["tests/a.py::test_x[bf16]"] == BaselineEntry(
-        "tests/a.py::test_x[bf16]", Status.FAIL_ACCURACY, "https://github.com/pytorch/pytorch/issues/1", 4,
+        "tests/a.py::test_x[bf16]",
+        Status.FAIL_ACCURACY,
+        "https://github.com/pytorch/pytorch/issues/1",
+        4,
     )
-    assert loaded.entries["tests/a.py::test_y"] == BaselineEntry("tests/a.py::test_y", Status.PASS, "", 5)
+    assert loaded.entries["tests/a.py::test_y"] == BaselineEntry(
+        "tests/a.py::test_y", Status.PASS, "", 5
+    )
     flaky = loaded.entries["tests/b.py::test_z"]
     assert flaky.expected == FLAKY and flaky.is_flaky
     assert flaky.note == "thread count\tdependent"
@@ -78,11 +89,21 @@ def test_load_accepts_a_file_without_header(tmp_path: Path) -> None:
         ("\tpass\n", 1, "malformed row"),
         ("t.py::a\tpass\n\nt.py::b\tfailed\tnote\n", 3, "unknown status 'failed' for t.py::b"),
         ("t.py::a\tPASS\n", 1, "unknown status 'PASS'"),
-        ("t.py::a\tpass\nt.py::b\tpass\nt.py::a\tflaky\n", 3, "duplicate test id t.py::a (first listed on line 1)"),
-        ("# pytest-torchcompile baseline v2\nt.py::a\tpass\n", 1, "baseline format v2 is not supported"),
+        (
+            "t.py::a\tpass\nt.py::b\tpass\nt.py::a\tflaky\n",
+            3,
+            "duplicate test id t.py::a (first listed on line 1)",
+        ),
+        (
+            "# pytest-torchcompile baseline v2\nt.py::a\tpass\n",
+            1,
+            "baseline format v2 is not supported",
+        ),
     ],
 )
-def test_load_errors_name_file_and_line(tmp_path: Path, text: str, line: int, fragment: str) -> None:
+def test_load_errors_name_file_and_line(
+    tmp_path: Path, text: str, line: int, fragment: str
+) -> None:
     path = write(tmp_path, text)
     with pytest.raises(BaselineError) as raised:
         load_baseline(path)
@@ -92,7 +113,10 @@ def test_load_errors_name_file_and_line(tmp_path: Path, text: str, line: int, fr
 
 
 def test_unknown_status_message_lists_the_allowed_values(tmp_path: Path) -> None:
-    with pytest.raises(BaselineError, match=r"expected one of pass, fail_accuracy, .*no_fp64_reference, unconfirmed, handled_error, inconclusive, not_judged, flaky"):
+    with pytest.raises(
+        BaselineError,
+        match=r"expected one of pass, fail_accuracy, .*no_fp64_reference, unconfirmed, handled_error, inconclusive, not_judged, flaky",
+    ):
         load_baseline(write(tmp_path, "t.py::a\tfailed\n"))
 
 
@@ -109,19 +133,26 @@ def test_load_missing_or_undecodable_file(tmp_path: Path) -> None:
 
 
 def test_write_round_trip_keeps_untouched_rows_notes_and_flaky(tmp_path: Path) -> None:
-    path = write(tmp_path, (
-        f"{HEADER}\n"
-        "# this remark is not kept\n"
-        "t.py::c_not_run\tfail_runtime\tbug 3\n"
-        "t.py::a_fixed\tfail_accuracy\tbug 1\n"
-        "t.py::b_flaky\tflaky\tsometimes\n"
-    ))
+    path = write(
+        tmp_path,
+        (
+            f"{HEADER}\n"
+            "# this remark is not kept\n"
+            "t.py::c_not_run\tfail_runtime\tbug 3\n"
+            "t.py::a_fixed\tfail_accuracy\tbug 1\n"
+            "t.py::b_flaky\tflaky\tsometimes\n"
+        ),
+    )
     previous = load_baseline(path)
-    write_baseline(path, {
-        "t.py::a_fixed": Status.PASS,
-        "t.py::b_flaky": Status.FAIL_COMPILE,
-        "t.py::d_new": Status.FAIL_ACCURACY,
-    }, previous)
+    write_baseline(
+        path,
+        {
+            "t.py::a_fixed": Status.PASS,
+            "t.py::b_flaky": Status.FAIL_COMPILE,
+            "t.py::d_new": Status.FAIL_ACCURACY,
+        },
+        previous,
+    )
     assert path.read_text(encoding="utf-8") == (
         f"{HEADER}\n"
         "t.py::a_fixed\tpass\tbug 1\n"
@@ -145,17 +176,33 @@ def test_write_without_previous_creates_directories_and_sorts(tmp_path: Path) ->
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
-@pytest.mark.parametrize("test_id", ["t.py::a\tb", "t.py::a\nb", "", " t.py::a", "#t.py::a", '"t.py::a"',
-                                     "t.py::a[\x1b[31m]", "t.py::a[\u2028]", "t.py::a[\x85]"])
-def test_ids_a_row_cannot_hold_as_they_are_are_stored_as_json_and_read_back(tmp_path: Path, test_id: str) -> None:
+@pytest.mark.parametrize(
+    "test_id",
+    [
+        "t.py::a\tb",
+        "t.py::a\nb",
+        "",
+        " t.py::a",
+        "#t.py::a",
+        '"t.py::a"',
+        "t.py::a[\x1b[31m]",
+        "t.py::a[\u2028]",
+        "t.py::a[\x85]",
+    ],
+)
+def test_ids_a_row_cannot_hold_as_they_are_are_stored_as_json_and_read_back(
+    tmp_path: Path, test_id: str
+) -> None:
     path = tmp_path / "baseline.txt"
     others = {f"t.py::other{i}": Status.PASS for i in range(3)}
     write_baseline(path, {test_id: Status.FAIL_ACCURACY, **others}, None)
     rows = path.read_text(encoding="utf-8").splitlines()
-    assert f'{json.dumps(test_id)}\tfail_accuracy' in rows
+    assert f"{json.dumps(test_id)}\tfail_accuracy" in rows
     loaded = load_baseline(path)
     assert {entry.test_id: entry.expected for entry in loaded.entries.values()} == {
-        test_id: Status.FAIL_ACCURACY, **others}
+        test_id: Status.FAIL_ACCURACY,
+        **others,
+    }
 
 
 def test_an_id_pytest_escaped_is_stored_as_pytest_shows_it(tmp_path: Path) -> None:
@@ -166,7 +213,9 @@ def test_an_id_pytest_escaped_is_stored_as_pytest_shows_it(tmp_path: Path) -> No
 
 def test_a_quoted_id_that_is_no_json_string_is_one_line(tmp_path: Path) -> None:
     path = write(tmp_path, '"t.py::a\tpass\n')
-    with pytest.raises(BaselineError, match=r"baseline.txt:1: test id \"t.py::a starts with a quote"):
+    with pytest.raises(
+        BaselineError, match=r"baseline.txt:1: test id \"t.py::a starts with a quote"
+    ):
         load_baseline(path)
 
 
@@ -178,7 +227,9 @@ def test_write_keeps_file_mode_and_leaves_no_temporary_files(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["baseline.txt"]
 
 
-def test_write_failure_leaves_the_old_file_intact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_failure_leaves_the_old_file_intact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = write(tmp_path, "t.py::a\tpass\n")
 
     def failing_replace(source: str, target: str) -> None:
@@ -236,33 +287,97 @@ NOTED = BaselineEntry("t.py::a", Status.FAIL_ACCURACY, "https://bugs/1")
     ("entry", "status", "kind", "fails_run", "message"),
     [
         (BaselineEntry("t.py::a", Status.PASS), Status.PASS, DecisionKind.OK, False, "pass"),
-        (BaselineEntry("t.py::a", Status.PASS), Status.NO_FP64_REFERENCE, DecisionKind.OK, False,
-         "no_fp64_reference"),
-        (BaselineEntry("t.py::a", Status.NO_FP64_REFERENCE), Status.PASS, DecisionKind.OK, False, "pass"),
-        (BaselineEntry("t.py::a", Status.PASS), Status.FAIL_RUNTIME, DecisionKind.NEW_FAILURE, True,
-         "fail_runtime, the baseline expects pass"),
-        (BaselineEntry("t.py::a", Status.PASS), Status.EAGER_FAIL, DecisionKind.NEW_FAILURE, True,
-         "eager_fail, the baseline expects pass"),
-        (NOTED, Status.FAIL_ACCURACY, DecisionKind.EXPECTED_FAILURE, False,
-         "still fail_accuracy, as the baseline records [https://bugs/1]"),
-        (BaselineEntry("t.py::a", Status.EAGER_NONDETERMINISTIC), Status.EAGER_NONDETERMINISTIC,
-         DecisionKind.EXPECTED_FAILURE, False, "still eager_nondeterministic, as the baseline records"),
-        (NOTED, Status.FAIL_COMPILE, DecisionKind.NEW_FAILURE, True,
-         "fail_compile, a different failure than the baseline's fail_accuracy [https://bugs/1]"),
-        (BaselineEntry("t.py::a", FLAKY, "racy"), Status.FAIL_COMPILE, DecisionKind.FLAKY, False,
-         "fail_compile (flaky in the baseline) [racy]"),
-        (BaselineEntry("t.py::a", FLAKY), Status.PASS, DecisionKind.FLAKY, False, "pass (flaky in the baseline)"),
+        (
+            BaselineEntry("t.py::a", Status.PASS),
+            Status.NO_FP64_REFERENCE,
+            DecisionKind.OK,
+            False,
+            "no_fp64_reference",
+        ),
+        (
+            BaselineEntry("t.py::a", Status.NO_FP64_REFERENCE),
+            Status.PASS,
+            DecisionKind.OK,
+            False,
+            "pass",
+        ),
+        (
+            BaselineEntry("t.py::a", Status.PASS),
+            Status.FAIL_RUNTIME,
+            DecisionKind.NEW_FAILURE,
+            True,
+            "fail_runtime, the baseline expects pass",
+        ),
+        (
+            BaselineEntry("t.py::a", Status.PASS),
+            Status.EAGER_FAIL,
+            DecisionKind.NEW_FAILURE,
+            True,
+            "eager_fail, the baseline expects pass",
+        ),
+        (
+            NOTED,
+            Status.FAIL_ACCURACY,
+            DecisionKind.EXPECTED_FAILURE,
+            False,
+            "still fail_accuracy, as the baseline records [https://bugs/1]",
+        ),
+        (
+            BaselineEntry("t.py::a", Status.EAGER_NONDETERMINISTIC),
+            Status.EAGER_NONDETERMINISTIC,
+            DecisionKind.EXPECTED_FAILURE,
+            False,
+            "still eager_nondeterministic, as the baseline records",
+        ),
+        (
+            NOTED,
+            Status.FAIL_COMPILE,
+            DecisionKind.NEW_FAILURE,
+            True,
+            "fail_compile, a different failure than the baseline's fail_accuracy [https://bugs/1]",
+        ),
+        (
+            BaselineEntry("t.py::a", FLAKY, "racy"),
+            Status.FAIL_COMPILE,
+            DecisionKind.FLAKY,
+            False,
+            "fail_compile (flaky in the baseline) [racy]",
+        ),
+        (
+            BaselineEntry("t.py::a", FLAKY),
+            Status.PASS,
+            DecisionKind.FLAKY,
+            False,
+            "pass (flaky in the baseline)",
+        ),
         (None, Status.PASS, DecisionKind.MISSING, False, "pass; the test is not in the baseline"),
-        (None, Status.NO_FP64_REFERENCE, DecisionKind.MISSING, False,
-         "no_fp64_reference; the test is not in the baseline"),
-        (None, Status.FAIL_ACCURACY, DecisionKind.NEW_FAILURE, True,
-         "fail_accuracy, and the test is not in the baseline"),
+        (
+            None,
+            Status.NO_FP64_REFERENCE,
+            DecisionKind.MISSING,
+            False,
+            "no_fp64_reference; the test is not in the baseline",
+        ),
+        (
+            None,
+            Status.FAIL_ACCURACY,
+            DecisionKind.NEW_FAILURE,
+            True,
+            "fail_accuracy, and the test is not in the baseline",
+        ),
     ],
 )
 def test_decide_outcomes_that_ignore_strict(
-    strict: bool, entry: BaselineEntry | None, status: Status, kind: DecisionKind, fails_run: bool, message: str,
+    strict: bool,
+    entry: BaselineEntry | None,
+    status: Status,
+    kind: DecisionKind,
+    fails_run: bool,
+    message: str,
 ) -> None:
-    known = make_baseline(entry) if entry else make_baseline(BaselineEntry("t.py::other", Status.PASS))
+    known = (
+        make_baseline(entry) if entry else make_baseline(BaselineEntry("t.py::other", Status.PASS))
+    )
     decision = decide("t.py::a", status, known, strict=strict)
     assert decision.kind is kind
     assert decision.fails_run is fails_run
@@ -299,9 +414,14 @@ def test_unknown_entries_are_rows_of_collected_files_that_were_not_collected() -
         BaselineEntry("tests/a.py::Cls::test_gone", Status.FAIL_ACCURACY),
         BaselineEntry("tests/b.py::test_not_in_this_run", Status.PASS),
     )
-    collected = ["tests/a.py::test_kept[x::y]", "tests/a.py::test_renamed_new", "tests/c.py::test_c"]
+    collected = [
+        "tests/a.py::test_kept[x::y]",
+        "tests/a.py::test_renamed_new",
+        "tests/c.py::test_c",
+    ]
     assert [entry.test_id for entry in unknown_entries(known, collected)] == [
-        "tests/a.py::Cls::test_gone", "tests/a.py::test_renamed_old",
+        "tests/a.py::Cls::test_gone",
+        "tests/a.py::test_renamed_old",
     ]
     assert unknown_entries(known, iter(["tests/c.py::test_c"])) == []
 

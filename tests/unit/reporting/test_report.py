@@ -20,18 +20,41 @@ from pytest_torchcompile.reporting.terminal import RATIO_LEGEND, terminal_lines
 from pytest_torchcompile.torch_internals.environment import report_environment
 
 LEAF = LeafResult(
-    path="out[0]", shape=(2, 3), dtype="bfloat16", passed=False, rule="fp64 rmse",
-    rmse_compiled=0.5, rmse_eager=0.01, multiplier=3.0, max_abs_error=1.25, max_error_index=(1, 2),
+    path="out[0]",
+    shape=(2, 3),
+    dtype="bfloat16",
+    passed=False,
+    rule="fp64 rmse",
+    rmse_compiled=0.5,
+    rmse_eager=0.01,
+    multiplier=3.0,
+    max_abs_error=1.25,
+    max_error_index=(1, 2),
 )
-MINIFY = MinifyResult(ops_before=12, ops_after=3, seconds=4.25, compiles=17, stop=StopReason.MINIMAL,
-                      path="repros/min_a.py", kernel_path="repros/min_a_kernel.py", note="")
+MINIFY = MinifyResult(
+    ops_before=12,
+    ops_after=3,
+    seconds=4.25,
+    compiles=17,
+    stop=StopReason.MINIMAL,
+    path="repros/min_a.py",
+    kernel_path="repros/min_a_kernel.py",
+    note="",
+)
 
 
 def failing_case() -> CaseResult:
     return CaseResult(
-        nodeid="tests/m.py::test_b[bf16]", status=Status.FAIL_ACCURACY, message="out[0] differs",
-        case_id="graph 0", worst_ratio=50.0, leaves=[LEAF], repro_path="repros/a.py", minify=MINIFY,
-        compile_seconds=2.5, graph="graph 0 (forward)",
+        nodeid="tests/m.py::test_b[bf16]",
+        status=Status.FAIL_ACCURACY,
+        message="out[0] differs",
+        case_id="graph 0",
+        worst_ratio=50.0,
+        leaves=[LEAF],
+        repro_path="repros/a.py",
+        minify=MINIFY,
+        compile_seconds=2.5,
+        graph="graph 0 (forward)",
     )
 
 
@@ -39,9 +62,18 @@ def results() -> list[CaseResult]:
     # Deliberately out of order: xdist delivers results as workers finish.
     return [
         failing_case(),
-        CaseResult(nodeid="tests/m.py::test_a", status=Status.PASS, worst_ratio=1.0, compile_seconds=0.25),
-        CaseResult(nodeid="tests/m.py::test_b[bf16]", status=Status.PASS, case_id="graph 1", worst_ratio=math.inf),
-        CaseResult(nodeid="tests/m.py::test_c", status=Status.NO_FP64_REFERENCE, reference="fp32 (cosine)"),
+        CaseResult(
+            nodeid="tests/m.py::test_a", status=Status.PASS, worst_ratio=1.0, compile_seconds=0.25
+        ),
+        CaseResult(
+            nodeid="tests/m.py::test_b[bf16]",
+            status=Status.PASS,
+            case_id="graph 1",
+            worst_ratio=math.inf,
+        ),
+        CaseResult(
+            nodeid="tests/m.py::test_c", status=Status.NO_FP64_REFERENCE, reference="fp32 (cosine)"
+        ),
     ]
 
 
@@ -49,12 +81,18 @@ def decisions() -> dict[str, Decision]:
     return {
         "tests/m.py::test_a": Decision(DecisionKind.OK, "pass", Status.PASS, Status.PASS, False),
         "tests/m.py::test_b[bf16]": Decision(
-            DecisionKind.NEW_FAILURE, "fail_accuracy, the baseline expects pass", Status.FAIL_ACCURACY,
-            Status.PASS, True,
+            DecisionKind.NEW_FAILURE,
+            "fail_accuracy, the baseline expects pass",
+            Status.FAIL_ACCURACY,
+            Status.PASS,
+            True,
         ),
         "tests/m.py::test_c": Decision(
-            DecisionKind.MISSING, "no_fp64_reference; the test is not in the baseline",
-            Status.NO_FP64_REFERENCE, None, False,
+            DecisionKind.MISSING,
+            "no_fp64_reference; the test is not in the baseline",
+            Status.NO_FP64_REFERENCE,
+            None,
+            False,
         ),
     }
 
@@ -78,16 +116,20 @@ def test_terminal_one_row_per_test_with_the_whole_id_last() -> None:
         "      minify: 12 -> 3 ops, 4.2 s, 17 compiles",
         "no_fp64_reference  -      tests/m.py::test_c",
     ]
-    assert lines[9:] == [*TerminalLayout(width=100).wrap(RATIO_LEGEND, ""),
-                         "compile accuracy: 4 checks in 3 tests: 2 pass, 1 fail_accuracy, 1 no_fp64_reference"]
+    assert lines[9:] == [
+        *TerminalLayout(width=100).wrap(RATIO_LEGEND, ""),
+        "compile accuracy: 4 checks in 3 tests: 2 pass, 1 fail_accuracy, 1 no_fp64_reference",
+    ]
 
 
 def test_terminal_columns_are_aligned() -> None:
-    table = [line for line in terminal_lines(results(), decisions()) if not line.startswith(" ")][:4]
+    table = [line for line in terminal_lines(results(), decisions()) if not line.startswith(" ")][
+        :4
+    ]
     for heading in ("ratio", "baseline", "test"):
         column = table[0].index(heading)
         for row in table[1:]:
-            assert row[column - 2:column] == "  " and row[column] != " ", (heading, row)
+            assert row[column - 2 : column] == "  " and row[column] != " ", (heading, row)
 
 
 def test_terminal_marks_a_minification_that_ran_out_of_time_and_a_large_ratio() -> None:
@@ -99,11 +141,14 @@ def test_terminal_marks_a_minification_that_ran_out_of_time_and_a_large_ratio() 
     assert "      minify: 9 -> 5 ops, 60.0 s, 40 compiles, time budget hit: not minimal" in lines
 
 
-@pytest.mark.parametrize(("stop", "label"), [
-    (StopReason.NOT_REPRODUCED, "the repro does not reproduce"),
-    (StopReason.REPRO_BROKEN, "the repro is broken"),
-    (StopReason.CRASHED, "the minifier crashed"),
-])
+@pytest.mark.parametrize(
+    ("stop", "label"),
+    [
+        (StopReason.NOT_REPRODUCED, "the repro does not reproduce"),
+        (StopReason.REPRO_BROKEN, "the repro is broken"),
+        (StopReason.CRASHED, "the minifier crashed"),
+    ],
+)
 def test_a_case_left_unminified_says_why_not_how_many_ops(stop: StopReason, label: str) -> None:
     result = failing_case()
     result.minify = MinifyResult(373, 373, 3.5, 2, stop, note="the details")
@@ -120,7 +165,13 @@ def test_terminal_baseline_column_counts_and_notable_tests() -> None:
     lines = terminal_lines(results(), decisions(), TerminalLayout(width=100))
     assert lines[0].split() == ["status", "ratio", "baseline", "test"]
     assert lines[1].split() == ["pass", "1.00", "ok", "tests/m.py::test_a"]
-    assert lines[2].split() == ["fail_accuracy", "inf", "NEW", "FAILURE", "tests/m.py::test_b[bf16]"]
+    assert lines[2].split() == [
+        "fail_accuracy",
+        "inf",
+        "NEW",
+        "FAILURE",
+        "tests/m.py::test_b[bf16]",
+    ]
     assert lines[8].split() == ["no_fp64_reference", "-", "missing", "tests/m.py::test_c"]
     assert lines[-3:] == [
         "baseline: 1 ok, 1 NEW FAILURE, 1 missing",
@@ -128,18 +179,33 @@ def test_terminal_baseline_column_counts_and_notable_tests() -> None:
         "  missing tests/m.py::test_c: no_fp64_reference; the test is not in the baseline",
     ]
     # While the baseline is being written, every test not in it yet would be listed as missing.
-    assert "missing tests/m.py::test_c" not in "\n".join(terminal_lines(results(), decisions(), recording=True))
+    assert "missing tests/m.py::test_c" not in "\n".join(
+        terminal_lines(results(), decisions(), recording=True)
+    )
 
 
 def test_terminal_lists_improved_and_flaky_tests() -> None:
     flaky = CaseResult(nodeid="t.py::f", status=Status.FAIL_RUNTIME)
     fixed = CaseResult(nodeid="t.py::g", status=Status.PASS)
-    lines = terminal_lines([flaky, fixed], {
-        "t.py::f": Decision(DecisionKind.FLAKY, "fail_runtime (flaky in the baseline)", Status.FAIL_RUNTIME,
-                            "flaky", False),
-        "t.py::g": Decision(DecisionKind.IMPROVED, "pass, the baseline expects fail_compile", Status.PASS,
-                            Status.FAIL_COMPILE, False),
-    })
+    lines = terminal_lines(
+        [flaky, fixed],
+        {
+            "t.py::f": Decision(
+                DecisionKind.FLAKY,
+                "fail_runtime (flaky in the baseline)",
+                Status.FAIL_RUNTIME,
+                "flaky",
+                False,
+            ),
+            "t.py::g": Decision(
+                DecisionKind.IMPROVED,
+                "pass, the baseline expects fail_compile",
+                Status.PASS,
+                Status.FAIL_COMPILE,
+                False,
+            ),
+        },
+    )
     assert lines[-3:] == [
         "baseline: 1 IMPROVED, 1 flaky",
         "  IMPROVED t.py::g: pass, the baseline expects fail_compile",
@@ -148,39 +214,75 @@ def test_terminal_lists_improved_and_flaky_tests() -> None:
 
 
 def deep_failure() -> CaseResult:
-    case_dir = ROOT / ".compile-accuracy" / "tests_models_deep_test_model.py__test_forward-bfloat16-large"
+    case_dir = (
+        ROOT / ".compile-accuracy" / "tests_models_deep_test_model.py__test_forward-bfloat16-large"
+    )
     return CaseResult(
-        nodeid="tests/models/" + "deep/" * 12 + "test_model.py::test_forward[bfloat16-large-dynamic]",
-        status=Status.FAIL_ACCURACY, worst_ratio=1523.4, repro_path=str(case_dir / "repro.py"),
+        nodeid="tests/models/"
+        + "deep/" * 12
+        + "test_model.py::test_forward[bfloat16-large-dynamic]",
+        status=Status.FAIL_ACCURACY,
+        worst_ratio=1523.4,
+        repro_path=str(case_dir / "repro.py"),
         message=f"1 of 3 outputs of graph 2 (backward) from {ROOT}/tests/models/test_model.py:41 (test_forward) "
-                "deviate beyond the fp64 rule", graph=f"graph 2 (backward) from {ROOT}/tests/models/test_model.py:41",
-        minify=MinifyResult(114, 1, 4.1, 3, StopReason.MINIMAL, path=str(case_dir / "minified.py"),
-                            ops=["aten.native_layer_norm"], stage="decompositions", failure_type="accuracy",
-                            stage_summary="deviation appears with decompositions: aten.native_layer_norm"),
+        "deviate beyond the fp64 rule",
+        graph=f"graph 2 (backward) from {ROOT}/tests/models/test_model.py:41",
+        minify=MinifyResult(
+            114,
+            1,
+            4.1,
+            3,
+            StopReason.MINIMAL,
+            path=str(case_dir / "minified.py"),
+            ops=["aten.native_layer_norm"],
+            stage="decompositions",
+            failure_type="accuracy",
+            stage_summary="deviation appears with decompositions: aten.native_layer_norm",
+        ),
         graphs_judged=1,
     )
 
 
 @pytest.mark.parametrize("width", [80, 120, 200])
 def test_terminal_fits_the_width_keeping_ids_whole_and_paths_relative(width: int) -> None:
-    plain = CaseResult(nodeid="tests/p.py::test_p", status=Status.PASS, graphs_judged=2,
-                       unchecked=[f"graph 1 (forward) from {ROOT}/tests/p.py:9 (test_p): draws random numbers "
-                                  "(Inductor's RNG differs from eager)"])
+    plain = CaseResult(
+        nodeid="tests/p.py::test_p",
+        status=Status.PASS,
+        graphs_judged=2,
+        unchecked=[
+            f"graph 1 (forward) from {ROOT}/tests/p.py:9 (test_p): draws random numbers "
+            "(Inductor's RNG differs from eager)"
+        ],
+    )
     failure = deep_failure()
-    baseline = {failure.nodeid: Decision(DecisionKind.NEW_FAILURE, "fail_accuracy; the baseline expects pass, "
-                                         "update it with --compile-accuracy-update-baseline if intended",
-                                         Status.FAIL_ACCURACY, Status.PASS, True)}
+    baseline = {
+        failure.nodeid: Decision(
+            DecisionKind.NEW_FAILURE,
+            "fail_accuracy; the baseline expects pass, "
+            "update it with --compile-accuracy-update-baseline if intended",
+            Status.FAIL_ACCURACY,
+            Status.PASS,
+            True,
+        )
+    }
     lines = terminal_lines([deep_failure(), plain], baseline, TerminalLayout(width, 0, ROOT))
     assert lines[0].split() == ["status", "ratio", "graphs", "baseline", "test"]
     assert lines[1].split()[:6] == ["fail_accuracy", "1.52e+03", "1", "judged", "NEW", "FAILURE"]
     text = "\n".join(lines)
     assert str(ROOT) not in text
     assert "plain torch.compile graphs: 3 judged, 1 unchecked" in lines
-    assert ".compile-accuracy/tests_models_deep_test_model.py__test_forward-bfloat16-large/minified.py" in "".join(
-        line.strip() for line in lines)
-    assert "unchecked graph 1 (forward) from tests/p.py:9 (test_p): draws random numbers" in " ".join(text.split())
-    assert ("[1 test] deviation appears with decompositions: aten.native_layer_norm | ops: "
-            "aten.native_layer_norm | accuracy") in " ".join(text.split())
+    assert (
+        ".compile-accuracy/tests_models_deep_test_model.py__test_forward-bfloat16-large/minified.py"
+        in "".join(line.strip() for line in lines)
+    )
+    assert (
+        "unchecked graph 1 (forward) from tests/p.py:9 (test_p): draws random numbers"
+        in " ".join(text.split())
+    )
+    assert (
+        "[1 test] deviation appears with decompositions: aten.native_layer_norm | ops: "
+        "aten.native_layer_norm | accuracy"
+    ) in " ".join(text.split())
     # Every line fits the terminal; a test id or path longer than that is wrapped at a "/" or "::".
     assert all(len(line) <= width for line in lines)
     assert failure.nodeid in "".join(line.strip() for line in lines)
@@ -189,19 +291,30 @@ def test_terminal_fits_the_width_keeping_ids_whole_and_paths_relative(width: int
 
 def test_terminal_verbosity_quiet_shows_failing_rows_and_verbose_every_check() -> None:
     quiet = terminal_lines(results(), None, TerminalLayout(verbosity=-1))
-    assert [line.split()[-1] for line in quiet if not line.startswith(" ")][1:-1] == ["tests/m.py::test_b[bf16]"]
+    assert [line.split()[-1] for line in quiet if not line.startswith(" ")][1:-1] == [
+        "tests/m.py::test_b[bf16]"
+    ]
     passing = [r for r in results() if r.status is Status.PASS]
     assert terminal_lines(passing, None, TerminalLayout(verbosity=-1)) == [
-        "compile accuracy: 2 checks in 2 tests: 2 pass"]
+        "compile accuracy: 2 checks in 2 tests: 2 pass"
+    ]
     assert terminal_lines(results(), None, TerminalLayout(width=100, verbosity=-2)) == [
-        "compile accuracy: 4 checks in 3 tests: 2 pass, 1 fail_accuracy, 1 no_fp64_reference"]
+        "compile accuracy: 4 checks in 3 tests: 2 pass, 1 fail_accuracy, 1 no_fp64_reference"
+    ]
     # -v adds the ratio and compile time of failing checks; a passing check's details only at -vv.
     verbose = terminal_lines(results(), None, TerminalLayout(verbosity=1))
-    assert verbose[1:3] == ["pass               1.00   tests/m.py::test_a", "fail_accuracy      inf    tests/m.py::test_b[bf16]"]
+    assert verbose[1:3] == [
+        "pass               1.00   tests/m.py::test_a",
+        "fail_accuracy      inf    tests/m.py::test_b[bf16]",
+    ]
     assert "    pass" not in verbose
     very_verbose = terminal_lines(results(), None, TerminalLayout(verbosity=2))
-    assert very_verbose[1:5] == ["pass               1.00   tests/m.py::test_a", "    pass", "      worst ratio: 1.00",
-                                 "      compile: 0.2 s"]
+    assert very_verbose[1:5] == [
+        "pass               1.00   tests/m.py::test_a",
+        "    pass",
+        "      worst ratio: 1.00",
+        "      compile: 0.2 s",
+    ]
     assert "      reference: fp32 (cosine)" in very_verbose
 
 
@@ -212,39 +325,82 @@ def test_terminal_nothing_to_report() -> None:
 # --- JSON -----------------------------------------------------------------------------------
 
 
-ENVIRONMENT = {"torch": "2.13.0", "python": "3.11.7", "cpu": "x86_64", "triton": "not installed",
-               "inductor_config": {"fallback_random": True}}
+ENVIRONMENT = {
+    "torch": "2.13.0",
+    "python": "3.11.7",
+    "cpu": "x86_64",
+    "triton": "not installed",
+    "inductor_config": {"fallback_random": True},
+}
 
 
 def test_json_report_top_level_and_counts() -> None:
     report = json_report(results(), decisions(), ENVIRONMENT)
-    assert list(report) == ["schema_version", "plugin_version", "environment", "run", "counts", "tests",
-                            "root_causes"]
+    assert list(report) == [
+        "schema_version",
+        "plugin_version",
+        "environment",
+        "run",
+        "counts",
+        "tests",
+        "root_causes",
+    ]
     assert report["schema_version"] == SCHEMA_VERSION == 1
     assert report["plugin_version"] == importlib.metadata.version("pytest-torchcompile")
     assert report["run"] is None
     assert report["environment"] == ENVIRONMENT
     assert report["counts"]["checks"] == {
-        "pass": 2, "fail_accuracy": 1, "fail_compile": 0, "fail_runtime": 0, "eager_fail": 0,
-        "eager_nondeterministic": 0, "out_of_memory": 0, "no_fp64_reference": 1, "unconfirmed": 0, "handled_error": 0, "inconclusive": 0, "not_judged": 0,
+        "pass": 2,
+        "fail_accuracy": 1,
+        "fail_compile": 0,
+        "fail_runtime": 0,
+        "eager_fail": 0,
+        "eager_nondeterministic": 0,
+        "out_of_memory": 0,
+        "no_fp64_reference": 1,
+        "unconfirmed": 0,
+        "handled_error": 0,
+        "inconclusive": 0,
+        "not_judged": 0,
     }
     assert report["counts"]["tests"] == {
-        "pass": 1, "fail_accuracy": 1, "fail_compile": 0, "fail_runtime": 0, "eager_fail": 0,
-        "eager_nondeterministic": 0, "out_of_memory": 0, "no_fp64_reference": 1, "unconfirmed": 0, "handled_error": 0, "inconclusive": 0, "not_judged": 0,
+        "pass": 1,
+        "fail_accuracy": 1,
+        "fail_compile": 0,
+        "fail_runtime": 0,
+        "eager_fail": 0,
+        "eager_nondeterministic": 0,
+        "out_of_memory": 0,
+        "no_fp64_reference": 1,
+        "unconfirmed": 0,
+        "handled_error": 0,
+        "inconclusive": 0,
+        "not_judged": 0,
     }
     assert report["counts"]["baseline"] == {
-        "ok": 1, "expected_failure": 0, "new_failure": 1, "improved": 0, "missing": 1, "flaky": 0,
+        "ok": 1,
+        "expected_failure": 0,
+        "new_failure": 1,
+        "improved": 0,
+        "missing": 1,
+        "flaky": 0,
     }
 
 
 def test_json_report_tests_are_grouped_sorted_and_aggregated() -> None:
     report = json_report(results(), decisions(), ENVIRONMENT)
     tests = report["tests"]
-    assert [t["nodeid"] for t in tests] == ["tests/m.py::test_a", "tests/m.py::test_b[bf16]", "tests/m.py::test_c"]
+    assert [t["nodeid"] for t in tests] == [
+        "tests/m.py::test_a",
+        "tests/m.py::test_b[bf16]",
+        "tests/m.py::test_c",
+    ]
     test_b = tests[1]
     assert test_b["status"] == "fail_accuracy"
     assert test_b["baseline"] == {
-        "kind": "new_failure", "message": "fail_accuracy, the baseline expects pass", "expected": "pass",
+        "kind": "new_failure",
+        "message": "fail_accuracy, the baseline expects pass",
+        "expected": "pass",
         "fails_run": True,
     }
     assert tests[2]["baseline"]["expected"] is None
@@ -260,19 +416,41 @@ def test_json_report_check_has_every_case_result_field() -> None:
         "case_id": "graph 0",
         "reference": "fp64",
         "worst_ratio": 50.0,
-        "leaves": [{
-            "path": "out[0]", "shape": [2, 3], "dtype": "bfloat16", "passed": False, "rule": "fp64 rmse",
-            "rmse_compiled": 0.5, "rmse_eager": 0.01, "multiplier": 3.0, "max_abs_error": 1.25,
-            "max_error_index": [1, 2], "detail": "",
-        }],
+        "leaves": [
+            {
+                "path": "out[0]",
+                "shape": [2, 3],
+                "dtype": "bfloat16",
+                "passed": False,
+                "rule": "fp64 rmse",
+                "rmse_compiled": 0.5,
+                "rmse_eager": 0.01,
+                "multiplier": 3.0,
+                "max_abs_error": 1.25,
+                "max_error_index": [1, 2],
+                "detail": "",
+            }
+        ],
         "repro_path": "repros/a.py",
         "repro_defect": None,
         "repro_unwritten": None,
         "minify": {
-            "ops_before": 12, "ops_after": 3, "seconds": 4.25, "compiles": 17, "stop": "minimal",
-            "path": "repros/min_a.py", "kernel_path": "repros/min_a_kernel.py", "note": "",
-            "ops": [], "stage": None, "stage_summary": "", "failure_type": "", "stage_compiles": 0,
-            "stage_seconds": 0.0, "judge_deaths": [], "bug_report_path": None,
+            "ops_before": 12,
+            "ops_after": 3,
+            "seconds": 4.25,
+            "compiles": 17,
+            "stop": "minimal",
+            "path": "repros/min_a.py",
+            "kernel_path": "repros/min_a_kernel.py",
+            "note": "",
+            "ops": [],
+            "stage": None,
+            "stage_summary": "",
+            "failure_type": "",
+            "stage_compiles": 0,
+            "stage_seconds": 0.0,
+            "judge_deaths": [],
+            "bug_report_path": None,
         },
         "compile_seconds": 2.5,
         "graph": "graph 0 (forward)",
@@ -285,9 +463,19 @@ def test_json_report_check_has_every_case_result_field() -> None:
 
 
 def test_json_report_without_baseline_and_with_non_finite_floats() -> None:
-    nan_leaf = LeafResult("out", (1,), "float32", False, "fp64 rmse", rmse_compiled=math.nan, rmse_eager=0.0,
-                          max_abs_error=-math.inf)
-    result = CaseResult(nodeid="t.py::n", status=Status.FAIL_ACCURACY, worst_ratio=math.inf, leaves=[nan_leaf])
+    nan_leaf = LeafResult(
+        "out",
+        (1,),
+        "float32",
+        False,
+        "fp64 rmse",
+        rmse_compiled=math.nan,
+        rmse_eager=0.0,
+        max_abs_error=-math.inf,
+    )
+    result = CaseResult(
+        nodeid="t.py::n", status=Status.FAIL_ACCURACY, worst_ratio=math.inf, leaves=[nan_leaf]
+    )
     report = json_report([result], None, {})
     assert report["counts"]["baseline"] is None
     assert report["tests"][0]["baseline"] is None
@@ -351,11 +539,15 @@ def test_github_summary_without_baseline_puts_failing_checks_first() -> None:
 
 def test_github_summary_escapes_pipes_and_newlines() -> None:
     result = CaseResult(nodeid="t.py::test[a|b]", status=Status.PASS, case_id="x\ny")
-    assert table_rows(github_summary_markdown([result], None)) == ["| `t.py::test[a\\|b]` | x y | pass | - | - | - | - | - | - |"]
+    assert table_rows(github_summary_markdown([result], None)) == [
+        "| `t.py::test[a\\|b]` | x y | pass | - | - | - | - | - | - |"
+    ]
 
 
 def test_github_summary_is_capped_with_a_count_of_rows_left_out() -> None:
-    many = [CaseResult(nodeid=f"tests/t.py::test_{i:04d}[é]", status=Status.PASS) for i in range(500)]
+    many = [
+        CaseResult(nodeid=f"tests/t.py::test_{i:04d}[é]", status=Status.PASS) for i in range(500)
+    ]
     markdown = github_summary_markdown(many, None, max_bytes=4_000)
     assert len(markdown.encode("utf-8")) <= 4_000
     rows = table_rows(markdown)
@@ -365,7 +557,9 @@ def test_github_summary_is_capped_with_a_count_of_rows_left_out() -> None:
 
 
 def test_github_summary_under_the_cap_is_complete() -> None:
-    markdown = github_summary_markdown(results(), None, max_bytes=len(github_summary_markdown(results(), None)))
+    markdown = github_summary_markdown(
+        results(), None, max_bytes=len(github_summary_markdown(results(), None))
+    )
     assert "more rows" not in markdown
     assert len(table_rows(markdown)) == 4
 
@@ -379,7 +573,9 @@ def test_append_github_summary_keeps_earlier_sections(tmp_path: Path) -> None:
     path = tmp_path / "summary.md"
     path.write_text("## earlier step\n", encoding="utf-8")
     append_github_summary(path, results(), None)
-    assert path.read_text(encoding="utf-8") == "## earlier step\n" + github_summary_markdown(results(), None)
+    assert path.read_text(encoding="utf-8") == "## earlier step\n" + github_summary_markdown(
+        results(), None
+    )
 
 
 # --- JUnit ----------------------------------------------------------------------------------
@@ -398,8 +594,12 @@ def test_junit_properties_of_a_failing_check() -> None:
 
 
 def test_junit_properties_leave_out_what_is_absent() -> None:
-    result = CaseResult(nodeid="t.py::a", status=Status.NO_FP64_REFERENCE, reference="fp32 (cosine)",
-                        minify=MinifyResult(5, 5, 1.0, 2, StopReason.NOT_REPRODUCED, path=None))
+    result = CaseResult(
+        nodeid="t.py::a",
+        status=Status.NO_FP64_REFERENCE,
+        reference="fp32 (cosine)",
+        minify=MinifyResult(5, 5, 1.0, 2, StopReason.NOT_REPRODUCED, path=None),
+    )
     assert junit_properties(result) == [
         ("torchcompile_status", "no_fp64_reference"),
         ("torchcompile_minify_stop", "not_reproduced"),
@@ -414,10 +614,22 @@ RANDOM = "graph 1 (forward) from tests/p.py:9 (test_p): draws random numbers"
 
 def plain_results() -> list[CaseResult]:
     return [
-        CaseResult(nodeid="tests/p.py::test_p", status=Status.FAIL_ACCURACY, case_id="tests_p.py__test_p",
-                   worst_ratio=9.0, graph="graph 2 (backward) from tests/p.py:9 (test_p)", graphs_judged=1),
-        CaseResult(nodeid="tests/p.py::test_p", status=Status.PASS, message="3 graph(s) pass, 1 unchecked",
-                   worst_ratio=1.5, graphs_judged=3, unchecked=[RANDOM]),
+        CaseResult(
+            nodeid="tests/p.py::test_p",
+            status=Status.FAIL_ACCURACY,
+            case_id="tests_p.py__test_p",
+            worst_ratio=9.0,
+            graph="graph 2 (backward) from tests/p.py:9 (test_p)",
+            graphs_judged=1,
+        ),
+        CaseResult(
+            nodeid="tests/p.py::test_p",
+            status=Status.PASS,
+            message="3 graph(s) pass, 1 unchecked",
+            worst_ratio=1.5,
+            graphs_judged=3,
+            unchecked=[RANDOM],
+        ),
         CaseResult(nodeid="tests/p.py::test_q", status=Status.PASS, worst_ratio=1.0),
     ]
 
@@ -432,10 +644,18 @@ def test_json_report_counts_plain_graphs_per_test_and_in_all() -> None:
 
 def test_plain_graphs_in_the_summary_line_github_and_junit() -> None:
     markdown = github_summary_markdown(plain_results(), None)
-    assert ("**Compile accuracy:** 3 checks in 2 tests: 2 pass, 1 fail_accuracy; "
-            "plain torch.compile graphs: 4 judged, 1 unchecked\n") in markdown
-    assert table_rows(markdown)[1] == "| `tests/p.py::test_p` | - | pass | 1.50 | 3 judged, 1 unchecked | - | - | - | - |"
+    assert (
+        "**Compile accuracy:** 3 checks in 2 tests: 2 pass, 1 fail_accuracy; "
+        "plain torch.compile graphs: 4 judged, 1 unchecked\n"
+    ) in markdown
+    assert (
+        table_rows(markdown)[1]
+        == "| `tests/p.py::test_p` | - | pass | 1.50 | 3 judged, 1 unchecked | - | - | - | - |"
+    )
     assert junit_properties(plain_results()[1]) == [
-        ("torchcompile_status", "pass"), ("torchcompile_worst_ratio", "1.50"), ("torchcompile_reference", "fp64"),
-        ("torchcompile_graphs_judged", "3"), ("torchcompile_unchecked", RANDOM),
+        ("torchcompile_status", "pass"),
+        ("torchcompile_worst_ratio", "1.50"),
+        ("torchcompile_reference", "fp64"),
+        ("torchcompile_graphs_judged", "3"),
+        ("torchcompile_unchecked", RANDOM),
     ]

@@ -21,12 +21,25 @@ FREE_FORM = {"inductor_config", "checks", "tests", "baseline"}
 """Objects whose keys are data, not fields: config names, status and outcome names (``counts``'
 ``checks``, ``tests`` and ``baseline``; the same names elsewhere are fields)."""
 
-ENVIRONMENT = {"torch": "2.13.0", "triton": "not installed", "python": "3.11.7", "cpu": "x86_64",
-               "cuda_device": "H100", "cuda": "12.8", "inductor_config": {"cpp.threads": 2},
-               "features_off": [{"feature": "f", "internal": "torch.x", "instead": "y"}]}
-RUN = {"shard": {"splitter": "pytest-split", "index": 1, "count": 2}, "selected": [], "deselected": [],
-       "narrowed_files": [], "failed": [{"nodeid": "t.py::a", "when": "call"}], "exitstatus": 1,
-       "baseline_sha256": None}
+ENVIRONMENT = {
+    "torch": "2.13.0",
+    "triton": "not installed",
+    "python": "3.11.7",
+    "cpu": "x86_64",
+    "cuda_device": "H100",
+    "cuda": "12.8",
+    "inductor_config": {"cpp.threads": 2},
+    "features_off": [{"feature": "f", "internal": "torch.x", "instead": "y"}],
+}
+RUN = {
+    "shard": {"splitter": "pytest-split", "index": 1, "count": 2},
+    "selected": [],
+    "deselected": [],
+    "narrowed_files": [],
+    "failed": [{"nodeid": "t.py::a", "when": "call"}],
+    "exitstatus": 1,
+    "baseline_sha256": None,
+}
 
 
 def _fields(value: Any, parent: str = "", inside_counts: bool = False) -> set[str]:
@@ -48,9 +61,22 @@ def _documented() -> set[str]:
 
 
 def _report() -> dict[str, Any]:
-    attributed = CaseResult(nodeid="t.py::d", status=Status.FAIL_ACCURACY, minify=MinifyResult(
-        9, 2, 1.0, 5, StopReason.MINIMAL, path="m.py", ops=["aten.relu"], stage="inductor.lowering",
-        stage_summary="Inductor's lowering of aten.relu", failure_type="accuracy"))
+    attributed = CaseResult(
+        nodeid="t.py::d",
+        status=Status.FAIL_ACCURACY,
+        minify=MinifyResult(
+            9,
+            2,
+            1.0,
+            5,
+            StopReason.MINIMAL,
+            path="m.py",
+            ops=["aten.relu"],
+            stage="inductor.lowering",
+            stage_summary="Inductor's lowering of aten.relu",
+            failure_type="accuracy",
+        ),
+    )
     return json_report([*results(), attributed], decisions(), ENVIRONMENT, RUN)
 
 
@@ -62,13 +88,36 @@ def _report_fields() -> set[str]:
 
 def test_every_field_of_a_report_is_documented() -> None:
     missing = _report_fields() - _documented()
-    assert not missing, f"fields of the JSON report that docs/reports.md does not name: {sorted(missing)}"
+    assert not missing, (
+        f"fields of the JSON report that docs/reports.md does not name: {sorted(missing)}"
+    )
 
 
 def test_every_documented_name_is_a_field_or_a_value_of_one() -> None:
     report = _report()
-    values = {name for counts in report["counts"].values() if isinstance(counts, dict) for name in counts}
-    values |= {"inf", "nan", "fp64", "null", "flaky", "accuracy", "setup", "call", "teardown",
-               "minimal", "time_budget", "decompositions", "not_reproduced", "repro_broken", "crashed", "interrupted", "unwritten"}
+    values = {
+        name for counts in report["counts"].values() if isinstance(counts, dict) for name in counts
+    }
+    values |= {
+        "inf",
+        "nan",
+        "fp64",
+        "null",
+        "flaky",
+        "accuracy",
+        "setup",
+        "call",
+        "teardown",
+        "minimal",
+        "time_budget",
+        "decompositions",
+        "not_reproduced",
+        "repro_broken",
+        "crashed",
+        "interrupted",
+        "unwritten",
+    }
     stale = _documented() - _report_fields() - values
-    assert not stale, f"names docs/reports.md gives the JSON report that no report holds: {sorted(stale)}"
+    assert not stale, (
+        f"names docs/reports.md gives the JSON report that no report holds: {sorted(stale)}"
+    )

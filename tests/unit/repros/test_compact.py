@@ -42,8 +42,19 @@ from tests.unit.repros.test_embedded import top_level_names
 
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = {!r}"
 FULL_FORM = "# note:    the full form, not the compact one: "
-DECLARED_FOR_COMPACT = set(top_level_names(ast.parse(
-    (Path(__file__).parents[3] / "pytest_torchcompile" / "repros" / "embedded" / "declared_compact.pyi").read_text())))
+DECLARED_FOR_COMPACT = set(
+    top_level_names(
+        ast.parse(
+            (
+                Path(__file__).parents[3]
+                / "pytest_torchcompile"
+                / "repros"
+                / "embedded"
+                / "declared_compact.pyi"
+            ).read_text()
+        )
+    )
+)
 """The names the compact code declares for the type checker beside ``declared.pyi``'s."""
 TORCH_MINIFIED_LINES = 80
 """torch's own minified repro of a one-relu graph (``after_aot``'s, 10 config lines of them)."""
@@ -53,15 +64,30 @@ def one_relu(x: torch.Tensor) -> tuple[torch.Tensor]:
     return (torch.relu(x),)
 
 
-def minified(tmp_path: Path, fn: Callable[..., Any], inputs: list[Any], kind: str = FailureKind.ACCURACY,
-             config: str = RELU_BUG.format("accuracy"), **fields: Any) -> Path:
-    case = ReproCase(make_fx(fn)(*inputs), inputs, kind, "tests::minified", config_source=config,
-                     status_line=f"{kind} (minified 9 -> 1 ops)", **fields)
+def minified(
+    tmp_path: Path,
+    fn: Callable[..., Any],
+    inputs: list[Any],
+    kind: str = FailureKind.ACCURACY,
+    config: str = RELU_BUG.format("accuracy"),
+    **fields: Any,
+) -> Path:
+    case = ReproCase(
+        make_fx(fn)(*inputs),
+        inputs,
+        kind,
+        "tests::minified",
+        config_source=config,
+        status_line=f"{kind} (minified 9 -> 1 ops)",
+        **fields,
+    )
     return write_minified(case, tmp_path / MINIFIED_NAME)
 
 
 def run(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, path.name], cwd=path.parent, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, path.name], cwd=path.parent, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_a_one_relu_accuracy_bug_is_compact_runs_alone_and_reproduces(tmp_path: Path) -> None:
@@ -71,9 +97,13 @@ def test_a_one_relu_accuracy_bug_is_compact_runs_alone_and_reproduces(tmp_path: 
     assert not any(line.startswith(FULL_FORM) for line in lines)
     assert len(lines) <= TORCH_MINIFIED_LINES, len(lines)
     assert any(line.startswith("class Repro(") for line in lines[:15]), "the graph near the top"
-    assert [line for line in lines if line.startswith("torch._inductor.config.")] == [RELU_BUG.format("accuracy")]
+    assert [line for line in lines if line.startswith("torch._inductor.config.")] == [
+        RELU_BUG.format("accuracy")
+    ]
     reproduced = run(path)
-    assert (reproduced.returncode, reproduced.stdout.splitlines()[-1]) == (1, "REPRODUCED"), reproduced
+    assert (reproduced.returncode, reproduced.stdout.splitlines()[-1]) == (1, "REPRODUCED"), (
+        reproduced
+    )
     assert "fp64 rmse FAIL" in reproduced.stdout
 
     path.write_text(path.read_text().replace(RELU_BUG.format("accuracy"), ""))
@@ -90,14 +120,19 @@ def test_the_compact_file_copies_the_rule_the_plugin_runs(tmp_path: Path) -> Non
 
 
 # The runtime error runs in the slow step (a fresh process each); the compile error by default.
-@pytest.mark.parametrize("kind", [FailureKind.COMPILE_ERROR, pytest.param(FailureKind.RUNTIME_ERROR, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "kind",
+    [FailureKind.COMPILE_ERROR, pytest.param(FailureKind.RUNTIME_ERROR, marks=pytest.mark.slow)],
+)
 def test_compile_and_runtime_errors_reproduce_compactly(tmp_path: Path, kind: str) -> None:
     inputs = [torch.randn(16)]
     with InProcessJudge(RELU_BUG.format(str(kind))) as judge:
         recorded = judge(make_fx(one_relu)(*inputs), inputs, JudgeSettings())
     assert recorded.failure == kind
 
-    path = minified(tmp_path, one_relu, inputs, kind, RELU_BUG.format(str(kind)), expected_error=recorded.error)
+    path = minified(
+        tmp_path, one_relu, inputs, kind, RELU_BUG.format(str(kind)), expected_error=recorded.error
+    )
 
     assert not path.read_text().count(FULL_FORM)
     done = run(path)
@@ -115,20 +150,34 @@ def with_unwritten(x: torch.Tensor) -> tuple[torch.Tensor]:
     return (out,)
 
 
-@pytest.mark.parametrize(("fn", "inputs", "reason"), [
-    (with_random, [torch.randn(8)], "random ops"),
-    (with_unwritten, [torch.randn(8, 2)], "memory no op writes"),
-    (one_relu, [torch.arange(10.0).as_strided((4, 3), (2, 1))], "an input whose elements share memory other than"),
-    (one_relu, [torch.randn(8, requires_grad=True)], "inputs that require grad"),
-], ids=["random", "unwritten", "overlapping", "requires_grad"])
+@pytest.mark.parametrize(
+    ("fn", "inputs", "reason"),
+    [
+        (with_random, [torch.randn(8)], "random ops"),
+        (with_unwritten, [torch.randn(8, 2)], "memory no op writes"),
+        (
+            one_relu,
+            [torch.arange(10.0).as_strided((4, 3), (2, 1))],
+            "an input whose elements share memory other than",
+        ),
+        (one_relu, [torch.randn(8, requires_grad=True)], "inputs that require grad"),
+    ],
+    ids=["random", "unwritten", "overlapping", "requires_grad"],
+)
 def test_a_case_the_compact_form_cannot_express_keeps_the_full_form_and_says_why(
-    tmp_path: Path, fn: Callable[..., Any], inputs: list[Any], reason: str,
+    tmp_path: Path,
+    fn: Callable[..., Any],
+    inputs: list[Any],
+    reason: str,
 ) -> None:
     path = minified(tmp_path, fn, inputs)
 
     note = next(line for line in path.read_text().splitlines() if line.startswith(FULL_FORM))
     assert reason in note
-    assert load_case(path).op_count == ReproCase(make_fx(fn)(*inputs), inputs, FailureKind.ACCURACY, "t").op_count
+    assert (
+        load_case(path).op_count
+        == ReproCase(make_fx(fn)(*inputs), inputs, FailureKind.ACCURACY, "t").op_count
+    )
 
 
 def relu_plus_a_made_constant() -> ReproCase:
@@ -139,8 +188,13 @@ def relu_plus_a_made_constant() -> ReproCase:
     constant = graph.call_function(torch.ops.aten.scalar_tensor.default, (0.1,))
     relu = graph.call_function(torch.ops.aten.relu.default, (x,))
     graph.output((graph.call_function(torch.ops.aten.add.Tensor, (relu, constant)),))
-    return ReproCase(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.randn(8)], FailureKind.ACCURACY, "t",
-                     config_source=RELU_BUG.format("accuracy"))
+    return ReproCase(
+        torch.fx.GraphModule(torch.nn.Module(), graph),
+        [torch.randn(8)],
+        FailureKind.ACCURACY,
+        "t",
+        config_source=RELU_BUG.format("accuracy"),
+    )
 
 
 @pytest.mark.slow  # runs its file in a fresh process; the one-relu test above does so by default
@@ -148,8 +202,9 @@ def test_ops_that_make_a_tensor_from_no_input_stay_ops_of_the_compact_graph(tmp_
     path = write_minified(relu_plus_a_made_constant(), tmp_path / MINIFIED_NAME)
 
     assert FULL_FORM not in path.read_text()
-    assert [str(node.target) for node in load_case(path).gm.graph.nodes if node.op == "call_function"] == [
-        "aten.scalar_tensor.default", "aten.relu.default", "aten.add.Tensor"]
+    assert [
+        str(node.target) for node in load_case(path).gm.graph.nodes if node.op == "call_function"
+    ] == ["aten.scalar_tensor.default", "aten.relu.default", "aten.add.Tensor"]
     assert run(path).returncode == 1
 
 
@@ -176,11 +231,16 @@ def test_what_a_graph_writes_into_its_inputs_is_judged_compactly(tmp_path: Path)
     assert FULL_FORM not in path.read_text()
     done = run(path)
     assert done.returncode == 1, done
-    assert [line.split(": ")[1][:14] for line in done.stdout.splitlines()[:2]] == ["allclose", "fp64 rmse FAIL"], done
+    assert [line.split(": ")[1][:14] for line in done.stdout.splitlines()[:2]] == [
+        "allclose",
+        "fp64 rmse FAIL",
+    ], done
 
 
 @pytest.mark.slow  # runs its file in a fresh process; the one-relu test above does so by default
-def test_an_input_with_gaps_and_an_offset_keeps_its_layout_in_the_compact_file(tmp_path: Path) -> None:
+def test_an_input_with_gaps_and_an_offset_keeps_its_layout_in_the_compact_file(
+    tmp_path: Path,
+) -> None:
     strided = torch.randn(8, 20)[:, 1:17:2]
     path = minified(tmp_path, one_relu, [strided])
 
@@ -202,24 +262,44 @@ def test_an_expanded_input_keeps_its_broadcast_strides_in_the_compact_file(tmp_p
     assert (loaded.shape, loaded.stride(), loaded.storage_offset()) == ((8, 8), (0, 1), 0)
     assert torch.equal(loaded, gradient)
     reproduced = run(path)
-    assert (reproduced.returncode, reproduced.stdout.splitlines()[-1]) == (1, "REPRODUCED"), reproduced
+    assert (reproduced.returncode, reproduced.stdout.splitlines()[-1]) == (1, "REPRODUCED"), (
+        reproduced
+    )
 
 
-def test_a_compact_file_whose_references_differ_from_the_plugins_is_found_out(tmp_path: Path) -> None:
+def test_a_compact_file_whose_references_differ_from_the_plugins_is_found_out(
+    tmp_path: Path,
+) -> None:
     inputs = [torch.randn(8)]
-    case = ReproCase(make_fx(one_relu)(*inputs), inputs, FailureKind.ACCURACY, "t", config_source=RELU_BUG.format("accuracy"))
+    case = ReproCase(
+        make_fx(one_relu)(*inputs),
+        inputs,
+        FailureKind.ACCURACY,
+        "t",
+        config_source=RELU_BUG.format("accuracy"),
+    )
     path = write_minified(case, tmp_path / MINIFIED_NAME)
     assert compact_disagreement(load_repro(path).module, case) is None
 
-    path.write_text(path.read_text().replace("run(lambda args: gm(*args), inputs)",
-                                             "run(lambda args: gm(*args), inputs, torch.float16)"))
-    assert compact_disagreement(load_repro(path).module, case) == "its eager run gives other values than the plugin's"
+    path.write_text(
+        path.read_text().replace(
+            "run(lambda args: gm(*args), inputs)",
+            "run(lambda args: gm(*args), inputs, torch.float16)",
+        )
+    )
+    assert (
+        compact_disagreement(load_repro(path).module, case)
+        == "its eager run gives other values than the plugin's"
+    )
 
 
 def test_a_compact_file_that_cannot_run_never_exits_as_reproduced(tmp_path: Path) -> None:
     path = minified(tmp_path, one_relu, [torch.randn(8)])
-    path.write_text(path.read_text().replace(RELU_BUG.format("accuracy"),
-                                             "torch._inductor.config.no_such_knob_in_any_torch = 1"))
+    path.write_text(
+        path.read_text().replace(
+            RELU_BUG.format("accuracy"), "torch._inductor.config.no_such_knob_in_any_torch = 1"
+        )
+    )
 
     assert run(path).returncode == 3
 
@@ -242,12 +322,21 @@ def relu_times(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
     return (torch.relu(x) * w,)
 
 
-def test_a_torch_level_graph_of_a_training_call_is_compact_and_judges_its_gradients(tmp_path: Path) -> None:
+def test_a_torch_level_graph_of_a_training_call_is_compact_and_judges_its_gradients(
+    tmp_path: Path,
+) -> None:
     """Compiled through the whole stack, as the plugin judges it: outputs, then the gradients of
     their sum by each input that requires grad."""
     inputs = [torch.randn(16, requires_grad=True), torch.randn(16)]
-    case = ReproCase(torch.fx.symbolic_trace(relu_times), inputs, FailureKind.ACCURACY, "t", level=DYNAMO,
-                     config_source=RELU_BUG.format("accuracy"), grad_enabled=True)
+    case = ReproCase(
+        torch.fx.symbolic_trace(relu_times),
+        inputs,
+        FailureKind.ACCURACY,
+        "t",
+        level=DYNAMO,
+        config_source=RELU_BUG.format("accuracy"),
+        grad_enabled=True,
+    )
 
     path = write_minified(case, tmp_path / MINIFIED_NAME)
 
@@ -256,7 +345,11 @@ def test_a_torch_level_graph_of_a_training_call_is_compact_and_judges_its_gradie
     assert "compile_whole_stack))" in source and ".requires_grad_()" in source
     done = run(path)
     assert done.returncode == 1, done
-    assert [line.split(" ")[0] for line in done.stdout.splitlines()] == ["out[0]", "out[1]", "REPRODUCED"], done
+    assert [line.split(" ")[0] for line in done.stdout.splitlines()] == [
+        "out[0]",
+        "out[1]",
+        "REPRODUCED",
+    ], done
     assert load_case(path).inputs[0].requires_grad
 
 
@@ -271,16 +364,25 @@ def assigns_relu_into(x: torch.Tensor, out: torch.Tensor) -> torch.fx.GraphModul
     return torch.fx.GraphModule(torch.nn.Module(), graph)
 
 
-def test_item_assignment_and_in_place_operators_of_a_torch_level_graph_stay_in_the_compact_file(tmp_path: Path) -> None:
+def test_item_assignment_and_in_place_operators_of_a_torch_level_graph_stay_in_the_compact_file(
+    tmp_path: Path,
+) -> None:
     inputs = [torch.randn(16), torch.zeros(16)]
-    case = ReproCase(assigns_relu_into(*inputs), inputs, FailureKind.ACCURACY, "t", level=DYNAMO,
-                     config_source=RELU_BUG.format("accuracy"))
+    case = ReproCase(
+        assigns_relu_into(*inputs),
+        inputs,
+        FailureKind.ACCURACY,
+        "t",
+        level=DYNAMO,
+        config_source=RELU_BUG.format("accuracy"),
+    )
 
     path = write_minified(case, tmp_path / MINIFIED_NAME)
 
     assert FULL_FORM not in path.read_text()
-    assert [node.target for node in load_case(path).gm.graph.nodes if node.op == "call_function"] == [
-        torch.relu, operator.setitem, operator.iadd, operator.mul]
+    assert [
+        node.target for node in load_case(path).gm.graph.nodes if node.op == "call_function"
+    ] == [torch.relu, operator.setitem, operator.iadd, operator.mul]
     done = run(path)
     assert done.returncode == 1, done
 
@@ -294,13 +396,36 @@ def compact_cases() -> list[ReproCase]:
     marked.graph.find_nodes(op="output")[0].meta[VISIBLE_OUTPUTS_KEY] = [0]
     inputs = [torch.randn(8), torch.zeros(8)]
     return [
-        ReproCase(make_fx(one_relu)(x), [x], FailureKind.ACCURACY, "t::relu", config_source=RELU_BUG.format("accuracy")),
-        ReproCase(make_fx(one_relu)(x), [x], FailureKind.COMPILE_ERROR, "t::error", expected_error="RuntimeError: boom"),
+        ReproCase(
+            make_fx(one_relu)(x),
+            [x],
+            FailureKind.ACCURACY,
+            "t::relu",
+            config_source=RELU_BUG.format("accuracy"),
+        ),
+        ReproCase(
+            make_fx(one_relu)(x),
+            [x],
+            FailureKind.COMPILE_ERROR,
+            "t::error",
+            expected_error="RuntimeError: boom",
+        ),
         ReproCase(marked, [x], FailureKind.ACCURACY, "t::visible"),
-        ReproCase(make_fx(one_relu)(x.expand(4, 8)), [torch.randn(8).expand(4, 8)], FailureKind.ACCURACY, "t::broadcast"),
+        ReproCase(
+            make_fx(one_relu)(x.expand(4, 8)),
+            [torch.randn(8).expand(4, 8)],
+            FailureKind.ACCURACY,
+            "t::broadcast",
+        ),
         relu_plus_a_made_constant(),
-        ReproCase(torch.fx.symbolic_trace(relu_times), [torch.randn(16, requires_grad=True), torch.randn(16)],
-                  FailureKind.ACCURACY, "t::training", level=DYNAMO, grad_enabled=True),
+        ReproCase(
+            torch.fx.symbolic_trace(relu_times),
+            [torch.randn(16, requires_grad=True), torch.randn(16)],
+            FailureKind.ACCURACY,
+            "t::training",
+            level=DYNAMO,
+            grad_enabled=True,
+        ),
         ReproCase(adds_relu_into(), inputs, FailureKind.ACCURACY, "t::in_place", level=DYNAMO),
     ]
 
@@ -310,7 +435,9 @@ def adds_relu_into() -> torch.fx.GraphModule:
     an item assignment's node as a name it never reads, which pyflakes would report.)"""
     graph = torch.fx.Graph()
     x_node, out_node = graph.placeholder("x"), graph.placeholder("out")
-    added = graph.call_function(operator.iadd, (out_node, graph.call_function(torch.relu, (x_node,))))
+    added = graph.call_function(
+        operator.iadd, (out_node, graph.call_function(torch.relu, (x_node,)))
+    )
     graph.output((graph.call_function(operator.mul, (added, 2)),))
     return torch.fx.GraphModule(torch.nn.Module(), graph)
 

@@ -26,7 +26,9 @@ from pytest_torchcompile.repros.runtime import (
 )
 
 EMBEDDED = (HEAD, *PRELUDE, ENTRY)
-DECLARED = Path(__file__).parents[3] / "pytest_torchcompile" / "repros" / "embedded" / "declared.pyi"
+DECLARED = (
+    Path(__file__).parents[3] / "pytest_torchcompile" / "repros" / "embedded" / "declared.pyi"
+)
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'"
 
 
@@ -45,10 +47,23 @@ def cases() -> list[ReproCase]:
     x, strided = torch.randn(8), torch.randn(40)[2:10]
     level_dynamo = torch.fx.symbolic_trace(writes_into)
     return [
-        ReproCase(make_fx(lambda t: (torch.relu(t),))(x), [x], FailureKind.ACCURACY, "t::relu", config_source=RELU_BUG),
-        ReproCase(make_fx(infinite_on_a_device)(x, strided), [x, strided], FailureKind.ACCURACY, "t::inf"),
-        ReproCase(make_fx(lambda t: (t.sin(),))(x), [x], FailureKind.COMPILE_ERROR, "t::error",
-                  expected_error="RuntimeError: boom"),
+        ReproCase(
+            make_fx(lambda t: (torch.relu(t),))(x),
+            [x],
+            FailureKind.ACCURACY,
+            "t::relu",
+            config_source=RELU_BUG,
+        ),
+        ReproCase(
+            make_fx(infinite_on_a_device)(x, strided), [x, strided], FailureKind.ACCURACY, "t::inf"
+        ),
+        ReproCase(
+            make_fx(lambda t: (t.sin(),))(x),
+            [x],
+            FailureKind.COMPILE_ERROR,
+            "t::error",
+            expected_error="RuntimeError: boom",
+        ),
         ReproCase(level_dynamo, [x.clone()], FailureKind.ACCURACY, "t::dynamo", level=DYNAMO),
     ]
 
@@ -60,7 +75,12 @@ def top_level_names(tree: ast.Module) -> list[str]:
             names.append(node.name)
         elif isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names += [name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)]
+            names += [
+                name.id
+                for target in targets
+                for name in ast.walk(target)
+                if isinstance(name, ast.Name)
+            ]
     return names
 
 
@@ -71,13 +91,22 @@ def test_embedded_modules_import_only_the_standard_library_torch_and_the_plugins
             if isinstance(node, ast.Import):
                 # pytest, where installed, collects the file as a test (an import that may fail)
                 roots = [alias.name.split(".")[0] for alias in node.names if alias.name != "pytest"]
-                assert all(root == "torch" or root in sys.stdlib_module_names for root in roots), (name, roots)
+                assert all(root == "torch" or root in sys.stdlib_module_names for root in roots), (
+                    name,
+                    roots,
+                )
             elif isinstance(node, ast.ImportFrom) and node.module:
                 if node.module.split(".")[0] == PACKAGE:
-                    assert node.module in allowed or node.module.endswith(".declared"), (name, node.module)
+                    assert node.module in allowed or node.module.endswith(".declared"), (
+                        name,
+                        node.module,
+                    )
                 else:
                     root = node.module.split(".")[0]
-                    assert root in ("torch", "__future__") or root in sys.stdlib_module_names, (name, node.module)
+                    assert root in ("torch", "__future__") or root in sys.stdlib_module_names, (
+                        name,
+                        node.module,
+                    )
 
 
 @pytest.mark.parametrize("case", cases(), ids=lambda case: case.title)
@@ -109,4 +138,3 @@ def test_every_name_declared_for_the_embedded_code_is_written_into_a_full_repro(
     for case in cases():
         written = set(top_level_names(ast.parse(render_repro(case)[0])))
         assert declared <= written, (case.title, declared - written)
-

@@ -38,12 +38,20 @@ def test_the_runtime_is_what_the_embedded_code_imports_of_the_plugin_dependencie
     modules = runtime_modules()
     assert judge in modules and rule in modules and oracle not in modules
     for position, module in enumerate(modules):
-        for imported in (node.module for node in ast.parse(inspect.getsource(module)).body
-                         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PACKAGE)):
-            assert imported in [earlier.__name__ for earlier in modules[:position]], (module.__name__, imported)
+        for imported in (
+            node.module
+            for node in ast.parse(inspect.getsource(module)).body
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PACKAGE)
+        ):
+            assert imported in [earlier.__name__ for earlier in modules[:position]], (
+                module.__name__,
+                imported,
+            )
 
 
-def test_runtime_modules_import_only_the_standard_library_torch_and_each_other_at_module_level() -> None:
+def test_runtime_modules_import_only_the_standard_library_torch_and_each_other_at_module_level() -> (
+    None
+):
     names = {module.__name__ for module in runtime_modules()}
     for module in runtime_modules():
         tree = ast.parse(inspect.getsource(module))
@@ -60,11 +68,15 @@ def test_runtime_modules_import_only_the_standard_library_torch_and_each_other_a
                 if root == PACKAGE:
                     assert name in names and id(node) in top_level, (module.__name__, name)
                 else:
-                    assert root == "torch" or root in sys.stdlib_module_names or root == "__future__", (module.__name__, name)
+                    assert (
+                        root == "torch" or root in sys.stdlib_module_names or root == "__future__"
+                    ), (module.__name__, name)
 
 
 def test_no_top_level_name_is_defined_by_two_runtime_modules() -> None:
-    counts = Counter(name for module in runtime_modules() for name in set(top_level_definitions(module)))
+    counts = Counter(
+        name for module in runtime_modules() for name in set(top_level_definitions(module))
+    )
     assert [name for name, count in counts.items() if count > 1] == []
 
 
@@ -73,8 +85,11 @@ def test_every_definition_of_every_runtime_module_is_embedded() -> None:
     tree = ast.parse(source)
     embedded = {node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)}
     for module in runtime_modules():
-        defined = {node.name for node in ast.parse(inspect.getsource(module)).body
-                   if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+        defined = {
+            node.name
+            for node in ast.parse(inspect.getsource(module)).body
+            if isinstance(node, ast.FunctionDef | ast.ClassDef)
+        }
         assert defined <= embedded, module.__name__
     assert PACKAGE not in source.replace(f'"{PACKAGE}', "")
 
@@ -86,12 +101,19 @@ def test_embedding_drops_docstrings_and_keeps_the_code() -> None:
 
 
 def test_the_runtime_judges_in_a_process_that_cannot_import_the_plugin() -> None:
-    program = "from __future__ import annotations\n" + BLOCK_THE_PLUGIN + runtime_source() + """
+    program = (
+        "from __future__ import annotations\n"
+        + BLOCK_THE_PLUGIN
+        + runtime_source()
+        + """
 x = torch.linspace(-1, 1, 64)
 good = compare_tensor("out", x + 1e-9, x, x.double(), 1e-4)
 bad = compare_tensor("out", x + 1.0, x, x.double(), 1e-4)
 print(good.passed, bad.passed, format_table([bad]).splitlines()[0].split()[0])
 """
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "False", "output"]

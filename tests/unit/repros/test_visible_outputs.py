@@ -49,8 +49,12 @@ def test_a_compact_file_keeps_the_outputs_marked_visible_and_runs(tmp_path: Path
     text = path.read_text()
     assert "the full form" not in text
     assert visible_outputs(load_case(path).gm) == [0, 1, 2]
-    assert sum("user_visible_output_idxs" in line for line in text.splitlines()) == 1, "one line says it"
-    ran = subprocess.run([sys.executable, path.name], cwd=path.parent, capture_output=True, text=True, timeout=300)
+    assert sum("user_visible_output_idxs" in line for line in text.splitlines()) == 1, (
+        "one line says it"
+    )
+    ran = subprocess.run(
+        [sys.executable, path.name], cwd=path.parent, capture_output=True, text=True, timeout=300
+    )
     assert ran.returncode == 1 and ran.stdout.splitlines()[-1] == "REPRODUCED", ran
 
 
@@ -67,10 +71,16 @@ def test_a_candidate_keeps_the_marks_of_the_outputs_it_returns_and_shows_its_own
     candidate, _ = slicer.slice(set(slicer.order))
     assert visible_outputs(candidate) == [1]
 
-    scatter = next(node for node in case.gm.graph.nodes if node.target == torch.ops.aten.diagonal_scatter.default)
+    scatter = next(
+        node
+        for node in case.gm.graph.nodes
+        if node.target == torch.ops.aten.diagonal_scatter.default
+    )
     expanded = scatter.args[0]
     cut, _ = slicer.slice({slicer.unit_of[expanded]}, outputs=[expanded])
-    assert visible_outputs(cut) == [0], "a value the graph did not return is the smaller graph's own output"
+    assert visible_outputs(cut) == [0], (
+        "a value the graph did not return is the smaller graph's own output"
+    )
 
 
 def test_an_unmarked_graph_gives_unmarked_candidates() -> None:

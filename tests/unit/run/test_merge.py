@@ -30,8 +30,14 @@ def tid(name: str) -> str:
     return f"tests/test_m.py::test_{name}"
 
 
-STATUSES = {"a": Status.PASS, "b": Status.FAIL_ACCURACY, "c": Status.FAIL_COMPILE, "d": Status.PASS,
-            "e": Status.PASS, "f": Status.FAIL_ACCURACY}
+STATUSES = {
+    "a": Status.PASS,
+    "b": Status.FAIL_ACCURACY,
+    "c": Status.FAIL_COMPILE,
+    "d": Status.PASS,
+    "e": Status.PASS,
+    "f": Status.FAIL_ACCURACY,
+}
 """The tests with a check; ``g`` has none and fails for a reason of its own; ``h`` is deselected
 (``-k``) in the whole run and in every shard."""
 SHARDS = {1: "ab", 2: "cdg", 3: "ef"}
@@ -50,17 +56,29 @@ no longer exists; test_other.py is not part of the run."""
 
 
 def checks(names: str) -> list[CaseResult]:
-    return [CaseResult(tid(name), STATUSES[name], f"check of {name}", worst_ratio=1.5,
-                       case_id=f"tests_test_m.py__test_{name}" if STATUSES[name] is not Status.PASS else None)
-            for name in names if name in STATUSES]
+    return [
+        CaseResult(
+            tid(name),
+            STATUSES[name],
+            f"check of {name}",
+            worst_ratio=1.5,
+            case_id=f"tests_test_m.py__test_{name}" if STATUSES[name] is not Status.PASS else None,
+        )
+        for name in names
+        if name in STATUSES
+    ]
 
 
 def failed_reports(names: str, gate: Gate | None) -> list[tuple[str, str]]:
     """The failed test reports of these tests, as a run with ``gate`` counts them: the baseline
     excuses (xfails) c's expected failure and f's flaky one."""
     excused = "cf" if gate is not None else ""
-    return [(tid(name), "call") for name in names
-            if name == "g" or (name in STATUSES and STATUSES[name] is not Status.PASS and name not in excused)]
+    return [
+        (tid(name), "call")
+        for name in names
+        if name == "g"
+        or (name in STATUSES and STATUSES[name] is not Status.PASS and name not in excused)
+    ]
 
 
 ALL = "abcdefg"
@@ -69,9 +87,16 @@ COLLECTED = {tid(name) for name in ALL + "h"}
 
 def record(names: str, gate: Gate | None, shard: Shard | None = None) -> RunRecord:
     failed = failed_reports(names, gate)
-    return RunRecord(checks(names), COLLECTED, {tid(name) for name in names}, set(), failed, shard,
-                     pytest.ExitCode.TESTS_FAILED if failed else pytest.ExitCode.OK,
-                     None if gate is None else file_digest(gate.path))
+    return RunRecord(
+        checks(names),
+        COLLECTED,
+        {tid(name) for name in names},
+        set(),
+        failed,
+        shard,
+        pytest.ExitCode.TESTS_FAILED if failed else pytest.ExitCode.OK,
+        None if gate is None else file_digest(gate.path),
+    )
 
 
 def write_shards(directory: Path, gate: Gate | None, shards: dict[int, str] = SHARDS) -> list[Path]:
@@ -81,7 +106,9 @@ def write_shards(directory: Path, gate: Gate | None, shards: dict[int, str] = SH
         shard_record = record(names, gate, Shard("pytest-split", index, len(SHARDS)))
         path = directory / f"shard-{index}.json"
         decisions = gate.decisions(shard_record.results) if gate is not None else None
-        write_json_report(path, shard_record.results, decisions, ENVIRONMENT, shard_record.to_json())
+        write_json_report(
+            path, shard_record.results, decisions, ENVIRONMENT, shard_record.to_json()
+        )
         paths.append(path)
     return paths
 
@@ -93,7 +120,9 @@ def baseline(tmp_path: Path) -> Path:
     return path
 
 
-def run_merge(capsys: pytest.CaptureFixture[str], *args: str | os.PathLike[str]) -> tuple[int, list[str]]:
+def run_merge(
+    capsys: pytest.CaptureFixture[str], *args: str | os.PathLike[str]
+) -> tuple[int, list[str]]:
     status = main(["merge", *map(str, args)])
     return status, capsys.readouterr().out.splitlines()
 
@@ -101,9 +130,15 @@ def run_merge(capsys: pytest.CaptureFixture[str], *args: str | os.PathLike[str])
 def single_run(gate: Gate | None, outputs: RunOutputs) -> tuple[int, list[str]]:
     """The exit status and the lines of the run of the whole suite, as the plugin ends it."""
     whole = record(ALL, gate)
-    end = conclude_run(whole, gate, outputs, lambda: ENVIRONMENT, TerminalLayout(WIDTH, root=Path.cwd()))
-    lines = end.lines + (["compile accuracy: the run fails against the baseline:"] if end.failures else [])
-    return end.exit_status(whole.exitstatus or 0, len(whole.failed_reports)), lines + end.failure_lines
+    end = conclude_run(
+        whole, gate, outputs, lambda: ENVIRONMENT, TerminalLayout(WIDTH, root=Path.cwd())
+    )
+    lines = end.lines + (
+        ["compile accuracy: the run fails against the baseline:"] if end.failures else []
+    )
+    return end.exit_status(
+        whole.exitstatus or 0, len(whole.failed_reports)
+    ), lines + end.failure_lines
 
 
 def without_files(lines: list[str]) -> list[str]:
@@ -125,10 +160,16 @@ def comparable(report_path: Path) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("strict", [False, True], ids=["lenient", "strict"])
-@pytest.mark.parametrize("shards_had_baseline", [True, False], ids=["shards-gated", "shards-ungated"])
+@pytest.mark.parametrize(
+    "shards_had_baseline", [True, False], ids=["shards-gated", "shards-ungated"]
+)
 def test_the_union_of_the_shards_is_judged_as_the_whole_run(
-    tmp_path: Path, baseline: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    strict: bool, shards_had_baseline: bool,
+    tmp_path: Path,
+    baseline: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    strict: bool,
+    shards_had_baseline: bool,
 ) -> None:
     monkeypatch.setenv("COLUMNS", str(WIDTH))
     gate = Gate.load(baseline, strict)
@@ -136,7 +177,9 @@ def test_the_union_of_the_shards_is_judged_as_the_whole_run(
     expected_status, expected_lines = single_run(gate, RunOutputs(tmp_path / "single.json"))
 
     strictness = ["--strict"] if strict else []
-    status, lines = run_merge(capsys, *shards, "--baseline", baseline, *strictness, "--report", tmp_path / "merged.json")
+    status, lines = run_merge(
+        capsys, *shards, "--baseline", baseline, *strictness, "--report", tmp_path / "merged.json"
+    )
 
     assert status == expected_status == 1
     assert without_files(lines) == without_files(expected_lines)
@@ -149,7 +192,9 @@ def test_the_union_of_the_shards_is_judged_as_the_whole_run(
 
 
 def test_without_a_baseline_the_failed_tests_fail_the_merge(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("COLUMNS", str(WIDTH))
     expected_status, expected_lines = single_run(None, RunOutputs())
@@ -169,14 +214,20 @@ def test_a_passing_union_passes(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_update_baseline_writes_the_union_as_the_whole_run_would(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("COLUMNS", str(WIDTH))
     whole = tmp_path / "whole"
     whole.mkdir()
     (whole / "baseline.txt").write_text(BASELINE)
-    expected_status, expected_lines = single_run(Gate.load(whole / "baseline.txt", update=True), RunOutputs())
-    merged = tmp_path / "union" / "baseline.txt"  # as long a path as the whole run's: lines wrap alike
+    expected_status, expected_lines = single_run(
+        Gate.load(whole / "baseline.txt", update=True), RunOutputs()
+    )
+    merged = (
+        tmp_path / "union" / "baseline.txt"
+    )  # as long a path as the whole run's: lines wrap alike
     merged.parent.mkdir()
     merged.write_text(BASELINE)
     shards = write_shards(tmp_path, Gate.load(merged))
@@ -189,47 +240,86 @@ def test_update_baseline_writes_the_union_as_the_whole_run_would(
     # g failed for another reason: the recording run still fails, sharded or not.
     assert status == expected_status == 1
     # Paths wrap at "/": the two directories' names are as long, so they wrap alike.
-    assert without_files(lines) == without_files([line.replace(str(whole / "baseline.txt"), str(merged))
-                                                  .replace("whole/baseline.txt", "union/baseline.txt")
-                                                  for line in expected_lines])
+    assert without_files(lines) == without_files(
+        [
+            line.replace(str(whole / "baseline.txt"), str(merged)).replace(
+                "whole/baseline.txt", "union/baseline.txt"
+            )
+            for line in expected_lines
+        ]
+    )
 
 
-def test_junit_and_github_summary_of_the_union(tmp_path: Path, baseline: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_junit_and_github_summary_of_the_union(
+    tmp_path: Path, baseline: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     shards = write_shards(tmp_path, Gate.load(baseline))
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
-    run_merge(capsys, *shards, "--baseline", baseline, "--junit", tmp_path / "out.xml", "--github-summary", summary)
+    run_merge(
+        capsys,
+        *shards,
+        "--baseline",
+        baseline,
+        "--junit",
+        tmp_path / "out.xml",
+        "--github-summary",
+        summary,
+    )
 
-    cases = {case.get("name"): case for case in ET.parse(tmp_path / "out.xml").getroot().iter("testcase")}
+    cases = {
+        case.get("name"): case for case in ET.parse(tmp_path / "out.xml").getroot().iter("testcase")
+    }
     assert sorted(cases) == [f"test_{name}" for name in ALL]
-    assert {name: [child.tag for child in case if child.tag != "properties"] for name, case in cases.items()} == {
-        "test_a": [], "test_b": ["failure"], "test_c": ["skipped"], "test_d": [], "test_e": [],
-        "test_f": ["skipped"], "test_g": ["failure"],
+    assert {
+        name: [child.tag for child in case if child.tag != "properties"]
+        for name, case in cases.items()
+    } == {
+        "test_a": [],
+        "test_b": ["failure"],
+        "test_c": ["skipped"],
+        "test_d": [],
+        "test_e": [],
+        "test_f": ["skipped"],
+        "test_g": ["failure"],
     }
     assert cases["test_b"].find("failure").get("message") == (  # type: ignore[union-attr]
-        "failed in call; compile accuracy NEW FAILURE: fail_accuracy, the baseline expects pass")
+        "failed in call; compile accuracy NEW FAILURE: fail_accuracy, the baseline expects pass"
+    )
     assert cases["test_b"].get("classname") == "tests.test_m"
     properties = {p.get("name"): p.get("value") for p in cases["test_c"].iter("property")}
     assert properties["torchcompile_status"] == "fail_compile"
     text = summary.read_text()
     assert text.startswith("earlier step\n### pytest-torchcompile")
-    assert "**Baseline:** 1 ok, 1 expected failure, 1 NEW FAILURE, 1 IMPROVED, 1 missing, 1 flaky" in text
+    assert (
+        "**Baseline:** 1 ok, 1 expected failure, 1 NEW FAILURE, 1 IMPROVED, 1 missing, 1 flaky"
+        in text
+    )
 
 
 def test_a_test_in_two_shards_with_one_status_counts_once(
-    tmp_path: Path, baseline: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    baseline: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     gate = Gate.load(baseline)
     shards = write_shards(tmp_path, gate, {1: "abc", 2: "cdg", 3: "ef"})
-    status, lines = run_merge(capsys, *shards, "--baseline", baseline, "--report", tmp_path / "merged.json")
+    status, lines = run_merge(
+        capsys, *shards, "--baseline", baseline, "--report", tmp_path / "merged.json"
+    )
     assert status == 1
-    assert f"{tid('c')} ran in {shards[0]} and {shards[1]}, fail_compile in both: counted once" in lines
+    assert (
+        f"{tid('c')} ran in {shards[0]} and {shards[1]}, fail_compile in both: counted once"
+        in lines
+    )
     report = json.loads((tmp_path / "merged.json").read_text())
     assert report["counts"]["checks"]["fail_compile"] == 1
 
 
 def test_an_interrupted_shard_passes_its_exit_status_on(
-    tmp_path: Path, baseline: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    baseline: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     shards = write_shards(tmp_path, Gate.load(baseline))
     edit(shards[1], lambda report: report["run"].update(exitstatus=2))
@@ -249,45 +339,84 @@ def conflicting(paths: list[Path]) -> None:
         other = json.loads(paths[0].read_text())
         report["tests"].append(next(test for test in other["tests"] if test["nodeid"] == tid("b")))
         report["tests"][-1]["status"] = "pass"
+
     edit(paths[2], add_b)
 
 
 REFUSALS: dict[str, tuple[Callable[[list[Path]], object], str]] = {
-    "schema": (lambda paths: edit(paths[1], lambda r: r.update(schema_version=2)),
-               "{1}: report schema v2; this merge reads v1"),
-    "plugin version": (lambda paths: edit(paths[2], lambda r: r.update(plugin_version="0.0.1")),
-                       "{2}: written by pytest-torchcompile 0.0.1, {0} by "),
-    "conflict": (conflicting,
-                 f"{tid('b')} is fail_accuracy in {{0}} but pass in {{2}}: the shards disagree"),
-    "truncated": (lambda paths: paths[1].write_text(paths[1].read_text()[:200]),
-                  "{1}: truncated or not JSON ("),
-    "fields cut": (lambda paths: edit(paths[1], lambda r: r["run"].pop("selected")),
-                   "{1}: truncated or malformed report (KeyError: 'selected')"),
-    "older plugin": (lambda paths: edit(paths[0], lambda r: r.pop("run")),
-                     "{0}: the report does not say what its run selected"),
-    "another baseline": (lambda paths: paths[0].with_name("baseline.txt").write_text(BASELINE + f"{tid('z')}\tpass\n"),
-                         "{3} is not the baseline file the shards were judged against"),
-    "shards of two baselines": (lambda paths: edit(paths[1], lambda r: r["run"].update(baseline_sha256=None)),
-                                "{1} was judged against another baseline than {0} (or one and none)"),
-    "missing shard": (lambda paths: paths.pop(1),
-                      "no report of pytest-split --group 2 of --splits 3: every shard's report is needed"),
-    "two splits": (lambda paths: edit(paths[2], lambda r: r["run"].update(
-        shard={"splitter": "pytest-shard", "index": 0, "count": 3})),
-        "{2} is pytest-shard --shard-id 0 of --num-shards 3 but {0} is pytest-split --group 1 of --splits 3"),
+    "schema": (
+        lambda paths: edit(paths[1], lambda r: r.update(schema_version=2)),
+        "{1}: report schema v2; this merge reads v1",
+    ),
+    "plugin version": (
+        lambda paths: edit(paths[2], lambda r: r.update(plugin_version="0.0.1")),
+        "{2}: written by pytest-torchcompile 0.0.1, {0} by ",
+    ),
+    "conflict": (
+        conflicting,
+        f"{tid('b')} is fail_accuracy in {{0}} but pass in {{2}}: the shards disagree",
+    ),
+    "truncated": (
+        lambda paths: paths[1].write_text(paths[1].read_text()[:200]),
+        "{1}: truncated or not JSON (",
+    ),
+    "fields cut": (
+        lambda paths: edit(paths[1], lambda r: r["run"].pop("selected")),
+        "{1}: truncated or malformed report (KeyError: 'selected')",
+    ),
+    "older plugin": (
+        lambda paths: edit(paths[0], lambda r: r.pop("run")),
+        "{0}: the report does not say what its run selected",
+    ),
+    "another baseline": (
+        lambda paths: (
+            paths[0].with_name("baseline.txt").write_text(BASELINE + f"{tid('z')}\tpass\n")
+        ),
+        "{3} is not the baseline file the shards were judged against",
+    ),
+    "shards of two baselines": (
+        lambda paths: edit(paths[1], lambda r: r["run"].update(baseline_sha256=None)),
+        "{1} was judged against another baseline than {0} (or one and none)",
+    ),
+    "missing shard": (
+        lambda paths: paths.pop(1),
+        "no report of pytest-split --group 2 of --splits 3: every shard's report is needed",
+    ),
+    "two splits": (
+        lambda paths: edit(
+            paths[2],
+            lambda r: r["run"].update(shard={"splitter": "pytest-shard", "index": 0, "count": 3}),
+        ),
+        "{2} is pytest-shard --shard-id 0 of --num-shards 3 but {0} is pytest-split --group 1 of --splits 3",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(REFUSALS))
 def test_reports_that_do_not_make_one_run_are_refused_in_one_line(
-    tmp_path: Path, baseline: Path, capsys: pytest.CaptureFixture[str], case: str,
+    tmp_path: Path,
+    baseline: Path,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
 ) -> None:
     paths = write_shards(tmp_path, Gate.load(baseline))
     spoil, message = REFUSALS[case]
     expected = message.format(*paths, baseline)
     spoil(paths)
     before = baseline.read_text()
-    status = main(["merge", *map(str, paths), "--baseline", str(baseline), "--update-baseline",
-                   "--report", str(tmp_path / "merged.json"), "--junit", str(tmp_path / "merged.xml")])
+    status = main(
+        [
+            "merge",
+            *map(str, paths),
+            "--baseline",
+            str(baseline),
+            "--update-baseline",
+            "--report",
+            str(tmp_path / "merged.json"),
+            "--junit",
+            str(tmp_path / "merged.xml"),
+        ]
+    )
     out, err = capsys.readouterr()
     assert status == 4
     assert out == ""
@@ -298,7 +427,9 @@ def test_reports_that_do_not_make_one_run_are_refused_in_one_line(
 
 
 def test_merged_repro_paths_point_into_the_merged_directory(
-    tmp_path: Path, baseline: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    baseline: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     paths = write_shards(tmp_path, Gate.load(baseline))
     case = "tests_test_m.py__test_b"
@@ -309,11 +440,22 @@ def test_merged_repro_paths_point_into_the_merged_directory(
     def with_repro(report: dict[str, Any]) -> None:
         (check,) = next(test for test in report["tests"] if test["nodeid"] == tid("b"))["checks"]
         check["repro_path"] = f"/home/runner/work/project/.compile-accuracy/{case}/repro.py"
+
     edit(paths[0], with_repro)
 
     into = tmp_path / "merged-repros"
-    status, lines = run_merge(capsys, *paths, "--baseline", baseline, "--repros", shard_root, "--into", into,
-                              "--report", tmp_path / "merged.json")
+    status, lines = run_merge(
+        capsys,
+        *paths,
+        "--baseline",
+        baseline,
+        "--repros",
+        shard_root,
+        "--into",
+        into,
+        "--report",
+        tmp_path / "merged.json",
+    )
     assert status == 1
     assert f"repros: 1 cases merged into {into}" in lines
     report = json.loads((tmp_path / "merged.json").read_text())
@@ -323,9 +465,12 @@ def test_merged_repro_paths_point_into_the_merged_directory(
 
 
 def test_shards_judged_against_a_baseline_need_it_in_the_merge(
-    tmp_path: Path, baseline: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    baseline: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     status = main(["merge", *map(str, write_shards(tmp_path, Gate.load(baseline)))])
     assert status == 4
     assert capsys.readouterr().err == (
-        "merge refused: the shards were judged against a baseline file: give it with --baseline FILE\n")
+        "merge refused: the shards were judged against a baseline file: give it with --baseline FILE\n"
+    )

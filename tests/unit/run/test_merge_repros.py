@@ -22,8 +22,10 @@ def case(root: Path, name: str, repro: str = "# repro\n") -> Path:
 
 def tree(root: Path) -> dict[str, bytes | None]:
     """Every path under ``root``: a file's bytes, None for a directory."""
-    return {path.relative_to(root).as_posix(): None if path.is_dir() else path.read_bytes()
-            for path in sorted(root.rglob("*"))}
+    return {
+        path.relative_to(root).as_posix(): None if path.is_dir() else path.read_bytes()
+        for path in sorted(root.rglob("*"))
+    }
 
 
 def test_cases_of_all_shards_merge_and_a_case_of_two_shards_is_kept_once(tmp_path: Path) -> None:
@@ -45,10 +47,14 @@ def test_cases_of_all_shards_merge_and_a_case_of_two_shards_is_kept_once(tmp_pat
         f"repros: 2 cases merged into {into}",
     ]
     assert tree(into) == {
-        "tests_m.py__test_a": None, "tests_m.py__test_a/repro.py": b"# repro\n",
-        "tests_m.py__test_a/tensors": None, "tests_m.py__test_a/tensors/abc.pt": b"\x00\x01",
-        "tests_m.py__test_b": None, "tests_m.py__test_b/repro.py": b"# repro\n",
-        "tests_m.py__test_b/tensors": None, "tests_m.py__test_b/tensors/abc.pt": b"\x00\x01",
+        "tests_m.py__test_a": None,
+        "tests_m.py__test_a/repro.py": b"# repro\n",
+        "tests_m.py__test_a/tensors": None,
+        "tests_m.py__test_a/tensors/abc.pt": b"\x00\x01",
+        "tests_m.py__test_b": None,
+        "tests_m.py__test_b/repro.py": b"# repro\n",
+        "tests_m.py__test_b/tensors": None,
+        "tests_m.py__test_b/tensors/abc.pt": b"\x00\x01",
     }
 
 
@@ -65,8 +71,12 @@ def test_links_are_neither_followed_nor_copied(tmp_path: Path) -> None:
 
     lines = merge_repro_dirs([shard], into)
 
-    assert set(tree(into)) == {"tests_m.py__test_a", "tests_m.py__test_a/repro.py", "tests_m.py__test_a/tensors",
-                               "tests_m.py__test_a/tensors/abc.pt"}
+    assert set(tree(into)) == {
+        "tests_m.py__test_a",
+        "tests_m.py__test_a/repro.py",
+        "tests_m.py__test_a/tensors",
+        "tests_m.py__test_a/tensors/abc.pt",
+    }
     assert lines == [
         f"repros: {directory / 'leak.txt'} is a symbolic link or not a regular file: left out",
         f"repros: {directory / 'tensors' / 'up'} is a symbolic link or not a regular file: left out",

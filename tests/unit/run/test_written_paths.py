@@ -32,8 +32,9 @@ needs_dev_full = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no 
 TEST = "tests/test_a.py::test_a"
 
 
-def session(tmp_path: Path, report: Path | None = None, baseline: Path | None = None,
-            update: bool = False) -> AccuracySession:
+def session(
+    tmp_path: Path, report: Path | None = None, baseline: Path | None = None, update: bool = False
+) -> AccuracySession:
     made = AccuracySession(True, tmp_path / "repros", CheckSettings(), lambda: {})
     made.configure_gating(GatingSettings(baseline, update, False, report))
     made.record(CaseResult(TEST, Status.PASS))
@@ -72,7 +73,9 @@ def entries(directory: Path) -> list[str]:
 # --- atomic_write without `within`: a path the user named --------------------------------------
 
 
-def test_a_pipe_with_a_reader_is_written_through_and_stays_a_pipe(fifo: Path, read_fifo: list[bytes]) -> None:
+def test_a_pipe_with_a_reader_is_written_through_and_stays_a_pipe(
+    fifo: Path, read_fifo: list[bytes]
+) -> None:
     for _ in range(100):  # until the reader has opened its end
         try:
             atomic_write(fifo, b"{}\n")
@@ -98,7 +101,11 @@ def test_a_character_device_is_written_through_never_replaced() -> None:
     before = os.stat("/dev/null")
     atomic_write("/dev/null", b"{}\n")
     after = os.stat("/dev/null")
-    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev and after.st_ino == before.st_ino
+    assert (
+        stat.S_ISCHR(after.st_mode)
+        and after.st_rdev == before.st_rdev
+        and after.st_ino == before.st_ino
+    )
 
 
 @needs_dev_full
@@ -144,7 +151,9 @@ print("after", flush=True)
 def test_stdout_redirected_to_a_file_is_written_through_not_replaced(tmp_path: Path) -> None:
     output = tmp_path / "output.txt"
     with output.open("w") as stdout:
-        subprocess.run([sys.executable, "-c", WRITES_TO_STDOUT], stdout=stdout, check=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-c", WRITES_TO_STDOUT], stdout=stdout, check=True, timeout=120
+        )
     assert output.read_text() == "before\n{}\nafter\n"
     assert entries(tmp_path) == ["output.txt"]
 
@@ -163,14 +172,18 @@ def test_a_link_the_user_named_stays_a_link_and_its_target_is_written(tmp_path: 
 
 
 @needs_dev_full
-def test_a_report_on_a_full_device_fails_the_run_in_one_line_and_the_device_stays(tmp_path: Path) -> None:
+def test_a_report_on_a_full_device_fails_the_run_in_one_line_and_the_device_stays(
+    tmp_path: Path,
+) -> None:
     end = session(tmp_path, report=Path("/dev/full")).end_run(set())
     assert end.failures == ["cannot write the JSON report /dev/full: No space left on device"]
     assert not any("written to /dev/full" in line for line in end.lines)
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
-def test_a_report_into_a_pipe_reaches_its_reader(tmp_path: Path, fifo: Path, read_fifo: list[bytes]) -> None:
+def test_a_report_into_a_pipe_reaches_its_reader(
+    tmp_path: Path, fifo: Path, read_fifo: list[bytes]
+) -> None:
     threading.Event().wait(0.2)  # the reader opens its end
     end = session(tmp_path, report=fifo).end_run(set())
     threading.Event().wait(0.2)
@@ -182,14 +195,19 @@ def test_a_report_into_a_pipe_reaches_its_reader(tmp_path: Path, fifo: Path, rea
 def test_a_report_path_that_is_a_directory_is_refused_before_any_test(tmp_path: Path) -> None:
     with pytest.raises(pytest.UsageError) as refused:
         session(tmp_path, report=tmp_path)
-    assert str(refused.value) == f"compile accuracy: cannot write the JSON report {tmp_path}: it is a directory"
+    assert (
+        str(refused.value)
+        == f"compile accuracy: cannot write the JSON report {tmp_path}: it is a directory"
+    )
 
 
 def test_a_read_only_baseline_is_not_replaced_by_an_update(tmp_path: Path) -> None:
     baseline = tmp_path / "baseline.txt"
     baseline.write_text(f"{TEST}\tpass\n")
     baseline.chmod(0o444)
-    with pytest.raises(pytest.UsageError, match=r"cannot write the baseline .*: it is read-only \(mode 0444\)"):
+    with pytest.raises(
+        pytest.UsageError, match=r"cannot write the baseline .*: it is read-only \(mode 0444\)"
+    ):
         session(tmp_path, baseline=baseline, update=True)
     gated = session(tmp_path, baseline=baseline)  # read, not written: fine
     assert gated.end_run(set()).failures == []
@@ -202,20 +220,29 @@ def test_a_baseline_write_failure_is_worded_as_one(tmp_path: Path) -> None:
     updating = session(tmp_path, baseline=baseline, update=True)
     baseline.chmod(0o444)  # after the run started
     end = updating.end_run(set())
-    assert end.failures == [f"cannot write the baseline {baseline}: it is read-only (mode 0444), so it is left "
-                            "as it is; make it writable to have it written"]
+    assert end.failures == [
+        f"cannot write the baseline {baseline}: it is read-only (mode 0444), so it is left "
+        "as it is; make it writable to have it written"
+    ]
     assert end.heading == "the run fails"
     assert baseline.read_text() == f"{TEST}\tpass\n"
 
 
 @needs_dev_full
-def test_merge_refuses_to_replace_a_device_with_its_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_merge_refuses_to_replace_a_device_with_its_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from pytest_torchcompile.reporting.json_report import write_json_report
     from pytest_torchcompile.run.session import RunRecord
 
     shard = tmp_path / "shard.json"
-    write_json_report(shard, [CaseResult(TEST, Status.PASS)], None, {},
-                      RunRecord([], [TEST], [TEST], [], []).to_json())
+    write_json_report(
+        shard,
+        [CaseResult(TEST, Status.PASS)],
+        None,
+        {},
+        RunRecord([], [TEST], [TEST], [], []).to_json(),
+    )
     status = main(["merge", str(shard), "--report", "/dev/full"])
     out = capsys.readouterr().out
     assert status == 1, out
@@ -228,7 +255,9 @@ def test_merge_refuses_to_replace_a_device_with_its_report(tmp_path: Path, capsy
 
 
 @pytest.mark.parametrize("kind", ["/dev/zero", "pipe", "directory"])
-def test_a_baseline_that_is_no_regular_file_is_refused_in_one_line(tmp_path: Path, kind: str) -> None:
+def test_a_baseline_that_is_no_regular_file_is_refused_in_one_line(
+    tmp_path: Path, kind: str
+) -> None:
     path = Path(kind) if kind.startswith("/") else tmp_path / kind
     if kind == "pipe":
         os.mkfifo(path)
@@ -239,7 +268,9 @@ def test_a_baseline_that_is_no_regular_file_is_refused_in_one_line(tmp_path: Pat
     assert str(refused.value) == f"{path}: not a regular file: a baseline is a text file"
 
 
-def test_a_baseline_larger_than_any_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_baseline_larger_than_any_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(baseline_module, "MAX_BYTES", 2**20)
     path = tmp_path / "baseline.txt"
     path.write_bytes(b"t.py::a\tpass\n" * (2**20 // 10))
@@ -251,7 +282,9 @@ def test_a_baseline_larger_than_any_is_refused_in_one_line(tmp_path: Path, monke
 # --- reading a shard's report ----------------------------------------------------------------------
 
 
-def _merge_refusal(shard: Path, merged: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+def _merge_refusal(
+    shard: Path, merged: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, list[str]]:
     status = main(["merge", str(shard), "--report", str(merged)])
     captured = capsys.readouterr()
     return status, [line for line in (captured.out + captured.err).splitlines() if line.strip()]
@@ -259,7 +292,8 @@ def _merge_refusal(shard: Path, merged: Path, capsys: pytest.CaptureFixture[str]
 
 @pytest.mark.parametrize("kind", ["/dev/zero", "pipe", "directory"])
 def test_a_shard_report_that_is_no_regular_file_is_refused_in_one_line(
-        tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = Path(kind) if kind.startswith("/") else tmp_path / kind
     if kind == "pipe":
         os.mkfifo(path)  # no writer: a read would wait for one, forever
@@ -269,11 +303,14 @@ def test_a_shard_report_that_is_no_regular_file_is_refused_in_one_line(
     status, lines = _merge_refusal(path, merged, capsys)
     assert status == REFUSED
     assert lines == [f"merge refused: {path}: not a regular file: a report is a JSON file"]
-    assert not merged.exists() and sorted(tmp_path.iterdir()) == ([path] if kind != "/dev/zero" else [])
+    assert not merged.exists() and sorted(tmp_path.iterdir()) == (
+        [path] if kind != "/dev/zero" else []
+    )
 
 
 def test_a_shard_report_larger_than_any_is_refused_in_one_line(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(merge_module, "MAX_REPORT_BYTES", 2**20)
     shard = tmp_path / "shard.json"
     shard.write_bytes(b" " * (2**20 + 1))

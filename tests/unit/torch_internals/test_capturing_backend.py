@@ -20,20 +20,28 @@ def noisy(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_a_graph_in_aot_autograds_cache_is_still_lowered_through_the_hook(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     lowered: list[torch.fx.GraphModule] = []
 
-    def hook(gm: torch.fx.GraphModule, inputs: Sequence[Any], kwargs: dict[str, Any],
-             compile_fn: Callable[[], Any]) -> Any:
+    def hook(
+        gm: torch.fx.GraphModule,
+        inputs: Sequence[Any],
+        kwargs: dict[str, Any],
+        compile_fn: Callable[[], Any],
+    ) -> Any:
         lowered.append(gm)
         return compile_fn()
 
     x = torch.randn(64)
-    with functorch_config.patch(enable_autograd_cache=True), inductor_config.patch(fx_graph_cache=True):
+    with (
+        functorch_config.patch(enable_autograd_cache=True),
+        inductor_config.patch(fx_graph_cache=True),
+    ):
         for backend in ("inductor", "inductor", capturing_backend(hook)):
             # The first compile fills the caches; the second shows they answer a plain compile.
             reset()

@@ -57,7 +57,9 @@ def test_computing_torchs_compiler_key_leaves_the_fingerprint_alone() -> None:
         assert clear is not None, "2.14's triton_key is a prefetchable_cache"
     if clear is not None:
         clear()
-    before = fingerprint.compiler_fingerprint(["torch._inductor.codecache"])["torch._inductor.codecache"]
+    before = fingerprint.compiler_fingerprint(["torch._inductor.codecache"])[
+        "torch._inductor.codecache"
+    ]
     with contextlib.suppress(ImportError):  # no Triton installed: nothing is computed
         codecache.triton_key()
     assert fingerprint.compiler_fingerprint()["torch._inductor.codecache"] == before

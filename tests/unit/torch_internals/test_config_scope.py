@@ -17,8 +17,11 @@ from pytest_torchcompile.torch_internals.config import (
 
 
 def user_set_keys() -> set[str]:
-    return {name for name in inductor_config_module.get_config_copy()
-            if not inductor_config_module._is_default(name)}
+    return {
+        name
+        for name in inductor_config_module.get_config_copy()
+        if not inductor_config_module._is_default(name)
+    }
 
 
 def set_like_a_repro() -> None:
@@ -44,11 +47,15 @@ def test_the_runs_result_and_errors_come_back() -> None:
     assert inductor_config_module.fallback_random is False
 
 
-def test_a_batch_of_implication_aware_values_becomes_one_assignment_each(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_batch_of_implication_aware_values_becomes_one_assignment_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     batch = "torch._inductor.config.load_config({'fallback_random': True, 'cpp.simdlen': 8})"
     monkeypatch.setitem(vars(inductor_config_module), "codegen_config", lambda: batch)
     with inductor_config_module.patch({"fallback_random": True, "cpp.simdlen": 8}):
         source = inductor_config_source()
-    assert source.splitlines() == ["torch._inductor.config.fallback_random = True",
-                                   "torch._inductor.config.cpp.simdlen = 8"]
+    assert source.splitlines() == [
+        "torch._inductor.config.fallback_random = True",
+        "torch._inductor.config.cpp.simdlen = 8",
+    ]
     assert config_patches(source) == {"fallback_random": True, "cpp.simdlen": 8}

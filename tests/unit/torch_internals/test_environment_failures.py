@@ -28,26 +28,34 @@ class InvalidCxxCompiler(RuntimeError):
     """Named as torch._inductor.exc's."""
 
 
-@pytest.mark.parametrize("inner", [
-    PermissionError(errno.EACCES, "Permission denied", "/cache/rocache/73"),
-    OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
-    OSError(errno.EROFS, os.strerror(errno.EROFS)),
-    InvalidCxxCompiler("No working C++ compiler found"),
-])
+@pytest.mark.parametrize(
+    "inner",
+    [
+        PermissionError(errno.EACCES, "Permission denied", "/cache/rocache/73"),
+        OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+        OSError(errno.EROFS, os.strerror(errno.EROFS)),
+        InvalidCxxCompiler("No working C++ compiler found"),
+    ],
+)
 def test_the_environments_errors_are_found_behind_inductors(inner: BaseException) -> None:
     assert environment_failure(raised_from(inner)) is inner
 
 
-@pytest.mark.parametrize("inner", [
-    RuntimeError("C++ compile error: 'x' was not declared"),
-    FileNotFoundError(errno.ENOENT, "No such file or directory", "kernel.so"),
-    None,
-])
+@pytest.mark.parametrize(
+    "inner",
+    [
+        RuntimeError("C++ compile error: 'x' was not declared"),
+        FileNotFoundError(errno.ENOENT, "No such file or directory", "kernel.so"),
+        None,
+    ],
+)
 def test_the_compilers_errors_are_its_own(inner: BaseException | None) -> None:
     assert environment_failure(None if inner is None else raised_from(inner)) is None
 
 
-def test_the_default_inductor_cache_is_the_one_inductor_makes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_default_inductor_cache_is_the_one_inductor_makes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
@@ -63,4 +71,5 @@ def test_a_directory_not_made_yet_is_checked_where_it_would_be_made(tmp_path: Pa
     (tmp_path / "torchinductor_user").write_text("")
     assert unwritable_directory(tmp_path / "torchinductor_user") == "it is a file, not a directory"
     assert unwritable_directory(tmp_path / "torchinductor_user" / "deeper") == (
-        f"{tmp_path / 'torchinductor_user'} is a file, not a directory")
+        f"{tmp_path / 'torchinductor_user'} is a file, not a directory"
+    )

@@ -23,7 +23,12 @@ def _seen() -> tuple[list[tuple[bool, bool]], Callable[..., Any]]:
 
     seen: list[tuple[bool, bool]] = []
 
-    def hook(gm: torch.fx.GraphModule, inputs: Sequence[Any], kwargs: dict[str, Any], compile_fn: Callable[[], Any]) -> Any:
+    def hook(
+        gm: torch.fx.GraphModule,
+        inputs: Sequence[Any],
+        kwargs: dict[str, Any],
+        compile_fn: Callable[[], Any],
+    ) -> Any:
         seen.append((inductor_config.fallback_random, inductor_config.layout_optimization))
         return compile_fn()
 
@@ -67,5 +72,6 @@ def test_the_plugins_graph_that_draws_compiles_with_eagers_generator_and_layout(
 def test_a_graph_that_draws_nothing_keeps_the_compile_options() -> None:
     """The ``options`` are in force when a lowered graph compiles; setting back the names of the
     random config took the layout back to the value from before them."""
-    assert captured((lambda x: x.sin() + 1, {"layout_optimization": False}),
-                    (lambda x: x.cos() + 1, {})) == [(False, False), (False, True)]
+    assert captured(
+        (lambda x: x.sin() + 1, {"layout_optimization": False}), (lambda x: x.cos() + 1, {})
+    ) == [(False, False), (False, True)]
