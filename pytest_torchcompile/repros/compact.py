@@ -133,6 +133,7 @@ def _in_torch(module: str) -> bool:
 
 COMPACT = f"{EMBEDDED}.compact"
 TRACING = f"{EMBEDDED}.tracing"
+LAYOUT = f"{EMBEDDED}.layout"
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def _code(case: ReproCase) -> _Code:
         compile_graph,
         "check_accuracy" if accuracy else "check_error",
     ]
-    code = embedded_functions(COMPACT, functions)
+    code = embedded_functions(LAYOUT, ["_laid_out"]) + "\n" + embedded_functions(COMPACT, functions)
     imports = ""
     traced = makes_tensors_from_nothing(case.gm) or bool(_in_place_operators(case.gm))
     if traced:

@@ -4,9 +4,10 @@ Dense by design: a compact file is pasted into an issue and stays within the lin
 torch's own minified repro, so the formatter leaves this module as written (``pyproject.toml``).
 Its functions are embedded by name (``repros.runtime.embedded_functions``), each file taking
 those its case needs; where cases differ, the file's last line passes the variant
-(``check_accuracy(trace, compile_post_aot)``) instead of the file carrying code of its own. A
-file whose graph needs more than fx's plain tracing embeds the full form's tracer
-(``embedded.tracing``).
+(``check_accuracy(trace, compile_post_aot)``) instead of the file carrying code of its own. The
+full form's code serves here too: every file lays its inputs out with ``embedded.layout``'s
+``_laid_out``, and one whose graph needs more than fx's plain tracing embeds the full form's
+tracer (``embedded.tracing``).
 """
 
 import copy
@@ -31,12 +32,10 @@ if TYPE_CHECKING:
         make_inputs,
     )
     from pytest_torchcompile.repros.embedded.declared_compact import WRITTEN_INPUTS
+    from pytest_torchcompile.repros.embedded.layout import _laid_out
 
 
-def _load(values, dtype, shape, stride, device, offset=0):  # laid out as the input was (a stride 0 dim shares its memory): compiled code may assume it
-    values, out = torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensors", values + ".pt")) if isinstance(values, str) else values, torch.empty(offset + 1 + sum(max(n - 1, 0) * s for n, s in zip(shape, stride)), dtype=dtype, device=device)  # a file in tensors/
-    out[torch.arange(out.numel(), device=device).as_strided(shape, stride, offset)] = torch.as_tensor(values).to(out).reshape(shape)
-    return out.as_strided(shape, stride, offset)
+def _load(values, dtype, shape, stride, device, offset=0): return _laid_out(torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensors", values + ".pt")) if isinstance(values, str) else torch.as_tensor(values), dtype, shape, stride, device, offset)  # values inline or a file in tensors/
 
 
 def copies(inputs, dtype=None): return [(x.detach().to(dtype) if dtype and x.is_floating_point() else _load(x.detach(), x.dtype, x.shape, x.stride(), x.device, x.storage_offset())).requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x for x in inputs]
