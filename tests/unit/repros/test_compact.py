@@ -7,7 +7,6 @@ import ast
 import operator
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from pytest_torchcompile.repros.repro import (
 )
 from pytest_torchcompile.repros.runtime import embedded_source, read_module
 from pytest_torchcompile.torch_internals.graph_compile import VISIBLE_OUTPUTS_KEY
-from tests.unit.repros.test_embedded import top_level_names
+from tests.unit.repros.test_embedded import names_defined_twice, pyflakes_messages, top_level_names
 
 RELU_BUG = "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = {!r}"
 FULL_FORM = "# note:    the full form, not the compact one: "
@@ -444,27 +443,12 @@ def adds_relu_into() -> torch.fx.GraphModule:
 
 @pytest.mark.parametrize("case", compact_cases(), ids=lambda case: case.title)
 def test_a_compact_file_is_clean_to_pyflakes_and_defines_no_name_twice(case: ReproCase) -> None:
-    pyflakes = pytest.importorskip("pyflakes.api")
-    reporter = pytest.importorskip("pyflakes.reporter")
     assert compact_obstacle(case) is None
     source, _ = render_repro(case, compact=True)
-    messages: list[str] = []
 
-    class Collected(reporter.Reporter):  # type: ignore[misc]
-        def __init__(self) -> None:
-            pass
-
-        def flake(self, message: object) -> None:
-            messages.append(str(message))
-
-        def syntaxError(self, *args: object) -> None:
-            messages.append(f"syntax error: {args}")
-
-    pyflakes.check(source, MINIFIED_NAME, Collected())
-    assert messages == []
-    names = Counter(name for name in top_level_names(ast.parse(source)))
-    assert [name for name, count in names.items() if count > 1] == []
-    assert DECLARED_FOR_COMPACT and set(names) >= DECLARED_FOR_COMPACT
+    assert pyflakes_messages(source, MINIFIED_NAME) == []
+    assert names_defined_twice(source) == []
+    assert DECLARED_FOR_COMPACT and set(top_level_names(ast.parse(source))) >= DECLARED_FOR_COMPACT
 
 
 def test_the_compact_code_marks_visible_outputs_under_the_key_inductor_reads() -> None:

@@ -109,11 +109,10 @@ def test_embedded_modules_import_only_the_standard_library_torch_and_the_plugins
                     )
 
 
-@pytest.mark.parametrize("case", cases(), ids=lambda case: case.title)
-def test_a_full_repro_is_clean_to_pyflakes_and_defines_no_name_twice(case: ReproCase) -> None:
+def pyflakes_messages(source: str, filename: str) -> list[str]:
+    """What pyflakes says of ``source``, one line per message."""
     pyflakes = pytest.importorskip("pyflakes.api")
     reporter = pytest.importorskip("pyflakes.reporter")
-    source, _ = render_repro(case)
     messages: list[str] = []
 
     class Collected(reporter.Reporter):  # type: ignore[misc]
@@ -126,10 +125,21 @@ def test_a_full_repro_is_clean_to_pyflakes_and_defines_no_name_twice(case: Repro
         def syntaxError(self, *args: object) -> None:
             messages.append(f"syntax error: {args}")
 
-    pyflakes.check(source, "repro.py", Collected())
-    assert messages == []
+    pyflakes.check(source, filename, Collected())
+    return messages
+
+
+def names_defined_twice(source: str) -> list[str]:
     counts = Counter(top_level_names(ast.parse(source)))
-    assert [name for name, count in counts.items() if count > 1] == []
+    return [name for name, count in counts.items() if count > 1]
+
+
+@pytest.mark.parametrize("case", cases(), ids=lambda case: case.title)
+def test_a_full_repro_is_clean_to_pyflakes_and_defines_no_name_twice(case: ReproCase) -> None:
+    source, _ = render_repro(case)
+
+    assert pyflakes_messages(source, "repro.py") == []
+    assert names_defined_twice(source) == []
 
 
 def test_every_name_declared_for_the_embedded_code_is_written_into_a_full_repro() -> None:
