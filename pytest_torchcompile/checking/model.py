@@ -52,7 +52,9 @@ from pytest_torchcompile.judging.references import (
     unwritten_elements,
 )
 from pytest_torchcompile.judging.reordering import (
+    DECOMPOSED_CAP,
     Arguments,
+    capped,
     channels_last,
     noise_floors,
     reversed_batch,
@@ -60,6 +62,7 @@ from pytest_torchcompile.judging.reordering import (
 from pytest_torchcompile.judging.seeding import rng_states
 from pytest_torchcompile.torch_internals.compiling import no_compile_caches, reset, strict_dynamo
 from pytest_torchcompile.torch_internals.config import inductor_config
+from pytest_torchcompile.torch_internals.decomposed import decomposed, decomposed_missing
 from pytest_torchcompile.torch_internals.environment import (
     ENVIRONMENT_NOT_JUDGED,
     environment_failure,
@@ -319,6 +322,7 @@ def _compare(
     options: CheckOptions,
     unwritten: dict[str, torch.Tensor] | None = None,
     noise: dict[str, float] | None = None,
+    noise_from: dict[str, str] | None = None,
 ) -> Comparison:
     leaves: list[LeafResult] = []
     for root, value in eager.items():
@@ -331,6 +335,7 @@ def _compare(
             root=root,
             unwritten=unwritten,
             noise=noise,
+            noise_from=noise_from,
         )
         if part.structure_error:
             return part
@@ -773,7 +778,9 @@ def _compare_set(
     on_deviation: Callable[[str, str | None], None] | None,
 ) -> Comparison:
     """One input set's outputs judged; where they fail by the fp64 rule, judged again against the
-    second legitimate evaluations' errors (run only then), which may overturn it."""
+    second legitimate evaluations' errors (run only then), which may overturn it: eager on the
+    batch reversed and in channels-last layout, then, where outputs still fail, Inductor's
+    decomposed graphs run eagerly (:func:`_decomposed_floors`)."""
     mutated = baseline.mutated
     compared = (
         _judged(*compiled_run, mutated),
@@ -792,13 +799,37 @@ def _compare_set(
         and reference is not None
         and any(leaf.rule == "fp64 rmse" for leaf in comparison.failing)
     ):
-        comparison = _compare(
-            *compared,
-            _noise_floors(
-                fn, arguments, options, mutated, reference, eager.run, baseline.draws_random
-            ),
+        floors = _noise_floors(
+            fn, arguments, options, mutated, reference, eager.run, baseline.draws_random
         )
+        comparison = _compare(*compared, floors)
+        if (
+            not comparison.passed
+            and any(leaf.rule == "fp64 rmse" for leaf in comparison.failing)
+            and options.backend == "inductor"
+            and not baseline.draws_random
+        ):
+            decomposed_floors = _decomposed_floors(
+                fn, arguments, options, mutated, reference, compared[1]
+            )
+            deciding = {
+                path: DECOMPOSED_FLOOR
+                for path, floor in decomposed_floors.items()
+                if floor > floors.get(path, 0.0)
+            }
+            if deciding:
+                comparison = _compare(
+                    *compared,
+                    {**floors, **{path: decomposed_floors[path] for path in deciding}},
+                    deciding,
+                )
     return comparison
+
+
+DECOMPOSED_FLOOR = (
+    f"Inductor's decomposed graphs run by eager kernels, which give the fp64 reference in fp64; "
+    f"at most {DECOMPOSED_CAP:g}x eager's error counted"
+)
 
 
 def _passing_outcome(
@@ -958,6 +989,49 @@ def _noise_floors(
         ).items():
             floors[path] = max(floor, floors.get(path, 0.0))
     return floors
+
+
+def _decomposed_floors(
+    fn: Callable[..., Any],
+    arguments: Arguments,
+    options: CheckOptions,
+    mutated: list[int],
+    reference: dict[str, Any],
+    eager: dict[str, Any],
+) -> dict[str, float]:
+    """By output path, the error from fp64 of the model run through Inductor's decompositions
+    and partitioner by eager kernels (:mod:`reordering`), where the same graphs run in fp64 give
+    the fp64 reference (a wrong decomposition does not), each at most ``DECOMPOSED_CAP`` times
+    eager's own error (``eager``: eager's judged results). Run only for outputs that fail
+    after the reordered evaluations; a model that draws random numbers gets none (the
+    decomposed graphs draw otherwise). The compiles leave Dynamo as a check leaves it."""
+    if decomposed_missing() is not None:
+        return {}
+    widened_arguments: Arguments = (
+        tuple(_to_fp64(a) for a in arguments[0]),
+        {k: _to_fp64(v) for k, v in arguments[1].items()},
+    )
+    runs: list[dict[str, Any]] = []
+    try:
+        with inductor_config(options.inductor_config), no_compile_caches(), strict_dynamo():
+            for fp64, evaluated in ((False, arguments), (True, widened_arguments)):
+                reset()
+                torch.manual_seed(options.seed)
+                model = _copy_callable(fn, fp64=fp64)
+                with float64_everywhere() if fp64 else contextlib.nullcontext():
+                    parts, call_args = _execute(
+                        decomposed(model, options.dynamic, fp64=fp64),
+                        model if isinstance(model, torch.nn.Module) else None,
+                        evaluated,
+                        options,
+                    )
+                runs.append(_judged(_released(parts, model), call_args, mutated))
+                del model, parts, call_args
+    except Exception:  # the model may not compile so: no decomposed sample, nothing lost
+        return {}
+    finally:
+        reset()
+    return capped(noise_floors(runs[0], runs[1], reference, None), eager, reference)
 
 
 def fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:

@@ -78,10 +78,12 @@ def compare_outputs(
     root: str = "out",
     unwritten: dict[str, torch.Tensor] | None = None,
     noise: dict[str, float] | None = None,
+    noise_from: dict[str, str] | None = None,
 ) -> Comparison:
     """Compare nested outputs leaf by leaf; ``reference`` None selects the weaker check. The
     elements ``unwritten`` marks, by leaf path (:func:`unwritten_leaves`), are not judged;
-    ``noise``, by leaf path, is a second legitimate evaluation's error (:mod:`reordering`)."""
+    ``noise``, by leaf path, is a second legitimate evaluation's error (:mod:`reordering`), and
+    ``noise_from`` names that evaluation where it is not the batch reversed or channels-last."""
     compiled_leaves = list(flatten_outputs(compiled, root))
     eager_leaves = list(flatten_outputs(eager, root))
     reference_leaves = list(flatten_outputs(reference, root)) if reference is not None else None
@@ -122,6 +124,7 @@ def compare_outputs(
                     tol,
                     check_non_float,
                     (noise or {}).get(path),
+                    *([(noise_from or {})[path]] if path in (noise_from or {}) else []),
                 )
             )
         elif isinstance(eag, float) and isinstance(comp, float):

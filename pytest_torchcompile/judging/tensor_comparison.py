@@ -44,12 +44,13 @@ def compare_tensor(
     tol: float,
     check_non_float: bool = True,
     noise: float | None = None,
+    noise_from: str = "the batch reversed, or channels-last inputs",
 ) -> LeafResult:
     """Judge one compiled tensor by :func:`rule.leaf_verdict`, with what a reader of the verdict
     needs beside it. ``reference`` is the fp64 run's value, or None for the weaker same-precision
     (cosine) check used when the model cannot run in fp64. ``noise``: the rmse against fp64 of a
     second legitimate evaluation (:mod:`reordering`), which a failing result is measured against
-    too."""
+    too; ``noise_from`` says which, for the leaf's detail."""
     shape = tuple(eager.shape)
     dtype = str(eager.dtype).replace("torch.", "")
     # Judged where the compiled tensor is: a probe returns hundreds of activations, and copying
@@ -122,9 +123,10 @@ def compare_tensor(
     notes = []
     if not passed and noise is not None and noise > eager_error:
         passed = within_noise(figures, noise, tol)
+        times = noise / max(eager_error, 1e-300)
         notes.append(
-            f"measured against another valid eager evaluation's rmse {noise:.3e} (the batch "
-            f"reversed, or channels-last inputs), {noise / max(eager_error, 1e-300):.0f}x eager's"
+            f"measured against another valid eager evaluation's rmse {noise:.3e} ({noise_from}), "
+            f"{times:.{0 if times >= 10 else 2}f}x eager's"
         )
     units = None if passed else within_resolution(compiled, reference, compiled_error)
     if units is not None:

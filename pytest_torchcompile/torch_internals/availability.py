@@ -25,6 +25,7 @@ from pytest_torchcompile.torch_internals.config import (
     defaults_missing,
     overrides_missing,
 )
+from pytest_torchcompile.torch_internals.decomposed import decomposed_missing
 from pytest_torchcompile.torch_internals.fingerprint import lowering_tables_missing
 from pytest_torchcompile.torch_internals.interception import interception_missing
 from pytest_torchcompile.torch_internals.ops import op_registry_missing, random_tag_missing
@@ -118,6 +119,11 @@ _FEATURES = (
         "telling an out= overload of an allocating op by its schema",
         "it is told by its overload's name",
         out_arguments_missing,
+    ),
+    _Feature(
+        "the decomposed graph run eagerly as a floor of a failing check",
+        "a failing check is measured against eager and its reordered runs only",
+        decomposed_missing,
     ),
 )
 
