@@ -260,7 +260,6 @@ def render_compact(
             "# --- only torch needed: the fp64 rule of pytest-torchcompile (PyTorch's same()), eager, fp64 and Inductor ---",
             rule_functions,
             code.code,
-            "",
             code.last + footer,
         ]
     )
