@@ -90,14 +90,6 @@ def compact_obstacle(case: ReproCase) -> str | None:
     return None
 
 
-def _broadcasts(value: Any) -> bool:
-    """Whether ``value`` is a tensor with a broadcast dimension (stride 0, more than one element):
-    an expanded tensor, such as the gradient of a sum."""
-    return isinstance(value, torch.Tensor) and any(
-        stride == 0 and size > 1 for size, stride in zip(value.shape, value.stride(), strict=True)
-    )
-
-
 def _one_per_broadcast(value: torch.Tensor) -> torch.Tensor:
     """``value`` with each broadcast dimension narrowed to its one element: what a compact file
     writes of it before laying it out with its strides again."""
