@@ -124,7 +124,7 @@ def compare_outputs(
                     tol,
                     check_non_float,
                     (noise or {}).get(path),
-                    *([(noise_from or {})[path]] if path in (noise_from or {}) else []),
+                    (noise_from or {}).get(path),
                 )
             )
         elif isinstance(eag, float) and isinstance(comp, float):

@@ -44,13 +44,14 @@ def compare_tensor(
     tol: float,
     check_non_float: bool = True,
     noise: float | None = None,
-    noise_from: str = "the batch reversed, or channels-last inputs",
+    noise_from: str | None = None,
 ) -> LeafResult:
     """Judge one compiled tensor by :func:`rule.leaf_verdict`, with what a reader of the verdict
     needs beside it. ``reference`` is the fp64 run's value, or None for the weaker same-precision
     (cosine) check used when the model cannot run in fp64. ``noise``: the rmse against fp64 of a
     second legitimate evaluation (:mod:`reordering`), which a failing result is measured against
-    too; ``noise_from`` says which, for the leaf's detail."""
+    too; ``noise_from`` says which, for the leaf's detail (None: the batch reversed, or
+    channels-last inputs)."""
     shape = tuple(eager.shape)
     dtype = str(eager.dtype).replace("torch.", "")
     # Judged where the compiled tensor is: a probe returns hundreds of activations, and copying
@@ -124,8 +125,11 @@ def compare_tensor(
     if not passed and noise is not None and noise > eager_error:
         passed = within_noise(figures, noise, tol)
         times = noise / max(eager_error, 1e-300)
+        evaluation = (
+            "the batch reversed, or channels-last inputs" if noise_from is None else noise_from
+        )
         notes.append(
-            f"measured against another valid eager evaluation's rmse {noise:.3e} ({noise_from}), "
+            f"measured against another valid eager evaluation's rmse {noise:.3e} ({evaluation}), "
             f"{times:.{0 if times >= 10 else 2}f}x eager's"
         )
     units = None if passed else within_resolution(compiled, reference, compiled_error)

@@ -14,6 +14,7 @@ imports into one block after the head, and keeps the rest in dependency order.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -118,9 +119,10 @@ PRELUDE = (f"{EMBEDDED}.layout", f"{EMBEDDED}.tracing", f"{EMBEDDED}.config")
 ENTRY = f"{EMBEDDED}.entry"
 
 
+@functools.cache
 def read_module(name: str) -> str:
-    """The source of a module of ``repros.embedded``, read from its file: its code runs only
-    inside a repro file."""
+    """The source of a module of ``repros.embedded``, read from its file once per process: its
+    code runs only inside a repro file."""
     spec = importlib.util.find_spec(name)
     if spec is None or spec.origin is None:
         raise ImportError(f"no module {name}")
