@@ -9,6 +9,7 @@ stays as the architecture has it in ``train``: the check must align compiled and
     python benchmarks/gpu_sweep.py --list
     python benchmarks/gpu_sweep.py --chunk 1/3 --out sweep/ -n 8          # one chunk of the sweep
     python benchmarks/gpu_sweep.py --summary sweep/                        # the table of all chunks
+    python benchmarks/gpu_sweep.py --rows-from left.txt --chunk 1/4 --out sweep/ # rows left unjudged
     python benchmarks/gpu_sweep.py --inject 1e-3 --models resnet18,vit_tiny_patch16_224 --out sens/
 
 ``--inject EPS`` installs a mutant of Inductor's lowering of ``aten.add.Tensor`` that scales every
@@ -432,6 +433,11 @@ def main(argv: list[str] | None = None) -> int:
         "--models", type=lambda text: text.split(","), help="only these architectures"
     )
     parser.add_argument("--modes", type=lambda text: text.split(","), default=list(MODES))
+    parser.add_argument(
+        "--rows-from",
+        type=Path,
+        help="only the rows listed in this file, one a line (a sweep's rows a run left unjudged)",
+    )
     parser.add_argument("--chunk", default="1/1", help="K/N: the K-th of N equal parts of the rows")
     parser.add_argument("--out", type=Path, default=Path("gpu-sweep"))
     parser.add_argument("-n", "--workers", type=int, default=8)
@@ -450,6 +456,9 @@ def main(argv: list[str] | None = None) -> int:
         print(summary(args.summary))
         return 0
     selected = rows(args.models, args.modes)
+    if args.rows_from:
+        listed = set(args.rows_from.read_text().split())
+        selected = [row for row in selected if row in listed]
     index, count = (int(part) for part in args.chunk.split("/"))
     selected = selected[index - 1 :: count]
     if args.list:
