@@ -132,14 +132,6 @@ def _to_fp64(value: Any) -> Any:
     return tree_map(widened, value)
 
 
-def _widened(arguments: Arguments) -> Arguments:
-    """``arguments`` widened to fp64, as the fp64 reference and the decomposed floors run them."""
-    return (
-        tuple(_to_fp64(a) for a in arguments[0]),
-        {k: _to_fp64(v) for k, v in arguments[1].items()},
-    )
-
-
 def _copy_callable(fn: Callable[..., Any], fp64: bool = False) -> Callable[..., Any]:
     """A deep copy of a module (cast to fp64 on request); plain functions are used as they are."""
     if isinstance(fn, torch.nn.Module):
@@ -921,7 +913,7 @@ def _reference(
     """The fp64 run's results, or None (with the label of the weaker check) when it cannot run.
     A model that draws random numbers is run once more eagerly to record its draws, which the
     fp64 run replays: in fp64, some ops draw other numbers (``torch.rand``, CUDA's generators)."""
-    widened = _widened(arguments)
+    widened: Arguments = _to_fp64(arguments)
     draws: list[tuple[Any, Any]] = []
     if model_draws_random:
         torch.manual_seed(options.seed)
@@ -1012,7 +1004,7 @@ def _decomposed_floors(
     decomposed graphs draw otherwise). The compiles leave Dynamo as a check leaves it."""
     if decomposed_missing() is not None:
         return {}
-    widened_arguments = _widened(arguments)
+    widened_arguments: Arguments = _to_fp64(arguments)
     runs: list[dict[str, Any]] = []
     try:
         with inductor_config(options.inductor_config), no_compile_caches(), strict_dynamo():
