@@ -1,20 +1,21 @@
 """End to end, side by side: from the start of a test run to a minified repro on disk.
 
-Contenders, each a fresh process with a fresh ``TORCHINDUCTOR_CACHE_DIR`` of its own:
+Contenders, each a fresh process with an Inductor cache (``TORCHINDUCTOR_CACHE_DIR``) of its own:
 
-- ``pytest --compile-accuracy`` on one test that checks the anchor model
-  (``benchmarks/anchor_model.py``) through the ``compile_accuracy`` fixture: its clock runs
-  from the pytest command's start until it exits with ``minified.py`` written;
+- ``pytest --compile-accuracy`` on one test of the anchor model (``benchmarks/anchor_model.py``),
+  through each path a user writes: the ``compile_accuracy`` fixture, and a plain
+  ``torch.compile`` call the plugin checks unchanged; each clock runs from the pytest command's
+  start until it exits with ``minified.py`` written;
 - torch's path: the anchor script with ``TORCHDYNAMO_REPRO_AFTER=aot`` / repro level 4 (detects the
   deviation, writes ``minifier_launcher.py``), then that launcher's ``minify --no-isolate``; its
   clock is the sum of both processes.
 
-The contenders run alternately ``--repeats`` times; the ratio of the medians is printed. With
-``--warm``, each timed run finds a warm Inductor cache: the same contender ran once before, untimed,
-with the same cache directory (a developer's local rerun).
+Each round runs the three in turn; the ratios of the medians are printed. Cold caches: every run
+a fresh cache. Warm caches: each contender timed on the cache an untimed run of it left (a
+developer's local rerun). ``--caches`` picks which (both by default, cold first).
 
 Usage: ``python benchmarks/end_to_end.py [--layers 12] [--bug-at 7] [--device cpu|cuda]
-[--repeats 1] [--warm] [--out LOG]``.
+[--repeats 1] [--caches cold,warm] [--out LOG]``.
 """
 
 from __future__ import annotations
@@ -31,16 +32,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from minify_vs_torch import Bench, Report, anchor_arguments, run_torch, torch_launcher  # noqa: E402
+from minify_vs_torch import (  # noqa: E402
+    Bench,
+    Report,
+    Run,
+    anchor_arguments,
+    run_torch,
+    torch_launcher,
+)
 
-TEST_FILE = """\
-import ast, pathlib, torch
+HEADER = """\
+import ast, pathlib, pytest, torch
 
 LAYERS, BUG_AT, DEVICE = {layers}, {bug_at}, {device!r}
 _tree = ast.parse(pathlib.Path({anchor!r}).read_text())
 _model_class = next(n for n in _tree.body if isinstance(n, ast.ClassDef) and n.name == "M")
 exec(compile(ast.Module([_model_class], type_ignores=[]), {anchor!r}, "exec"), globals())
+"""
+"""A test module's head: the anchor script's own model class (not its module body, which compiles
+under torch's minifier settings)."""
 
+TESTS = {
+    "fixture": """
 
 def test_anchor(compile_accuracy):
     torch.manual_seed(0)
@@ -48,21 +61,37 @@ def test_anchor(compile_accuracy):
     x = torch.randn(16, 32, device=DEVICE)
     with torch.no_grad():
         compile_accuracy(model, x, inductor_config={{"{knob}.inject_relu_bug_TESTING_ONLY": "accuracy"}})
-"""
-"""A test of the anchor model, built from the anchor script's own class (not its module body,
-which compiles under torch's minifier settings)."""
+""",
+    "plain": """
+
+@pytest.mark.inductor_repro(inductor_config={{"{knob}.inject_relu_bug_TESTING_ONLY": "accuracy"}})
+def test_anchor():
+    torch.manual_seed(0)
+    model = M().eval().to(DEVICE)
+    x = torch.randn(16, 32, device=DEVICE)
+    with torch.no_grad():
+        torch.compile(model)(x)
+""",
+}
+"""The test of each path: the fixture's call, and a plain ``torch.compile`` call."""
 
 
 def run_pytest(
-    bench: Bench, anchor: Path, layers: int, bug_at: int, round_: int, cache_name: str | None = None
+    bench: Bench,
+    anchor: Path,
+    layers: int,
+    bug_at: int,
+    path: str,
+    name: str,
+    cache_name: str | None = None,
 ) -> tuple[float, str]:
-    """One pytest run, in a project of its own; ``cache_name``: the Inductor cache directory's
-    name (default: the project's, a fresh one)."""
-    project = bench.workdir / f"pytest-{round_}"
+    """One pytest run of ``path``'s test, in a project ``name`` of its own; ``cache_name``: the
+    Inductor cache directory's name (default: the project's, a fresh one)."""
+    project = bench.workdir / name
     project.mkdir()
     knob = "triton" if bench.device == "cuda" else "cpp"
     (project / "test_anchor.py").write_text(
-        TEST_FILE.format(
+        (HEADER + TESTS[path]).format(
             layers=layers, bug_at=bug_at, anchor=str(anchor), device=bench.device, knob=knob
         )
     )
@@ -100,82 +129,84 @@ def run_pytest(
     return seconds, detail
 
 
+PATHS = ("fixture", "plain")
+
+
 def main() -> None:
     parser = anchor_arguments(__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--repeats", type=int, default=1, help="rounds of both contenders, alternating"
-    )
+    parser.add_argument("--repeats", type=int, default=1, help="rounds of the contenders, in turn")
     parser.add_argument("--timeout", type=float, default=900.0, help="limit per process, seconds")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     parser.add_argument(
-        "--warm",
-        action="store_true",
-        help="time each contender on the Inductor cache an untimed run of it left",
+        "--caches",
+        default="cold,warm",
+        help="cold (every run a fresh Inductor cache), warm (the cache an untimed run of the same "
+        "contender left), or both",
     )
     args = parser.parse_args()
     anchor = args.anchor.resolve()
+    caches = [mode.strip() for mode in args.caches.split(",") if mode.strip()]
+    if not caches or set(caches) - {"cold", "warm"}:
+        parser.error("--caches takes cold, warm or cold,warm")
 
     workdir = Path(tempfile.mkdtemp(prefix="end-to-end-"))
     bench = Bench(workdir, args.device, args.timeout, primed_caches=False)
     report = Report()
     say = report.say
+    medians: list[str] = []
 
-    ours: list[float] = []
-    theirs: list[float] = []
+    def ours(path: str, tag: str, warm: bool) -> tuple[float, str]:
+        return run_pytest(
+            bench,
+            anchor,
+            args.layers,
+            args.bug_at,
+            path,
+            f"pytest-{path}-{tag}",
+            cache_name=f"{path}-warm" if warm else None,
+        )
+
+    def theirs(tag: str, warm: bool) -> tuple[float, float, Run]:
+        cache = "torch-warm" if warm else None
+        launcher, detect_s = torch_launcher(
+            bench, anchor, args.layers, args.bug_at, tag=tag, cache_name=cache
+        )
+        minify = run_torch(bench, launcher, isolate=False, tag=tag, cache_name=cache)
+        return detect_s + minify.seconds, detect_s, minify
+
     try:
-        if args.warm:
-            seconds, _ = run_pytest(
-                bench, anchor, args.layers, args.bug_at, -1, cache_name="ours-warm"
-            )
-            launcher, detect_s = torch_launcher(
-                bench, anchor, args.layers, args.bug_at, tag="-warming", cache_name="torch-warm"
-            )
-            minify = run_torch(
-                bench, launcher, isolate=False, tag="-warming", cache_name="torch-warm"
-            )
-            say(f"warming (untimed): ours {seconds:.1f} s; torch {detect_s + minify.seconds:.1f} s")
-        for round_ in range(args.repeats):
-            seconds, detail = run_pytest(
-                bench,
-                anchor,
-                args.layers,
-                args.bug_at,
-                round_,
-                cache_name="ours-warm" if args.warm else None,
-            )
-            ours.append(seconds)
-            say(
-                f"round {round_}: pytest --compile-accuracy -> minified.py: {seconds:.1f} s ({detail})"
-            )
-            launcher, detect_s = torch_launcher(
-                bench,
-                anchor,
-                args.layers,
-                args.bug_at,
-                tag=str(round_),
-                cache_name="torch-warm" if args.warm else None,
-            )
-            minify = run_torch(
-                bench,
-                launcher,
-                isolate=False,
-                tag=str(round_),
-                cache_name="torch-warm" if args.warm else None,
-            )
-            theirs.append(detect_s + minify.seconds)
-            say(
-                f"round {round_}: torch detect {detect_s:.1f} s + minify --no-isolate {minify.seconds:.1f} s "
-                f"= {detect_s + minify.seconds:.1f} s ({minify.compiles} queries, {minify.detail})"
-            )
-        ours_s, theirs_s = statistics.median(ours), statistics.median(theirs)
+        for mode in caches:
+            warm = mode == "warm"
+            say(f"\n{mode} Inductor caches")
+            if warm:
+                warming = [f"{path} {ours(path, 'warming', True)[0]:.1f} s" for path in PATHS]
+                total, _, _ = theirs("-warming", True)
+                say(f"warming (untimed): {'; '.join(warming)}; torch {total:.1f} s")
+            times: dict[str, list[float]] = {path: [] for path in (*PATHS, "torch")}
+            for round_ in range(args.repeats):
+                for path in PATHS:
+                    seconds, detail = ours(path, f"{mode}-{round_}", warm)
+                    times[path].append(seconds)
+                    say(f"round {round_}, {path}: pytest -> minified.py {seconds:.1f} s ({detail})")
+                total, detect_s, minify = theirs(f"-{mode}-{round_}", warm)
+                times["torch"].append(total)
+                say(
+                    f"round {round_}, torch: detect {detect_s:.1f} s + minify --no-isolate "
+                    f"{minify.seconds:.1f} s = {total:.1f} s ({minify.compiles} queries, {minify.detail})"
+                )
+            torch_s = statistics.median(times["torch"])
+            for path in PATHS:
+                ours_s = statistics.median(times[path])
+                medians.append(
+                    f"{mode}, {path}: {ours_s:.1f} s; torch detect + minify --no-isolate "
+                    f"{torch_s:.1f} s; ours / torch = {ours_s / torch_s:.2f}"
+                )
         say(
-            f"\nanchor: {args.layers} layers, bug at {args.bug_at}, {args.device}; medians of {args.repeats}; "
-            + ("warm Inductor caches" if args.warm else "cold Inductor caches")
+            f"\nanchor: {args.layers} layers, bug at {args.bug_at}, {args.device}; "
+            f"medians of {args.repeats}"
         )
-        say(
-            f"pytest-torchcompile end to end {ours_s:.1f} s; torch detect + minify --no-isolate {theirs_s:.1f} s; "
-            f"ours / torch = {ours_s / theirs_s:.2f}"
-        )
+        for line in medians:
+            say(line)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         report.write(args.out)

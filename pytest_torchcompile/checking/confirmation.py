@@ -45,6 +45,16 @@ class Confirmer:
             with contextlib.suppress(IsolationError, OSError):
                 self._prestarted.prestart(config_source, device)
 
+    def start(self, device: str | None) -> None:
+        """Start a child for the findings of checks on ``device`` before any is found, where
+        none runs or waits for one yet (a check calls this as it begins): its start (Python,
+        torch, Inductor) then overlaps the check, and a confirmation costs the repro's compile
+        in a warm process. It waits, holding its torch, until a finding adopts it or the run
+        ends."""
+        if all(known != device for _, known in self._judges):
+            with contextlib.suppress(IsolationError, OSError):
+                self._prestarted.prestart_unset(device)
+
     def close(self) -> None:
         """End the children (from ``pytest_unconfigure``, through the check runner)."""
         self._stack.close()

@@ -166,7 +166,7 @@ class ConcurrentProbes:
         if self.children is None or not _worth_a_child(graph):
             return
         try:
-            judge = self.children.judge(_accelerator([spec.device for spec in graph.input_specs]))
+            judge = self.children.judge(graph_device(graph))
             if judge is None:
                 return
             slicer = GraphSlicer(graph.gm, None)
@@ -185,6 +185,12 @@ class ConcurrentProbes:
 def device_of(values: Sequence[Any]) -> str | None:
     """The accelerator ``values`` are on (the first, by name), None for the CPU."""
     return _accelerator(devices_of(values))
+
+
+def graph_device(graph: CapturedGraph) -> str | None:
+    """The accelerator a captured graph's tensor inputs are on, None for the CPU (its other
+    inputs, sizes among them, are on none)."""
+    return _accelerator([spec.device for spec in graph.input_specs if isinstance(spec, TensorSpec)])
 
 
 def current_device() -> str | None:

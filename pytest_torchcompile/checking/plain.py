@@ -95,11 +95,14 @@ class GraphChecker:
         training_tol: float | None = None,
         capture: GraphCapture | None = None,
         on_deviation: Callable[[str, str | None], None] | None = None,
+        on_lowering: Callable[[CapturedGraph], None] | None = None,
     ) -> None:
         self.tol = tol
         self.on_deviation = on_deviation
         """Told the Inductor config source and device of each accuracy failure as it is found (the
         child that will confirm it starts while the test goes on)."""
+        self.on_lowering = on_lowering
+        """Told each graph Inductor receives from the block, before it compiles it."""
         self.training_tol = tol if training_tol is None else training_tol
         """For backward graphs and training calls judged end to end: gradients sum over a batch and
         carry the forward's rounding, as PyTorch's training accuracy runs allow for (the fixture's
@@ -602,7 +605,7 @@ class GraphChecker:
             self.capture.watch(
                 _aside(self._stoppable(self._observe)),
                 _aside(self._stoppable(self._observe_torch_level)),
-                self.probes.prepare if self.intermediates else None,
+                self._lowering,
             ),
         ):
             try:
@@ -611,6 +614,14 @@ class GraphChecker:
                 if self._training_calls:
                     with aside(), full_fp32_precision():
                         self._judge_training_calls()
+
+    def _lowering(self, graph: CapturedGraph) -> None:
+        if self.on_lowering is not None:
+            # Called inside the test's compile, which nothing of the plugin's may fail.
+            with contextlib.suppress(Exception):
+                self.on_lowering(graph)
+        if self.intermediates:
+            self.probes.prepare(graph)
 
     def release(self) -> None:
         """Drop the copies of the watched calls' inputs; the compiled code stays Dynamo's."""

@@ -16,7 +16,12 @@ import torch
 
 from pytest_torchcompile.checking.aside import aside
 from pytest_torchcompile.checking.confirmation import Confirmer
-from pytest_torchcompile.checking.masked import ProbeChildren, current_device
+from pytest_torchcompile.checking.masked import (
+    ProbeChildren,
+    current_device,
+    device_of,
+    graph_device,
+)
 from pytest_torchcompile.checking.model import (
     CheckOutcome,
     CompiledCache,
@@ -50,6 +55,7 @@ from pytest_torchcompile.torch_internals.environment import (
     inductor_cache,
 )
 from pytest_torchcompile.torch_internals.interception import intercept_inductor
+from pytest_torchcompile.torch_internals.values import tree_map
 
 
 def check_inductor_cache() -> None:
@@ -151,7 +157,11 @@ class CheckRunner:
         run keeps the example hypothesis reports last (the shrunk one) and minifies only that."""
         if supersede:
             self.session.drop_unreported_checks(nodeid)
-        unjudged = self.torch_unusable or unjudgeable_input(fn, args, kwargs)
+        unjudged = unjudgeable_input(fn, args, kwargs)
+        if unjudged is None and settings.backend == "inductor":
+            # Before the compiler's import below, which the child's own import then overlaps.
+            self.confirmer.start(_device_checked(fn, args, kwargs))
+        unjudged = self.torch_unusable or unjudged
         if unjudged is not None:
             self.session.record(CaseResult(nodeid, Status.NOT_JUDGED, unjudged))
             return fn(*args, **kwargs)
@@ -370,6 +380,7 @@ class CheckRunner:
             training_tol=settings.tolerance_for(training=True),
             capture=self.plain_compiles,
             on_deviation=self.confirmer.prestart,
+            on_lowering=lambda graph: self.confirmer.start(graph_device(graph)),
         )
         if settings.inductor_config:
             # The marker asks for the test's compiles under this config: code compiled under
@@ -533,3 +544,18 @@ def _repro_lines(result: CaseResult) -> list[str]:
         f"repro: {result.repro_path}",
         f"rerun: python {shlex.quote(relative(result.repro_path))}",
     ]
+
+
+def _device_checked(
+    fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
+) -> str | None:
+    """The accelerator a check's model runs on (its weights' and inputs' tensors, in containers
+    too), None for the CPU."""
+    tensors: list[Any] = (
+        list(fn.parameters()) + list(fn.buffers()) if isinstance(fn, torch.nn.Module) else []
+    )
+    tree_map(
+        lambda leaf: tensors.append(leaf) if isinstance(leaf, torch.Tensor) else None,
+        (list(args), kwargs),
+    )
+    return device_of(tensors)

@@ -1,5 +1,6 @@
-"""The judging child, ``python -m pytest_torchcompile.judging.isolation REQUESTS_FD REPLIES_FD``
-(started by :mod:`.parent`): it sets up once, then answers requests until its pipe closes."""
+"""The judging child, ``python -m pytest_torchcompile.judging.isolation REQUESTS_FD REPLIES_FD
+cpu|cuda PROBE_MARKER`` (started by :mod:`.parent`): it sets up once, then answers requests until
+its pipe closes."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, assert_never
 
 import torch
@@ -60,10 +62,20 @@ from pytest_torchcompile.torch_internals.graph_compile import compile_graph
 
 def child_main() -> None:
     """Entry point of the judging child: ``python -m pytest_torchcompile.judging.isolation
-    REQUESTS_FD REPLIES_FD`` (its ``__main__``)."""
+    REQUESTS_FD REPLIES_FD [cpu|cuda]`` (its ``__main__``; the last: what it judges on)."""
     requests = Connection(int(sys.argv[1]), writable=False)
     replies = Connection(int(sys.argv[2]), readable=False)
     try:
+        # Before the setup is read: a child started ahead of its case (its setup sent when a
+        # case adopts it) imports the compiler while it waits. And before the probe thread
+        # below imports parts of Inductor: one module imported from two threads at once can be
+        # seen half-initialized by either (a circular-import error).
+        import_compiler()
+        if sys.argv[3:4] == ["cpu"]:
+            # While the setup and the first candidate come: the probes' builds land in the
+            # Inductor cache this process shares with its parent, whose first CPU compile
+            # would otherwise build them one after another.
+            _start_probes(Path(sys.argv[4]))
         setup: ChildSetup = requests.recv()
         # An older parent's setup has no version: read it as none.
         version = getattr(setup, "version", None)
@@ -76,12 +88,6 @@ def child_main() -> None:
             raise RuntimeError(
                 f"no CUDA device {os.environ.get('CUDA_VISIBLE_DEVICES')} to judge on"
             )
-        # Before the thread below imports parts of Inductor: one module imported from two
-        # threads at once can be seen half-initialized by either (a circular-import error).
-        import_compiler()
-        if not setup.single_visible_cuda_device:
-            # While the first candidate comes and is lowered.
-            threading.Thread(target=probe_cpu_vector_isas, daemon=True).start()
         import_setup_modules()
         patches = config_patches(setup.config_source)
     except Exception as error:
@@ -91,6 +97,22 @@ def child_main() -> None:
     with inductor_config(patches):
         replies.send(Ready())
         _serve(setup, patches, requests, replies)
+
+
+def _start_probes(marker: Path) -> None:
+    """Probe the CPU's vector ISAs in a thread, with ``marker`` on disk while the probes build:
+    the parent waits for it to go before it kills this process, since a build cut short would
+    leave a broken library in the shared cache, and the ISA it probes would read as unusable
+    to every later compile there."""
+    marker.touch()
+
+    def probe() -> None:
+        try:
+            probe_cpu_vector_isas()
+        finally:
+            marker.unlink(missing_ok=True)
+
+    threading.Thread(target=probe, daemon=True).start()
 
 
 def _serve(

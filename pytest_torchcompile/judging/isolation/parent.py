@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -128,7 +129,9 @@ def _thread_environment() -> tuple[str | None, ...]:
     return tuple(os.environ.get(name) for name in budget.CHILD_ENV)
 
 
-def _spawn_child(setup: ChildSetup, device: str | None, log_path: Path) -> _Child:
+def _spawn_child(setup: ChildSetup | None, device: str | None, log_path: Path) -> _Child:
+    """A started judging child; ``setup``, where given, is sent at once (None: the child
+    imports the compiler and waits for one)."""
     requests_read, requests_write = os.pipe()
     replies_read, replies_write = os.pipe()
     env = dict(os.environ)
@@ -149,7 +152,15 @@ def _spawn_child(setup: ChildSetup, device: str | None, log_path: Path) -> _Chil
         env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", CHILD_MODULE, str(requests_read), str(replies_write)],
+            [
+                sys.executable,
+                "-m",
+                CHILD_MODULE,
+                str(requests_read),
+                str(replies_write),
+                "cpu" if index is None else "cuda",
+                str(_probe_marker(log_path)),
+            ],
             pass_fds=(requests_read, replies_write),
             env=env,
             stdin=subprocess.DEVNULL,
@@ -166,16 +177,20 @@ def _spawn_child(setup: ChildSetup, device: str | None, log_path: Path) -> _Chil
         log_path,
         _thread_environment(),
     )
-    child.requests.send(setup)
+    if setup is not None:
+        child.requests.send(setup)
     return child
 
 
 class SpareChildren:
-    """Judging children started ahead of the minify phase (:meth:`prestart`), not yet adopted by
-    an :class:`IsolatedJudge`; whoever makes one closes it, killing those never adopted."""
+    """Judging children started ahead of the case they judge (:meth:`prestart`,
+    :meth:`prestart_unset`), not yet adopted by an :class:`IsolatedJudge`; whoever makes one
+    closes it, killing those never adopted."""
 
     def __init__(self) -> None:
-        self._waiting: dict[tuple[ChildSetup, str | None], _Child] = {}
+        self._waiting: dict[tuple[ChildSetup | None, str | None], _Child] = {}
+        """By setup (None: a child sent none yet, which any setup of its device adopts) and
+        device."""
 
     def prestart(
         self,
@@ -193,13 +208,29 @@ class SpareChildren:
         workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
         self._waiting[(setup, device)] = _spawn_child(setup, device, workdir / "child.log")
 
+    def prestart_unset(self, device: str | None = None) -> None:
+        """Start a judging child for ``device`` before any case is known: it imports torch and
+        Inductor, then waits for the setup of the first judge of that device that adopts it. At
+        most one waits at a time."""
+        if self._waiting:
+            return
+        workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
+        self._waiting[(None, device)] = _spawn_child(None, device, workdir / "child.log")
+
     def adopt(self, setup: ChildSetup, device: str | None) -> _Child | None:
-        """The prestarted child of this setup, if it still runs with the thread counts children get now."""
-        child = self._waiting.pop((setup, device), None)
+        """The prestarted child of this setup (or one waiting for its setup, which it is sent),
+        if it still runs with the thread counts children get now."""
+        unset = (None, device) in self._waiting and (setup, device) not in self._waiting
+        child = self._waiting.pop((None, device) if unset else (setup, device), None)
         if child is None:
             return None
         if child.process.poll() is None and child.threads == _thread_environment():
-            return child
+            try:
+                if unset:
+                    child.requests.send(setup)
+                return child
+            except OSError:
+                pass
         _discard(child)
         return None
 
@@ -480,7 +511,20 @@ def _kill(child: _Child) -> None:
             os.killpg(child.process.pid, signal.SIGKILL)
 
 
+PROBES_GRACE_S = 120.0
+"""How long a child's CPU probes may go on building before it is killed regardless."""
+
+
+def _probe_marker(log_path: Path) -> Path:
+    """The file a child keeps while its CPU probes build (see ``child._start_probes``)."""
+    return log_path.with_name("probing")
+
+
 def _end(child: _Child) -> None:
+    # Not while its probes build: a build cut short would break the shared Inductor cache.
+    marker, deadline = _probe_marker(child.log), time.monotonic() + PROBES_GRACE_S
+    while marker.exists() and child.process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     _kill(child)
     child.process.wait()
     _close(child)

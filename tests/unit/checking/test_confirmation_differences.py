@@ -68,3 +68,19 @@ def test_the_child_started_as_a_check_deviates_is_the_one_that_confirms(tmp_path
     finally:
         confirmer.close()
     assert reason is not None and "judged in a fresh process, passes" in reason
+
+
+def test_the_child_started_as_checks_begin_confirms_and_is_started_once(tmp_path: Path) -> None:
+    """Started before any finding (its setup sent when the confirmation adopts it); once a judge
+    of the device runs, later checks start none."""
+    confirmer = Confirmer()
+    try:
+        confirmer.start(None)
+        assert len(confirmer._prestarted) == 1
+        reason = confirmer.unconfirmed(relu_repro(tmp_path))
+        assert len(confirmer._prestarted) == 0, "adopted"
+        confirmer.start(None)
+        assert len(confirmer._prestarted) == 0, "a judge of this device runs already"
+    finally:
+        confirmer.close()
+    assert reason is not None and "judged in a fresh process, passes" in reason

@@ -6,8 +6,12 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -244,10 +248,45 @@ def test_a_prestarted_child_with_other_thread_counts_is_replaced(
     assert str(spare.process.pid) not in verdict.error and spare.process.poll() is not None
 
 
+def judged_by_config(
+    settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[Any]
+) -> GraphVerdict:
+    import torch._inductor.config as inductor
+
+    return GraphVerdict(
+        None, error=f"pid {os.getpid()} relu bug {inductor.cpp.inject_relu_bug_TESTING_ONLY}"
+    )
+
+
+def test_a_child_started_before_its_case_judges_under_the_setup_it_is_sent() -> None:
+    """Started with no setup (before any case is known), it is adopted by the first judge of its
+    device, whose config it judges under."""
+    spares = SpareChildren()
+    spares.prestart_unset()
+    spare = next(iter(spares._waiting.values()))
+    with IsolatedJudge(RELU_BUG, verdict_function=judged_by_config, spares=spares) as judge:
+        verdict = judge(relu_graph(), [torch.randn(8)], SETTINGS)
+    assert verdict.error == f"pid {spare.process.pid} relu bug accuracy"
+    assert judge.restarts == 0 and not spares
+    assert spare.process.poll() is not None  # ended with the judge
+
+
+def test_a_child_started_before_its_case_is_kept_from_judges_of_other_devices() -> None:
+    spares = SpareChildren()
+    spares.prestart_unset("cuda:0")
+    try:
+        assert spares.adopt(parent._child_setup("", judged_by, None), None) is None
+        assert len(spares) == 1, "still waiting for a judge of its device"
+    finally:
+        spares.close()
+    assert not spares
+
+
 def test_one_prestarted_child_waits_at_a_time() -> None:
     spares = SpareChildren()
     spares.prestart(RELU_BUG, verdict_function=judged_by)
     spares.prestart("", verdict_function=judged_by)
+    spares.prestart_unset()
     try:
         assert len(spares) == 1
     finally:
@@ -383,3 +422,30 @@ def test_a_request_the_child_cannot_read_is_answered_as_an_error_not_judged(tmp_
         child.process.wait()
     assert isinstance(answer, Unjudged) and answer.verdict.failure is FailureKind.JUDGE_ERROR
     assert (answer.verdict.error or "").startswith("UnknownRequest: Ready")
+
+
+def test_a_child_is_not_killed_while_its_cpu_probes_build(tmp_path: Path) -> None:
+    """Its probes' builds go into the shared Inductor cache: one cut short would leave a broken
+    library there, read by every later compile as an unusable ISA."""
+    requests_read, requests_write = os.pipe()
+    replies_read, replies_write = os.pipe()
+    for descriptor in (requests_read, replies_write):
+        os.close(descriptor)
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+    )
+    log = tmp_path / "child.log"
+    marker = parent._probe_marker(log)
+    marker.touch()
+    child = parent._Child(
+        process,
+        Connection(requests_write, readable=False),
+        Connection(replies_read, writable=False),
+        log,
+        (),
+    )
+    threading.Timer(0.5, marker.unlink).start()
+    started = time.monotonic()
+    parent._end(child)
+    assert time.monotonic() - started >= 0.5, "killed while the marker was there"
+    assert process.poll() is not None
