@@ -1,5 +1,5 @@
 """The judging child, ``python -m pytest_torchcompile.judging.isolation REQUESTS_FD REPLIES_FD
-cpu|cuda PROBE_MARKER`` (started by :mod:`.parent`): it sets up once, then answers requests until
+cpu|cuda|any PROBE_MARKER`` (started by :mod:`.parent`): it sets up once, then answers requests until
 its pipe closes."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from pytest_torchcompile.torch_internals.graph_compile import compile_graph
 
 def child_main() -> None:
     """Entry point of the judging child: ``python -m pytest_torchcompile.judging.isolation
-    REQUESTS_FD REPLIES_FD [cpu|cuda]`` (its ``__main__``; the last: what it judges on)."""
+    REQUESTS_FD REPLIES_FD cpu|cuda|any PROBE_MARKER`` (its ``__main__``; see ``parent._judged_on``)."""
     requests = Connection(int(sys.argv[1]), writable=False)
     replies = Connection(int(sys.argv[2]), readable=False)
     try:

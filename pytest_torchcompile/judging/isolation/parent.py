@@ -158,7 +158,7 @@ def _spawn_child(setup: ChildSetup | None, device: str | None, log_path: Path) -
                 CHILD_MODULE,
                 str(requests_read),
                 str(replies_write),
-                "cpu" if index is None else "cuda",
+                _judged_on(index),
                 str(_probe_marker(log_path)),
             ],
             pass_fds=(requests_read, replies_write),
@@ -509,6 +509,15 @@ def _kill(child: _Child) -> None:
     if child.process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.process.pid, signal.SIGKILL)
+
+
+def _judged_on(cuda_index: int | None) -> str:
+    """What a child judges on, as its command line says: ``cuda`` (one GPU), ``cpu`` (no GPU
+    on this machine: the child probes the CPU's vector ISAs as it starts), or ``any`` (a child
+    that sees every GPU: its candidates may be CUDA graphs, which need no CPU probes)."""
+    if cuda_index is not None:
+        return "cuda"
+    return "any" if torch.cuda.is_available() else "cpu"
 
 
 PROBES_GRACE_S = 120.0
