@@ -220,20 +220,6 @@ def judged_by(settings: JudgeSettings, gm: torch.fx.GraphModule, inputs: list[An
     )
 
 
-def test_a_prestarted_child_judges_the_cases_first_candidate(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    spares = SpareChildren()
-    spares.prestart(RELU_BUG, verdict_function=judged_by)
-    spare = next(iter(spares._waiting.values()))
-    with IsolatedJudge(RELU_BUG, verdict_function=judged_by, spares=spares) as judge:
-        verdict = judge(relu_graph(), [torch.randn(8)], SETTINGS)
-    assert verdict.error == f"pid {spare.process.pid} threads 1"
-    assert judge.restarts == 0 and not spares
-    assert spare.process.poll() is not None  # ended with the judge
-
-
 def test_a_prestarted_child_with_other_thread_counts_is_replaced(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -254,19 +240,33 @@ def judged_by_config(
     import torch._inductor.config as inductor
 
     return GraphVerdict(
-        None, error=f"pid {os.getpid()} relu bug {inductor.cpp.inject_relu_bug_TESTING_ONLY}"
+        None,
+        error=f"pid {os.getpid()} threads {os.environ.get('OMP_NUM_THREADS')} "
+        f"relu bug {inductor.cpp.inject_relu_bug_TESTING_ONLY}",
     )
 
 
-def test_a_child_started_before_its_case_judges_under_the_setup_it_is_sent() -> None:
-    """Started with no setup (before any case is known), it is adopted by the first judge of its
-    device, whose config it judges under."""
+@pytest.mark.parametrize(
+    "prestart",
+    [
+        pytest.param(
+            lambda spares: spares.prestart(RELU_BUG, verdict_function=judged_by_config),
+            id="with-its-setup",
+        ),
+        # Before any case is known: the first judge of its device sends the setup.
+        pytest.param(lambda spares: spares.prestart_unset(), id="setup-sent-on-adoption"),
+    ],
+)
+def test_a_prestarted_child_judges_the_cases_first_candidate(
+    monkeypatch: pytest.MonkeyPatch, prestart: Callable[[SpareChildren], None]
+) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     spares = SpareChildren()
-    spares.prestart_unset()
+    prestart(spares)
     spare = next(iter(spares._waiting.values()))
     with IsolatedJudge(RELU_BUG, verdict_function=judged_by_config, spares=spares) as judge:
         verdict = judge(relu_graph(), [torch.randn(8)], SETTINGS)
-    assert verdict.error == f"pid {spare.process.pid} relu bug accuracy"
+    assert verdict.error == f"pid {spare.process.pid} threads 1 relu bug accuracy"
     assert judge.restarts == 0 and not spares
     assert spare.process.poll() is not None  # ended with the judge
 
