@@ -34,6 +34,8 @@ class Confirmer:
         self._stack = contextlib.ExitStack()
         self._prestarted = SpareChildren()
         self._stack.callback(self._prestarted.close)
+        self.devices: dict[str, str | None] = {}
+        """By repro path, the device each repro was judged on (None: the CPU)."""
 
     def prestart(self, config_source: str, device: str | None) -> None:
         """Start the child that will confirm a finding of this config and device, where none
@@ -83,7 +85,8 @@ class Confirmer:
         records; None when it does, or when no verdict could be had there (a child that cannot
         start or crashes says nothing about the finding)."""
         case = load_case(repro_path)
-        judge = self._judge(case.config_source, device_of(case.inputs))
+        device = self.devices[repro_path] = device_of(case.inputs)
+        judge = self._judge(case.config_source, device)
         if judge is None:
             return None
         settings = JudgeSettings(case.tol, case.check_non_float, case.grad_enabled, case.level)

@@ -50,6 +50,9 @@ class Coordinator:
     interrupted: bool = False
     spares: SpareChildren | None = None
     """Judging children started for this process's cases while its tests run."""
+    job_devices: dict[str, str | None] = field(default_factory=dict)
+    """By repro path, the device a case is minified on where it is not :attr:`device`: that of
+    the confirming child handed over for it."""
     created: list[Path] = field(default_factory=list)
     """The directories above the queue that this run created (at configure), outermost first."""
 

@@ -128,10 +128,15 @@ def _prestart_judge(coordinator: Coordinator, job: MinifyJob) -> None:
         if coordinator.spares is None:
             coordinator.spares = SpareChildren()
         config_source, runner = config_lines(Path(job.repro_path)), coordinator.state.runner
-        if isinstance(runner, CheckRunner) and runner.confirmer.hand_over(
-            config_source, coordinator.device, coordinator.spares
-        ):
-            return
+        if isinstance(runner, CheckRunner):
+            # With no device of its own, the process minifies a case on the GPU its confirmation
+            # judged it on, where it has one: the confirming child, warm, is then the one handed
+            # over, and the case is judged as it was confirmed.
+            device = coordinator.device or runner.confirmer.devices.get(job.repro_path)
+            if runner.confirmer.hand_over(config_source, device, coordinator.spares):
+                if device != coordinator.device:
+                    coordinator.job_devices[job.repro_path] = device
+                return
         coordinator.spares.prestart(config_source, coordinator.device)
 
 
@@ -216,7 +221,7 @@ def run_minify_phase(config: pytest.Config, state: RunState) -> bool:
                 Path(job["repro_path"]),
                 timeout_s=job["timeout_s"],
                 progress=progress,
-                device=coordinator.device,
+                device=coordinator.job_devices.get(job["repro_path"], coordinator.device),
             )
 
     try:

@@ -77,8 +77,10 @@ def test_the_child_started_as_checks_begin_confirms_and_is_started_once(tmp_path
     try:
         confirmer.start(None)
         assert len(confirmer._prestarted) == 1
-        reason = confirmer.unconfirmed(relu_repro(tmp_path))
+        repro = relu_repro(tmp_path)
+        reason = confirmer.unconfirmed(repro)
         assert len(confirmer._prestarted) == 0, "adopted"
+        assert confirmer.devices == {repro: None}, "judged on the CPU, which the minify phase reads"
         confirmer.start(None)
         assert len(confirmer._prestarted) == 0, "a judge of this device runs already"
     finally:
