@@ -1054,15 +1054,23 @@ def _decomposed_floors(
     return capped(noise_floors(runs[0], runs[1], reference, None), eager, reference)
 
 
-def fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:
-    """What the model's weights and tensor inputs take once widened to fp64."""
+def model_tensors(
+    fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
+) -> list[torch.Tensor]:
+    """A model's weights and buffers and its arguments' tensors (in containers too)."""
     tensors: list[torch.Tensor] = (
         list(fn.parameters()) + list(fn.buffers()) if isinstance(fn, torch.nn.Module) else []
     )
     tree_map(
         lambda leaf: tensors.append(leaf) if isinstance(leaf, torch.Tensor) else None,
-        (arguments[0], arguments[1]),
+        (list(args), kwargs),
     )
+    return tensors
+
+
+def fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:
+    """What the model's weights and tensor inputs take once widened to fp64."""
+    tensors = model_tensors(fn, arguments[0], arguments[1])
     return sum(
         t.numel() * (16 if t.is_complex() else 8)
         if t.is_floating_point() or t.is_complex()

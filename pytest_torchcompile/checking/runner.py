@@ -27,6 +27,7 @@ from pytest_torchcompile.checking.model import (
     CompiledCache,
     EagerRunError,
     check_model,
+    model_tensors,
     unjudgeable_input,
 )
 from pytest_torchcompile.checking.plain import SAME_PRECISION, GraphChecker, GraphFailure
@@ -55,7 +56,6 @@ from pytest_torchcompile.torch_internals.environment import (
     inductor_cache,
 )
 from pytest_torchcompile.torch_internals.interception import intercept_inductor
-from pytest_torchcompile.torch_internals.values import tree_map
 
 
 def check_inductor_cache() -> None:
@@ -549,13 +549,5 @@ def _repro_lines(result: CaseResult) -> list[str]:
 def _device_checked(
     fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
 ) -> str | None:
-    """The accelerator a check's model runs on (its weights' and inputs' tensors, in containers
-    too), None for the CPU."""
-    tensors: list[Any] = (
-        list(fn.parameters()) + list(fn.buffers()) if isinstance(fn, torch.nn.Module) else []
-    )
-    tree_map(
-        lambda leaf: tensors.append(leaf) if isinstance(leaf, torch.Tensor) else None,
-        (list(args), kwargs),
-    )
-    return device_of(tensors)
+    """The accelerator a check's model runs on, None for the CPU."""
+    return device_of(model_tensors(fn, args, kwargs))

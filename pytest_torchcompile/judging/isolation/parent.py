@@ -202,20 +202,20 @@ class SpareChildren:
         (Python, torch, Inductor's CPU probes) overlaps the rest of the test run instead of opening
         the minify phase. The first :class:`IsolatedJudge` of the same setup given these spares
         adopts it. At most one waits at a time."""
-        if self._waiting:  # one at a time: a child holds a torch of its own in memory
-            return
-        setup = _child_setup(config_source, verdict_function, device)
-        workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
-        self._waiting[(setup, device)] = _spawn_child(setup, device, workdir / "child.log")
+        if not self._waiting:
+            self._start(_child_setup(config_source, verdict_function, device), device)
 
     def prestart_unset(self, device: str | None = None) -> None:
         """Start a judging child for ``device`` before any case is known: it imports torch and
         Inductor, then waits for the setup of the first judge of that device that adopts it. At
         most one waits at a time."""
-        if self._waiting:
-            return
+        if not self._waiting:
+            self._start(None, device)
+
+    def _start(self, setup: ChildSetup | None, device: str | None) -> None:
+        # One waits at a time: a child holds a torch of its own in memory.
         workdir = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-judge-"))
-        self._waiting[(None, device)] = _spawn_child(None, device, workdir / "child.log")
+        self._waiting[(setup, device)] = _spawn_child(setup, device, workdir / "child.log")
 
     def adopt(self, setup: ChildSetup, device: str | None) -> _Child | None:
         """The prestarted child of this setup (or one waiting for its setup, which it is sent),
