@@ -18,6 +18,7 @@ from pytest_torchcompile.judging.rule import (
     RESOLUTION_EPSILONS,
     inconclusive_reason,
     leaf_verdict,
+    non_finite_differs,
     precision_kept,
     within_noise,
     within_resolution,
@@ -29,8 +30,11 @@ def _worst_element(
 ) -> tuple[float | None, tuple[int, ...] | None]:
     if result.numel() == 0:
         return None, None
-    error = (result.double() - reference.double()).abs()
+    result, reference = result.double(), reference.double()
+    error = (result - reference).abs()
     error = torch.where(torch.isnan(error), torch.full_like(error, math.inf), error)
+    # Equal infinities, and NaN against NaN, are no error.
+    error[(result == reference) | (result.isnan() & reference.isnan())] = 0.0
     flat_index = int(torch.argmax(error.reshape(-1)))
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat_index), result.shape))
     return float(error.reshape(-1)[flat_index]), index
@@ -79,6 +83,11 @@ def compare_tensor(
     )
     if how in ("not checked (non-floating)", "empty", "allclose"):
         return LeafResult(path, shape, dtype, passed, how)
+    # Compiled code's NaNs and infinities that differ from eager's and reach these rules are fp64's.
+    as_fp64 = int(non_finite_differs(compiled, eager).sum()) if how == "fp64 rmse" else 0
+    as_fp64_note = (
+        f"{as_fp64} non-finite values differ from eager's as fp64's do" if as_fp64 else ""
+    )
     if how == "exact":
         mismatched = int((compiled != eager).sum())
         worst, where = _worst_element(compiled, eager)
@@ -121,7 +130,7 @@ def compare_tensor(
             detail=f"cosine similarity {figures[0]:.5f}",
         )
     compiled_error, eager_error, multiplier = figures
-    notes = []
+    notes = [as_fp64_note] if as_fp64_note else []
     if not passed and noise is not None and noise > eager_error:
         passed = within_noise(figures, noise, tol)
         times = noise / max(eager_error, 1e-300)

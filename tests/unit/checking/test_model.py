@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import math
 
 import pytest
 import torch
@@ -256,3 +257,19 @@ def test_training_checks_default_to_pytorchs_training_tolerance() -> None:
         == TRAINING_TOLERANCE
     )
     assert CheckOptions(backward=True, tol=1e-5).tolerance == 1e-5
+
+
+def test_compiled_code_that_keeps_fp64s_infinity_where_eagers_fp16_sum_underflowed_passes() -> None:
+    """A drawn program of the hunt: eager adds an fp16 0 and a bf16 1e-12 in fp16, where the sum
+    underflows to 0 and ``where`` takes ``zero``; compiled code adds in fp32 and takes the
+    infinity, as the fp64 run does. Compiled code is the one right here."""
+
+    def program(a: torch.Tensor, b: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return torch.where(a + b == 0, torch.zeros_like(r), r)
+
+    a = torch.tensor([0.0], dtype=torch.float16)
+    b = torch.tensor(1.02e-12, dtype=torch.bfloat16)
+    r = torch.tensor([math.inf], dtype=torch.float16)
+    assert float(program(a, b, r)) == 0.0
+    outcome = check_model(program, (a, b, r))
+    assert outcome.status is Status.PASS, outcome.message

@@ -249,3 +249,29 @@ def test_a_summarized_table_keeps_every_failing_output_and_the_worst_passing_one
     for leaf in shown:
         if leaf.passed and hidden:
             assert (leaf.ratio if leaf.ratio is not None else -1.0) >= max(hidden)
+
+
+def test_a_non_finite_value_where_fp64_has_it_and_eager_does_not_passes() -> None:
+    """Eager may be the one that strays from fp64's non-finite values (an fp16 sum underflows to
+    0 and takes the other branch of a ``where``): compiled code that gives fp64's infinity there
+    is right. Another non-finite value, or one where fp64 is finite, still fails."""
+    eager = torch.tensor([0.0, 1.0, 2.0])
+    fp64 = torch.tensor([math.inf, 1.0, 2.0], dtype=torch.float64)
+    leaf = compare_tensor("out", torch.tensor([math.inf, 1.0, 2.0]), eager, fp64, 1e-4)
+    assert (leaf.passed, leaf.rule) == (True, "fp64 rmse"), leaf
+    assert leaf.detail == "1 non-finite values differ from eager's as fp64's do"
+    assert leaf.max_abs_error == 0.0
+    for wrong in (-math.inf, math.nan):
+        compiled = torch.tensor([wrong, 1.0, 2.0])
+        assert compare_tensor("out", compiled, eager, fp64, 1e-4).rule == "non-finite pattern"
+    assert not compare_tensor(
+        "out", torch.tensor([math.inf, 1.0, 2.0]), eager, eager.double(), 1e-4
+    ).passed
+    beside = compare_tensor("out", torch.tensor([math.inf, 1.5, 2.0]), eager, fp64, 1e-4)
+    assert (beside.passed, beside.rule) == (False, "fp64 rmse"), beside
+
+
+def test_a_wholly_non_finite_output_as_fp64_passes() -> None:
+    fp64 = torch.tensor([math.inf, math.nan], dtype=torch.float64)
+    leaf = compare_tensor("out", fp64.float(), torch.zeros(2), fp64, 1e-4)
+    assert (leaf.passed, leaf.rule) == (True, "fp64 rmse"), leaf
