@@ -63,18 +63,32 @@ _LITERAL_ELEMENTS = 16
 _FLOAT_BOUND = 4.0
 _INT_BOUND = 8
 
-_NAMESPACE: dict[str, Any] = {"torch": torch, "math": math}
+_NAMESPACE: dict[str, Any] = {"torch": torch, "math": math, "inf": math.inf, "nan": math.nan}
 
 
-def filled(shape: Sequence[int], dtype: torch.dtype, seed: int) -> torch.Tensor:
+def special_values(dtype: torch.dtype) -> tuple[float, ...]:
+    """The float values at the edges of IEEE arithmetic that an input may hold: NaN, both
+    infinities, a negative zero and a subnormal of ``dtype``."""
+    return (math.nan, math.inf, -math.inf, -0.0, torch.finfo(dtype).tiny / 8)
+
+
+def filled(
+    shape: Sequence[int], dtype: torch.dtype, seed: int, specials: bool = False
+) -> torch.Tensor:
     """A tensor of ``shape`` and ``dtype`` with values from ``seed``: floats in ``[-4, 4]``,
-    integers in ``[-8, 8]`` (``[0, 8]`` unsigned), bools half true."""
+    integers in ``[-8, 8]`` (``[0, 8]`` unsigned), bools half true. With ``specials``, about one
+    float in eight is one of :func:`special_values` instead."""
     generator = torch.Generator().manual_seed(seed)
     if dtype == torch.bool:
         return torch.rand(tuple(shape), generator=generator) < 0.5
     if dtype.is_floating_point:
         values = torch.rand(tuple(shape), generator=generator, dtype=torch.float64)
-        return (values * 2 * _FLOAT_BOUND - _FLOAT_BOUND).to(dtype)
+        values = values * 2 * _FLOAT_BOUND - _FLOAT_BOUND
+        if specials:
+            edges = torch.tensor(special_values(dtype), dtype=torch.float64)
+            which = torch.randint(0, 8 * len(edges), tuple(shape), generator=generator)
+            values = torch.where(which < len(edges), edges[which.clamp(max=len(edges) - 1)], values)
+        return values.to(dtype)
     low = 0 if dtype == torch.uint8 else -_INT_BOUND
     return torch.randint(low, _INT_BOUND + 1, tuple(shape), generator=generator).to(dtype)
 
@@ -118,7 +132,8 @@ class Program:
         )
         options = f"  # check with {self.options}" if self.options else ""
         return (
-            f"import torch\nfrom pytest_torchcompile.programs import filled\n\n{self.source}\n"
+            "from math import inf, nan\n\nimport torch\n"
+            f"from pytest_torchcompile.programs import filled\n\n{self.source}\n"
             f"{inputs}\nprogram({names}){options}\n"
         )
 
@@ -255,6 +270,19 @@ _FLOAT_UNARY = (
     "{a} * {a}",
     "torch.trunc({a})",
     "torch.frac({a})",
+    "torch.expm1({a}.clamp(-6, 6))",
+    "torch.log2({a}.abs() + 1)",
+    "torch.cos({a}.clamp(-8, 8))",
+    "torch.asinh({a})",
+    "torch.erfinv({a}.clamp(-0.875, 0.875))",
+    "torch.lgamma({a}.abs() + 0.5)",
+    "torch.sinc({a})",
+    "torch.nn.functional.silu({a})",
+    "torch.nn.functional.hardswish({a})",
+    "torch.nn.functional.softplus({a}, beta=2, threshold=3)",
+    "torch.nn.functional.elu({a})",
+    "torch.nn.functional.leaky_relu({a}, 0.125)",
+    "torch.nn.functional.mish({a})",
 )
 _NUMERIC_UNARY = (
     "torch.abs({a})",
@@ -265,6 +293,13 @@ _NUMERIC_UNARY = (
     "{a} % 3",
     "{a} // 2",
     "{a} * {a}",
+    "torch.fmod({a}, 3)",
+    "{a} % -3",
+    "torch.div({a}, -3, rounding_mode='floor')",
+    "torch.div({a}, 3, rounding_mode='trunc')",
+    "torch.nn.functional.hardtanh({a}, -1, 2)",
+    "{a}.clamp(min=1)",
+    "{a}.clamp(max=-1)",
 )
 _INTEGER_UNARY = ("torch.bitwise_not({a})", "{a} >> 1", "{a} & 5", "{a} | 2", "{a} ^ 3")
 _BOOL_UNARY = ("torch.logical_not({a})", "{a} & True", "{a} ^ True")
@@ -279,6 +314,10 @@ def _unary(builder: _Builder, a: _Value) -> bool:
         forms = _NUMERIC_UNARY + _INTEGER_UNARY
     else:
         forms = _BOOL_UNARY
+    if t.dtype == torch.uint8:
+        # A negative literal is outside uint8: eager and compiled code may convert it apart
+        # (pytorch/pytorch#198071's family), a known disagreement rather than a finding.
+        forms = tuple(form for form in forms if not re.search(r"[(,= ]-\d", form))
     form = builder.draw(st.sampled_from([form for form in forms if _differentiable(builder, form)]))
     builder.step(form.format(a=a.name), [a])
     return True
@@ -309,21 +348,50 @@ _BINARY = {
     "bitwise_xor": "{a} ^ {b}",
     "floor_divide": "{a} // ({b}.abs() + 1)",
     "remainder": "{a} % ({b}.abs() + 1)",
+    "fmod": "torch.fmod({a}, {b}.abs() + 1)",
+    "div_trunc": "torch.div({a}, {b}.abs() + 1, rounding_mode='trunc')",
+    "div_floor": "torch.div({a}, -({b}.abs() + 1), rounding_mode='floor')",
+    "remainder_negative": "{a} % -({b}.abs() + 1)",
+    "clamp_min": "torch.clamp({a}, min={b})",
+    "clamp_max": "torch.clamp({a}, max={b})",
+    "right_shift": "{a} >> ({b} & 3)",
+    "copysign": "torch.copysign({a}, {b})",
+    "hypot": "torch.hypot({a}, {b})",
+    "logaddexp": "torch.logaddexp({a}, {b})",
+    "xlogy": "torch.xlogy({a}, {b}.abs() + 1)",
+    "pow": "torch.pow({a}.abs() + 0.5, {b}.clamp(-2, 2))",
+    "lerp": "torch.lerp({a}, {b}, 0.375)",
 }
+_DIVIDING = (
+    "div",
+    "floor_divide",
+    "remainder",
+    "fmod",
+    "div_trunc",
+    "div_floor",
+    "remainder_negative",
+)
+_FLOATS_ONLY = ("atan2", "copysign", "hypot", "logaddexp", "xlogy", "pow")
+_SAME_DTYPE = ("hypot", "lerp")
+"""Ops eager takes for two operands of one dtype only."""
 
 
 def _binary_allowed(name: str, a: torch.Tensor, b: torch.Tensor) -> bool:
     bools = a.dtype == torch.bool or b.dtype == torch.bool
     floats = _is_float(a) or _is_float(b)
-    if name in ("sub", "div", "floor_divide", "remainder"):
-        return not bools
-    if name == "atan2":
+    if name in _SAME_DTYPE:
+        return a.dtype == b.dtype and _is_float(a)
+    if name in _FLOATS_ONLY:
         return _is_float(a) and _is_float(b)
     if name.startswith("bitwise"):
         return not floats
-    if name in ("maximum", "minimum"):
-        return True
-    return True
+    if name in _DIVIDING and b.dtype == torch.uint8 and int(b.max()) == 255:
+        # ``b.abs() + 1`` wraps to 0: eager raises, compiled code's result is undefined.
+        return False
+    if name == "right_shift":
+        return not floats and not bools
+    # Eager clamps no bool and divides none.
+    return not bools or name in ("add", "mul", "maximum", "minimum", "gt", "eq", "le", "ne")
 
 
 def _binary(builder: _Builder, a: _Value) -> bool:
@@ -615,7 +683,7 @@ def _in_place(builder: _Builder, a: _Value) -> bool:
         builder.step(
             f"{a.name}.{kind}({b.name}{'.clone()' if shared else ''})", [a, b], writable=a.writable
         )
-    elif kind == "clamp_" and t.dtype != torch.bool:
+    elif kind == "clamp_" and t.dtype not in (torch.bool, torch.uint8):
         builder.step(f"{a.name}.clamp_(-2, 2)", [a], writable=a.writable)
     elif kind == "neg_" and t.dtype != torch.bool:
         builder.step(f"{a.name}.neg_()", [a], writable=a.writable)
@@ -654,6 +722,149 @@ def _in_place(builder: _Builder, a: _Value) -> bool:
     return True
 
 
+def _rearrange(builder: _Builder, a: _Value) -> bool:
+    """Ops that move, repeat or pad elements: roll, pad (negative sides crop), tril/triu,
+    concatenation with a partner of its shape, repeat, repeat_interleave, unfold."""
+    t = a.tensor
+    if t.dim() == 0:
+        return False
+    d = _dim(builder, t)
+    side = t.shape[d]
+    kind = builder.draw(
+        st.sampled_from(
+            ["roll", "pad", "tril", "cat", "repeat", "repeat_interleave", "unfold", "pad_mode"]
+        )
+    )
+    if kind == "roll":
+        shift = builder.draw(st.integers(-side - 1, side + 1))
+        builder.step(f"torch.roll({a.name}, {shift}, {d})", [a])
+    elif kind == "pad":
+        # Of the last dimension; at least one element is left.
+        crop = -((t.shape[-1] - 1) // 2)
+        left = builder.draw(st.integers(crop, 3))
+        right = builder.draw(st.integers(crop, 3))
+        value = _scalar(builder, t)
+        builder.step(f"torch.nn.functional.pad({a.name}, ({left}, {right}), value={value})", [a])
+    elif kind == "pad_mode" and _is_float(t) and 2 <= t.dim() <= 3:
+        mode = builder.draw(st.sampled_from(["reflect", "replicate", "circular"]))
+        bound = t.shape[-1] - 1 if mode == "reflect" else t.shape[-1]
+        if bound < 1:
+            return False
+        left = builder.draw(st.integers(0, bound))
+        right = builder.draw(st.integers(0, bound))
+        builder.step(f"torch.nn.functional.pad({a.name}, ({left}, {right}), mode={mode!r})", [a])
+    elif kind == "tril" and t.dim() >= 2:
+        which = builder.draw(st.sampled_from(["tril", "triu"]))
+        builder.step(f"{a.name}.{which}({builder.draw(st.integers(-2, 2))})", [a])
+    elif kind == "cat":
+        partners = [v for v in builder.values if v.tensor.shape == t.shape]
+        b = builder.pick(partners)
+        builder.step(f"torch.cat([{a.name}, {b.name}], {d})", [a, b])
+    elif kind == "repeat":
+        times = [builder.draw(st.integers(1, 2)) for _ in range(t.dim())]
+        builder.step(f"{a.name}.repeat({', '.join(map(str, times))})", [a])
+    elif kind == "repeat_interleave":
+        builder.step(f"{a.name}.repeat_interleave({builder.draw(st.integers(1, 3))}, {d})", [a])
+    elif kind == "unfold":
+        size = builder.draw(st.integers(1, side))
+        step = builder.draw(st.integers(1, 3))
+        builder.step(f"{a.name}.unfold({d}, {size}, {step})", [a], writable=False)
+    else:
+        return False
+    return True
+
+
+def _window(builder: _Builder, a: _Value) -> bool:
+    """Pooling and interpolation over the last dimensions of a float tensor of 2 or 3 dims (as
+    (C, L) or (N, C, L); 2-d pooling and interpolation read a 3-d one as (C, H, W))."""
+    t = a.tensor
+    if not _is_float(t) or t.dim() not in (2, 3):
+        return False
+    length = t.shape[-1]
+    kind = builder.draw(
+        st.sampled_from(["max_pool", "avg_pool", "adaptive", "interpolate", "pool2d"])
+    )
+    kernel = builder.draw(st.integers(1, min(length, 4)))
+    stride = builder.draw(st.integers(1, 3))
+    padding = builder.draw(st.integers(0, kernel // 2))
+    ceil = builder.draw(st.booleans())
+    functional = "torch.nn.functional"
+    if kind == "max_pool":
+        dilation = builder.draw(st.integers(1, 2))
+        if dilation * (kernel - 1) + 1 > length + 2 * padding:
+            return False
+        builder.step(
+            f"{functional}.max_pool1d({a.name}, {kernel}, {stride}, {padding}, {dilation}, "
+            f"ceil_mode={ceil})",
+            [a],
+        )
+    elif kind == "avg_pool":
+        include = builder.draw(st.booleans())
+        builder.step(
+            f"{functional}.avg_pool1d({a.name}, {kernel}, {stride}, {padding}, "
+            f"ceil_mode={ceil}, count_include_pad={include})",
+            [a],
+        )
+    elif kind == "adaptive":
+        which = builder.draw(st.sampled_from(["adaptive_avg_pool1d", "adaptive_max_pool1d"]))
+        size = builder.draw(st.integers(1, length + 2))
+        builder.step(f"{functional}.{which}({a.name}, {size})", [a])
+    elif kind == "interpolate" and t.dim() == 3:
+        mode = builder.draw(st.sampled_from(["nearest", "linear", "nearest-exact"]))
+        size = builder.draw(st.integers(1, 2 * length + 1))
+        corners = ", align_corners=True" if mode == "linear" and builder.draw(st.booleans()) else ""
+        builder.step(
+            f"{functional}.interpolate({a.name}, size={size}, mode={mode!r}{corners})", [a]
+        )
+    elif kind == "pool2d" and t.dim() == 3 and t.shape[-2] >= kernel:
+        which = builder.draw(st.sampled_from(["max_pool2d", "avg_pool2d"]))
+        builder.step(
+            f"{functional}.{which}({a.name}, {kernel}, {stride}, {padding}, ceil_mode={ceil})",
+            [a],
+        )
+    else:
+        return False
+    return True
+
+
+def _order(builder: _Builder, a: _Value) -> bool:
+    """Sorting and searching: values of sort, topk, kthvalue, median and msort, stable sorts'
+    indices (the only indices ties leave well defined), bucketize and searchsorted."""
+    t = a.tensor
+    if t.dim() == 0 or t.dtype == torch.bool:
+        return False
+    d = _dim(builder, t)
+    side = t.shape[d]
+    kind = builder.draw(
+        st.sampled_from(["sort", "argsort", "topk", "kthvalue", "median", "msort", "bucketize"])
+    )
+    descending = builder.draw(st.booleans())
+    if kind == "sort":
+        builder.step(f"torch.sort({a.name}, {d}, descending={descending}).values", [a])
+    elif kind == "argsort":
+        builder.step(f"torch.argsort({a.name}, dim={d}, descending={descending}, stable=True)", [a])
+    elif kind == "topk":
+        k = builder.draw(st.integers(1, side))
+        builder.step(f"torch.topk({a.name}, {k}, {d}, largest={descending}).values", [a])
+    elif kind == "kthvalue":
+        builder.step(
+            f"torch.kthvalue({a.name}, {builder.draw(st.integers(1, side))}, {d}).values", [a]
+        )
+    elif kind == "median":
+        builder.step(f"torch.median({a.name}, {d}).values", [a])
+    elif kind == "msort":
+        builder.step(f"torch.msort({a.name})", [a])
+    else:
+        bounds = sorted(builder.draw(st.lists(st.integers(-6, 6), min_size=1, max_size=5)))
+        right = builder.draw(st.booleans())
+        boundaries = f"torch.tensor({_literal(bounds)}, dtype={t.dtype})"
+        # Eager warns of a non-contiguous input (a copy); a NaN has no place among the bounds
+        # that eager's binary search defines.
+        values = f"{a.name}{'.nan_to_num()' if _is_float(t) else ''}.contiguous()"
+        builder.step(f"torch.bucketize({values}, {boundaries}, right={right})", [a])
+    return True
+
+
 _OPS: tuple[Callable[[_Builder, _Value], bool], ...] = (
     _unary,
     _binary,
@@ -667,6 +878,9 @@ _OPS: tuple[Callable[[_Builder, _Value], bool], ...] = (
     _in_place,
     _matmul,
     _dtype_view,
+    _rearrange,
+    _window,
+    _order,
 )
 
 
@@ -680,8 +894,14 @@ def _shape(draw: st.DrawFn, max_dims: int) -> tuple[int, ...]:
 
 
 @st.composite
-def _input(draw: st.DrawFn, shape: tuple[int, ...], dtypes: Sequence[torch.dtype]) -> str:
-    """An input's expression: a literal or a seeded fill, in a drawn layout."""
+def _input(
+    draw: st.DrawFn,
+    shape: tuple[int, ...],
+    dtypes: Sequence[torch.dtype],
+    specials: bool | None,
+) -> str:
+    """An input's expression: a literal or a seeded fill, in a drawn layout; a float one holds
+    :func:`special_values` among its values where ``specials`` says so (None: one in four)."""
     # Broadcasting partners: some sides 1, some leading dims dropped.
     drop = draw(st.integers(0, len(shape)))
     own = (
@@ -700,17 +920,26 @@ def _input(draw: st.DrawFn, shape: tuple[int, ...], dtypes: Sequence[torch.dtype
         base[-1] *= 2
         view = f"[{', '.join([':'] * (len(own) - 1) + ['::2'])}]"
     count = math.prod(base)
+    edges = dtype.is_floating_point and (
+        draw(st.integers(0, 3)) == 3 if specials is None else specials
+    )
     if count <= _LITERAL_ELEMENTS:
         if dtype == torch.bool:
             element: SearchStrategy[Any] = st.booleans()
         elif dtype.is_floating_point:
-            element = st.floats(-_FLOAT_BOUND, _FLOAT_BOUND, width=16).map(lambda x: x + 0.0)
+            plain = st.floats(-_FLOAT_BOUND, _FLOAT_BOUND, width=16).map(lambda x: x + 0.0)
+            edge = st.sampled_from(special_values(dtype))
+            # One in eight a special value; shrinking goes to the plain ones.
+            element = (
+                st.integers(0, 7).flatmap(lambda k: edge if k == 7 else plain) if edges else plain
+            )
         else:
             element = st.integers(0 if dtype == torch.uint8 else -_INT_BOUND, _INT_BOUND)
         values = draw(st.lists(element, min_size=count, max_size=count))
         return f"torch.tensor({_nested(values, base)!r}, dtype={dtype}){view}"
     seed = draw(st.integers(0, 2**16))
-    return f"filled({tuple(base)!r}, {dtype}, seed={seed}){view}"
+    fill = ", specials=True" if edges else ""
+    return f"filled({tuple(base)!r}, {dtype}, seed={seed}{fill}){view}"
 
 
 def _outputs(builder: _Builder, inputs: int) -> list[_Value]:
@@ -728,6 +957,7 @@ def programs(
     dtypes: Sequence[torch.dtype] = ALL_DTYPES,
     training: bool | None = None,
     dynamic: bool | None = None,
+    specials: bool | None = None,
 ) -> Program:
     """Small torch programs and their inputs (see the module's docstring).
 
@@ -740,13 +970,17 @@ def programs(
             is then floating, where ``dtypes`` holds a floating dtype); ``False``: none is;
             ``None``: drawn, for programs with a floating input.
         dynamic: likewise for ``dynamic=True``.
+        specials: ``True``: every floating input holds NaNs, infinities, negative zeros and
+            subnormals among its values (:func:`special_values`); ``False``: none does;
+            ``None``: drawn, one floating input in four.
     """
     shape = draw(_shape(max_dims))
     count = draw(st.integers(1, max_inputs))
     # A training program differentiates with respect to its first input, at least.
     floats = [dtype for dtype in dtypes if dtype.is_floating_point] if training else []
     sources = [
-        draw(_input(shape, floats or dtypes if index == 0 else dtypes)) for index in range(count)
+        draw(_input(shape, floats or dtypes if index == 0 else dtypes, specials))
+        for index in range(count)
     ]
     inputs = [eval(source, dict(_NAMESPACE)) for source in sources]
     floating = [index for index, tensor in enumerate(inputs) if tensor.is_floating_point()]
@@ -755,8 +989,11 @@ def programs(
     builder.values = [
         _Value(f"x{index}", tensor, True, index in floating) for index, tensor in enumerate(inputs)
     ]
-    steps = draw(st.integers(1, max_ops))
-    for _ in range(steps):
+    # One step, then each further one while a drawn continuation is not 0 (three in four): as
+    # in hypothesis' own lists, a step in the middle shrinks away with its continuation.
+    for step in range(max_ops):
+        if step and draw(st.integers(0, 3)) == 0:
+            break
         a = builder.pick(builder.values)
         op = draw(st.sampled_from(_OPS))
         if not op(builder, a):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
 import torch
 from hypothesis import HealthCheck, Phase, find, given, settings
 
@@ -110,4 +111,48 @@ def test_make_inputs_gives_fresh_tensors_each_time() -> None:
     program.fn(*first)
     assert all(
         torch.equal(a, b) for a, b in zip(program.make_inputs(), program.make_inputs(), strict=True)
+    )
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        "torch.roll(",
+        "torch.nn.functional.pad(",
+        "max_pool1d(",
+        "avg_pool1d(",
+        "interpolate(",
+        "torch.sort(",
+        "torch.bucketize(",
+        "rounding_mode='trunc'",
+        "torch.copysign(",
+    ],
+)
+def test_the_generator_reaches_moving_pooling_sorting_and_rounding_ops(op: str) -> None:
+    program = find(programs(), lambda program: op in program.source, settings=search)
+    assert run_eagerly(program)
+
+
+def test_special_values_reach_literal_and_filled_inputs_and_their_scripts(tmp_path) -> None:
+    literal = find(
+        programs(specials=True, training=False),
+        lambda program: any("nan" in source for source in program.input_sources),
+        settings=search,
+    )
+    script = tmp_path / "program.py"
+    script.write_text(literal.script())
+    exec(compile(script.read_text(), str(script), "exec"), {})
+    filled_one = find(
+        programs(specials=True, training=False),
+        lambda program: any("specials=True" in source for source in program.input_sources),
+        settings=search,
+    )
+    assert any(
+        not bool(x.isfinite().all()) for x in filled_one.make_inputs() if x.is_floating_point()
+    )
+    assert not any(
+        "specials" in source or "nan" in source or "inf" in source
+        for source in find(
+            programs(specials=False), lambda program: program.ops >= 2, settings=search
+        ).input_sources
     )
