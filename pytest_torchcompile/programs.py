@@ -355,7 +355,8 @@ _BINARY = {
     "clamp_min": "torch.clamp({a}, min={b})",
     "clamp_max": "torch.clamp({a}, max={b})",
     "right_shift": "{a} >> ({b} & 3)",
-    "copysign": "torch.copysign({a}, {b})",
+    # The sign of a NaN is not defined: of a computed one, it is what the code computing it gave.
+    "copysign": "torch.copysign({a}, {b}.nan_to_num())",
     "hypot": "torch.hypot({a}, {b})",
     "logaddexp": "torch.logaddexp({a}, {b})",
     "xlogy": "torch.xlogy({a}, {b}.abs() + 1)",

@@ -81,6 +81,9 @@ def test_nonfinite_pattern_mismatch_fails_matching_pattern_passes() -> None:
     moved = torch.tensor([float("nan"), 1.0, float("inf"), 2.0])
     leaf = compare_tensor("out", moved, eager, eager.double(), 1e-4)
     assert not leaf.passed and leaf.rule == "non-finite pattern"
+    assert leaf.detail.endswith(
+        "2 differ in being NaN or infinite, the first at [0]: compiled nan, eager 1, fp64 1"
+    ), leaf.detail
     flipped = torch.tensor([1.0, float("nan"), float("-inf"), 2.0])
     assert not compare_tensor("out", flipped, eager, eager.double(), 1e-4).passed
 
