@@ -284,6 +284,20 @@ def _hunt_arguments(parser: argparse.ArgumentParser) -> None:
         help="also probe each graph for masked deviations (slower)",
     )
     parser.add_argument(
+        "--dtypes",
+        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+        default=[],
+        metavar="NAME,...",
+        help="draw inputs of these dtypes only, e.g. float32,bfloat16 (default: all)",
+    )
+    parser.add_argument(
+        "--specials",
+        choices=("drawn", "always", "never"),
+        default="drawn",
+        help="floating inputs with NaN, infinities, -0.0 and subnormals among their values: "
+        "one in four (drawn, the default), every one, or none",
+    )
+    parser.add_argument(
         "--inductor-config",
         type=_config_entry,
         action="append",
@@ -305,11 +319,16 @@ def _config_entry(text: str) -> tuple[str, object]:
 
 def hunt(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
+    from pytest_torchcompile.hunt import DTYPES_BY_NAME, hunt_options
     from pytest_torchcompile.hunt import hunt as run_hunt
-    from pytest_torchcompile.hunt import hunt_options
 
     if args.minutes <= 0:
         raise UsageError("--minutes must be positive")
+    unknown = [name for name in args.dtypes if name not in DTYPES_BY_NAME]
+    if unknown:
+        raise UsageError(
+            f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(DTYPES_BY_NAME)}"
+        )
     result = run_hunt(**hunt_options(args), progress=lambda line: print(line, file=sys.stderr))
     for line in result.lines():
         print(line)

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
+from hypothesis.strategies import SearchStrategy
 
 from pytest_torchcompile.checking.runner import CheckRunner
 from pytest_torchcompile.common.results import CaseResult
@@ -31,11 +33,14 @@ from pytest_torchcompile.common.settings import CheckSettings
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.judging.stages import graph_ops
 from pytest_torchcompile.minifying.search import minify_repro
-from pytest_torchcompile.programs import Program, programs
+from pytest_torchcompile.programs import ALL_DTYPES, Program, programs
 from pytest_torchcompile.reporting.grouping import root_causes
 from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.repros.repro import ReproBroken, load_case
 from pytest_torchcompile.run.session import AccuracySession
+
+DTYPES_BY_NAME = {str(dtype).removeprefix("torch."): dtype for dtype in ALL_DTYPES}
+"""The dtypes a hunt's inputs may be narrowed to, by the names the command line takes."""
 
 PROGRAM_NAME = "program.py"
 """Beside each finding's repro: the drawn program that failed, as a script."""
@@ -147,7 +152,7 @@ def _draw_and_check(
     session: AccuracySession,
     deadline: float,
     seed: int,
-    max_ops: int,
+    drawing: SearchStrategy[Program],
     drawn: _Drawn,
 ) -> None:
     @settings(
@@ -158,7 +163,7 @@ def _draw_and_check(
         suppress_health_check=list(HealthCheck),
     )
     @hypothesis_seed(seed)
-    @given(programs(max_ops=max_ops))
+    @given(drawing)
     def check(program: Program) -> None:
         if time.monotonic() > deadline:
             raise _BudgetSpent
@@ -193,10 +198,14 @@ def hunt(
     intermediates: bool = False,
     inductor_config: dict[str, Any] | None = None,
     progress: Callable[[str], None] = print,
+    dtypes: Sequence[torch.dtype] = ALL_DTYPES,
+    specials: bool | None = None,
 ) -> HuntResult:
     """Hunt for ``minutes``, writing every finding under ``directory``; then reduce. The
     masked-deviation probe (``intermediates``) is off unless asked for: it compiles every
-    program twice, halving the programs checked."""
+    program twice, halving the programs checked. ``dtypes`` and ``specials`` narrow the programs
+    drawn (:func:`programs.programs`): the dtypes of their inputs, and whether their floating
+    inputs hold NaNs, infinities, negative zeros and subnormals."""
     started = time.monotonic()
     base = CheckSettings(
         minify_timeout=minify_timeout,
@@ -207,7 +216,8 @@ def hunt(
     runner = CheckRunner.start(session, TerminalLayout(), trace_log=False, probe_child=False)
     drawn = _Drawn()
     try:
-        _draw_and_check(runner, session, started + minutes * 60, seed, max_ops, drawn)
+        drawing = programs(max_ops=max_ops, dtypes=dtypes, specials=specials)
+        _draw_and_check(runner, session, started + minutes * 60, seed, drawing, drawn)
     finally:
         runner.close()
     seconds = time.monotonic() - started
@@ -315,4 +325,6 @@ def hunt_options(args: Any) -> dict[str, Any]:
         "known": args.known,
         "intermediates": args.intermediates,
         "inductor_config": dict(args.inductor_config),
+        "dtypes": [DTYPES_BY_NAME[name] for name in args.dtypes] if args.dtypes else ALL_DTYPES,
+        "specials": {"always": True, "never": False, "drawn": None}[args.specials],
     }

@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from pytest_torchcompile.cli import main, parser
-from pytest_torchcompile.hunt import PROGRAM_NAME, hunt
+from pytest_torchcompile.hunt import PROGRAM_NAME, hunt, hunt_options
+from pytest_torchcompile.programs import ALL_DTYPES
 from pytest_torchcompile.repros.repro import header_fields
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
@@ -44,10 +46,34 @@ def test_a_budget_that_is_not_positive_is_a_usage_error(capsys: pytest.CaptureFi
     assert "--minutes must be positive" in capsys.readouterr().err
 
 
+def test_the_command_narrows_the_dtypes_and_special_values_drawn() -> None:
+    args = parser().parse_args(["hunt", "--dtypes", "float32, bfloat16", "--specials", "always"])
+    options = hunt_options(args)
+    assert (options["dtypes"], options["specials"]) == ([torch.float32, torch.bfloat16], True)
+    defaults = hunt_options(parser().parse_args(["hunt"]))
+    assert (defaults["dtypes"], defaults["specials"]) == (ALL_DTYPES, None)
+
+
+def test_an_unknown_dtype_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["hunt", "--dtypes", "float32,complex32"])
+    assert stopped.value.code == 2
+    assert "--dtypes: unknown complex32" in capsys.readouterr().err
+
+
 def test_a_short_hunt_checks_programs_and_counts_them(tmp_path: Path) -> None:
     """The lighter twin of test_the_hunt_finds_and_minifies_an_injected_bug: a budget of a few
     seconds, one-step programs, nothing minified."""
-    result = hunt(0.05, tmp_path, seed=3, max_ops=1, minify_timeout=1, progress=lambda line: None)
+    result = hunt(
+        0.05,
+        tmp_path,
+        seed=3,
+        max_ops=1,
+        minify_timeout=1,
+        progress=lambda line: None,
+        dtypes=[torch.float32],
+        specials=True,
+    )
     assert result.programs >= 1
     assert result.invalid == []
     assert result.findings == len([p for p in tmp_path.glob(f"*/{PROGRAM_NAME}")])
