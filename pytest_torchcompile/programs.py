@@ -21,9 +21,12 @@ shrinks to a small program. ``options`` holds the check's keywords the program n
 ``training``, ``backward=True`` (gradients of the floating inputs; no step then writes in
 place); with ``dynamic``, ``dynamic=True`` at the drawn sizes only.
 
-Values stay where eager's result is well defined, finite and well conditioned: floats in
-``[-4, 4]``, integers in ``[-8, 8]``, exponentials and sines of clamped values, divisions by ``|b| + 1``, casts of floats to integers clamped
-into range first, scatters without a reduction only through distinct indices.
+Values stay where eager's result is well defined and well conditioned: floats in ``[-4, 4]``,
+integers in ``[-8, 8]``, exponentials and sines of clamped values, divisions by ``|b| + 1``,
+casts of floats to integers clamped into range first, scatters without a reduction only through
+distinct indices, no negative literal for a uint8 tensor. With ``specials`` (drawn for one
+floating input in four), an input also holds NaN, infinities, -0.0 and a subnormal, whose
+results IEEE arithmetic and eager define; the sign of a NaN, which they do not, is read by no op.
 """
 
 from __future__ import annotations
