@@ -43,14 +43,17 @@ def _worst_element(
 def _first_non_finite_difference(
     compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor | None
 ) -> str:
-    """How many values differ in being NaN or an infinity, and the first of them: a count alone
-    hides a NaN put where eager has an infinity."""
+    """How many values differ in being NaN or an infinity, and the first of them, after "; ": a
+    count alone hides a NaN put where eager has an infinity. Empty where none differs."""
     differs = non_finite_differs(compiled, eager)
+    if not bool(differs.any()):
+        return ""
     where = tuple(int(i) for i in differs.nonzero()[0])
     values = [("compiled", compiled), ("eager", eager), ("fp64", reference)]
     shown = ", ".join(f"{name} {t[where].item():g}" for name, t in values if t is not None)
     return (
-        f"{int(differs.sum())} differ in being NaN or infinite, the first at {list(where)}: {shown}"
+        f"; {int(differs.sum())} differ in being NaN or infinite, the first at {list(where)}: "
+        f"{shown}"
     )
 
 
@@ -129,7 +132,7 @@ def compare_tensor(
             detail=(
                 f"{'' if reason is None else reason + '; '}compiled has "
                 f"{int((~torch.isfinite(compiled)).sum())} non-finite values, eager {int((~torch.isfinite(eager)).sum())}"
-                f"; {_first_non_finite_difference(compiled, eager, reference)}"
+                f"{_first_non_finite_difference(compiled, eager, reference)}"
             ),
         )
     if reference is None:

@@ -129,7 +129,10 @@ def test_make_inputs_gives_fresh_tensors_each_time() -> None:
     ],
 )
 def test_the_generator_reaches_moving_pooling_sorting_and_rounding_ops(op: str) -> None:
-    program = find(programs(), lambda program: op in program.source, settings=search)
+    # Of float32 inputs, which every one of these ops takes.
+    program = find(
+        programs(dtypes=[torch.float32]), lambda program: op in program.source, settings=search
+    )
     assert run_eagerly(program)
 
 
