@@ -779,46 +779,66 @@ def _rearrange(builder: _Builder, a: _Value) -> bool:
 
 
 def _window(builder: _Builder, a: _Value) -> bool:
-    """Pooling and interpolation over the last dimensions of a float tensor of 2 or 3 dims (as
-    (C, L) or (N, C, L); 2-d pooling and interpolation read a 3-d one as (C, H, W))."""
+    """Pooling and interpolation over the last dimensions of a float tensor of 1 to 3 dims, viewed
+    with the leading dims each op takes and taken off its result again: 1-d pools read (C, L) or
+    (N, C, L), 2-d pools a 3-d tensor as (C, H, W), ``interpolate`` a batch and channels before
+    the last dimension (linear) or the last two (bilinear)."""
     t = a.tensor
-    if not _is_float(t) or t.dim() not in (2, 3):
+    if not _is_float(t) or not 1 <= t.dim() <= 3:
         return False
     length = t.shape[-1]
     kind = builder.draw(
-        st.sampled_from(["max_pool", "avg_pool", "adaptive", "interpolate", "pool2d"])
+        st.sampled_from(["max_pool", "avg_pool", "adaptive", "interpolate", "pool2d", "bilinear"])
     )
     kernel = builder.draw(st.integers(1, min(length, 4)))
     stride = builder.draw(st.integers(1, 3))
     padding = builder.draw(st.integers(0, kernel // 2))
     ceil = builder.draw(st.booleans())
     functional = "torch.nn.functional"
+    # A 1-d tensor gets a channel for the 1-d pools.
+    pooled, unpooled = (f"{a.name}[None]", "[0]") if t.dim() == 1 else (a.name, "")
     if kind == "max_pool":
         dilation = builder.draw(st.integers(1, 2))
         if dilation * (kernel - 1) + 1 > length + 2 * padding:
             return False
         builder.step(
-            f"{functional}.max_pool1d({a.name}, {kernel}, {stride}, {padding}, {dilation}, "
-            f"ceil_mode={ceil})",
+            f"{functional}.max_pool1d({pooled}, {kernel}, {stride}, {padding}, {dilation}, "
+            f"ceil_mode={ceil}){unpooled}",
             [a],
         )
     elif kind == "avg_pool":
         include = builder.draw(st.booleans())
         builder.step(
-            f"{functional}.avg_pool1d({a.name}, {kernel}, {stride}, {padding}, "
-            f"ceil_mode={ceil}, count_include_pad={include})",
+            f"{functional}.avg_pool1d({pooled}, {kernel}, {stride}, {padding}, "
+            f"ceil_mode={ceil}, count_include_pad={include}){unpooled}",
             [a],
         )
     elif kind == "adaptive":
         which = builder.draw(st.sampled_from(["adaptive_avg_pool1d", "adaptive_max_pool1d"]))
         size = builder.draw(st.integers(1, length + 2))
-        builder.step(f"{functional}.{which}({a.name}, {size})", [a])
-    elif kind == "interpolate" and t.dim() == 3:
+        builder.step(f"{functional}.{which}({pooled}, {size}){unpooled}", [a])
+    elif kind == "interpolate":
         mode = builder.draw(st.sampled_from(["nearest", "linear", "nearest-exact"]))
         size = builder.draw(st.integers(1, 2 * length + 1))
         corners = ", align_corners=True" if mode == "linear" and builder.draw(st.booleans()) else ""
+        lead = 3 - t.dim()
         builder.step(
-            f"{functional}.interpolate({a.name}, size={size}, mode={mode!r}{corners})", [a]
+            f"{functional}.interpolate({a.name}{_leading(lead)}, size={size}, "
+            f"mode={mode!r}{corners}){_taken_off(lead)}",
+            [a],
+        )
+    elif kind == "bilinear" and t.dim() >= 2:
+        mode = builder.draw(st.sampled_from(["nearest", "bilinear"]))
+        height = builder.draw(st.integers(1, 2 * t.shape[-2] + 1))
+        width = builder.draw(st.integers(1, 2 * length + 1))
+        corners = (
+            ", align_corners=True" if mode == "bilinear" and builder.draw(st.booleans()) else ""
+        )
+        lead = 4 - t.dim()
+        builder.step(
+            f"{functional}.interpolate({a.name}{_leading(lead)}, size=({height}, {width}), "
+            f"mode={mode!r}{corners}){_taken_off(lead)}",
+            [a],
         )
     elif kind == "pool2d" and t.dim() == 3 and t.shape[-2] >= kernel:
         which = builder.draw(st.sampled_from(["max_pool2d", "avg_pool2d"]))
@@ -829,6 +849,16 @@ def _window(builder: _Builder, a: _Value) -> bool:
     else:
         return False
     return True
+
+
+def _leading(count: int) -> str:
+    """Indexing that adds ``count`` leading dims of size 1."""
+    return f"[{', '.join(['None'] * count)}]" if count else ""
+
+
+def _taken_off(count: int) -> str:
+    """Indexing that takes ``count`` leading dims of size 1 off again."""
+    return f"[{', '.join(['0'] * count)}]" if count else ""
 
 
 def _order(builder: _Builder, a: _Value) -> bool:
