@@ -103,7 +103,9 @@ def test_the_hunt_finds_and_minifies_an_injected_bug(tmp_path: Path) -> None:
     assert sum(len(c.programs) for c in result.causes) + len(result.unreduced) == result.findings
     assert cause.minified and header_fields(Path(cause.minified))["ops"] == "1"
     assert cause.bug_report and "relu" in Path(cause.bug_report).read_text()
-    assert cause.program and Path(cause.program).read_text().startswith("import torch")
+    assert cause.program and Path(cause.program).read_text().startswith(
+        "from math import inf, nan\n\nimport torch\n"
+    )
     shown = "\n".join(result.lines())
     count = len(result.causes)
     assert f"distinct causes: {count} ({count} not known)" in shown and "minified:" in shown
