@@ -116,7 +116,13 @@ def compare_tensor(
             how,
             max_abs_error=worst,
             max_error_index=where,
-            detail=f"{mismatched} of {eager.numel()} elements differ" if mismatched else "",
+            detail=(
+                ""
+                if not mismatched
+                else f"{mismatched} of {eager.numel()} elements differ from eager's as fp64's do"
+                if passed
+                else f"{mismatched} of {eager.numel()} elements differ"
+            ),
         )
     if how == "non-finite pattern":
         worst, where = _worst_element(compiled, eager)

@@ -278,3 +278,18 @@ def test_a_wholly_non_finite_output_as_fp64_passes() -> None:
     fp64 = torch.tensor([math.inf, math.nan], dtype=torch.float64)
     leaf = compare_tensor("out", fp64.float(), torch.zeros(2), fp64, 1e-4)
     assert (leaf.passed, leaf.rule) == (True, "fp64 rmse"), leaf
+
+
+def test_a_comparison_eager_rounded_the_other_way_passes_where_compiled_gives_fp64s() -> None:
+    """A drawn program: ``sin(x) > y`` in bfloat16, where eager rounds ``sin(x)`` to ``y``'s
+    value and says False; compiled code compares in fp32 and says True, as the fp64 run does."""
+    eager = torch.tensor([False, True, False])
+    fp64 = torch.tensor([True, True, False])
+    leaf = compare_tensor("out", torch.tensor([True, True, False]), eager, fp64, 1e-4)
+    assert (leaf.passed, leaf.rule) == (True, "exact"), leaf
+    assert leaf.detail == "1 of 3 elements differ from eager's as fp64's do"
+    wrong = compare_tensor("out", torch.tensor([False, False, False]), eager, fp64, 1e-4)
+    assert (wrong.passed, wrong.detail) == (False, "1 of 3 elements differ"), wrong
+    integers = torch.tensor([1, 2, 3])
+    assert not compare_tensor("out", torch.tensor([1, 2, 4]), integers, integers, 1e-4).passed
+    assert not compare_tensor("out", torch.tensor([1, 2, 4]), integers, None, 1e-4).passed
