@@ -85,19 +85,25 @@ def test_the_hunt_finds_and_minifies_an_injected_bug(tmp_path: Path) -> None:
     """A relu that Inductor miscompiles (its test knob): found within a minute, confirmed,
     minified to the relu, with a bug report and the program that showed it, as one cause.
 
-    A fast machine draws far enough to meet real bugs of the installed torch as well (torch
-    2.13 and 2.14: an ``index_add`` whose source is a slice of its own input, pytorch#156786,
-    from the 197th program of this seed): those are causes of their own, never the relu's."""
+    A fast machine draws far enough to meet other causes as well: real bugs of the installed
+    torch (2.13 and 2.14: an ``index_add`` whose source is a slice of its own input,
+    pytorch#156786, from the 197th program of this seed), and the knob's own C++ compile error
+    where a 0-d int16 relu feeds ``clamp_max`` (the 206th program on torch 2.13): causes of their
+    own, never the relu's accuracy failure."""
     lines: list[str] = []
     result = hunt(
         1.0, tmp_path, seed=0, minify_timeout=60, inductor_config=RELU_BUG, progress=lines.append
     )
     assert result.invalid == []
     assert result.findings >= 1
-    relu_causes = [cause for cause in result.causes if "aten.relu" in cause.ops]
+    relu_causes = [
+        cause
+        for cause in result.causes
+        if "aten.relu" in cause.ops and cause.failure_type == "accuracy"
+    ]
     assert len(relu_causes) == 1, result.lines()
     cause = relu_causes[0]
-    assert cause.ops == ["aten.relu"] and cause.failure_type == "accuracy"
+    assert cause.ops == ["aten.relu"]
     # Every finding is counted against its cause or listed as not reduced: on a loaded machine a
     # finding's own minification can run out of its minute.
     assert sum(len(c.programs) for c in result.causes) + len(result.unreduced) == result.findings
