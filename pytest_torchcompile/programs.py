@@ -134,9 +134,10 @@ class Program:
             f"x{index} = {source}" for index, source in enumerate(self.input_sources)
         )
         options = f"  # check with {self.options}" if self.options else ""
+        # Only where an input is built by it: a script of small inputs needs only torch.
+        filling = "from pytest_torchcompile.programs import filled\n" if "filled(" in inputs else ""
         return (
-            "from math import inf, nan\n\nimport torch\n"
-            f"from pytest_torchcompile.programs import filled\n\n{self.source}\n"
+            f"from math import inf, nan\n\nimport torch\n{filling}\n{self.source}\n"
             f"{inputs}\nprogram({names}){options}\n"
         )
 

@@ -101,6 +101,9 @@ def test_a_program_prints_as_a_script_that_runs(tmp_path) -> None:
     namespace: dict[str, object] = {}
     exec(compile(script.read_text(), str(script), "exec"), namespace)
     assert "program" in namespace
+    # Only torch, unless an input is built by the plugin's filler.
+    filling = any("filled(" in source for source in program.input_sources)
+    assert ("pytest_torchcompile" in program.script()) == filling
 
 
 def test_make_inputs_gives_fresh_tensors_each_time() -> None:
@@ -153,6 +156,9 @@ def test_special_values_reach_literal_and_filled_inputs_and_their_scripts(tmp_pa
     assert any(
         not bool(x.isfinite().all()) for x in filled_one.make_inputs() if x.is_floating_point()
     )
+    assert "from pytest_torchcompile.programs import filled" in filled_one.script()
+    exec(compile(filled_one.script(), "program.py", "exec"), {})
+    assert "pytest_torchcompile" not in literal.script() or "filled(" in literal.script()
     assert not any(
         "specials" in source or "nan" in source or "inf" in source
         for source in find(
