@@ -386,6 +386,11 @@ class CheckRunner:
             # The marker asks for the test's compiles under this config: code compiled under
             # another one, which Dynamo would serve as it is, is compiled anew.
             reset_if_compiled()
+            if current_device() is None and settings.backend == "inductor":
+                # The config's import below imports the compiler (seconds): a judging child
+                # started first imports its own meanwhile, as a fixture's check does. Only
+                # without a GPU: with one, a graph's device is known as it is lowered.
+                self.confirmer.start(None)
         handled = False
         with inductor_config(settings.inductor_config):
             try:
