@@ -10,7 +10,11 @@ Contenders, each a fresh process with an Inductor cache (``TORCHINDUCTOR_CACHE_D
   deviation, writes ``minifier_launcher.py``), then that launcher's ``minify --no-isolate``; its
   clock is the sum of both processes.
 
-Each round runs the three in turn; the ratios of the medians are printed. Cold caches: every run
+Beside them, the floor: the plain path's test under pytest without the plugin (``-p
+no:torchcompile``: no check, no repro), the same compile of the same model, which no checking can
+undercut.
+
+Each round runs the contenders in turn; the ratios of the medians are printed. Cold caches: every run
 a fresh cache. Warm caches: each contender timed on the cache an untimed run of it left (a
 developer's local rerun). ``--caches`` picks which (both by default, cold first).
 
@@ -75,6 +79,20 @@ def test_anchor():
 }
 """The test of each path: the fixture's call, and a plain ``torch.compile`` call."""
 
+FLOOR = """
+
+def test_anchor():
+    import torch._inductor.config
+
+    torch._inductor.config.{knob}.inject_relu_bug_TESTING_ONLY = "accuracy"
+    torch.manual_seed(0)
+    model = M().eval().to(DEVICE)
+    x = torch.randn(16, 32, device=DEVICE)
+    with torch.no_grad():
+        torch.compile(model)(x)
+"""
+"""The floor's test: the plain path's, its config set as the marker would, run without the plugin."""
+
 
 def run_pytest(
     bench: Bench,
@@ -85,13 +103,15 @@ def run_pytest(
     name: str,
     cache_name: str | None = None,
 ) -> tuple[float, str]:
-    """One pytest run of ``path``'s test, in a project ``name`` of its own; ``cache_name``: the
-    Inductor cache directory's name (default: the project's, a fresh one)."""
+    """One pytest run of ``path``'s test (or the floor's, ``"floor"``), in a project ``name`` of
+    its own; ``cache_name``: the Inductor cache directory's name (default: the project's, a fresh
+    one)."""
     project = bench.workdir / name
     project.mkdir()
     knob = "triton" if bench.device == "cuda" else "cpp"
+    floor = path == "floor"
     (project / "test_anchor.py").write_text(
-        (HEADER + TESTS[path]).format(
+        (HEADER + (FLOOR if floor else TESTS[path])).format(
             layers=layers, bug_at=bug_at, anchor=str(anchor), device=bench.device, knob=knob
         )
     )
@@ -99,7 +119,7 @@ def run_pytest(
         sys.executable,
         "-m",
         "pytest",
-        "--compile-accuracy",
+        *(["-p", "no:torchcompile"] if floor else ["--compile-accuracy"]),
         "-p",
         "no:cacheprovider",
         "-p",
@@ -119,6 +139,13 @@ def run_pytest(
     )
     seconds = time.perf_counter() - started
     output = done.stdout + done.stderr
+    if floor:
+        if done.returncode != 0:
+            raise SystemExit(
+                f"the floor's test did not pass ({done.returncode}):\n{output[-4000:]}"
+            )
+        call = re.search(r"^([\d.]+)s call", output, re.M)
+        return seconds, f"test call {call.group(1)} s" if call else ""
     if not list(project.glob(".compile-accuracy/*/minified.py")):
         raise SystemExit(f"pytest wrote no minified.py ({done.returncode}):\n{output[-4000:]}")
     minified = re.search(r"^minified .*$", output, re.M)
@@ -179,15 +206,20 @@ def main() -> None:
             warm = mode == "warm"
             say(f"\n{mode} Inductor caches")
             if warm:
-                warming = [f"{path} {ours(path, 'warming', True)[0]:.1f} s" for path in PATHS]
+                warming = [
+                    f"{path} {ours(path, 'warming', True)[0]:.1f} s" for path in (*PATHS, "floor")
+                ]
                 total, _, _ = theirs("-warming", True)
                 say(f"warming (untimed): {'; '.join(warming)}; torch {total:.1f} s")
-            times: dict[str, list[float]] = {path: [] for path in (*PATHS, "torch")}
+            times: dict[str, list[float]] = {path: [] for path in (*PATHS, "floor", "torch")}
             for round_ in range(args.repeats):
                 for path in PATHS:
                     seconds, detail = ours(path, f"{mode}-{round_}", warm)
                     times[path].append(seconds)
                     say(f"round {round_}, {path}: pytest -> minified.py {seconds:.1f} s ({detail})")
+                seconds, detail = ours("floor", f"{mode}-{round_}", warm)
+                times["floor"].append(seconds)
+                say(f"round {round_}, floor: pytest without the plugin {seconds:.1f} s ({detail})")
                 total, detect_s, minify = theirs(f"-{mode}-{round_}", warm)
                 times["torch"].append(total)
                 say(
@@ -195,11 +227,11 @@ def main() -> None:
                     f"{minify.seconds:.1f} s = {total:.1f} s ({minify.compiles} queries, {minify.detail})"
                 )
             torch_s = statistics.median(times["torch"])
-            for path in PATHS:
+            for path in (*PATHS, "floor"):
                 ours_s = statistics.median(times[path])
                 medians.append(
                     f"{mode}, {path}: {ours_s:.1f} s; torch detect + minify --no-isolate "
-                    f"{torch_s:.1f} s; ours / torch = {ours_s / torch_s:.2f}"
+                    f"{torch_s:.1f} s; {path} / torch = {ours_s / torch_s:.2f}"
                 )
         say(
             f"\nanchor: {args.layers} layers, bug at {args.bug_at}, {args.device}; "
