@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -77,19 +79,40 @@ def test_shrinking_gives_a_one_step_program_of_one_small_input() -> None:
     assert max(x.numel() for x in found.make_inputs()) <= 2, found
 
 
+SHRINK_A_SCAN_AND_AN_ADDITION = """
+from hypothesis import Phase, find, settings
+from pytest_torchcompile.programs import programs
+
+found = find(
+    programs(),
+    lambda program: "cumsum" in program.source and "+" in program.source,
+    settings=settings(
+        max_examples=2000, deadline=None, database=None,
+        phases=[Phase.generate, Phase.shrink], derandomize=True,
+    ),
+)
+print(found.ops, len(found.input_sources))
+"""
+
+
 def test_shrinking_keeps_the_steps_a_failure_needs() -> None:
     """A failure that needs a scan and an addition shrinks to those two steps and at most two
     more (a step's operand is drawn among the values before it, so deleting a step can change
-    what later steps read, and hypothesis does not always find the smallest: its shrinking is
-    bounded in time, and on a loaded machine it stopped at four steps, derandomized or not), of
-    one input."""
-    found = find(
-        programs(),
-        lambda program: "cumsum" in program.source and "+" in program.source,
-        settings=search,
+    what later steps read, and hypothesis does not always find the smallest), of one input.
+
+    In a fresh process, as a hunt draws: in one that compiled before (another test's
+    ``torch.compile``), the same derandomized search draws other programs from its 83rd on, for
+    a cause not found yet, and stopped at six steps."""
+    done = subprocess.run(
+        [sys.executable, "-c", SHRINK_A_SCAN_AND_AN_ADDITION],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
-    assert 2 <= found.ops <= 4, found
-    assert len(found.input_sources) == 1, found
+    ops, inputs = map(int, done.stdout.split()[-2:])
+    assert 2 <= ops <= 4, done.stdout
+    assert inputs == 1, done.stdout
 
 
 def test_a_program_prints_as_a_script_that_runs(tmp_path) -> None:
