@@ -67,15 +67,10 @@ def compile_whole_stack(gm, inputs):  # as torch.compile compiles a Dynamo graph
 
 
 def check_accuracy(trace, compile_graph):
-    try:
-        gm, inputs = trace(Repro()), make_inputs()
-        eager, reference = references(gm, inputs)
-    except Exception as error:
-        return print("REPRO BROKEN:", repr(error)) or 3
-    try:
-        outputs, failed = run(compile_graph(gm, inputs), inputs), False
-    except Exception as error:
-        return print("FAILS DIFFERENTLY:", repr(error)) or 2
+    try: eager, reference = references(gm := trace(Repro()), inputs := make_inputs())
+    except Exception as error: return print("REPRO BROKEN:", repr(error)) or 3
+    try: outputs, failed = run(compile_graph(gm, inputs), inputs), False
+    except Exception as error: return print("FAILS DIFFERENTLY:", repr(error)) or 2
     for index, (got, expected, wide) in enumerate(zip(outputs, eager, reference)):
         passed, rule, figures = leaf_verdict(got, expected, wide, TOL, CHECK_NON_FLOAT) if (
             got.shape, got.dtype) == (expected.shape, expected.dtype) else (False, f"metadata (compiled {tuple(got.shape)} {got.dtype})", ())
