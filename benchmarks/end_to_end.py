@@ -157,6 +157,8 @@ def run_pytest(
 
 
 PATHS = ("fixture", "plain")
+TIMED = (*PATHS, "floor")
+"""Whose medians are set against torch's: the two paths, and the floor."""
 
 
 def main() -> None:
@@ -206,12 +208,10 @@ def main() -> None:
             warm = mode == "warm"
             say(f"\n{mode} Inductor caches")
             if warm:
-                warming = [
-                    f"{path} {ours(path, 'warming', True)[0]:.1f} s" for path in (*PATHS, "floor")
-                ]
+                warming = [f"{path} {ours(path, 'warming', True)[0]:.1f} s" for path in TIMED]
                 total, _, _ = theirs("-warming", True)
                 say(f"warming (untimed): {'; '.join(warming)}; torch {total:.1f} s")
-            times: dict[str, list[float]] = {path: [] for path in (*PATHS, "floor", "torch")}
+            times: dict[str, list[float]] = {path: [] for path in (*TIMED, "torch")}
             for round_ in range(args.repeats):
                 for path in PATHS:
                     seconds, detail = ours(path, f"{mode}-{round_}", warm)
@@ -227,7 +227,7 @@ def main() -> None:
                     f"{minify.seconds:.1f} s = {total:.1f} s ({minify.compiles} queries, {minify.detail})"
                 )
             torch_s = statistics.median(times["torch"])
-            for path in (*PATHS, "floor"):
+            for path in TIMED:
                 ours_s = statistics.median(times[path])
                 medians.append(
                     f"{mode}, {path}: {ours_s:.1f} s; torch detect + minify --no-isolate "
