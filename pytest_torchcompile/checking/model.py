@@ -47,7 +47,7 @@ from pytest_torchcompile.judging.oracle import (
 )
 from pytest_torchcompile.judging.precision import full_fp32_precision
 from pytest_torchcompile.judging.references import (
-    UNWRITTEN_FILLS,
+    UNLIKE_FILLS,
     reference_outputs,
     unwritten_elements,
 )
@@ -68,6 +68,7 @@ from pytest_torchcompile.torch_internals.environment import (
     environment_failure,
 )
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
+from pytest_torchcompile.torch_internals.nan_gradients import nan_gradients_filled
 from pytest_torchcompile.torch_internals.rng import (
     EAGER_RNG_CONFIG,
     RandomDrawMismatch,
@@ -509,8 +510,13 @@ class _EagerRuns:
         """Whether the runs take deterministic kernels (see :func:`_deterministic_kernels`)."""
 
     def run(
-        self, arguments: Arguments, fill: float = UNWRITTEN_FILLS[0]
+        self,
+        arguments: Arguments,
+        fill: float = UNLIKE_FILLS[0],
+        nan_gradients: tuple[float, list[int]] | None = None,
     ) -> tuple[dict[str, Any], list[Any]]:
+        """One eager run; ``nan_gradients``: the fill of gradients at NaN values, and the list of
+        what was so filled (:func:`nan_gradients_filled`)."""
         torch.manual_seed(self.options.seed)
         model = _copy_callable(self.fn)
         with (
@@ -518,7 +524,7 @@ class _EagerRuns:
             _deterministic_kernels() if self.deterministic else contextlib.nullcontext(),
         ):
             parts, call_args = _execute(
-                model,
+                model if nan_gradients is None else nan_gradients_filled(model, *nan_gradients),
                 model if isinstance(model, torch.nn.Module) else None,
                 arguments,
                 self.options,
@@ -532,13 +538,28 @@ class _EagerRuns:
         with that memory filled otherwise differs."""
         if not self.allocated:
             return None
-        parts, call_args = self.run(arguments, UNWRITTEN_FILLS[1])
+        parts, call_args = self.run(arguments, UNLIKE_FILLS[1])
         filled, filled_unlike = _judged(*eager, mutated), _judged(parts, call_args, mutated)
         return {
             path: mask
             for root in filled
             for path, mask in unwritten_leaves(filled[root], filled_unlike[root], root).items()
         }
+
+    def nan_dependent_gradients(self, arguments: Arguments) -> dict[str, torch.Tensor] | None:
+        """The elements of eager's gradients that depend on a value its forward computed as NaN:
+        where two runs that fill the gradients at NaN values unlike differ (eager's kernels give
+        those no one value). None without a gradient, or where no NaN requires grad."""
+        if not self.options.backward or self.options.steps:
+            return None
+        runs = []
+        for fill in UNLIKE_FILLS:
+            filled: list[int] = []
+            runs.append(self.run(arguments, nan_gradients=(fill, filled))[0])
+            if not filled:
+                return None
+        first, second = runs
+        return unwritten_leaves(first["grad"], second["grad"], "grad")
 
 
 @dataclass
@@ -790,6 +811,12 @@ def _compare_set(
         eager.unwritten(arguments, eager_run, mutated),
     )
     comparison = _compare(*compared)
+    if not comparison.passed and any(leaf.path.startswith("grad") for leaf in comparison.failing):
+        # Found only where a gradient fails: it costs two more eager forward and backward runs.
+        through_nan = eager.nan_dependent_gradients(arguments)
+        if through_nan:
+            compared = (*compared[:4], _either(compared[4], through_nan))
+            comparison = _compare(*compared)
     if not comparison.passed and on_deviation is not None and graphs:
         on_deviation(
             graphs[0].config_source, device_of(list(arguments[0]) + list(arguments[1].values()))
@@ -825,6 +852,16 @@ def _compare_set(
                     deciding,
                 )
     return comparison
+
+
+def _either(
+    first: dict[str, torch.Tensor] | None, second: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """By leaf path, the elements that one set of masks or the other marks."""
+    merged = dict(first or {})
+    for path, mask in second.items():
+        merged[path] = merged[path] | mask if path in merged else mask
+    return merged
 
 
 def _capped_floors_could_pass(
@@ -1167,7 +1204,7 @@ def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) 
         fp64,
         options.tolerance,
         not options.ignore_non_float,
-        unwritten=unwritten_elements(graph.gm, inputs, mutated=mutated),
+        unjudged=unwritten_elements(graph.gm, inputs, mutated=mutated),
         mutated=mutated,
     )
     failing = [leaf for leaf in leaves if not leaf.passed]

@@ -48,7 +48,9 @@ from pytest_torchcompile.judging.judge import (
 from pytest_torchcompile.judging.mutation import mutated_inputs
 from pytest_torchcompile.judging.precision import at_full_fp32, full_fp32_precision
 from pytest_torchcompile.judging.references import (
+    either,
     fp64_results,
+    nan_dependent_gradients,
     reference_results,
     run_graph,
     unwritten_elements,
@@ -510,20 +512,30 @@ class GraphChecker:
         # inputs it writes into are what is judged.
         outputs = {f"out[{index}]" for index in range(returned)}
         paths = _gradient_paths(graph, inputs, returned)
-        leaves = [
-            dataclasses.replace(leaf, path=paths.get(leaf.path, leaf.path))
-            for leaf in compare_graph_outputs(
-                compiled,
-                eager,
-                fp64,
-                self.training_tol,
-                self.check_non_float,
-                "out",
-                unwritten,
-                mutated,
-            )
-            if leaf.path not in outputs
-        ]
+
+        def judged(unjudged: list[torch.Tensor | None] | None) -> list[LeafResult]:
+            return [
+                dataclasses.replace(leaf, path=paths.get(leaf.path, leaf.path))
+                for leaf in compare_graph_outputs(
+                    compiled,
+                    eager,
+                    fp64,
+                    self.training_tol,
+                    self.check_non_float,
+                    "out",
+                    unjudged,
+                    mutated,
+                )
+                if leaf.path not in outputs
+            ]
+
+        leaves = judged(unwritten)
+        if any(not leaf.passed for leaf in leaves):
+            # Found only where a gradient fails: it costs two more forward and backward runs.
+            with generators_kept():
+                through_nan = nan_dependent_gradients(_mean_loss(graph.gm), inputs, mutated)
+            if through_nan is not None:
+                leaves = judged(either(unwritten, through_nan))
         return leaves, mutated, reference
 
     def _lowered_failed(self, graph: DynamoGraph) -> bool:

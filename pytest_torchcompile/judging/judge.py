@@ -23,7 +23,13 @@ from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.judging.copies import clone_values
 from pytest_torchcompile.judging.mutation import mutated_inputs
 from pytest_torchcompile.judging.precision import full_fp32_precision
-from pytest_torchcompile.judging.references import reference_outputs, run_graph, unwritten_elements
+from pytest_torchcompile.judging.references import (
+    either,
+    nan_dependent_gradients,
+    reference_outputs,
+    run_graph,
+    unwritten_elements,
+)
 from pytest_torchcompile.judging.rule import error_signature, normalized_error
 from pytest_torchcompile.judging.seeding import seeded_alike
 from pytest_torchcompile.judging.tensor_comparison import (
@@ -114,11 +120,12 @@ def compare_graph_outputs(
     tol: float,
     check_non_float: bool,
     name: str = "graph_out",
-    unwritten: Sequence[torch.Tensor | None] | None = None,
+    unjudged: Sequence[torch.Tensor | None] | None = None,
     mutated: Sequence[int] = (),
 ) -> list[LeafResult]:
     """Judge each tensor a compiled graph returned against the graph's own eager and fp64 results,
-    but for the elements ``unwritten`` marks (:func:`unwritten_elements`); the last ones are the
+    but for the elements ``unjudged`` marks (:func:`unwritten_elements`,
+    :func:`nan_dependent_gradients`); the last ones are the
     inputs at the positions ``mutated``, as :func:`run_graph` returns them. Compiled code that
     returns another number of results than eager (an op of several results whose graph node
     lists fewer) fails on that, as a wrong shape does."""
@@ -133,7 +140,7 @@ def compare_graph_outputs(
                 detail=f"compiled returned {len(outputs)} results, eager {len(eager)}",
             )
         ]
-    masks = list(unwritten) if unwritten is not None else [None] * len(eager)
+    masks = list(unjudged) if unjudged is not None else [None] * len(eager)
     returned = len(eager) - len(mutated)
     paths = [f"{name}[{index}]" for index in range(returned)] + [
         mutated_input_path(index) for index in mutated
@@ -213,15 +220,23 @@ def _judge(
         synchronize(devices_of([*inputs, *outputs]))
     except Exception as error:
         return GraphVerdict(FailureKind.RUNTIME_ERROR, error=error_signature(error))
+    unjudged = unwritten_elements(gm, inputs, backward, mutated)
     leaves = compare_graph_outputs(
-        outputs,
-        eager,
-        fp64,
-        tol,
-        check_non_float,
-        unwritten=unwritten_elements(gm, inputs, backward, mutated),
-        mutated=mutated,
+        outputs, eager, fp64, tol, check_non_float, unjudged=unjudged, mutated=mutated
     )
+    if backward and any(not leaf.passed for leaf in leaves):
+        # Found only for a failing training graph: it costs two more forward and backward runs.
+        through_nan = nan_dependent_gradients(gm, inputs, mutated)
+        if through_nan is not None:
+            leaves = compare_graph_outputs(
+                outputs,
+                eager,
+                fp64,
+                tol,
+                check_non_float,
+                unjudged=either(unjudged, through_nan),
+                mutated=mutated,
+            )
     failed = any(not leaf.passed for leaf in leaves)
     return GraphVerdict(
         FailureKind.ACCURACY if failed else None,

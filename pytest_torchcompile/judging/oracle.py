@@ -21,7 +21,7 @@ from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, Comparison
 from pytest_torchcompile.judging.tensor_comparison import (
     compare_tensor,
-    unwritten_mask,
+    differing_elements,
     written_only,
 )
 
@@ -160,7 +160,7 @@ def compare_outputs(
 def unwritten_leaves(first: Any, second: Any, root: str = "out") -> dict[str, torch.Tensor]:
     """By leaf path, where two runs that filled memory no op wrote unlike differ."""
     masks = {
-        path: unwritten_mask(a, b)
+        path: differing_elements(a, b)
         for (path, a), (_, b) in zip(
             flatten_outputs(first, root), flatten_outputs(second, root), strict=False
         )

@@ -1,6 +1,6 @@
 """A graph's reference results: eager in its own precision, fp64 (every dtype named inside widened,
-inputs widened at first use), forward and backward, and the elements that depend on memory no op
-wrote.
+inputs widened at first use), forward and backward, and the elements that are no values: those
+that depend on memory no op wrote, and gradients through a NaN.
 
 Embedded in every full repro file with ``judge.py``: torch and the standard library only.
 """
@@ -16,10 +16,9 @@ import torch
 from pytest_torchcompile.judging.copies import clone_values, widened_copy
 from pytest_torchcompile.judging.mutation import may_write
 from pytest_torchcompile.judging.seeding import seeded_alike
-from pytest_torchcompile.judging.tensor_comparison import (
-    unwritten_mask,
-)
+from pytest_torchcompile.judging.tensor_comparison import differing_elements
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
+from pytest_torchcompile.torch_internals.nan_gradients import nan_gradients_filled
 from pytest_torchcompile.torch_internals.unwritten import filling_unwritten
 
 
@@ -83,9 +82,10 @@ def reference_results(
         return eager, *fp64_results(module, inputs, backward, mutated)
 
 
-UNWRITTEN_FILLS = (float("nan"), 7.0)
-"""What memory no op wrote holds in the two runs that find the results depending on it: unlike
-values (NaN spreads through nearly every op), in integer tensors 0 and 7."""
+UNLIKE_FILLS = (float("nan"), 7.0)
+"""What the two runs that find the results depending on something not a value fill it with (memory
+no op wrote, a gradient at a NaN): unlike values (NaN spreads through nearly every op), in integer
+tensors 0 and 7."""
 
 
 def unwritten_elements(
@@ -99,7 +99,7 @@ def unwritten_elements(
     them, until written): they hold whatever the allocator gave, in eager and compiled code alike,
     and are no values to judge. None when ``module`` allocates no such memory, or cannot run."""
     runs = []
-    for fill in UNWRITTEN_FILLS:
+    for fill in UNLIKE_FILLS:
         allocated: list[int] = []
         try:
             with seeded_alike(module), filling_unwritten(fill, allocated):
@@ -108,7 +108,42 @@ def unwritten_elements(
             return None
         if not allocated:
             return None
-    return [unwritten_mask(first, second) for first, second in zip(*runs, strict=True)]
+    return [differing_elements(first, second) for first, second in zip(*runs, strict=True)]
+
+
+def nan_dependent_gradients(
+    module: Callable[..., Any],
+    inputs: Sequence[Any],
+    mutated: Sequence[int] = (),
+) -> list[torch.Tensor | None] | None:
+    """Per result of ``module`` run forward and backward (as :func:`run_graph` returns them), the
+    gradient elements that depend on a value eager's forward computed as NaN (an input's or an
+    op's): eager's kernels give those no one value (:func:`nan_gradients_filled`), so they are not
+    judged. None when the forward meets no NaN that requires grad, or cannot run."""
+    runs = []
+    for fill in UNLIKE_FILLS:
+        filled: list[int] = []
+        try:
+            with seeded_alike(module):
+                runs.append(
+                    run_graph(nan_gradients_filled(module, fill, filled), inputs, True, mutated)
+                )
+        except Exception:
+            return None
+        if not filled:
+            return None
+    return [differing_elements(first, second) for first, second in zip(*runs, strict=True)]
+
+
+def either(
+    first: Sequence[torch.Tensor | None] | None, second: Sequence[torch.Tensor | None] | None
+) -> list[torch.Tensor | None] | None:
+    """Per result, the elements that one list of masks or the other marks."""
+    if first is None or second is None:
+        return None if first is None and second is None else list(first or second or ())
+    return [
+        a if b is None else b if a is None else a | b for a, b in zip(first, second, strict=True)
+    ]
 
 
 def fp64_outputs(

@@ -226,9 +226,10 @@ def _wrong_dtype(
     )
 
 
-def unwritten_mask(first: Any, second: Any) -> torch.Tensor | None:
-    """Where two runs that filled memory no op wrote unlike (``references.unwritten_elements``) differ:
-    the elements that depend on that memory; None where none does."""
+def differing_elements(first: Any, second: Any) -> torch.Tensor | None:
+    """Where two runs that filled something not a value unlike differ (memory no op wrote:
+    ``references.unwritten_elements``; a gradient at a NaN: ``references.nan_dependent_gradients``):
+    the elements that depend on it; None where none does."""
     if (
         not isinstance(first, torch.Tensor)
         or not isinstance(second, torch.Tensor)

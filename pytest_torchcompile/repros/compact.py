@@ -34,7 +34,11 @@ from pytest_torchcompile.judging.mutation import (
     mutated_inputs,
     operator_name,
 )
-from pytest_torchcompile.judging.references import reference_outputs, unwritten_elements
+from pytest_torchcompile.judging.references import (
+    nan_dependent_gradients,
+    reference_outputs,
+    unwritten_elements,
+)
 from pytest_torchcompile.judging.seeding import draws_random
 from pytest_torchcompile.repros.runtime import (
     EMBEDDED,
@@ -87,6 +91,9 @@ def compact_obstacle(case: ReproCase) -> str | None:
         allocates_unwritten = False
     if allocates_unwritten:
         return "memory no op writes, which the full form leaves unjudged"
+    differentiated = any(isinstance(v, torch.Tensor) and v.requires_grad for v in case.inputs)
+    if case.level == DYNAMO and differentiated and nan_dependent_gradients(case.gm, case.inputs):
+        return "gradients through a NaN, which the full form leaves unjudged"
     return None
 
 

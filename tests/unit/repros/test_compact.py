@@ -4,6 +4,7 @@ full form where the compact one cannot express a case, with the reason in its he
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import subprocess
 import sys
@@ -350,6 +351,27 @@ def test_a_torch_level_graph_of_a_training_call_is_compact_and_judges_its_gradie
         "REPRODUCED",
     ], done
     assert load_case(path).inputs[0].requires_grad
+
+
+def test_a_training_graph_with_gradients_through_a_nan_keeps_the_full_form(
+    tmp_path: Path,
+) -> None:
+    """The compact file judges every gradient element: one that depends on a NaN is no value
+    (eager's kernels give it by where it falls), which only the full form leaves out."""
+    x = torch.randn(16)
+    x[3] = math.nan
+    case = ReproCase(
+        torch.fx.symbolic_trace(relu_times),
+        [x.requires_grad_(), torch.randn(16)],
+        FailureKind.ACCURACY,
+        "t",
+        level=DYNAMO,
+        config_source=RELU_BUG.format("accuracy"),
+        grad_enabled=True,
+    )
+    source = write_minified(case, tmp_path / MINIFIED_NAME).read_text()
+    note = next(line for line in source.splitlines() if line.startswith(FULL_FORM))
+    assert "gradients through a NaN" in note
 
 
 def assigns_relu_into(x: torch.Tensor, out: torch.Tensor) -> torch.fx.GraphModule:
