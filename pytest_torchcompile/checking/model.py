@@ -91,6 +91,9 @@ class FailingGraph:
     dynamo: DynamoGraph | None = None
     """Set when the failure shows only at the torch level (a wrong decomposition): ``inputs``
     are then that graph's, and its repro compiles it through the whole stack."""
+    non_float_only: bool = False
+    """The graph's own failing outputs are all non-floating, whatever the check's were: a
+    training check's gradients wrong through the indices its forward graph saves."""
 
 
 @dataclass
@@ -1186,9 +1189,8 @@ def _compiler_error_outcome(
 # --- one graph at a time -------------------------------------------------------------------
 
 
-def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) -> float | None:
-    """The worst error ratio of one recorded call of a compiled graph (its outputs and the inputs it
-    writes into), None when it passes."""
+def _failing_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) -> Comparison:
+    """One recorded call of a compiled graph judged (its outputs and the inputs it writes into)."""
     mutated = mutated_inputs(graph.gm, inputs)
     eager, fp64 = reference_outputs(graph.gm, inputs, mutated=mutated)
     args = clone_values(inputs)
@@ -1207,10 +1209,7 @@ def _judge_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) 
         unjudged=unwritten_elements(graph.gm, inputs, mutated=mutated),
         mutated=mutated,
     )
-    failing = [leaf for leaf in leaves if not leaf.passed]
-    if not failing:
-        return None
-    return max((leaf.ratio for leaf in failing if leaf.ratio is not None), default=math.inf)
+    return Comparison(leaves)
 
 
 def _failing_graphs(
@@ -1225,9 +1224,18 @@ def _failing_graphs(
         if graph.compiled is None or graph.has_random_ops:
             continue
         for inputs in graph.calls:
-            ratio = _judge_call(graph, inputs, options)
-            if ratio is not None:
-                scored.append((ratio, FailingGraph(graph, inputs)))
+            judged = _failing_call(graph, inputs, options)
+            if not judged.passed:
+                ratio = max(
+                    (leaf.ratio for leaf in judged.failing if leaf.ratio is not None),
+                    default=math.inf,
+                )
+                scored.append(
+                    (
+                        ratio,
+                        FailingGraph(graph, inputs, non_float_only=judged.fails_only_in_non_float),
+                    )
+                )
                 break
     if not scored:
         return _failing_dynamo_graphs(dynamo_graphs, options) or [

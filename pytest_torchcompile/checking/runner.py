@@ -223,7 +223,14 @@ class CheckRunner:
                 if note
             ]
             self._record_failing_graph(
-                result, failing.graph, failing.inputs, settings, notes, failing.gm, failing.dynamo
+                result,
+                failing.graph,
+                failing.inputs,
+                settings,
+                notes,
+                failing.gm,
+                failing.dynamo,
+                failing.non_float_only,
             )
         self.session.record(result)
         if record_property is not None:
@@ -302,7 +309,10 @@ class CheckRunner:
         notes: list[str],
         gm: torch.fx.GraphModule | None = None,
         dynamo: DynamoGraph | None = None,
+        non_float_only: bool = False,
     ) -> None:
+        """``non_float_only``: the graph's own failing outputs are all non-floating, though the
+        check's may not be (:attr:`FailingGraph.non_float_only`)."""
         result.graph = dynamo.label if dynamo is not None else graph.label
         if result.status is Status.FAIL_RUNTIME and graph.host_copy is not None and gm is None:
             # The failing call's own copy, readable even where the error left the device unusable.
@@ -324,7 +334,7 @@ class CheckRunner:
                 notes,
                 gm,
                 dynamo,
-                Comparison(result.leaves).fails_only_in_non_float,
+                non_float_only or Comparison(result.leaves).fails_only_in_non_float,
             )
         except OSError as error:
             # The check's verdict stands; only its repro is missing.

@@ -67,3 +67,33 @@ def test_a_plain_training_call_at_a_nan_input_passes() -> None:
         torch.compile(clipped)(x).sum().backward()
     reset()
     assert checker.failures == [] and checker.unchecked == []
+
+
+def adaptive_max_pooled(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.adaptive_max_pool2d(x, 2)
+
+
+def test_gradients_wrong_through_saved_indices_name_the_forward_graph_non_floating() -> None:
+    """Inductor's ``adaptive_max_pool2d`` gives a window holding a NaN after its largest finite
+    value that value's index, where eager gives the NaN's (its value is NaN in both): the
+    gradient goes to the wrong element. The forward graph that fails alone is wrong only in the
+    indices it saves, so its case is a non-floating failure, which its minifier judges."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 4, 5, 5)
+    x[0, 1, 2, 3] = math.nan
+    _, eager = torch.nn.functional.adaptive_max_pool2d(x, 2, return_indices=True)
+    reset()
+    _, compiled = torch.compile(
+        lambda t: torch.nn.functional.adaptive_max_pool2d(t, 2, return_indices=True)
+    )(x)
+    reset()
+    if torch.equal(eager, compiled):
+        pytest.skip("this torch gives the NaN's index compiled too")
+    outcome = check_model(
+        adaptive_max_pooled, (x.requires_grad_(),), options=CheckOptions(backward=True)
+    )
+    assert outcome.status is Status.FAIL_ACCURACY, outcome.message
+    assert outcome.comparison is not None
+    assert [leaf.path for leaf in outcome.comparison.failing] == ["grad['args[0]']"]
+    [failing, *_] = outcome.failing_graphs
+    assert failing.graph.kind == "forward" and failing.non_float_only
