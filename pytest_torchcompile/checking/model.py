@@ -41,9 +41,9 @@ from pytest_torchcompile.judging.judge import (
 from pytest_torchcompile.judging.mutation import changed, mutated_inputs
 from pytest_torchcompile.judging.oracle import (
     compare_outputs,
+    differing_leaves,
     first_disagreement,
     flatten_outputs,
-    unwritten_leaves,
 )
 from pytest_torchcompile.judging.precision import full_fp32_precision
 from pytest_torchcompile.judging.references import (
@@ -324,7 +324,7 @@ def _compare(
     eager: dict[str, Any],
     reference: dict[str, Any] | None,
     options: CheckOptions,
-    unwritten: dict[str, torch.Tensor] | None = None,
+    unjudged: dict[str, torch.Tensor] | None = None,
     noise: dict[str, float] | None = None,
     noise_from: dict[str, str] | None = None,
 ) -> Comparison:
@@ -337,7 +337,7 @@ def _compare(
             options.tolerance,
             not options.ignore_non_float,
             root=root,
-            unwritten=unwritten,
+            unjudged=unjudged,
             noise=noise,
             noise_from=noise_from,
         )
@@ -546,7 +546,7 @@ class _EagerRuns:
         return {
             path: mask
             for root in filled
-            for path, mask in unwritten_leaves(filled[root], filled_unlike[root], root).items()
+            for path, mask in differing_leaves(filled[root], filled_unlike[root], root).items()
         }
 
     def nan_dependent_gradients(self, arguments: Arguments) -> dict[str, torch.Tensor] | None:
@@ -562,7 +562,7 @@ class _EagerRuns:
             if not filled:
                 return None
         first, second = runs
-        return unwritten_leaves(first["grad"], second["grad"], "grad")
+        return differing_leaves(first["grad"], second["grad"], "grad")
 
 
 @dataclass

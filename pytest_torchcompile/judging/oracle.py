@@ -76,12 +76,13 @@ def compare_outputs(
     tol: float = DEFAULT_TOLERANCE,
     check_non_float: bool = True,
     root: str = "out",
-    unwritten: dict[str, torch.Tensor] | None = None,
+    unjudged: dict[str, torch.Tensor] | None = None,
     noise: dict[str, float] | None = None,
     noise_from: dict[str, str] | None = None,
 ) -> Comparison:
     """Compare nested outputs leaf by leaf; ``reference`` None selects the weaker check. The
-    elements ``unwritten`` marks, by leaf path (:func:`unwritten_leaves`), are not judged;
+    elements ``unjudged`` marks, by leaf path (:func:`differing_leaves`: memory no op wrote,
+    gradients through a NaN), are not judged;
     ``noise``, by leaf path, is a second legitimate evaluation's error (:mod:`reordering`), and
     ``noise_from`` names that evaluation where it is not the batch reversed or channels-last."""
     compiled_leaves = list(flatten_outputs(compiled, root))
@@ -114,7 +115,7 @@ def compare_outputs(
                     )
                 )
                 continue
-            mask = (unwritten or {}).get(path)
+            mask = (unjudged or {}).get(path)
             leaves.append(
                 compare_tensor(
                     path,
@@ -157,8 +158,9 @@ def compare_outputs(
     return Comparison(leaves)
 
 
-def unwritten_leaves(first: Any, second: Any, root: str = "out") -> dict[str, torch.Tensor]:
-    """By leaf path, where two runs that filled memory no op wrote unlike differ."""
+def differing_leaves(first: Any, second: Any, root: str = "out") -> dict[str, torch.Tensor]:
+    """By leaf path, where two runs that filled something not a value unlike differ
+    (:func:`differing_elements`)."""
     masks = {
         path: differing_elements(a, b)
         for (path, a), (_, b) in zip(
