@@ -48,6 +48,7 @@ from pytest_torchcompile.judging.oracle import (
 from pytest_torchcompile.judging.precision import full_fp32_precision
 from pytest_torchcompile.judging.references import (
     UNLIKE_FILLS,
+    holds_nan,
     reference_outputs,
     unwritten_elements,
 )
@@ -549,11 +550,18 @@ class _EagerRuns:
             for path, mask in differing_leaves(filled[root], filled_unlike[root], root).items()
         }
 
-    def nan_dependent_gradients(self, arguments: Arguments) -> dict[str, torch.Tensor] | None:
-        """The elements of eager's gradients that depend on a value its forward computed as NaN:
-        where two runs that fill the gradients at NaN values unlike differ (eager's kernels give
-        those no one value). None without a gradient, or where no NaN requires grad."""
+    def nan_dependent_gradients(
+        self, arguments: Arguments, eager: tuple[dict[str, Any], list[Any]]
+    ) -> dict[str, torch.Tensor] | None:
+        """The elements of ``eager``'s gradients that depend on a value its forward computed as
+        NaN: where two runs that fill the gradients at NaN values unlike differ (eager's kernels
+        give those no one value). None without a gradient, or where no NaN requires grad; nothing
+        is run where no NaN is among the arguments and ``eager``'s results
+        (:func:`nan_dependent_gradients` says why)."""
         if not self.options.backward or self.options.steps:
+            return None
+        values = [*flatten_outputs((arguments, eager[0]), "values")]
+        if not holds_nan([value for _, value in values]):
             return None
         runs = []
         for fill in UNLIKE_FILLS:
@@ -816,7 +824,7 @@ def _compare_set(
     comparison = _compare(*compared)
     if not comparison.passed and any(leaf.path.startswith("grad") for leaf in comparison.failing):
         # Found only where a gradient fails: it costs two more eager forward and backward runs.
-        through_nan = eager.nan_dependent_gradients(arguments)
+        through_nan = eager.nan_dependent_gradients(arguments, eager_run)
         if through_nan:
             compared = (*compared[:4], _either(compared[4], through_nan))
             comparison = _compare(*compared)

@@ -533,7 +533,7 @@ class GraphChecker:
         if any(not leaf.passed for leaf in leaves):
             # Found only where a gradient fails: it costs two more forward and backward runs.
             with generators_kept():
-                through_nan = nan_dependent_gradients(_mean_loss(graph.gm), inputs, mutated)
+                through_nan = nan_dependent_gradients(_mean_loss(graph.gm), inputs, mutated, eager)
             if through_nan is not None:
                 leaves = judged(either(unwritten, through_nan))
         return leaves, mutated, reference

@@ -226,7 +226,7 @@ def _judge(
     )
     if backward and any(not leaf.passed for leaf in leaves):
         # Found only for a failing training graph: it costs two more forward and backward runs.
-        through_nan = nan_dependent_gradients(gm, inputs, mutated)
+        through_nan = nan_dependent_gradients(gm, inputs, mutated, eager)
         if through_nan is not None:
             leaves = compare_graph_outputs(
                 outputs,

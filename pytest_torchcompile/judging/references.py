@@ -111,15 +111,33 @@ def unwritten_elements(
     return [differing_elements(first, second) for first, second in zip(*runs, strict=True)]
 
 
+def holds_nan(values: Sequence[Any]) -> bool:
+    """Whether a floating tensor among ``values`` holds a NaN."""
+    return any(
+        isinstance(value, torch.Tensor)
+        and (value.is_floating_point() or value.is_complex())
+        and bool(torch.isnan(value).any())
+        for value in values
+    )
+
+
 def nan_dependent_gradients(
     module: Callable[..., Any],
     inputs: Sequence[Any],
     mutated: Sequence[int] = (),
+    results: Sequence[Any] | None = None,
 ) -> list[torch.Tensor | None] | None:
     """Per result of ``module`` run forward and backward (as :func:`run_graph` returns them), the
     gradient elements that depend on a value eager's forward computed as NaN (an input's or an
     op's): eager's kernels give those no one value (:func:`nan_gradients_filled`), so they are not
-    judged. None when the forward meets no NaN that requires grad, or cannot run."""
+    judged. None when the forward meets no NaN that requires grad, or cannot run.
+
+    ``results``: eager's results, where known. Without a NaN among them and ``inputs`` nothing is
+    run: a NaN the forward computes and hides from its outputs (``where``, ``nan_to_num``) passes
+    its backward a zero gradient, which an op's backward at the NaN gives back as 0 or as NaN, the
+    latter in eager's gradients."""
+    if results is not None and not holds_nan([*inputs, *results]):
+        return None
     runs = []
     for fill in UNLIKE_FILLS:
         filled: list[int] = []

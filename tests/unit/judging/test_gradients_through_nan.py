@@ -90,3 +90,17 @@ def test_a_wrong_gradient_elsewhere_still_fails(nans: Sequence[int]) -> None:
 def test_a_wrong_gradient_at_the_nan_is_not_judged() -> None:
     verdict = _judge(_inputs(), compiler=_with_gradient_off(at=NANS[0], by=1.0))
     assert verdict.failure is None
+
+
+def test_without_a_nan_among_inputs_and_results_nothing_is_run() -> None:
+    calls: list[int] = []
+
+    def counted(x: torch.Tensor) -> tuple[torch.Tensor]:
+        calls.append(1)
+        return Clipped()(x)
+
+    results = [torch.zeros(SIZE), torch.ones(SIZE)]
+    assert nan_dependent_gradients(counted, _inputs(nans=()), results=results) is None
+    assert calls == []
+    assert nan_dependent_gradients(counted, _inputs(), results=results) is not None
+    assert len(calls) == 2
