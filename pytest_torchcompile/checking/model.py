@@ -1197,7 +1197,7 @@ def _compiler_error_outcome(
 # --- one graph at a time -------------------------------------------------------------------
 
 
-def _failing_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) -> Comparison:
+def _judged_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions) -> Comparison:
     """One recorded call of a compiled graph judged (its outputs and the inputs it writes into)."""
     mutated = mutated_inputs(graph.gm, inputs)
     eager, fp64 = reference_outputs(graph.gm, inputs, mutated=mutated)
@@ -1232,7 +1232,7 @@ def _failing_graphs(
         if graph.compiled is None or graph.has_random_ops:
             continue
         for inputs in graph.calls:
-            judged = _failing_call(graph, inputs, options)
+            judged = _judged_call(graph, inputs, options)
             if not judged.passed:
                 ratio = max(
                     (leaf.ratio for leaf in judged.failing if leaf.ratio is not None),
