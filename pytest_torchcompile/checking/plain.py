@@ -83,6 +83,9 @@ class GraphFailure:
     dynamo: DynamoGraph | None = None
     reference: str = "fp64"
     """``fp64``, or the label of the same-precision check the graph was judged by without it."""
+    non_float_only: bool = False
+    """The graph's own failing outputs are all non-floating, though ``leaves`` hold its training
+    call's floating gradients too (the indices a forward graph saves, wrong)."""
 
 
 class GraphChecker:
@@ -439,6 +442,7 @@ class GraphChecker:
             failure = self.failures[failed]
             self.failures[failed] = dataclasses.replace(
                 failure,
+                non_float_only=Comparison(failure.leaves).fails_only_in_non_float,
                 leaves=[*failure.leaves, *failing],
                 message=f"{failure.message}; {len(failing)} of {len(leaves)} results of its training call's "
                 "backward deviate too",

@@ -312,7 +312,8 @@ class CheckRunner:
         non_float_only: bool = False,
     ) -> None:
         """``non_float_only``: the graph's own failing outputs are all non-floating, though the
-        check's may not be (:attr:`FailingGraph.non_float_only`)."""
+        check's may not be (:attr:`FailingGraph.non_float_only`,
+        :attr:`GraphFailure.non_float_only`)."""
         result.graph = dynamo.label if dynamo is not None else graph.label
         if result.status is Status.FAIL_RUNTIME and graph.host_copy is not None and gm is None:
             # The failing call's own copy, readable even where the error left the device unusable.
@@ -459,6 +460,7 @@ class CheckRunner:
                         [failure.note] if failure.note else [],
                         failure.gm,
                         failure.dynamo,
+                        failure.non_float_only,
                     )
                 results.append(result)
         return results
