@@ -5,6 +5,7 @@ interceptions (the interception itself); no module holds any of it."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,16 @@ def _judging_children() -> list[int]:
     return found
 
 
+def _started_since(before: set[int], timeout_s: float = 10.0) -> set[int]:
+    """The judging children started since ``before`` was taken. Waited for: a child's command
+    line reads empty in ``/proc`` between the end of its exec, when ``Popen`` returns, and the
+    kernel's setting up of its arguments, a window a loaded machine can hold open."""
+    deadline = time.monotonic() + timeout_s
+    while not (started := set(_judging_children()) - before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return started
+
+
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 
 
@@ -43,7 +54,7 @@ def test_probe_children_end_when_their_owner_closes(monkeypatch: pytest.MonkeyPa
     before = set(_judging_children())
     children = ProbeChildren()
     children.start(None)
-    assert children.judge(None) is not None and set(_judging_children()) - before
+    assert children.judge(None) is not None and _started_since(before)
     children.close()
     assert set(_judging_children()) <= before
 
@@ -60,12 +71,12 @@ def test_pytest_unconfigure_ends_the_probe_child_and_the_prestarted_judging_chil
     repro.write_text("torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'\n")
     before = set(_judging_children())
     config = pytester.parseconfigure("--compile-accuracy", "-p", "no:xdist")
-    probe_child = set(_judging_children()) - before
+    probe_child = _started_since(before)
     assert len(probe_child) == 1
     state = config.stash[SESSION_KEY]
     assert state.on_minify_job is not None
     state.on_minify_job(MinifyJob("case", "test_x.py::test", str(repro), 10.0))
-    assert len(set(_judging_children()) - before - probe_child) == 1, "a prestarted judging child"
+    assert len(_started_since(before | probe_child)) == 1, "a prestarted judging child"
     config._ensure_unconfigure()
     assert set(_judging_children()) <= before
 
