@@ -1,15 +1,19 @@
-"""An accuracy finding fails a test only once confirmed: its repro, judged in a fresh process as
-``python repro.py`` and the minifier judge it, fails as the check recorded. One that does not
-(a deviation in memory no op wrote, a result of this process's state) is reported unconfirmed."""
+"""An accuracy finding is confirmed when its repro, judged in a fresh process as ``python repro.py``
+and the minifier judge it, fails as the check recorded. One that is not still fails its test where
+the deviation recurs in the test's process (a compiler patched there, a repro that does not hold the
+code the test ran): only a deviation that does not recur is reported unconfirmed."""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+from dataclasses import dataclass
 
 from pytest_torchcompile.checking.aside import aside
 from pytest_torchcompile.checking.masked import device_of
 from pytest_torchcompile.common.kinds import FailureKind
+from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import (
     InProcessJudge,
@@ -22,6 +26,30 @@ from pytest_torchcompile.judging.isolation.protocol import (
 )
 from pytest_torchcompile.judging.judge import same_failure
 from pytest_torchcompile.repros.repro import load_case
+
+
+@dataclass(frozen=True)
+class Unreproduced:
+    """A repro that, judged in a fresh process, does not fail as its check recorded."""
+
+    reason: str
+    """What the fresh process gave, and what differed (:func:`_what_differed`)."""
+    fails_here: bool
+    """The repro's graph, compiled again in the test's process, fails there as recorded: the
+    deviation recurs in that process, whose compiler or state a fresh one lacks."""
+
+
+def settle(result: CaseResult, unreproduced: Unreproduced, recurs: bool) -> None:
+    """A failing check's status once its repro is not confirmed: still failing, the reason in its
+    message, where the deviation recurs in this process (``recurs``: the check's compiled code,
+    run again on the same inputs, failed again; or the repro's graph fails here); else
+    ``unconfirmed``. Where only the test's own code fails again, the repro misses what the test
+    ran: a defect of the repro, said so."""
+    if not (recurs or unreproduced.fails_here):
+        result.status, result.unconfirmed = Status.UNCONFIRMED, unreproduced.reason
+        return
+    defect = "" if unreproduced.fails_here else " (a defect of the repro)"
+    result.message += f"; the deviation recurs in this process, but {unreproduced.reason}{defect}"
 
 
 class Confirmer:
@@ -80,8 +108,8 @@ class Confirmer:
                 self._judges[key] = None
         return self._judges[key]
 
-    def unconfirmed(self, repro_path: str) -> str | None:
-        """Why the repro at ``repro_path``, judged in a child process, does not fail as it
+    def unreproduced(self, repro_path: str) -> Unreproduced | None:
+        """How the repro at ``repro_path``, judged in a child process, does not fail as it
         records; None when it does, or when no verdict could be had there (a child that cannot
         start or crashes says nothing about the finding)."""
         case = load_case(repro_path)
@@ -105,13 +133,16 @@ class Confirmer:
             outcome = f"{fresh} passes: the compiled graph matches the reference there"
         else:
             outcome = f"{fresh} fails another way ({verdict.failure}{f': {verdict.error}' if verdict.error else ''})"
-        return f"{outcome}; {_what_differed(case, settings, judge)}"
+        differed, fails_here = _what_differed(case, settings, judge)
+        return Unreproduced(f"{outcome}; {differed}", fails_here)
 
 
-def _what_differed(case: ReproCase, settings: JudgeSettings, there: IsolatedJudge) -> str:
+def _what_differed(
+    case: ReproCase, settings: JudgeSettings, there: IsolatedJudge
+) -> tuple[str, bool]:
     """Why a repro judged in a fresh process does not fail as this process recorded: the same
     graph judged here again and, where it fails here, the code Inductor generates for it here and
-    there. A disagreement is a fault of the judging or of this process, to be named."""
+    there; and whether it fails here (:attr:`Unreproduced.fails_here`)."""
     try:
         # Not a compile of the test's: no check watching this test may judge it.
         with aside(), InProcessJudge(case.config_source) as here:
@@ -119,24 +150,30 @@ def _what_differed(case: ReproCase, settings: JudgeSettings, there: IsolatedJudg
             if not same_failure(verdict, case.kind, case.expected_error, case.error_pattern):
                 return (
                     "judged again in this process, the repro's graph passes too: the failure was in the "
-                    "code the test ran, which the graph the repro holds does not compile to"
+                    "code the test ran, which the graph the repro holds does not compile to",
+                    False,
                 )
             here_code = here.kernel_source(case.gm, case.inputs, settings)
         there_code = there.kernel_source(case.gm, case.inputs, settings)
     except (IsolationError, OSError) as error:
-        return f"what differed is unknown ({type(error).__name__}: {error})"
+        return f"what differed is unknown ({type(error).__name__}: {error})", False
     if here_code is None or there_code is None:
-        return "the repro's graph fails again in this process; the code it compiles to could not be compared"
+        return (
+            "the repro's graph fails again in this process; the code it compiles to could not be compared",
+            True,
+        )
     if here_code == there_code:
         return (
             "the repro's graph fails again in this process, and compiles to the same code in both: what "
-            "differs is this process's state as the code runs"
+            "differs is this process's state as the code runs",
+            True,
         )
     line, here_line, there_line = _first_difference(here_code.splitlines(), there_code.splitlines())
     return (
         f"the repro's graph fails again in this process, where Inductor generates other code for it than "
         f"in the fresh process (line {line}: here {here_line!r}, there {there_line!r}): this process "
-        "compiles with something a fresh one lacks (a patched lowering, decomposition or pass)"
+        "compiles with something a fresh one lacks (a patched lowering, decomposition or pass)",
+        True,
     )
 
 

@@ -111,6 +111,10 @@ class CheckOutcome:
     fallback_random: bool = False
     """The compiled graphs draw random numbers, through eager's generator (Inductor's
     ``fallback_random``), so eager and compiled runs seeded alike draw the same numbers."""
+    recurs: bool = False
+    """A failing check's compiled model, run again on the same inputs, fails again: the
+    deviation recurs in this process, so the test fails whether or not its repro reproduces
+    it in a fresh process (:class:`~pytest_torchcompile.checking.confirmation.Unreproduced`)."""
 
     @property
     def passed(self) -> bool:
@@ -623,7 +627,7 @@ def _check(
     for (arguments, eager_run, compiled_run), (reference, label) in zip(
         compiled.results, references, strict=True
     ):
-        comparison = _compare_set(
+        comparison, rejudge = _compare_set(
             fn,
             arguments,
             eager_run,
@@ -650,6 +654,7 @@ def _check(
                 _failing_graphs(graphs, compiled.entry.capture.dynamo_graphs, options),
                 compiled.seconds,
                 compiled_run[0]["out"],
+                recurs=_recurs(compiled.entry, arguments, options, rejudge),
             )
     return _passing_outcome(compiled, baseline, comparison, references[-1][1], options)
 
@@ -797,6 +802,37 @@ def _run_sets(
     return results
 
 
+def _run_again(
+    entry: CompiledEntry, arguments: Arguments, options: CheckOptions
+) -> tuple[dict[str, Any], list[Any]]:
+    """The compiled model run once more on an input set, from the weights and buffers its first
+    run started from (the caller's, which no check changes) and seeded alike: whether a deviation
+    recurs in this process."""
+    if entry.module is not None:
+        weights = dict(_state(entry.source))
+        with torch.no_grad():
+            for name, tensor in _state(entry.module):
+                if name in weights:
+                    tensor.copy_(weights[name])
+    torch.manual_seed(options.seed)
+    with inductor_config(options.inductor_config), no_compile_caches(), strict_dynamo():
+        return _execute(entry.compiled, entry.module, arguments, options)
+
+
+def _recurs(
+    entry: CompiledEntry,
+    arguments: Arguments,
+    options: CheckOptions,
+    rejudge: Callable[[tuple[dict[str, Any], list[Any]]], Comparison],
+) -> bool:
+    """Whether the compiled model, run again on ``arguments`` (:func:`_run_again`), fails the
+    check's judgement again. A second run that raises says nothing of the first's deviation."""
+    try:
+        return not rejudge(_run_again(entry, arguments, options)).passed
+    except Exception:
+        return False
+
+
 def _compare_set(
     fn: Callable[..., Any],
     arguments: Arguments,
@@ -808,12 +844,15 @@ def _compare_set(
     options: CheckOptions,
     graphs: list[CapturedGraph],
     on_deviation: Callable[[str, str | None], None] | None,
-) -> Comparison:
+) -> tuple[Comparison, Callable[[tuple[dict[str, Any], list[Any]]], Comparison]]:
     """One input set's outputs judged; where they fail by the fp64 rule, judged again against the
     second legitimate evaluations' errors (run only then), which may overturn it: eager on the
     batch reversed and in channels-last layout, then, where outputs still fail, Inductor's
-    decomposed graphs run eagerly (:func:`_decomposed_floors`)."""
+    decomposed graphs run eagerly (:func:`_decomposed_floors`). With the comparison, the same
+    judgement of another compiled run (its masks and floors as found here)."""
     mutated = baseline.mutated
+    floors: dict[str, float] = {}
+    deciding: dict[str, str] = {}
     compared = (
         _judged(*compiled_run, mutated),
         _judged(*eager_run, mutated),
@@ -857,12 +896,13 @@ def _compare_set(
                 if floor > floors.get(path, 0.0)
             }
             if deciding:
-                comparison = _compare(
-                    *compared,
-                    {**floors, **{path: decomposed_floors[path] for path in deciding}},
-                    deciding,
-                )
-    return comparison
+                floors = {**floors, **{path: decomposed_floors[path] for path in deciding}}
+                comparison = _compare(*compared, floors, deciding)
+
+    def rejudge(run: tuple[dict[str, Any], list[Any]]) -> Comparison:
+        return _compare(_judged(*run, mutated), *compared[1:], floors or None, deciding or None)
+
+    return comparison, rejudge
 
 
 def _either(

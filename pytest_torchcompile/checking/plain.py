@@ -86,6 +86,9 @@ class GraphFailure:
     non_float_only: bool = False
     """The graph's own failing outputs are all non-floating, though ``leaves`` hold its training
     call's floating gradients too (the indices a forward graph saves, wrong)."""
+    recurs: bool = False
+    """The test's compiled code, run again on the same inputs, fails again: the deviation recurs
+    in this process (see :attr:`~pytest_torchcompile.checking.model.CheckOutcome.recurs`)."""
 
 
 class GraphChecker:
@@ -219,16 +222,21 @@ class GraphChecker:
             return
         reference = self._reference(graph.label, graph.gm, inputs, fp64_error)
         tol = self.training_tol if graph.kind == "backward" else self.tol
-        leaves = compare_graph_outputs(
-            [*outputs, *(given[index] for index in mutated)],
-            eager,
-            fp64,
-            tol,
-            self.check_non_float,
-            f"{graph.kind}_out",
-            unwritten_elements(graph.gm, inputs, mutated=mutated),
-            mutated,
-        )
+        unjudged = unwritten_elements(graph.gm, inputs, mutated=mutated)
+
+        def judged(results: list[Any]) -> list[LeafResult]:
+            return compare_graph_outputs(
+                results,
+                eager,
+                fp64,
+                tol,
+                self.check_non_float,
+                f"{graph.kind}_out",
+                unjudged,
+                mutated,
+            )
+
+        leaves = judged([*outputs, *(given[index] for index in mutated)])
         ratios = [
             ratio
             for ratio in (self.judged.get(graph.index), Comparison(leaves).worst_ratio)
@@ -253,6 +261,7 @@ class GraphChecker:
                     leaves,
                     fallback_random=graph.has_random_ops,
                     reference=reference,
+                    recurs=_recurs(graph, inputs, mutated, judged),
                 )
             )
         elif self.intermediates and graph.has_random_ops:
@@ -642,6 +651,25 @@ class GraphChecker:
     def release(self) -> None:
         """Drop the copies of the watched calls' inputs; the compiled code stays Dynamo's."""
         self.capture.end_watch()
+
+
+def _recurs(
+    graph: CapturedGraph,
+    inputs: list[Any],
+    mutated: list[int],
+    judged: Callable[[list[Any]], list[LeafResult]],
+) -> bool:
+    """Whether the test's compiled graph, called again on copies of a failing call's inputs,
+    fails again. A call that raises says nothing of the first's deviation."""
+    if graph.compiled is None:
+        return False
+    args = clone_values(inputs)
+    try:
+        with torch.no_grad():
+            results = [*graph.compiled(list(args)), *(args[index] for index in mutated)]
+    except Exception:
+        return False
+    return any(not leaf.passed for leaf in judged(results))
 
 
 def _training_call(inputs: list[Any], outputs: Any) -> bool:

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from pytest_torchcompile.checking.aside import aside
-from pytest_torchcompile.checking.confirmation import Confirmer
+from pytest_torchcompile.checking.confirmation import Confirmer, settle
 from pytest_torchcompile.checking.masked import (
     ProbeChildren,
     current_device,
@@ -231,6 +231,7 @@ class CheckRunner:
                 failing.gm,
                 failing.dynamo,
                 failing.non_float_only,
+                outcome.recurs,
             )
         self.session.record(result)
         if record_property is not None:
@@ -310,10 +311,13 @@ class CheckRunner:
         gm: torch.fx.GraphModule | None = None,
         dynamo: DynamoGraph | None = None,
         non_float_only: bool = False,
+        recurs: bool = False,
     ) -> None:
         """``non_float_only``: the graph's own failing outputs are all non-floating, though the
         check's may not be (:attr:`FailingGraph.non_float_only`,
-        :attr:`GraphFailure.non_float_only`)."""
+        :attr:`GraphFailure.non_float_only`). ``recurs``: the check's compiled code, run again
+        on the same inputs, failed again (:attr:`CheckOutcome.recurs`,
+        :attr:`GraphFailure.recurs`)."""
         result.graph = dynamo.label if dynamo is not None else graph.label
         if result.status is Status.FAIL_RUNTIME and graph.host_copy is not None and gm is None:
             # The failing call's own copy, readable even where the error left the device unusable.
@@ -351,9 +355,10 @@ class CheckRunner:
                 and settings.backend == "inductor"
                 and result.status is Status.FAIL_ACCURACY
             ):
-                result.unconfirmed = self.confirmer.unconfirmed(result.repro_path)
-                if result.unconfirmed is not None:
-                    result.status = Status.UNCONFIRMED
+                unreproduced = self.confirmer.unreproduced(result.repro_path)
+                if unreproduced is not None:
+                    # Nothing to minify: a fresh process does not fail the repro.
+                    settle(result, unreproduced, recurs)
                     return
         if settings.minify and settings.backend == "inductor" and result.repro_defect is None:
             job = MinifyJob(
@@ -461,6 +466,7 @@ class CheckRunner:
                         failure.gm,
                         failure.dynamo,
                         failure.non_float_only,
+                        failure.recurs,
                     )
                 results.append(result)
         return results

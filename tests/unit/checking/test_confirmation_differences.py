@@ -1,6 +1,6 @@
 """A finding its repro does not confirm in a fresh process says what differed: the repro's graph
-judged again here (passing: the repro does not hold what the test ran) and, where it fails here,
-the code Inductor generates for it here and there."""
+judged again here (passing: the repro does not hold what the test ran) and, where it fails here
+(the deviation recurs in this process), the code Inductor generates for it here and there."""
 
 from __future__ import annotations
 
@@ -35,23 +35,22 @@ def test_code_generated_otherwise_here_is_named(
     monkeypatch.setitem(lowering.lowerings, aten.relu.default, lowering.lowerings[aten.abs.default])
     confirmer = Confirmer()
     try:
-        reason = confirmer.unconfirmed(relu_repro(tmp_path))
+        unreproduced = confirmer.unreproduced(relu_repro(tmp_path))
     finally:
         confirmer.close()
-    assert reason is not None and "judged in a fresh process, passes" in reason
-    assert "generates other code for it than in the fresh process (line " in reason
+    assert unreproduced is not None and unreproduced.fails_here
+    assert "judged in a fresh process, passes" in unreproduced.reason
+    assert "generates other code for it than in the fresh process (line " in unreproduced.reason
 
 
 def test_a_repro_that_passes_here_too_is_said_not_to_hold_what_the_test_ran(tmp_path: Path) -> None:
     confirmer = Confirmer()
     try:
-        reason = confirmer.unconfirmed(relu_repro(tmp_path))
+        unreproduced = confirmer.unreproduced(relu_repro(tmp_path))
     finally:
         confirmer.close()
-    assert (
-        reason is not None
-        and "judged again in this process, the repro's graph passes too" in reason
-    )
+    assert unreproduced is not None and not unreproduced.fails_here
+    assert "judged again in this process, the repro's graph passes too" in unreproduced.reason
 
 
 def test_the_child_started_as_a_check_deviates_is_the_one_that_confirms(tmp_path: Path) -> None:
@@ -61,13 +60,13 @@ def test_the_child_started_as_a_check_deviates_is_the_one_that_confirms(tmp_path
     try:
         confirmer.prestart("", None)
         assert len(confirmer._prestarted) == 1
-        reason = confirmer.unconfirmed(relu_repro(tmp_path))
+        unreproduced = confirmer.unreproduced(relu_repro(tmp_path))
         assert len(confirmer._prestarted) == 0, "adopted"
         confirmer.prestart("", None)
         assert len(confirmer._prestarted) == 0, "a judge of this setup runs already"
     finally:
         confirmer.close()
-    assert reason is not None and "judged in a fresh process, passes" in reason
+    assert unreproduced is not None and "judged in a fresh process, passes" in unreproduced.reason
 
 
 def test_the_child_started_as_checks_begin_confirms_and_is_started_once(tmp_path: Path) -> None:
@@ -78,11 +77,11 @@ def test_the_child_started_as_checks_begin_confirms_and_is_started_once(tmp_path
         confirmer.start(None)
         assert len(confirmer._prestarted) == 1
         repro = relu_repro(tmp_path)
-        reason = confirmer.unconfirmed(repro)
+        unreproduced = confirmer.unreproduced(repro)
         assert len(confirmer._prestarted) == 0, "adopted"
         assert confirmer.devices == {repro: None}, "judged on the CPU, which the minify phase reads"
         confirmer.start(None)
         assert len(confirmer._prestarted) == 0, "a judge of this device runs already"
     finally:
         confirmer.close()
-    assert reason is not None and "judged in a fresh process, passes" in reason
+    assert unreproduced is not None and "judged in a fresh process, passes" in unreproduced.reason
