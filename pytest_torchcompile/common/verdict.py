@@ -18,6 +18,9 @@ class Status(enum.StrEnum):
     FAIL_RUNTIME = "fail_runtime"
     EAGER_FAIL = "eager_fail"
     EAGER_NONDETERMINISTIC = "eager_nondeterministic"
+    """Eager disagrees with itself on the same inputs, deterministic kernels too, and compiled
+    code lies within the spread of its runs: not failed (eager's own nondeterminism is no fault
+    of the compiler), and weaker evidence than a pass; reported with where eager moved."""
     OUT_OF_MEMORY = "out_of_memory"
     """A run of the check (eager, fp64 or compiled) ran out of host or device memory: nothing
     could be judged, and nothing says the compiler is at fault."""

@@ -157,13 +157,17 @@ def compare_tensor(
     notes = [as_fp64_note] if as_fp64_note else []
     if not passed and noise is not None and noise > eager_error:
         passed = within_noise(figures, noise, tol)
-        times = noise / max(eager_error, 1e-300)
         evaluation = (
             "the batch reversed, or channels-last inputs" if noise_from is None else noise_from
         )
+        times = noise / eager_error if eager_error > 0 else math.inf
         notes.append(
             f"measured against another valid eager evaluation's rmse {noise:.3e} ({evaluation}), "
-            f"{times:.{0 if times >= 10 else 2}f}x eager's"
+            + (
+                f"{times:.{0 if times >= 10 else 2}f}x eager's"
+                if math.isfinite(times)
+                else "where eager's is 0"
+            )
         )
     units = None if passed else within_resolution(compiled, reference, compiled_error)
     if units is not None:

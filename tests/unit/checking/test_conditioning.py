@@ -1,0 +1,101 @@
+"""An output that a rounding-sized change of the inputs and weights moves far (a jump across a tie:
+max pooling, a ReLU's edge, a floor) is measured against eager on nudged inputs and weights: compiled
+code that rounds otherwise and lands across the tie passes or is inconclusive, a wrong result
+beyond that still fails."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pytest
+import torch
+from torch._inductor import config, lowering
+
+from pytest_torchcompile.checking.model import (
+    DISCONTINUITY_CAP,
+    _judged_discontinuous,
+    _nudged,
+    check_model,
+)
+from pytest_torchcompile.common.leaves import INCONCLUSIVE, LeafResult
+from pytest_torchcompile.common.settings import CheckOptions
+from pytest_torchcompile.common.verdict import Comparison, Status
+
+aten = torch.ops.aten
+
+
+@pytest.fixture
+def scaled_mul(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
+    """Inductor's lowering of ``mul`` scaled by the factor the test puts in the list, as a
+    lowering mutant is; Inductor's graph cache off, whose key does not see a patched lowering."""
+    factor: list[float] = []
+    original = lowering.lowerings[aten.mul.Tensor]
+    monkeypatch.setitem(
+        lowering.lowerings,
+        aten.mul.Tensor,
+        lambda *args, **kwargs: original(original(*args, **kwargs), factor[0]),
+    )
+    with config.patch(fx_graph_cache=False):
+        yield factor
+
+
+def _at_ties() -> torch.Tensor:
+    """Halves of integers, one in 32 exactly on the integer (``floor(2 x)`` jumps there), the rest
+    0.15 above: eager and fp64 agree exactly."""
+    offset = torch.full((512,), 0.3)
+    offset[::32] = 0.0
+    return (torch.arange(512, dtype=torch.float32) + offset) / 2
+
+
+def _floor(x: torch.Tensor) -> torch.Tensor:
+    return torch.floor(x * 2.0)
+
+
+def test_compiled_rounding_across_a_tie_is_within_the_outputs_conditioning(
+    scaled_mul: list[float],
+) -> None:
+    scaled_mul.append(1 - 2e-7)  # about one unit in the last place of float32
+    outcome = check_model(_floor, (_at_ties(),), options=CheckOptions(intermediates=False))
+    assert outcome.passed, outcome.message
+    (leaf,) = outcome.comparison.leaves
+    assert leaf.rmse_eager == 0.0 and leaf.rmse_compiled > 0.0
+    assert "nudged by a unit in the last place" in leaf.detail
+    assert "where eager's is 0" in leaf.detail
+
+
+def test_a_wrong_result_beyond_the_conditioning_still_fails(scaled_mul: list[float]) -> None:
+    scaled_mul.append(1.01)
+    outcome = check_model(_floor, (_at_ties(),), options=CheckOptions(intermediates=False))
+    assert outcome.status is Status.FAIL_ACCURACY, outcome.message
+
+
+def _leaf(compiled: float) -> LeafResult:
+    return LeafResult(
+        "grad['bias']", (64,), "torch.float32", False, "fp64 rmse", compiled, 3.6e-6, 3
+    )
+
+
+def test_a_discontinuous_output_within_the_cap_is_inconclusive() -> None:
+    nudged = 4.9e-4  # hgnetv2_b0's bias gradient: eager 3.6e-6, compiled 1.9e-3
+    (within,) = _judged_discontinuous(Comparison([_leaf(1.9e-3)]), {"grad['bias']": nudged}).leaves
+    assert within.passed and within.rule == INCONCLUSIVE and "discontinuous" in within.detail
+    (beyond,) = _judged_discontinuous(
+        Comparison([_leaf(DISCONTINUITY_CAP * nudged * 1.01)]), {"grad['bias']": nudged}
+    ).leaves
+    assert not beyond.passed and beyond.rule == "fp64 rmse"
+    (other,) = _judged_discontinuous(Comparison([_leaf(1.9e-3)]), {"grad['weight']": nudged}).leaves
+    assert not other.passed
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_nudging_moves_each_element_by_about_a_unit_in_the_last_place(dtype: torch.dtype) -> None:
+    value = (torch.randn(1000, dtype=torch.float64) * 100).to(dtype).requires_grad_()
+    nudged = _nudged(value, torch.Generator().manual_seed(1))
+    assert nudged.dtype == dtype and nudged.requires_grad and nudged.is_leaf
+    change = (nudged.detach().double() - value.detach().double()).abs()
+    spacing = value.detach().double().abs() * torch.finfo(dtype).eps
+    assert bool((change <= 2 * spacing).all()) and float((change > 0).double().mean()) > 0.9
+    up = float((nudged.detach().double().abs() > value.detach().double().abs()).double().mean())
+    assert math.isclose(up, 0.5, abs_tol=0.1)
+    assert _nudged(torch.arange(4), torch.Generator()).equal(torch.arange(4))
