@@ -12,8 +12,9 @@ stays as the architecture has it in ``train``: the check must align compiled and
     python benchmarks/gpu_sweep.py --rows-from left.txt --chunk 1/4 --out sweep/ # rows left unjudged
     python benchmarks/gpu_sweep.py --inject 1e-3 --models resnet18,vit_tiny_patch16_224 --out sens/
 
-``--inject EPS`` installs a mutant of Inductor's lowering of ``aten.add.Tensor`` that scales every
-floating result by ``1 + EPS`` (in the test process and, through ``PYTEST_TORCHCOMPILE_SETUP``, in
+``--inject EPS`` installs a mutant of Inductor's lowering of an aten op (``--op``, by default
+``add.Tensor``; ``mm.default``, ``convolution.default``, ...) that scales every floating result
+by ``1 + EPS`` (in the test process and, through ``PYTEST_TORCHCOMPILE_SETUP``, in
 every judging process; Inductor's caches off): a row that does not fail then missed an injected
 error of relative size EPS. The sensitivity of a model, dtype and mode is the smallest EPS it
 still catches.
@@ -71,6 +72,9 @@ TIMM = [
     "efficientformer_l1",
     "mobilevit_xxs",
     "inception_v3",
+    "hgnetv2_b0",
+    "gernet_s",
+    "efficientvit_b0",
 ]
 TORCHVISION = [
     "alexnet",
@@ -88,6 +92,8 @@ TORCHVISION = [
     "swin_t",
     "maxvit_t",
     "vit_b_32",
+    "deeplabv3_mobilenet_v3_large",
+    "fcn_resnet50",
 ]
 TRANSFORMERS = [
     "bert",
@@ -101,8 +107,11 @@ TRANSFORMERS = [
     "t5",
     "bart",
     "llama",
+    "qwen2",
+    "roberta",
 ]
-MODES = ("bf16", "fp16", "train")
+MODES = ("bf16", "fp16", "train", "bf16train")
+"""Inference in bf16 and fp16, training in fp32 and in bf16 (weights and inputs in bf16)."""
 BATCH = 4
 
 
@@ -199,6 +208,9 @@ def _transformer(name: str, device: str) -> tuple[Any, dict[str, Any], Any]:
             },
         ),
         "llama": (hf.LlamaConfig, hf.LlamaForCausalLM, {**small, "num_key_value_heads": 2}),
+        "qwen2": (hf.Qwen2Config, hf.Qwen2ForCausalLM, {**small, "num_key_value_heads": 2}),
+        # Its default dropout (0.1) kept: the check must align compiled and eager draws.
+        "roberta": (hf.RobertaConfig, hf.RobertaForMaskedLM, small),
     }
     config_class, model_class, shape = configs[name]
     model = model_class(config_class(**shape))
@@ -243,10 +255,15 @@ def build(
         model = torchvision.models.get_model(arch, weights=None)
         size = 299 if arch == "inception_v3" else 224
         args, loss = (_images(size, device),), _classifier_loss(1000, device)
+        if arch.startswith(("deeplabv3", "fcn")):  # segmentation: a dict of per-pixel maps
+            loss = lambda output: output["out"].float().square().mean()  # noqa: E731
     else:
         model, kwargs, loss = _transformer(arch, device)
     model = model.to(device)
-    if mode == "train":
+    if mode in ("train", "bf16train"):
+        if mode == "bf16train":
+            model = model.to(torch.bfloat16)
+            args = tuple(a.to(torch.bfloat16) if a.is_floating_point() else a for a in args)
         return (
             model.train(),
             args,
@@ -288,17 +305,19 @@ import torch
 from torch._inductor import lowering
 
 _EPS = float(os.environ["GPU_SWEEP_INJECT"])
-_add = lowering.lowerings[torch.ops.aten.add.Tensor]
+_packet, _overload = os.environ.get("GPU_SWEEP_OP", "add.Tensor").split(".")
+_OP = getattr(getattr(torch.ops.aten, _packet), _overload)
+_lowered = lowering.lowerings[_OP]
 
 
-def _scaled_add(*args, **kwargs):
-    out = _add(*args, **kwargs)
-    if out.get_dtype().is_floating_point:
+def _scaled(*args, **kwargs):
+    out = _lowered(*args, **kwargs)
+    if isinstance(out, lowering.TensorBox) and out.get_dtype().is_floating_point:
         return lowering.lowerings[torch.ops.aten.mul.Tensor](out, 1.0 + _EPS)
     return out
 
 
-lowering.lowerings[torch.ops.aten.add.Tensor] = _scaled_add
+lowering.lowerings[_OP] = _scaled
 """
 
 
@@ -441,7 +460,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk", default="1/1", help="K/N: the K-th of N equal parts of the rows")
     parser.add_argument("--out", type=Path, default=Path("gpu-sweep"))
     parser.add_argument("-n", "--workers", type=int, default=8)
-    parser.add_argument("--inject", type=float, help="scale Inductor's add lowering by 1 + EPS")
+    parser.add_argument("--inject", type=float, help="scale Inductor's lowering of --op by 1 + EPS")
+    parser.add_argument(
+        "--op",
+        default="add.Tensor",
+        help="the aten op and overload --inject scales (add.Tensor, mm.default, addmm.default, "
+        "bmm.default, convolution.default, sum.dim_IntList, rsqrt.default, exp.default, ...)",
+    )
     parser.add_argument(
         "--summary", type=Path, help="print the table of a sweep's --out folder and exit"
     )
@@ -464,7 +489,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(selected) + f"\n{len(selected)} rows")
         return 0
-    tag = f"{index}-of-{count}" + ("" if args.inject is None else f"-inject-{args.inject:g}")
+    tag = f"{index}-of-{count}" + (
+        "" if args.inject is None else f"-inject-{args.op.replace('.', '_')}-{args.inject:g}"
+    )
+    if args.inject is not None:
+        os.environ["GPU_SWEEP_OP"] = args.op
     run_chunk(selected, args.out, args.workers, args.inject, tag, args.minify)
     print(summary(args.out))
     return 0
