@@ -252,10 +252,13 @@ def build(
     elif library == "tv":
         import torchvision
 
-        model = torchvision.models.get_model(arch, weights=None)
+        segmentation = arch.startswith(("deeplabv3", "fcn"))
+        # No download: a segmentation model's backbone asks for pretrained weights by default.
+        extra = {"weights_backbone": None} if segmentation else {}
+        model = torchvision.models.get_model(arch, weights=None, **extra)
         size = 299 if arch == "inception_v3" else 224
         args, loss = (_images(size, device),), _classifier_loss(1000, device)
-        if arch.startswith(("deeplabv3", "fcn")):  # segmentation: a dict of per-pixel maps
+        if segmentation:  # a dict of per-pixel maps
             loss = lambda output: output["out"].float().square().mean()  # noqa: E731
     else:
         model, kwargs, loss = _transformer(arch, device)
