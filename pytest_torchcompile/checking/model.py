@@ -287,25 +287,27 @@ def unjudgeable_input(
     fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
 ) -> str | None:
     """Why the check cannot judge a call given these inputs, or None: a tensor not laid out in
-    strided memory (sparse, mkldnn) among the arguments or the model's weights, which the copies,
-    comparisons and fp64 widening of a check do not support (``torch.equal`` raises on a sparse
-    tensor)."""
+    strided memory (sparse, mkldnn, jagged) among the arguments or the model's weights, which the
+    copies, comparisons and fp64 widening of a check do not support (``torch.equal`` raises on a
+    sparse tensor), or a meta tensor, which holds no values."""
     named: list[tuple[str, Any]] = [(f"args[{index}]", arg) for index, arg in enumerate(args)]
     named += [(f"kwargs[{key!r}]", value) for key, value in kwargs.items()]
     if isinstance(fn, torch.nn.Module):
         named += [*fn.named_parameters(), *fn.named_buffers()]
-    found: list[tuple[str, torch.layout]] = []
+    found: list[tuple[str, str]] = []
     for name, value in named:
-        tree_map(functools.partial(_note_layout, found, name), value)
+        tree_map(functools.partial(_note_unjudgeable, found, name), value)
     if not found:
         return None
-    name, layout = found[0]
-    return f"{name} holds a tensor of layout {layout}, which the check cannot compare; the model ran eagerly"
+    name, why = found[0]
+    return f"{name} holds {why}; the model ran eagerly"
 
 
-def _note_layout(found: list[tuple[str, torch.layout]], name: str, leaf: Any) -> Any:
+def _note_unjudgeable(found: list[tuple[str, str]], name: str, leaf: Any) -> Any:
     if isinstance(leaf, torch.Tensor) and leaf.layout != torch.strided:
-        found.append((name, leaf.layout))
+        found.append((name, f"a tensor of layout {leaf.layout}, which the check cannot compare"))
+    elif isinstance(leaf, torch.Tensor) and leaf.device.type == "meta":
+        found.append((name, "a meta tensor, which holds no values to compare"))
     return leaf
 
 
