@@ -495,10 +495,17 @@ def check_model(
     arguments, gradient_note = _differentiable(fn, (tuple(args), dict(kwargs or {})), options)
     if options.intermediates and options.backend == "inductor" and probe_children is not None:
         probe_children.start(device_of([*args, *(kwargs or {}).values()]))
+    unjudged_sizes: list[str] = []
     with full_fp32_precision(), aside():
-        outcome = _check(fn, arguments, options, cache, probe_children, on_deviation)
+        outcome = _check(
+            fn, arguments, options, cache, probe_children, on_deviation, unjudged_sizes
+        )
     outcome.fallback_random = any(graph.has_random_ops for graph in outcome.graphs)
-    notes = (gradient_note, FALLBACK_RANDOM_NOTE if outcome.fallback_random else "")
+    notes = (
+        gradient_note,
+        *unjudged_sizes,
+        FALLBACK_RANDOM_NOTE if outcome.fallback_random else "",
+    )
     outcome.message = "; ".join(part for part in (outcome.message, *notes) if part)
     return outcome
 
@@ -644,22 +651,25 @@ def _check(
     cache: CompiledCache | None,
     probe_children: ProbeChildren | None,
     on_deviation: Callable[[str, str | None], None] | None,
+    unjudged_sizes: list[str],
 ) -> CheckOutcome:
     """The steps of a check: eager twice (a model that disagrees with itself cannot be judged),
-    the fp64 references, the compiled runs, the comparison of each input set, then what passing
-    outputs may hide (masked deviations) and what a pass is worth."""
-    sets = input_sets(given, options)
+    eager on the other input sets, the fp64 references, the compiled runs, the comparison of each
+    input set, then what passing outputs may hide (masked deviations) and what a pass is worth.
+    ``unjudged_sizes`` is given a note for each size ``dynamic=True`` grew to that eager raises at
+    (:func:`_eager_sets`)."""
     eager = _EagerRuns(fn, options)
     baseline = _eager_baseline(eager, given, options)
     if isinstance(baseline, CheckOutcome):
         return baseline
+    sets, eager_runs = _eager_sets(eager, input_sets(given, options), baseline, unjudged_sizes)
     # The fp64 runs come before the compile: the fp64 copy of the model (twice its fp32 weights)
     # is gone before the compiled copy is made, never beside it.
     references = [
         _reference(fn, arguments, options, baseline.mutated, baseline.draws_random)
         for arguments in sets
     ]
-    compiled = _compiled_runs(fn, sets, eager, baseline, options, cache, probe_children)
+    compiled = _compiled_runs(fn, sets, eager_runs, baseline, options, cache, probe_children)
     if isinstance(compiled, CheckOutcome):
         return compiled
     graphs = compiled.entry.capture.graphs
@@ -714,6 +724,32 @@ def _spread_note(spread: _Spread) -> str:
         f"eager disagrees with itself across two runs on the same inputs at {spread.where} "
         f"({spread.cause})"
     )
+
+
+def _eager_sets(
+    eager: _EagerRuns, sets: list[Arguments], baseline: _Baseline, unjudged_sizes: list[str]
+) -> tuple[list[Arguments], list[tuple[dict[str, Any], list[Any]]]]:
+    """The input sets to judge and eager's run on each (the given set's is the baseline's). A size
+    ``dynamic=True`` grew the batch to is the check's choice, not the test's: where eager raises
+    there (a model that takes one batch size), it is left out, with a note in ``unjudged_sizes``;
+    where eager raises at a size the test gave (``sizes=``), the model raised eagerly."""
+    kept, runs = [sets[0]], [(baseline.parts, baseline.call_args)]
+    for arguments in sets[1:]:
+        try:
+            runs.append(eager.run(arguments))
+        except Exception as error:
+            signature = error_signature(error, max_chars=300)
+            if eager.options.sizes is not None:
+                raise EagerRunError(
+                    f"the model raised when run eagerly at {_describe(arguments)}: {signature}"
+                ) from error
+            unjudged_sizes.append(
+                f"not judged at {_describe(arguments)}, a batch size dynamic=True grows to: "
+                f"eager raises there ({signature})"
+            )
+            continue
+        kept.append(arguments)
+    return kept, runs
 
 
 def _eager_baseline(
@@ -810,7 +846,7 @@ def _deterministic_kernels() -> Iterator[None]:
 def _compiled_runs(
     fn: Callable[..., Any],
     sets: list[Arguments],
-    eager: _EagerRuns,
+    eager_runs: list[tuple[dict[str, Any], list[Any]]],
     baseline: _Baseline,
     options: CheckOptions,
     cache: CompiledCache | None,
@@ -824,9 +860,7 @@ def _compiled_runs(
     started = time.perf_counter()
     try:
         with inductor_config(options.inductor_config), no_compile_caches(), strict_dynamo():
-            results = (
-                _run_sets(entry, sets, eager, baseline, options) if entry is not None else None
-            )
+            results = _run_sets(entry, sets, eager_runs, options) if entry is not None else None
             if entry is not None and not any(graph.calls for graph in entry.capture.graphs):
                 # Past Dynamo's recompile limit the cached copy runs eagerly: nothing was judged.
                 assert keeping is not None
@@ -834,7 +868,7 @@ def _compiled_runs(
                 entry = results = None
             if entry is None:
                 entry = _compile(fn, options, probe_children)
-                results = _run_sets(entry, sets, eager, baseline, options)
+                results = _run_sets(entry, sets, eager_runs, options)
     except Exception as error:
         if keeping is not None:
             keeping.forget(entry)
@@ -853,14 +887,12 @@ def _compiled_runs(
 def _run_sets(
     entry: CompiledEntry,
     sets: list[Arguments],
-    eager: _EagerRuns,
-    baseline: _Baseline,
+    eager_runs: list[tuple[dict[str, Any], list[Any]]],
     options: CheckOptions,
 ) -> list[tuple[Arguments, tuple[dict[str, Any], list[Any]], tuple[dict[str, Any], list[Any]]]]:
     entry.capture.forget_calls()
     results = []
-    for index, arguments in enumerate(sets):
-        eager_run = (baseline.parts, baseline.call_args) if index == 0 else eager.run(arguments)
+    for arguments, eager_run in zip(sets, eager_runs, strict=True):
         torch.manual_seed(options.seed)
         results.append(
             (arguments, eager_run, _execute(entry.compiled, entry.module, arguments, options))
