@@ -106,7 +106,6 @@ class CheckOutcome:
     graphs: list[CapturedGraph] = field(default_factory=list)
     failing_graphs: list[FailingGraph] = field(default_factory=list)
     compile_seconds: float | None = None
-    compiled_output: Any = None
     error: BaseException | None = None
     fallback_random: bool = False
     """The compiled graphs draw random numbers, through eager's generator (Inductor's
@@ -669,7 +668,7 @@ def _check(
         _reference(fn, arguments, options, baseline.mutated, baseline.draws_random)
         for arguments in sets
     ]
-    compiled = _compiled_runs(fn, sets, eager_runs, baseline, options, cache, probe_children)
+    compiled = _compiled_runs(fn, sets, eager_runs, options, cache, probe_children)
     if isinstance(compiled, CheckOutcome):
         return compiled
     graphs = compiled.entry.capture.graphs
@@ -706,7 +705,6 @@ def _check(
                 graphs,
                 _failing_graphs(graphs, compiled.entry.capture.dynamo_graphs, options),
                 compiled.seconds,
-                compiled_run[0]["out"],
                 recurs=_recurs(compiled.entry, arguments, options, rejudge),
             )
     outcome = _passing_outcome(compiled, baseline, comparison, references[-1][1], options)
@@ -847,7 +845,6 @@ def _compiled_runs(
     fn: Callable[..., Any],
     sets: list[Arguments],
     eager_runs: list[tuple[dict[str, Any], list[Any]]],
-    baseline: _Baseline,
     options: CheckOptions,
     cache: CompiledCache | None,
     probe_children: ProbeChildren | None,
@@ -873,9 +870,7 @@ def _compiled_runs(
         if keeping is not None:
             keeping.forget(entry)
         graphs = entry.capture.graphs if entry is not None else []
-        return _compiler_error_outcome(
-            error, graphs, time.perf_counter() - started, baseline.parts["out"]
-        )
+        return _compiler_error_outcome(error, graphs, time.perf_counter() - started)
     assert entry is not None and results is not None
     if keeping is not None:
         keeping.keep(entry)
@@ -1163,7 +1158,6 @@ def _passing_outcome(
     """Where every output passed: a deviation a later op masks fails it yet; results that hold
     no tensor, or outputs no result in their dtype can judge, are told apart from a pass."""
     graphs, seconds = compiled.entry.capture.graphs, compiled.seconds
-    output = compiled.results[0][2][0]["out"]
     if options.intermediates and options.backend == "inductor":
         with inductor_config(options.inductor_config):
             masked = _masked_divergence(graphs, compiled.entry.probes, options)
@@ -1177,7 +1171,6 @@ def _passing_outcome(
                 graphs,
                 [FailingGraph(graph, divergence.inputs, divergence.gm, divergence.note)],
                 seconds,
-                output,
             )
     judged = _judged(baseline.parts, baseline.call_args, baseline.mutated)
     if not any(
@@ -1199,7 +1192,6 @@ def _passing_outcome(
             reference_label,
             graphs,
             compile_seconds=seconds,
-            compiled_output=output,
         )
     if inconclusive := comparison.inconclusive:
         return CheckOutcome(
@@ -1210,7 +1202,6 @@ def _passing_outcome(
             reference_label,
             graphs,
             compile_seconds=seconds,
-            compiled_output=output,
         )
     status = Status.PASS if reference_label == "fp64" else Status.NO_FP64_REFERENCE
     return CheckOutcome(
@@ -1220,7 +1211,6 @@ def _passing_outcome(
         reference_label,
         graphs,
         compile_seconds=seconds,
-        compiled_output=output,
     )
 
 
@@ -1375,7 +1365,7 @@ def fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:
 
 
 def _compiler_error_outcome(
-    error: BaseException, graphs: list[CapturedGraph], elapsed: float, eager_output: Any
+    error: BaseException, graphs: list[CapturedGraph], elapsed: float
 ) -> CheckOutcome:
     environment = environment_failure(error) or next(
         (
@@ -1386,14 +1376,13 @@ def _compiler_error_outcome(
         None,
     )
     if environment is not None:
-        # The compiler is not at fault: no repro, no minification; the test gets eager's result.
+        # The compiler is not at fault: no repro, no minification.
         return CheckOutcome(
             Status.NOT_JUDGED,
             f"{ENVIRONMENT_NOT_JUDGED}: {error_signature(environment, max_chars=300)}; "
             "the model ran eagerly",
             graphs=graphs,
             compile_seconds=elapsed,
-            compiled_output=eager_output,
             error=error,
         )
     if out_of_memory(error) or any(
