@@ -106,7 +106,6 @@ class CheckOutcome:
     graphs: list[CapturedGraph] = field(default_factory=list)
     failing_graphs: list[FailingGraph] = field(default_factory=list)
     compile_seconds: float | None = None
-    compiled_output: Any = None
     error: BaseException | None = None
     fallback_random: bool = False
     """The compiled graphs draw random numbers, through eager's generator (Inductor's
@@ -287,25 +286,27 @@ def unjudgeable_input(
     fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
 ) -> str | None:
     """Why the check cannot judge a call given these inputs, or None: a tensor not laid out in
-    strided memory (sparse, mkldnn) among the arguments or the model's weights, which the copies,
-    comparisons and fp64 widening of a check do not support (``torch.equal`` raises on a sparse
-    tensor)."""
+    strided memory (sparse, mkldnn, jagged) among the arguments or the model's weights, which the
+    copies, comparisons and fp64 widening of a check do not support (``torch.equal`` raises on a
+    sparse tensor), or a meta tensor, which holds no values."""
     named: list[tuple[str, Any]] = [(f"args[{index}]", arg) for index, arg in enumerate(args)]
     named += [(f"kwargs[{key!r}]", value) for key, value in kwargs.items()]
     if isinstance(fn, torch.nn.Module):
         named += [*fn.named_parameters(), *fn.named_buffers()]
-    found: list[tuple[str, torch.layout]] = []
+    found: list[tuple[str, str]] = []
     for name, value in named:
-        tree_map(functools.partial(_note_layout, found, name), value)
+        tree_map(functools.partial(_note_unjudgeable, found, name), value)
     if not found:
         return None
-    name, layout = found[0]
-    return f"{name} holds a tensor of layout {layout}, which the check cannot compare; the model ran eagerly"
+    name, why = found[0]
+    return f"{name} holds {why}; the model ran eagerly"
 
 
-def _note_layout(found: list[tuple[str, torch.layout]], name: str, leaf: Any) -> Any:
+def _note_unjudgeable(found: list[tuple[str, str]], name: str, leaf: Any) -> Any:
     if isinstance(leaf, torch.Tensor) and leaf.layout != torch.strided:
-        found.append((name, leaf.layout))
+        found.append((name, f"a tensor of layout {leaf.layout}, which the check cannot compare"))
+    elif isinstance(leaf, torch.Tensor) and leaf.device.type == "meta":
+        found.append((name, "a meta tensor, which holds no values to compare"))
     return leaf
 
 
@@ -493,10 +494,17 @@ def check_model(
     arguments, gradient_note = _differentiable(fn, (tuple(args), dict(kwargs or {})), options)
     if options.intermediates and options.backend == "inductor" and probe_children is not None:
         probe_children.start(device_of([*args, *(kwargs or {}).values()]))
+    unjudged_sizes: list[str] = []
     with full_fp32_precision(), aside():
-        outcome = _check(fn, arguments, options, cache, probe_children, on_deviation)
+        outcome = _check(
+            fn, arguments, options, cache, probe_children, on_deviation, unjudged_sizes
+        )
     outcome.fallback_random = any(graph.has_random_ops for graph in outcome.graphs)
-    notes = (gradient_note, FALLBACK_RANDOM_NOTE if outcome.fallback_random else "")
+    notes = (
+        gradient_note,
+        *unjudged_sizes,
+        FALLBACK_RANDOM_NOTE if outcome.fallback_random else "",
+    )
     outcome.message = "; ".join(part for part in (outcome.message, *notes) if part)
     return outcome
 
@@ -642,22 +650,25 @@ def _check(
     cache: CompiledCache | None,
     probe_children: ProbeChildren | None,
     on_deviation: Callable[[str, str | None], None] | None,
+    unjudged_sizes: list[str],
 ) -> CheckOutcome:
     """The steps of a check: eager twice (a model that disagrees with itself cannot be judged),
-    the fp64 references, the compiled runs, the comparison of each input set, then what passing
-    outputs may hide (masked deviations) and what a pass is worth."""
-    sets = input_sets(given, options)
+    eager on the other input sets, the fp64 references, the compiled runs, the comparison of each
+    input set, then what passing outputs may hide (masked deviations) and what a pass is worth.
+    ``unjudged_sizes`` is given a note for each size ``dynamic=True`` grew to that eager raises at
+    (:func:`_eager_sets`)."""
     eager = _EagerRuns(fn, options)
     baseline = _eager_baseline(eager, given, options)
     if isinstance(baseline, CheckOutcome):
         return baseline
+    sets, eager_runs = _eager_sets(eager, input_sets(given, options), baseline, unjudged_sizes)
     # The fp64 runs come before the compile: the fp64 copy of the model (twice its fp32 weights)
     # is gone before the compiled copy is made, never beside it.
     references = [
         _reference(fn, arguments, options, baseline.mutated, baseline.draws_random)
         for arguments in sets
     ]
-    compiled = _compiled_runs(fn, sets, eager, baseline, options, cache, probe_children)
+    compiled = _compiled_runs(fn, sets, eager_runs, options, cache, probe_children)
     if isinstance(compiled, CheckOutcome):
         return compiled
     graphs = compiled.entry.capture.graphs
@@ -694,7 +705,6 @@ def _check(
                 graphs,
                 _failing_graphs(graphs, compiled.entry.capture.dynamo_graphs, options),
                 compiled.seconds,
-                compiled_run[0]["out"],
                 recurs=_recurs(compiled.entry, arguments, options, rejudge),
             )
     outcome = _passing_outcome(compiled, baseline, comparison, references[-1][1], options)
@@ -712,6 +722,32 @@ def _spread_note(spread: _Spread) -> str:
         f"eager disagrees with itself across two runs on the same inputs at {spread.where} "
         f"({spread.cause})"
     )
+
+
+def _eager_sets(
+    eager: _EagerRuns, sets: list[Arguments], baseline: _Baseline, unjudged_sizes: list[str]
+) -> tuple[list[Arguments], list[tuple[dict[str, Any], list[Any]]]]:
+    """The input sets to judge and eager's run on each (the given set's is the baseline's). A size
+    ``dynamic=True`` grew the batch to is the check's choice, not the test's: where eager raises
+    there (a model that takes one batch size), it is left out, with a note in ``unjudged_sizes``;
+    where eager raises at a size the test gave (``sizes=``), the model raised eagerly."""
+    kept, runs = [sets[0]], [(baseline.parts, baseline.call_args)]
+    for arguments in sets[1:]:
+        try:
+            runs.append(eager.run(arguments))
+        except Exception as error:
+            signature = error_signature(error, max_chars=300)
+            if eager.options.sizes is not None:
+                raise EagerRunError(
+                    f"the model raised when run eagerly at {_describe(arguments)}: {signature}"
+                ) from error
+            unjudged_sizes.append(
+                f"not judged at {_describe(arguments)}, a batch size dynamic=True grows to: "
+                f"eager raises there ({signature})"
+            )
+            continue
+        kept.append(arguments)
+    return kept, runs
 
 
 def _eager_baseline(
@@ -808,8 +844,7 @@ def _deterministic_kernels() -> Iterator[None]:
 def _compiled_runs(
     fn: Callable[..., Any],
     sets: list[Arguments],
-    eager: _EagerRuns,
-    baseline: _Baseline,
+    eager_runs: list[tuple[dict[str, Any], list[Any]]],
     options: CheckOptions,
     cache: CompiledCache | None,
     probe_children: ProbeChildren | None,
@@ -822,9 +857,7 @@ def _compiled_runs(
     started = time.perf_counter()
     try:
         with inductor_config(options.inductor_config), no_compile_caches(), strict_dynamo():
-            results = (
-                _run_sets(entry, sets, eager, baseline, options) if entry is not None else None
-            )
+            results = _run_sets(entry, sets, eager_runs, options) if entry is not None else None
             if entry is not None and not any(graph.calls for graph in entry.capture.graphs):
                 # Past Dynamo's recompile limit the cached copy runs eagerly: nothing was judged.
                 assert keeping is not None
@@ -832,14 +865,12 @@ def _compiled_runs(
                 entry = results = None
             if entry is None:
                 entry = _compile(fn, options, probe_children)
-                results = _run_sets(entry, sets, eager, baseline, options)
+                results = _run_sets(entry, sets, eager_runs, options)
     except Exception as error:
         if keeping is not None:
             keeping.forget(entry)
         graphs = entry.capture.graphs if entry is not None else []
-        return _compiler_error_outcome(
-            error, graphs, time.perf_counter() - started, baseline.parts["out"]
-        )
+        return _compiler_error_outcome(error, graphs, time.perf_counter() - started)
     assert entry is not None and results is not None
     if keeping is not None:
         keeping.keep(entry)
@@ -851,14 +882,12 @@ def _compiled_runs(
 def _run_sets(
     entry: CompiledEntry,
     sets: list[Arguments],
-    eager: _EagerRuns,
-    baseline: _Baseline,
+    eager_runs: list[tuple[dict[str, Any], list[Any]]],
     options: CheckOptions,
 ) -> list[tuple[Arguments, tuple[dict[str, Any], list[Any]], tuple[dict[str, Any], list[Any]]]]:
     entry.capture.forget_calls()
     results = []
-    for index, arguments in enumerate(sets):
-        eager_run = (baseline.parts, baseline.call_args) if index == 0 else eager.run(arguments)
+    for arguments, eager_run in zip(sets, eager_runs, strict=True):
         torch.manual_seed(options.seed)
         results.append(
             (arguments, eager_run, _execute(entry.compiled, entry.module, arguments, options))
@@ -1129,7 +1158,6 @@ def _passing_outcome(
     """Where every output passed: a deviation a later op masks fails it yet; results that hold
     no tensor, or outputs no result in their dtype can judge, are told apart from a pass."""
     graphs, seconds = compiled.entry.capture.graphs, compiled.seconds
-    output = compiled.results[0][2][0]["out"]
     if options.intermediates and options.backend == "inductor":
         with inductor_config(options.inductor_config):
             masked = _masked_divergence(graphs, compiled.entry.probes, options)
@@ -1143,7 +1171,6 @@ def _passing_outcome(
                 graphs,
                 [FailingGraph(graph, divergence.inputs, divergence.gm, divergence.note)],
                 seconds,
-                output,
             )
     judged = _judged(baseline.parts, baseline.call_args, baseline.mutated)
     if not any(
@@ -1165,7 +1192,6 @@ def _passing_outcome(
             reference_label,
             graphs,
             compile_seconds=seconds,
-            compiled_output=output,
         )
     if inconclusive := comparison.inconclusive:
         return CheckOutcome(
@@ -1176,7 +1202,6 @@ def _passing_outcome(
             reference_label,
             graphs,
             compile_seconds=seconds,
-            compiled_output=output,
         )
     status = Status.PASS if reference_label == "fp64" else Status.NO_FP64_REFERENCE
     return CheckOutcome(
@@ -1186,7 +1211,6 @@ def _passing_outcome(
         reference_label,
         graphs,
         compile_seconds=seconds,
-        compiled_output=output,
     )
 
 
@@ -1341,7 +1365,7 @@ def fp64_bytes(fn: Callable[..., Any], arguments: Arguments) -> int:
 
 
 def _compiler_error_outcome(
-    error: BaseException, graphs: list[CapturedGraph], elapsed: float, eager_output: Any
+    error: BaseException, graphs: list[CapturedGraph], elapsed: float
 ) -> CheckOutcome:
     environment = environment_failure(error) or next(
         (
@@ -1352,14 +1376,13 @@ def _compiler_error_outcome(
         None,
     )
     if environment is not None:
-        # The compiler is not at fault: no repro, no minification; the test gets eager's result.
+        # The compiler is not at fault: no repro, no minification.
         return CheckOutcome(
             Status.NOT_JUDGED,
             f"{ENVIRONMENT_NOT_JUDGED}: {error_signature(environment, max_chars=300)}; "
             "the model ran eagerly",
             graphs=graphs,
             compile_seconds=elapsed,
-            compiled_output=eager_output,
             error=error,
         )
     if out_of_memory(error) or any(

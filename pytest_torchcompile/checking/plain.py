@@ -639,8 +639,15 @@ class GraphChecker:
                 if self._training_calls:
                     with aside(), full_fp32_precision():
                         self._judge_training_calls()
+                self.unchecked += [
+                    f"{graph.label}: not judged: {graph.unrecordable}"
+                    for graph in self.capture.graphs
+                    if graph.unrecordable is not None
+                ]
 
     def _lowering(self, graph: CapturedGraph) -> None:
+        if graph.unrecordable is not None:
+            return
         if self.on_lowering is not None:
             # Called inside the test's compile, which nothing of the plugin's may fail.
             with contextlib.suppress(Exception):

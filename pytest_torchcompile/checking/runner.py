@@ -151,7 +151,10 @@ class CheckRunner:
         supersede: bool = False,
     ) -> Any:
         """The fixture's work: check, record, and fail the test with a readable report and a
-        repro when the compiler is at fault.
+        repro when the compiler is at fault. The check works on copies; the model then runs as
+        the plain fixture runs it, once, on the caller's model and inputs and from the caller's
+        random stream, so that what the test sees after the call (the return value, weights,
+        buffers, inputs written in place, the generators) is what a plain run leaves.
 
         ``supersede`` (hypothesis tests): each example replaces the test's earlier ones, so the
         run keeps the example hypothesis reports last (the shrunk one) and minifies only that."""
@@ -166,7 +169,23 @@ class CheckRunner:
             self.session.record(CaseResult(nodeid, Status.NOT_JUDGED, unjudged))
             return fn(*args, **kwargs)
         with aside():
-            return self._check(nodeid, fn, args, kwargs, settings, record_property)
+            eager_error = self._check(nodeid, fn, args, kwargs, settings, record_property)
+        try:
+            result = fn(*args, **kwargs)
+        except Exception:
+            if eager_error is not None:
+                self.session.record(CaseResult(nodeid, Status.EAGER_FAIL, str(eager_error)))
+            raise
+        if eager_error is not None:
+            # The plugin's copies raised, not the model: a deep copy it refuses, say.
+            self.session.record(
+                CaseResult(
+                    nodeid,
+                    Status.NOT_JUDGED,
+                    f"{eager_error}, where a plain call does not: the model ran plainly",
+                )
+            )
+        return result
 
     def _check(
         self,
@@ -176,7 +195,9 @@ class CheckRunner:
         kwargs: dict[str, Any],
         settings: CheckSettings,
         record_property: Callable[[str, object], None] | None,
-    ) -> Any:
+    ) -> EagerRunError | None:
+        """Check and record; fail the test where the compiler is at fault. Returns the error where
+        the check's eager run raised, which the plain run then confirms or not."""
         try:
             outcome = check_model(
                 fn,
@@ -188,8 +209,7 @@ class CheckRunner:
                 self.confirmer.prestart if settings.backend == "inductor" else None,
             )
         except EagerRunError as error:
-            self.session.record(CaseResult(nodeid, Status.EAGER_FAIL, str(error)))
-            raise error.__cause__ or error from None
+            return error
         except (pytest.fail.Exception, KeyboardInterrupt) as error:
             # Stopped from outside the model (pytest-timeout's signal fails the test from wherever
             # it runs, Ctrl-C): the test keeps a row that says so, and stops as it was told.
@@ -237,9 +257,9 @@ class CheckRunner:
         if record_property is not None:
             for name, value in junit_properties(result):
                 record_property(name, value)
-        if outcome.passed or result.status is Status.UNCONFIRMED:
-            return outcome.compiled_output
-        pytest.fail(failure_message(result, outcome, self.layout), pytrace=False)
+        if not outcome.passed and result.status is not Status.UNCONFIRMED:
+            pytest.fail(failure_message(result, outcome, self.layout), pytrace=False)
+        return None
 
     def _write_repro(
         self,

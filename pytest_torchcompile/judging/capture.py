@@ -28,7 +28,7 @@ from pytest_torchcompile.torch_internals.interception import (
     outside_dispatch_modes,
 )
 from pytest_torchcompile.torch_internals.ops import attribute_read
-from pytest_torchcompile.torch_internals.values import concrete_int, symbolic_sizes
+from pytest_torchcompile.torch_internals.values import concrete_int, nested_int, symbolic_sizes
 
 GraphCallObserver = Callable[["CapturedGraph", list[Any], Any, list[Any]], None]
 """Told of every call of a captured graph: (graph, cloned inputs, outputs, the inputs themselves as
@@ -99,6 +99,8 @@ class CapturedGraph:
     backward graph, compiled at its first call, by the compile its forward graph came from)."""
     watch_round: int = 0
     """The watch (:meth:`GraphCapture.watch`) whose calls :attr:`calls` and the errors hold."""
+    unrecordable: str | None = None
+    """Why its calls are neither recorded nor judged (:func:`unrecordable`): they run as compiled."""
 
     def forget_calls(self) -> None:
         self.calls.clear()
@@ -342,6 +344,19 @@ def input_spec(value: Any) -> Any:
     return value
 
 
+def unrecordable(example_inputs: Sequence[Any]) -> str | None:
+    """Why a graph's calls cannot be recorded and judged, or None: meta tensors among its inputs
+    (they hold no values), or jagged sizes (a nested tensor's parts, whose sizes have no int
+    value to copy or write out)."""
+    for value in example_inputs:
+        if isinstance(value, torch.Tensor) and value.device.type == "meta":
+            return "its inputs are meta tensors, which hold no values to judge"
+        sizes = [*value.shape, *value.stride()] if isinstance(value, torch.Tensor) else [value]
+        if any(nested_int(size) for size in sizes):
+            return "its inputs have jagged sizes (a nested tensor's), which have no int value"
+    return None
+
+
 def input_signature(values: Sequence[Any]) -> tuple[Any, ...]:
     """The shapes (and non-tensor values) of a graph call: calls alike in it are judged once."""
     return tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else v for v in values)
@@ -504,17 +519,19 @@ class GraphCapture:
         )
         if owner is not None and kwargs.get("graph_id") is not None:
             self._owners[kwargs["graph_id"]] = owner
+        unrecorded = unrecordable(example_inputs)
         record = CapturedGraph(
             index=next(self._counter),
             gm=private_copy(gm),
             kind=kind,
             symbolic_sizes=symbolic_sizes(example_inputs),
             location=_user_frame(),
-            input_specs=[input_spec(v) for v in example_inputs],
+            input_specs=[] if unrecorded else [input_spec(v) for v in example_inputs],
             config_source=inductor_config_source(cpu_threads=not devices_of(example_inputs)),
             dynamo=owner,
             # Compiled outside a watch: listed by the first call a watch makes of it.
             watch_round=self._round if self.watching else -1,
+            unrecordable=unrecorded,
         )
         if owner is not None:
             owner.lowered.append(record)
@@ -539,6 +556,8 @@ class GraphCapture:
             if not capture.watching:
                 return compiled(args)
             capture._enlist(record, capture.graphs, capture._counter)
+            if record.unrecordable is not None:
+                return compiled(args)
             with outside_dispatch_modes():
                 fresh, inputs = capture._note_call(record.calls, args)
                 if fresh:
@@ -611,6 +630,8 @@ class GraphCapture:
             if not capture.watching:
                 return compiled(*args)
             capture._enlist(record, capture.dynamo_graphs, capture._dynamo_counter)
+            if any(lowered.unrecordable is not None for lowered in record.lowered):
+                return compiled(*args)
             fresh, inputs = capture._note_call(record.calls, args, keep_grad=True)
             if fresh and any(lowered.has_random_ops for lowered in record.lowered):
                 record.rng_before_call = rng_states()

@@ -20,6 +20,7 @@ import torch
 from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, Comparison
 from pytest_torchcompile.judging.tensor_comparison import (
+    comparable,
     compare_tensor,
     differing_elements,
     written_only,
@@ -182,7 +183,11 @@ def first_disagreement(first: Any, second: Any, tol: float, root: str = "out") -
                 return path
             if a.is_floating_point() or a.is_complex():
                 if not torch.allclose(
-                    a.detach(), b.detach().to(a.device), atol=tol, rtol=tol, equal_nan=True
+                    comparable(a.detach()),
+                    comparable(b.detach().to(a.device)),
+                    atol=tol,
+                    rtol=tol,
+                    equal_nan=True,
                 ):
                     return path
             elif not torch.equal(a, b.to(a.device)):

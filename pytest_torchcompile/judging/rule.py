@@ -74,22 +74,39 @@ def within_noise(figures: tuple[float, ...], noise: float, tol: float) -> bool:
 
 
 RESOLUTION_EPSILONS = 2.0
-"""How far from fp64 a half-precision result may be, in its format's epsilon times the rms of
-the fp64 value, whatever eager's error: the format's resolution (see :func:`within_resolution`)."""
+"""How far from fp64 a result in a low-precision format (float16, bfloat16, float8) may be, in
+its format's epsilon times the rms of the fp64 value, whatever eager's error: the format's
+resolution (see :func:`within_resolution`)."""
+
+
+def wider_than_float8(dtype: torch.dtype) -> torch.dtype | None:
+    """For a float8 format, the dtype its values are judged in, which holds each of them exactly:
+    float16 (a longer mantissa and a wider exponent range than e4m3 and e5m2 have), float32 for
+    e8m0's powers of two; None for any other dtype."""
+    if not str(dtype).startswith("torch.float8_"):
+        return None
+    return (
+        torch.float16 if torch.finfo(dtype).max <= torch.finfo(torch.float16).max else torch.float32
+    )
 
 
 def within_resolution(
-    compiled: torch.Tensor, reference: torch.Tensor, compiled_error: float
+    compiled: torch.Tensor,
+    reference: torch.Tensor,
+    compiled_error: float,
+    result_dtype: torch.dtype | None = None,
 ) -> float | None:
-    """For a float16 or bfloat16 result that the rule failed: its rmse against fp64 in units of
-    the format's epsilon times the rms of the fp64 value, where that is at most
-    :data:`RESOLUTION_EPSILONS`; else None. Rounding a result to the format alone leaves up to
-    0.3 of these units; a network's roundings in it accumulate to one or two, in eager and
-    compiled code alike (Inductor keeps a fused kernel's intermediates in fp32 where eager rounds
-    each op, which moves the result by as much), and no rule on the result can tell a deviation
-    below that from rounding. Eager's own error is then no bound: it is one sample of that
-    rounding, and may be a lucky one."""
-    if compiled.dtype not in (torch.float16, torch.bfloat16):
+    """For a float16, bfloat16 or float8 result that the rule failed: its rmse against fp64 in
+    units of the format's epsilon times the rms of the fp64 value, where that is at most
+    :data:`RESOLUTION_EPSILONS`; else None. ``result_dtype``: the result's format where
+    ``compiled`` holds it widened (a float8 result, judged in float16). Rounding a result to the
+    format alone leaves up to 0.3 of these units; a network's roundings in it accumulate to one
+    or two, in eager and compiled code alike (Inductor keeps a fused kernel's intermediates in
+    fp32 where eager rounds each op, which moves the result by as much), and no rule on the
+    result can tell a deviation below that from rounding. Eager's own error is then no bound:
+    it is one sample of that rounding, and may be a lucky one."""
+    dtype = compiled.dtype if result_dtype is None else result_dtype
+    if dtype not in (torch.float16, torch.bfloat16) and wider_than_float8(dtype) is None:
         return None
     finite = compiled.isfinite() & reference.isfinite()
     scale = (
@@ -99,7 +116,7 @@ def within_resolution(
     )
     if scale == 0.0:
         return None
-    units = compiled_error / (torch.finfo(compiled.dtype).eps * scale)
+    units = compiled_error / (torch.finfo(dtype).eps * scale)
     return units if units <= RESOLUTION_EPSILONS else None
 
 

@@ -20,6 +20,7 @@ from pytest_torchcompile.judging.rule import (
     leaf_verdict,
     non_finite_differs,
     precision_kept,
+    wider_than_float8,
     within_noise,
     within_resolution,
 )
@@ -89,6 +90,11 @@ def compare_tensor(
         if tuple(compiled.shape) != shape:
             return LeafResult(path, shape, dtype, False, "metadata", detail=gave)
         return _wrong_dtype(path, dtype, gave, compiled, eager, reference, tol)
+    # Judged as the format's values, in a dtype that holds them and has the kernels the rule
+    # needs; the format's resolution stays its own.
+    result_dtype = eager.dtype
+    compiled, eager = comparable(compiled), comparable(eager)
+    reference = comparable(reference) if reference is not None else None
     if compiled.is_complex():
         compiled, eager = torch.view_as_real(compiled), torch.view_as_real(eager)
         reference = torch.view_as_real(reference) if reference is not None else None
@@ -169,7 +175,7 @@ def compare_tensor(
                 else "where eager's is 0"
             )
         )
-    units = None if passed else within_resolution(compiled, reference, compiled_error)
+    units = None if passed else within_resolution(compiled, reference, compiled_error, result_dtype)
     if units is not None:
         passed = True
         notes.append(
@@ -190,6 +196,17 @@ def compare_tensor(
         max_error_index=where,
         detail="; ".join(notes),
     )
+
+
+def comparable(value: torch.Tensor) -> torch.Tensor:
+    """``value`` as torch's comparisons take it: a float8 tensor (which has no kernels for
+    ``allclose``, ``equal`` and most arithmetic) widened to a dtype that holds each of its values
+    exactly (:func:`rule.wider_than_float8`), a conjugate or negative view resolved (a conjugate
+    view has no real view)."""
+    wider = wider_than_float8(value.dtype)
+    if wider is not None:
+        return value.to(wider)
+    return value.resolve_conj().resolve_neg()
 
 
 def _wrong_dtype(

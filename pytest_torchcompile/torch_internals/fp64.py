@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch._ops import HigherOrderOperator
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
@@ -17,6 +18,8 @@ def float64_everywhere() -> Iterator[None]:
     torch.float32)`` and ``prims.convert_element_type(x, torch.float16)`` all produce float64.
 
     Works at the aten level (a dispatch mode), so it covers eager models and post-AOT graphs alike.
+    A higher-order op (``torch.cond``, ...) runs on its widened inputs with the mode off inside it:
+    a dtype its body names is kept.
     """
     low_precision = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -26,11 +29,13 @@ def float64_everywhere() -> Iterator[None]:
     reinterpreting = {torch.ops.aten.view.dtype}
 
     class Float64Mode(TorchDispatchMode):
+        supports_higher_order_operators = True
+
         def __torch_dispatch__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             kwargs = kwargs or {}
-            if func not in reinterpreting:
+            if func not in reinterpreting and not isinstance(func, HigherOrderOperator):
                 args = tuple(widen(a) for a in args)
                 kwargs = {k: widen(v) for k, v in kwargs.items()}
             return func(*args, **kwargs)

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch._ops import HigherOrderOperator
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
@@ -21,7 +22,9 @@ def filling_unwritten(fill: float, allocated: list[int]) -> Iterator[None]:
     allocator gives, and list in ``allocated`` the size of each tensor so filled. Two runs filled unlike show
     which results depend on memory no op wrote: those are not values.
 
-    Works at the aten level (a dispatch mode), so it covers eager models and graphs alike."""
+    Works at the aten level (a dispatch mode), so it covers eager models and graphs alike. A
+    higher-order op (``torch.cond``, ``while_loop``, ...) runs with the mode off inside it: what
+    its body allocates is left as the allocator gives it."""
     aten = torch.ops.aten
     allocating = {
         aten.empty,
@@ -42,10 +45,14 @@ def filling_unwritten(fill: float, allocated: list[int]) -> Iterator[None]:
         return any(argument.is_out for argument in arguments)
 
     class FillingMode(TorchDispatchMode):
+        supports_higher_order_operators = True
+
         def __torch_dispatch__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             result = func(*args, **(kwargs or {}))
+            if isinstance(func, HigherOrderOperator):
+                return result
             if (
                 func.overloadpacket in allocating
                 and not writes_out(func)

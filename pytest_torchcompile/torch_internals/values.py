@@ -38,6 +38,17 @@ def concrete_int(value: Any) -> int:
     return int(value)
 
 
+def nested_int(value: Any) -> bool:
+    """Whether ``value`` is a jagged size of a nested tensor, or a symbol that stands for one:
+    it has no int value."""
+    if not isinstance(value, torch.SymInt):
+        return False
+    hint = getattr(value.node, "hint", None)
+    return value.node.is_nested_int() or (
+        isinstance(hint, torch.SymInt) and hint.node.is_nested_int()
+    )
+
+
 def symbolic_hint_missing() -> str | None:
     """What tells the size a symbolic int had when traced, where this torch lacks it."""
     return None if hasattr(SymNode, "hint") else "torch.fx.experimental.sym_node.SymNode.hint"

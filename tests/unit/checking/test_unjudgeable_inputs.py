@@ -38,3 +38,9 @@ def test_a_sparse_weight_of_the_model_is_named() -> None:
     assert reason is not None and reason.startswith(
         "table holds a tensor of layout torch.sparse_coo"
     )
+
+
+def test_a_meta_tensor_is_named() -> None:
+    assert unjudgeable_input(identity, [torch.ones(2), torch.ones(2, device="meta")], {}) == (
+        "args[1] holds a meta tensor, which holds no values to compare; the model ran eagerly"
+    )

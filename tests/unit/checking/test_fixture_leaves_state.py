@@ -1,0 +1,110 @@
+"""The fixture's check leaves what the test sees as the plain fixture does: a ``train()`` model's
+running statistics and step count, the inputs it writes into, torch's random stream (its
+dropout's draws) and the value the call returns, bitwise. The check worked on copies and kept the
+generators, so a test that asserts on any of them failed only under ``--compile-accuracy``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, cast
+
+import pytest
+import torch
+
+from pytest_torchcompile.checking.runner import CheckRunner
+from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.common.run_state import RunState
+from pytest_torchcompile.common.settings import CheckSettings
+from pytest_torchcompile.common.verdict import Status
+from pytest_torchcompile.reporting.layout import TerminalLayout
+
+
+class Recorded:
+    """The part of a run's state a passing or unjudged check uses: what it records."""
+
+    def __init__(self) -> None:
+        self.results: list[CaseResult] = []
+
+    def record(self, *results: CaseResult) -> None:
+        self.results += results
+
+
+@pytest.fixture
+def runner() -> Iterator[CheckRunner]:
+    checking = CheckRunner(cast(RunState, Recorded()), TerminalLayout())
+    checking.confirmer.start = lambda device: None  # type: ignore[method-assign]
+    try:
+        yield checking
+    finally:
+        checking.close()
+
+
+def _statuses(runner: CheckRunner) -> list[Status]:
+    return [result.status for result in cast(Recorded, runner.session).results]
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear, self.norm = torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8)
+        self.dropout = torch.nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor, seen: torch.Tensor) -> torch.Tensor:
+        seen.add_(1)
+        return self.dropout(self.norm(self.linear(x)))
+
+
+def _called(call: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    model, x, seen = Block().train(), torch.randn(16, 4), torch.zeros(3)
+    torch.manual_seed(123)
+    out = call(model, x, seen)
+    return out, model.state_dict(), seen, torch.rand(3)
+
+
+def test_a_checked_call_leaves_what_a_plain_call_leaves(runner: CheckRunner) -> None:
+    plain = _called(lambda model, x, seen: model(x, seen))
+    checked = _called(
+        lambda model, x, seen: runner.check(
+            "test_x.py::test", model, (x, seen), {}, CheckSettings(intermediates=False)
+        )
+    )
+    assert _statuses(runner) == [Status.PASS]
+    out, state, seen, drawn = plain
+    assert torch.equal(checked[0], out) and torch.equal(checked[2], seen)
+    assert torch.equal(checked[3], drawn)
+    assert state.keys() == checked[1].keys()
+    assert all(torch.equal(checked[1][name], value) for name, value in state.items())
+
+
+class Uncopyable(torch.nn.Module):
+    def __deepcopy__(self, memo: dict[int, Any]) -> Uncopyable:
+        raise TypeError("this module refuses copies")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def test_a_model_only_the_checks_copies_fail_is_not_judged_and_runs(runner: CheckRunner) -> None:
+    out = runner.check("test_x.py::test", Uncopyable(), (torch.ones(2),), {}, CheckSettings())
+    assert torch.equal(out, torch.full((2,), 2.0))
+    [result] = cast(Recorded, runner.session).results
+    assert result.status is Status.NOT_JUDGED
+    assert result.message == (
+        "the model raised when run eagerly: TypeError: this module refuses copies, "
+        "where a plain call does not: the model ran plainly"
+    )
+
+
+def test_a_model_that_raises_raises_its_plain_calls_error(runner: CheckRunner) -> None:
+    calls: list[torch.Tensor] = []
+
+    def broken(x: torch.Tensor) -> torch.Tensor:
+        calls.append(x)
+        raise ValueError("broken model")
+
+    x = torch.ones(2)
+    with pytest.raises(ValueError, match="broken model"):
+        runner.check("test_x.py::test", broken, (x,), {}, CheckSettings())
+    assert calls[-1] is x
+    assert _statuses(runner) == [Status.EAGER_FAIL]
