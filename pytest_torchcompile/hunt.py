@@ -216,7 +216,11 @@ def hunt(
         inductor_config=dict(inductor_config or {}),
     )
     session = AccuracySession(True, directory, base, dict)
-    runner = CheckRunner.start(session, TerminalLayout(), trace_log=False, probe_child=False)
+    # Repro headers name paths under the working directory relative to it, as a run's name them
+    # relative to its rootdir.
+    runner = CheckRunner.start(
+        session, TerminalLayout(root=Path.cwd()), trace_log=False, probe_child=False
+    )
     drawn = _Drawn()
     try:
         drawing = programs(max_ops=max_ops, dtypes=dtypes, specials=specials)
