@@ -37,7 +37,13 @@ import filelock
 import torch
 import torch.fx
 
-from pytest_torchcompile.common.files import atomic_write, locked, replace_directory
+from pytest_torchcompile.common.files import (
+    atomic_write,
+    locked,
+    remove_stale_temporaries,
+    replace_directory,
+    temporary_prefix,
+)
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.processes import own_start, pid_alive
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, out_of_memory
@@ -382,7 +388,10 @@ def write_case(case: ReproCase, root: Path, slug: str, owner: str) -> Path:
     link included, which is removed, never followed)."""
     source, tensors = render_repro(case)
     directory = unique_case_dir(root, slug, owner)
-    staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{directory.name}.", suffix=".new"))
+    remove_stale_temporaries(root, directory.name, ".new")
+    staging = Path(
+        tempfile.mkdtemp(dir=root, prefix=temporary_prefix(directory.name), suffix=".new")
+    )
     try:
         os.chmod(staging, 0o755)  # mkdtemp's 0700 would keep the repros from others
         _write_files(staging / REPRO_NAME, source, tensors, staging)
