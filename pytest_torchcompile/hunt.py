@@ -28,15 +28,15 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.strategies import SearchStrategy
 
 from pytest_torchcompile.checking.runner import CheckRunner
+from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.settings import CheckSettings
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.judging.stages import graph_ops
 from pytest_torchcompile.minifying.search import minify_repro
 from pytest_torchcompile.programs import ALL_DTYPES, Program, programs
 from pytest_torchcompile.reporting.grouping import root_causes
 from pytest_torchcompile.reporting.layout import TerminalLayout
-from pytest_torchcompile.repros.repro import ReproBroken, load_case
+from pytest_torchcompile.repros.repro import ReproBroken, file_graph_ops, file_recorded_kind
 from pytest_torchcompile.run.session import AccuracySession
 
 DTYPES_BY_NAME = {str(dtype).removeprefix("torch."): dtype for dtype in ALL_DTYPES}
@@ -121,12 +121,15 @@ def _shown(path: str) -> str:
 
 
 def _case_ops(path: Path) -> tuple[str, list[str]] | None:
-    """The failure kind and the ops of a repro file's graph; None where it cannot be loaded."""
+    """The failure kind and the ops of a repro file's graph, read from its text: a known case
+    may be anyone's file, and reading it runs none of its code. None where it states neither."""
+    kind = file_recorded_kind(path)
+    if kind not in set(FailureKind):
+        return None
     try:
-        case = load_case(path)
+        return FailureKind(kind), file_graph_ops(path)
     except ReproBroken:
         return None
-    return case.kind, graph_ops(case.gm)
 
 
 def known_cases(directories: Sequence[Path]) -> dict[tuple[str, tuple[str, ...]], str]:
@@ -213,7 +216,11 @@ def hunt(
         inductor_config=dict(inductor_config or {}),
     )
     session = AccuracySession(True, directory, base, dict)
-    runner = CheckRunner.start(session, TerminalLayout(), trace_log=False, probe_child=False)
+    # Repro headers name paths under the working directory relative to it, as a run's name them
+    # relative to its rootdir.
+    runner = CheckRunner.start(
+        session, TerminalLayout(root=Path.cwd()), trace_log=False, probe_child=False
+    )
     drawn = _Drawn()
     try:
         drawing = programs(max_ops=max_ops, dtypes=dtypes, specials=specials)

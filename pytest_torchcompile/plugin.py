@@ -63,7 +63,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = AccuracySession(
         enabled, root, settings.session_settings(config), _environment, shard=shard_of(config)
     )
-    config.stash[SESSION_KEY].configure_gating(settings.gating_settings(config))
+    # pytest's own JUnit file (its junitxml plugin's option, absent where the plugin is off).
+    junit = getattr(config.option, "xmlpath", None)
+    config.stash[SESSION_KEY].configure_gating(
+        settings.gating_settings(config), junit=Path(junit) if junit else None
+    )
     if enabled:
         config.stash[SESSION_KEY].stop_on_sigterm()
     if enabled and not _is_xdist_controller(config):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 import warnings
 from collections.abc import Iterator
 
@@ -18,6 +20,30 @@ def aside() -> Iterator[None]:
     compile ids, metrics), what it draws leaves torch's generators as they were, and what it warns
     of does not reach the test's warnings (where ``-W error`` would turn it into the test's
     failure)."""
-    with unobserved(), generators_kept(), not_intercepted(), warnings.catch_warnings():
+    with (
+        unobserved(),
+        generators_kept(),
+        not_intercepted(),
+        locks_unlogged(),
+        warnings.catch_warnings(),
+    ):
         warnings.simplefilter("ignore")
         yield
+
+
+@contextlib.contextmanager
+def locks_unlogged() -> Iterator[None]:
+    """The file locks this thread takes in the block (the repro directory's, the Inductor caches'
+    of a compile aside) log nothing: ``filelock`` logs every acquire and release at DEBUG, which a
+    test's ``caplog`` would hold though the test took no lock. Records of other threads pass."""
+    logger = logging.getLogger("filelock")
+    thread = threading.get_ident()
+
+    def theirs(record: logging.LogRecord) -> bool:
+        return record.thread != thread
+
+    logger.addFilter(theirs)
+    try:
+        yield
+    finally:
+        logger.removeFilter(theirs)

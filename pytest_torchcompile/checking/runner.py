@@ -9,6 +9,7 @@ import functools
 import os
 import shlex
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -299,11 +300,12 @@ class CheckRunner:
                 graph.symbolic_sizes,
                 POST_AOT,
             )
+        public = functools.partial(_public, layout=self.layout)
         case = ReproCase(
             gm=gm,
             inputs=inputs,
             kind=kind,
-            title=f"{nodeid} :: {label}",
+            title=public(f"{nodeid} :: {label}"),
             tol=settings.tolerance,
             check_non_float=not settings.ignore_non_float,
             non_float_failure=non_float_failure,
@@ -314,8 +316,8 @@ class CheckRunner:
             config_source=config_source,
             grad_enabled=graph.kind != "inference" and torch.is_grad_enabled(),
             symbolic_sizes=sizes,
-            status_line=f"{status}: {message}",
-            notes=notes,
+            status_line=public(f"{status}: {message}"),
+            notes=[public(note) for note in notes],
             level=level,
         )
         path = write_case(case, self.session.repro_root, slugify(nodeid), self.session.token)
@@ -530,6 +532,13 @@ def other_graphs_result(
         graphs_judged=len(passed),
         unchecked=list(checker.unchecked),
     )
+
+
+def _public(text: str, layout: TerminalLayout) -> str:
+    """``text`` for a repro's header, which goes into a bug report pasted where anyone reads it:
+    paths under the rootdir relative to it, as pytest names tests, and the home directory as
+    ``~``, so that no absolute path of this machine is shown."""
+    return layout.shown(text).replace(f"{Path.home()}{os.sep}", f"~{os.sep}")
 
 
 def relative(path: str) -> str:

@@ -17,17 +17,21 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import re
 import shutil
+import socket
 import stat
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import filelock
+
+from pytest_torchcompile.common.processes import own_start, pid_alive
 
 
 class UnsafePath(OSError):
@@ -157,6 +161,33 @@ def refusal(path: Path) -> str | None:
     return None
 
 
+def clashing_paths(
+    inputs: Sequence[tuple[str, str | os.PathLike[str] | None]],
+    outputs: Sequence[tuple[str, str | os.PathLike[str] | None]],
+) -> str | None:
+    """Why the paths the settings name cannot all be used, or None: an output that is an input,
+    or two outputs at one place (real paths compared, links followed), in one line naming both
+    settings. A setting named among both (the baseline an update rewrites) is itself; a device
+    or a pipe, written through and never replaced, may take several outputs."""
+    seen: list[tuple[str, str, bool]] = []
+    named = [(setting, path, False) for setting, path in inputs]
+    named += [(setting, path, True) for setting, path in outputs]
+    for setting, path, output in named:
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        with contextlib.suppress(OSError):
+            mode = os.stat(real).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                continue
+        for other, other_real, other_output in seen:
+            if other_real == real and other != setting and (output or other_output):
+                what = "an input and an output" if not (output and other_output) else "two outputs"
+                return f"{other} and {setting} name one path, for {what}: {path}"
+        seen.append((setting, real, output))
+    return None
+
+
 _OWN_DESCRIPTOR = re.compile(r"/(?:dev|proc/self)/fd/(\d+)")
 
 
@@ -227,7 +258,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, within: Path | None 
         mode = 0o644
     else:
         mode = stat.S_IMODE(existing.st_mode) if stat.S_ISREG(existing.st_mode) else 0o644
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    remove_stale_temporaries(path.parent, path.name, ".tmp")
+    handle, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=temporary_prefix(path.name), suffix=".tmp"
+    )
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
@@ -237,6 +271,42 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, within: Path | None 
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def temporary_prefix(name: str) -> str:
+    """How the name of a temporary file or directory made on the way to ``name`` starts: with
+    the writer's host, process id and start, so that a later write of ``name`` tells one that a
+    writer killed before its rename left behind (:func:`remove_stale_temporaries`)."""
+    return f".{name}.{_host()}-{os.getpid()}-{own_start() or 0}."
+
+
+def remove_stale_temporaries(directory: Path, name: str, suffix: str) -> None:
+    """Remove what writers of ``name`` on this host that are no longer alive left in
+    ``directory`` (``temporary_prefix(name)...suffix``); a link among them is removed itself,
+    never followed. Another live writer's temporaries, or another host's, are left alone."""
+    made_by = re.compile(
+        re.escape(f".{name}.") + r"([0-9a-f]{8})-(\d+)-(\d+)\.\w+" + re.escape(suffix)
+    )
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        match = made_by.fullmatch(entry)
+        if match is None or match[1] != _host():
+            continue
+        if pid_alive(int(match[2]), None if match[3] == "0" else match[3]):
+            continue
+        stale = directory / entry
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                stale.unlink()
+
+
+def _host() -> str:
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 
 
 def replace_directory(new: Path, target: Path) -> None:
@@ -249,7 +319,8 @@ def replace_directory(new: Path, target: Path) -> None:
     except OSError:
         if not os.path.lexists(target):
             raise
-    aside = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.old")
+    remove_stale_temporaries(target.parent, target.name, ".old")
+    aside = target.with_name(f"{temporary_prefix(target.name)}{uuid.uuid4().hex[:8]}.old")
     os.rename(target, aside)
     os.rename(new, target)
     if aside.is_symlink() or not aside.is_dir():

@@ -498,7 +498,12 @@ def op_name(target: Any) -> str:
     if is_op_overload(target):
         return str(target).removesuffix(".default")
     module = getattr(target, "__module__", None) or ""
-    name = getattr(target, "__name__", None) or str(target)
+    return qualified_op_name(module, getattr(target, "__name__", None) or str(target))
+
+
+def qualified_op_name(module: str, name: str) -> str:
+    """What :func:`op_name` calls the function ``name`` of ``module`` (a graph's code names it
+    so too: ``torch._C._nn.gelu`` is ``torch.nn.functional.gelu``)."""
     module = {
         "torch._C._nn": "torch.nn.functional",
         "_operator": "operator",

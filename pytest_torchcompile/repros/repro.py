@@ -12,6 +12,7 @@ package registers) are registered by importing the modules that define them, nam
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 import hashlib
 import importlib.util
@@ -36,7 +37,13 @@ import filelock
 import torch
 import torch.fx
 
-from pytest_torchcompile.common.files import atomic_write, locked, replace_directory
+from pytest_torchcompile.common.files import (
+    atomic_write,
+    locked,
+    remove_stale_temporaries,
+    replace_directory,
+    temporary_prefix,
+)
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.processes import own_start, pid_alive
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, out_of_memory
@@ -46,6 +53,7 @@ from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.copies import clone_values
 from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import ReproBroken, error_signature
+from pytest_torchcompile.judging.stages import qualified_op_name
 from pytest_torchcompile.repros.compact import (
     compact_disagreement,
     compact_obstacle,
@@ -380,7 +388,10 @@ def write_case(case: ReproCase, root: Path, slug: str, owner: str) -> Path:
     link included, which is removed, never followed)."""
     source, tensors = render_repro(case)
     directory = unique_case_dir(root, slug, owner)
-    staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{directory.name}.", suffix=".new"))
+    remove_stale_temporaries(root, directory.name, ".new")
+    staging = Path(
+        tempfile.mkdtemp(dir=root, prefix=temporary_prefix(directory.name), suffix=".new")
+    )
     try:
         os.chmod(staging, 0o755)  # mkdtemp's 0700 would keep the repros from others
         _write_files(staging / REPRO_NAME, source, tensors, staging)
@@ -531,6 +542,135 @@ def graph_source(path: Path) -> str:
     start = source.find("\nclass Repro(")
     end = source.find("\ndef make_inputs():", start)
     return source[start + 1 : end].rstrip() if start >= 0 and end >= 0 else ""
+
+
+# The operator functions fx writes as Python's operators (its ``magic_methods`` and
+# ``inplace_methods``), by the syntax that writes them.
+_BINARY_OPERATORS: dict[type[ast.AST], str] = {
+    ast.Add: "add",
+    ast.Sub: "sub",
+    ast.Mult: "mul",
+    ast.FloorDiv: "floordiv",
+    ast.Div: "truediv",
+    ast.Mod: "mod",
+    ast.Pow: "pow",
+    ast.LShift: "lshift",
+    ast.RShift: "rshift",
+    ast.BitAnd: "and_",
+    ast.BitOr: "or_",
+    ast.BitXor: "xor",
+    ast.MatMult: "matmul",
+    ast.Eq: "eq",
+    ast.NotEq: "ne",
+    ast.Lt: "lt",
+    ast.Gt: "gt",
+    ast.LtE: "le",
+    ast.GtE: "ge",
+    ast.UAdd: "pos",
+    ast.USub: "neg",
+    ast.Invert: "invert",
+}
+
+
+def file_graph_ops(path: Path) -> list[str]:
+    """The distinct ops of a repro file's graph, in order, named as ``stages.graph_ops`` names
+    them: read from the text of its ``class Repro`` (``ast``), the file never imported or run.
+    Raises :class:`ReproBroken` where the file holds no graph that reads so."""
+    try:
+        tree = ast.parse(graph_source(path))
+    except (OSError, SyntaxError, ValueError) as error:
+        raise ReproBroken(f"the repro file's graph cannot be read: {error}") from None
+    forward = next(
+        (
+            node
+            for top in tree.body
+            if isinstance(top, ast.ClassDef) and top.name == "Repro"
+            for node in top.body
+            if isinstance(node, ast.FunctionDef) and node.name == "forward"
+        ),
+        None,
+    )
+    if forward is None:
+        raise ReproBroken("the repro file holds no graph (class Repro with a forward)")
+    # The graph's values: its inputs and what its lines assign. A call on one is a method's.
+    local = {argument.arg for argument in forward.args.args} | {
+        node.id
+        for node in ast.walk(forward)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+    }
+    return list(
+        dict.fromkeys(name for line in forward.body for name in _statement_ops(line, local))
+    )
+
+
+def _statement_ops(statement: ast.stmt, local: set[str]) -> list[str]:
+    """The ops one line of a graph's code calls (an ``x = None`` that frees a value, a
+    ``return``, a read of a constant: none)."""
+    if isinstance(statement, ast.AugAssign):
+        name = _BINARY_OPERATORS.get(type(statement.op), "")
+        return [f"operator.i{name.rstrip('_')}", *_value_ops(statement.value, local)]
+    if isinstance(statement, ast.Assign):
+        if any(isinstance(target, ast.Subscript) for target in statement.targets):
+            return ["operator.setitem"]
+        return _value_ops(statement.value, local)
+    if isinstance(statement, ast.Expr):
+        return _value_ops(statement.value, local)
+    return []
+
+
+def _value_ops(value: ast.expr, local: set[str]) -> list[str]:
+    if isinstance(value, ast.BinOp | ast.UnaryOp):
+        return [f"operator.{_BINARY_OPERATORS.get(type(value.op), type(value.op).__name__)}"]
+    if isinstance(value, ast.Compare) and len(value.ops) == 1:
+        return [f"operator.{_BINARY_OPERATORS.get(type(value.ops[0]), 'compare')}"]
+    if isinstance(value, ast.Attribute) and _dotted(value)[:1] != ["self"]:
+        return ["builtins.getattr"]  # fx writes getattr(x, "name") as x.name
+    if not isinstance(value, ast.Call):
+        return []  # a constant, a name, an item read (getitem, never counted), a module attribute
+    parts = _dotted(value.func)
+    if not parts:
+        return []
+    if parts[0] == "self":
+        return [".".join(parts[1:])]  # a submodule called: its target
+    if parts[0] in local:
+        return [parts[-1]]  # a method called: its name
+    if parts[:2] == ["torch", "ops"]:
+        return [".".join(parts[2:]).removesuffix(".default")]
+    module = ".".join(parts[:-1]) or ("builtins" if hasattr(builtins, parts[0]) else "")
+    return [qualified_op_name(module, parts[-1])]
+
+
+def _dotted(node: ast.expr) -> list[str]:
+    """``["torch", "ops", "aten", "relu", "default"]`` for that dotted name; [] for any other
+    expression."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.insert(0, node.attr)
+        node = node.value
+    return [node.id, *parts] if isinstance(node, ast.Name) else []
+
+
+def file_recorded_kind(path: Path) -> str | None:
+    """The failure kind a repro file records (its ``KIND = ...``, alone or among other names),
+    read from its text; None where it states none."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for statement in tree.body:
+        if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+            continue
+        target, value = statement.targets[0], statement.value
+        pairs = (
+            zip(target.elts, value.elts, strict=False)
+            if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
+            else [(target, value)]
+        )
+        for name, given in pairs:
+            if isinstance(name, ast.Name) and name.id == "KIND":
+                kind = given.value if isinstance(given, ast.Constant) else None
+                return kind if isinstance(kind, str) else None
+    return None
 
 
 def config_lines(path: Path) -> str:

@@ -25,7 +25,12 @@ from typing import Any
 
 import pytest
 
-from pytest_torchcompile.common.files import NotARegularFile, TooLarge, read_bounded
+from pytest_torchcompile.common.files import (
+    NotARegularFile,
+    TooLarge,
+    clashing_paths,
+    read_bounded,
+)
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.reporting.baseline import BaselineError, Gate
 from pytest_torchcompile.reporting.json_report import SCHEMA_VERSION
@@ -340,7 +345,20 @@ def merge_usage_error(args: argparse.Namespace) -> str | None:
         return "--update-baseline needs --baseline FILE"
     if bool(args.repros) != (args.into is not None):
         return "--repros DIR... and --into DIR go together"
-    return None
+    return clashing_paths(
+        [
+            *(("REPORT", path) for path in args.reports),
+            ("--baseline", args.baseline),
+            *(("--repros", path) for path in args.repros),
+        ],
+        [
+            ("--report", args.report),
+            ("--junit", args.junit),
+            ("--github-summary", args.github_summary),
+            ("--into", args.into),
+            ("--baseline", args.baseline if args.update_baseline else None),
+        ],
+    )
 
 
 def merge(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pytest_torchcompile.common.files import refusal
+from pytest_torchcompile.common.files import clashing_paths, refusal
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import CaseResult, MinifyResult
 from pytest_torchcompile.common.run_state import Checker, MinifyJob
@@ -230,10 +230,24 @@ class AccuracySession:
     # --- gating and reports: results travel on test reports, so that xdist workers and a plain
     # run take one path; everything is decided and written once, on the controller.
 
-    def configure_gating(self, gating: GatingSettings) -> None:
-        """Load the baseline; a file that cannot be used, or a report or baseline path that
-        cannot be written, stops the run before any test runs."""
+    def configure_gating(self, gating: GatingSettings, junit: Path | None = None) -> None:
+        """Load the baseline; a file that cannot be used, a report or baseline path that cannot
+        be written, or one path named for two files (an output that is an input, two outputs:
+        the JSON report, pytest's ``junit``, the baseline, the repro directory, the GitHub step
+        summary) stops the run before any test runs."""
         self.gating = gating
+        clash = clashing_paths(
+            [(BASELINE_OPTION, gating.baseline)],
+            [
+                ("--compile-accuracy-report", gating.report),
+                ("--junitxml", junit),
+                (BASELINE_OPTION, gating.baseline if gating.update_baseline else None),
+                ("--compile-accuracy-dir", self.repro_root if self.enabled else None),
+                ("$GITHUB_STEP_SUMMARY", _github_summary()),
+            ],
+        )
+        if clash is not None:
+            raise pytest.UsageError(f"compile accuracy: {clash}")
         written = [("JSON report", gating.report)]
         if gating.update_baseline:
             written.append(("baseline", gating.baseline))
@@ -332,7 +346,7 @@ class AccuracySession:
             exitstatus,
             self.baseline_digest,
         )
-        outputs = RunOutputs(gating.report, os.environ.get("GITHUB_STEP_SUMMARY") or None)
+        outputs = RunOutputs(gating.report, _github_summary())
         self._run_end = conclude_run(
             record,
             self.gate,
@@ -543,6 +557,14 @@ class RunEnd:
         ):
             return pytest.ExitCode.OK
         return status
+
+
+BASELINE_OPTION = "--compile-accuracy-baseline"
+
+
+def _github_summary() -> str | None:
+    """The file a GitHub Actions step appends its summary to, where there is one."""
+    return os.environ.get("GITHUB_STEP_SUMMARY") or None
 
 
 def _fitted(config: pytest.Config, text: str) -> str:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pytest_torchcompile.repros.embedded.layout import _laid_out
 
 
-def _load(values, dtype, shape, stride, device, offset=0): return _laid_out(torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensors", values + ".pt")) if isinstance(values, str) else torch.as_tensor(values), dtype, shape, stride, device, offset)  # values inline or a file in tensors/
+def _load(values, dtype, shape, stride, device, offset=0): return _laid_out(torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensors", values + ".pt"), weights_only=True) if isinstance(values, str) else torch.as_tensor(values), dtype, shape, stride, device, offset)  # values inline or a file in tensors/
 
 
 def copies(inputs, dtype=None): return [(x.detach().to(dtype) if dtype and x.is_floating_point() else _load(x.detach(), x.dtype, x.shape, x.stride(), x.device, x.storage_offset())).requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x for x in inputs]

@@ -1,9 +1,13 @@
-"""The plugin's own work inside a test's call leaves the test's warnings as they were."""
+"""The plugin's own work inside a test's call leaves the test's warnings and logs as they were."""
 
 from __future__ import annotations
 
+import logging
+import threading
 import warnings
+from pathlib import Path
 
+import filelock
 import pytest
 import torch
 
@@ -37,3 +41,23 @@ def test_the_tests_own_warnings_still_reach_it() -> None:
             pass
         warnings.warn("the test's own", UserWarning, stacklevel=1)
     assert [str(warning.message) for warning in seen] == ["the test's own"]
+
+
+def test_the_locks_of_the_plugins_work_log_nothing_and_other_threads_still_do(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+
+    def test_thread() -> None:
+        with filelock.FileLock(str(tmp_path / "theirs.lock")):
+            pass
+
+    with aside():
+        with filelock.FileLock(str(tmp_path / "mine.lock")):
+            pass
+        thread = threading.Thread(target=test_thread)
+        thread.start()
+        thread.join()
+
+    locked = {record.getMessage().rsplit("/", 1)[-1] for record in caplog.records}
+    assert locked == {"theirs.lock"}
