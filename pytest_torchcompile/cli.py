@@ -11,6 +11,7 @@ import argparse
 import ast
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pytest_torchcompile.common.results import MinifyProgress, ProgressThrottle, StopReason
+from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.merge import merge, merge_arguments, merge_usage_error
 
 PROG = "pytest-torchcompile"
@@ -114,6 +116,7 @@ def list_cases(args: argparse.Namespace) -> int:
     from pytest_torchcompile.repros.repro import header_fields
 
     cases = _repros_of(args.directory)
+    layout = TerminalLayout(shutil.get_terminal_size().columns)
     for case in cases:
         fields = header_fields(case / REPRO)
         status = fields.get("status", "?").split(":")[0]
@@ -123,9 +126,14 @@ def list_cases(args: argparse.Namespace) -> int:
             if minified.is_file()
             else ""
         )
-        print(f"{case.name}  {status}  ({fields.get('ops', '?')} ops{shrunk})")
-        print(f"  {fields.get('case', '')}")
-    print(f"{len(cases)} case(s) in {args.directory}")
+        for text, indent in (
+            (f"{case.name}  {status}  ({fields.get('ops', '?')} ops{shrunk})", ""),
+            (fields.get("case", ""), "  "),
+        ):
+            for line in layout.wrap(text, indent):
+                print(line)
+    for line in layout.wrap(f"{len(cases)} case(s) in {args.directory}", ""):
+        print(line)
     return 0
 
 

@@ -100,12 +100,16 @@ class MinifyResult:
             )
         label = "" if self.stop is StopReason.MINIMAL else f" ({self.stop.label})"
         line = (
-            f"minified {nodeid}: {self.ops_before} -> {self.ops_after} ops in {self.seconds:.1f} s "
-            f"({self.compiles} compiles){label}"
+            f"minified {nodeid}: {self.ops_before} -> {self.ops_after} ops in {self.seconds:.1f} s, "
+            f"{self.compiles} compiles{label}"
         )
         if not self.stage_summary:
             return line
-        return f"{line}\n  {self.stage_summary} ({self.stage_compiles} compiles, {self.stage_seconds:.1f} s)"
+        # The stage is looked for after the minification: its compiles come on top of those.
+        return (
+            f"{line}\n  {self.stage_summary} (stage found in {self.stage_compiles} more compiles, "
+            f"{self.stage_seconds:.1f} s)"
+        )
 
 
 @dataclass

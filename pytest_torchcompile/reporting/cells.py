@@ -85,11 +85,16 @@ def graphs_text(counts: Mapping[str, int] | None) -> str:
     )
 
 
+def counted(number: int, noun: str) -> str:
+    """E.g. ``1 check``, ``3 checks``."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def checks_summary(results: Sequence[CaseResult]) -> str:
-    """E.g. ``4 checks in 3 tests: 3 pass, 1 fail_accuracy``."""
+    """E.g. ``4 checks in 3 tests: 3 pass, 1 fail_accuracy``; ``1 check in 1 test: 1 pass``."""
     tests = len({result.nodeid for result in results})
     counts = status_counts([result.status for result in results])
-    return f"{len(results)} checks in {tests} tests: {join_counts(counts)}"
+    return f"{counted(len(results), 'check')} in {counted(tests, 'test')}: {join_counts(counts)}"
 
 
 def status_summary(results: Sequence[CaseResult]) -> str:

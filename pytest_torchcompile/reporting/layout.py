@@ -48,6 +48,11 @@ class _PathWrapper(textwrap.TextWrapper):
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
+_FIGURE_AND_UNIT = re.compile(r"(?<=\d) (?=(?:s|ms|ops?|compiles?|MiB|GiB)\b)")
+"""The space between a figure and its unit (``13.5 s``, ``3 compiles``): never a line break."""
+_KEPT_SPACE = "\ue000"
+"""Stands for such a space while a line is wrapped: textwrap breaks at ASCII whitespace only."""
+
 
 def printable(text: str) -> str:
     """``text`` with its control characters escaped (``\\x1b``, ``\\t``), as pytest shows them
@@ -88,13 +93,14 @@ class TerminalLayout:
     def wrap(self, text: str, indent: str, width: int | None = None) -> list[str]:
         """``text`` wrapped to ``width`` (default: the text's width) at spaces; a path or test id
         longer than the terminal at a ``/`` or ``::``. Control characters are shown escaped."""
-        return _PathWrapper(
+        lines = _PathWrapper(
             max(self.width, 40),
             width=width or self.line_width,
             initial_indent=indent,
             subsequent_indent=f"{indent}  ",
             break_on_hyphens=False,
-        ).wrap(printable(text))
+        ).wrap(_FIGURE_AND_UNIT.sub(_KEPT_SPACE, printable(text)))
+        return [line.replace(_KEPT_SPACE, " ") for line in lines]
 
     def fit(self, text: str) -> str:
         """Lines of ``text`` wider than the terminal wrapped as :meth:`wrap` does, each under its

@@ -211,7 +211,7 @@ def test_wrong_silu_decomposition_end_to_end(
     result.stdout.fnmatch_lines(["*minified *: 5 -> 1 ops in *"])
     result.stdout.fnmatch_lines(["*failing graph: torch-level graph 0 from*"])
     # The check's own compile of the torch-level graph is not a plain compile of the test.
-    result.stdout.fnmatch_lines(["compile accuracy: 1 checks in 1 tests: 1 fail_accuracy"])
+    result.stdout.fnmatch_lines(["compile accuracy: 1 check in 1 test: 1 fail_accuracy"])
     result.stdout.no_fnmatch_line("*plain torch.compile graphs*")
     (directory,) = (pytester.path / ".compile-accuracy").glob("*gated_mlp*/")
     repro, minified = directory / "repro.py", directory / "minified.py"

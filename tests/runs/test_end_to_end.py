@@ -232,7 +232,7 @@ def test_hypothesis_failure_is_shrunk_and_written_once(pytester: pytest.Pytester
     assert repro.parent.name == "test_model.py__test_random_batch", (
         "superseded examples leave no repro"
     )
-    result.stdout.fnmatch_lines(["compile accuracy: 1 checks in 1 tests: 1 fail_accuracy"])
+    result.stdout.fnmatch_lines(["compile accuracy: 1 check in 1 test: 1 fail_accuracy"])
 
 
 def test_an_op_on_constants_alone_survives_into_the_repro(tmp_path: Path) -> None:

@@ -31,4 +31,4 @@ def test_a_failing_hypothesis_test_writes_one_repro(pytester: pytest.Pytester) -
     assert [repro.parent.name for repro in repros] == ["test_model.py__test_fixed_batch"], (
         "superseded examples leave no repro"
     )
-    result.stdout.fnmatch_lines(["compile accuracy: 1 checks in 1 tests: 1 fail_accuracy"])
+    result.stdout.fnmatch_lines(["compile accuracy: 1 check in 1 test: 1 fail_accuracy"])

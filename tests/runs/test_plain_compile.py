@@ -255,7 +255,7 @@ def test_graphs_that_cannot_be_judged_are_said_per_test(
             "status  ratio  graphs                 test",
             "pass    *      1 judged, 1 unchecked  test_models.py::test_dropout_in_train_mode",
             "    unchecked graph 0 (forward) from test_models.py:7 (test_dropout_in_train_mode): intermediates not judged*",
-            "compile accuracy: 1 checks in 1 tests: 1 pass",
+            "compile accuracy: 1 check in 1 test: 1 pass",
             "plain torch.compile graphs: 1 judged, 1 unchecked",
         ]
     )

@@ -117,7 +117,7 @@ def test_a_plain_compile_stopped_while_its_graph_is_judged_keeps_its_row(
             "status      ratio  graphs                 test",
             "not_judged  -      0 judged, 1 unchecked  test_model.py::test_plain",
             "    unchecked graph 0 (inference) from test_model.py:7 (test_plain): not judged: *",
-            "compile accuracy: 1 checks in 1 tests: 1 not_judged",
+            "compile accuracy: 1 check in 1 test: 1 not_judged",
         ]
     )
     assert f"unchecked graph 0 (inference) from test_model.py:7 (test_plain): {reason}" in summary

@@ -124,3 +124,22 @@ def test_what_cannot_be_used_is_a_usage_error(
         main(argv)
     assert done.value.code == 2
     assert capsys.readouterr().err.startswith(said)
+
+
+def test_list_fits_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A long case name and test id wrap to the terminal (``list`` read only the header)."""
+    name = "tests_models_vision_backbones_test_backbones.py__test_relu_backbone_long"
+    test_id = f"tests/models/vision/backbones/test_backbones.py::test_relu_backbone_{'x' * 40}"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "repro.py").write_text(
+        f"# case:    {test_id} :: graph 0 (inference)\n# status:  fail_accuracy: 1 of 1\n"
+        "# ops:     114\n"
+    )
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["list", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    assert lines[:2] == [name, "  fail_accuracy  (114 ops)"]
+    assert lines[2].startswith("  tests/models/vision/backbones/")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -104,7 +105,12 @@ def test_a_one_relu_accuracy_bug_is_compact_runs_alone_and_reproduces(tmp_path: 
     assert (reproduced.returncode, reproduced.stdout.splitlines()[-1]) == (1, "REPRODUCED"), (
         reproduced
     )
-    assert "fp64 rmse FAIL" in reproduced.stdout
+    # Each figure is named: the two errors of the fp64 rule and its multiplier.
+    assert re.search(
+        r"fp64 rmse FAIL rmse\(compiled,fp64\) \S+ rmse\(eager,fp64\) \S+ multiplier 3$",
+        reproduced.stdout,
+        re.MULTILINE,
+    ), reproduced.stdout
 
     path.write_text(path.read_text().replace(RELU_BUG.format("accuracy"), ""))
     fixed = run(path)
