@@ -43,11 +43,13 @@ def junit_xml(
     results: Sequence[CaseResult],
     decisions: Mapping[str, Decision] | None,
     failed_reports: Sequence[tuple[str, str]],
+    xfail_reasons: Mapping[str, str] | None = None,
 ) -> str:
     """A JUnit XML file of the run's tests, for a run pytest did not write one for (the merge of a
     split run's shards): a test case per test with a check or a failed report, with the checks'
     :func:`junit_properties`; a failure where pytest counted one or the test fails the run against
-    the baseline, skipped (xfail) where the baseline expects its failure."""
+    the baseline, skipped (xfail) where the baseline expects its failure, its message the reason a
+    single run's xfail gives (``xfail_reasons``: the baseline row and the repro path) where known."""
     checks = dict(by_test(results))
     failed: dict[str, list[str]] = {}
     for nodeid, when in failed_reports:
@@ -77,11 +79,12 @@ def junit_xml(
             and decision.kind in (DecisionKind.EXPECTED_FAILURE, DecisionKind.FLAKY)
             and is_failing(decision.status)
         ):
+            reason = (xfail_reasons or {}).get(nodeid)
             ET.SubElement(
                 case,
                 "skipped",
                 type="pytest.xfail",
-                message=f"compile accuracy {decision.kind.label}: {decision.message}",
+                message=reason or f"compile accuracy {decision.kind.label}: {decision.message}",
             )
             counts["skipped"] += 1
     suite.set("tests", str(len(suite)))
@@ -98,6 +101,7 @@ def write_junit(
     results: Sequence[CaseResult],
     decisions: Mapping[str, Decision] | None,
     failed_reports: Sequence[tuple[str, str]],
+    xfail_reasons: Mapping[str, str] | None = None,
 ) -> None:
     """Write :func:`junit_xml` to ``path`` atomically."""
-    atomic_write(path, junit_xml(results, decisions, failed_reports).encode())
+    atomic_write(path, junit_xml(results, decisions, failed_reports, xfail_reasons).encode())

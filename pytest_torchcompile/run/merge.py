@@ -266,7 +266,7 @@ def _not_excused(
 
 
 def relocate_repros(record: RunRecord, into: Path) -> RunRecord:
-    """The record with the paths of its checks' repro files (repro, minified, kernel) in the
+    """The record with the paths of its checks' repro files (repro, minified, kernel, bug report) in the
     merged repro directory ``into`` where their case was merged there, rather than on the shard's
     machine."""
 
@@ -287,6 +287,7 @@ def relocate_repros(record: RunRecord, into: Path) -> RunRecord:
             result.minify,
             path=moved(result.minify.path, case_id),
             kernel_path=moved(result.minify.kernel_path, case_id),
+            bug_report_path=moved(result.minify.bug_report_path, case_id),
         )
         results.append(
             dataclasses.replace(result, repro_path=moved(result.repro_path, case_id), minify=minify)

@@ -26,6 +26,7 @@ from pytest_torchcompile.common.run_state import Checker, MinifyJob
 from pytest_torchcompile.common.settings import CheckSettings, GatingSettings, marker_settings
 from pytest_torchcompile.common.verdict import Status, leaves_device_unusable
 from pytest_torchcompile.reporting.baseline import BaselineError, Decision, Gate, is_failing
+from pytest_torchcompile.reporting.cells import by_test
 from pytest_torchcompile.reporting.github import append_github_summary
 from pytest_torchcompile.reporting.json_report import write_json_report
 from pytest_torchcompile.reporting.junit import junit_properties, write_junit
@@ -466,6 +467,12 @@ def conclude_run(
         return True
 
     report, summary, junit = outputs.report, outputs.github_summary, outputs.junit
+    # The reason a single run's xfail gives (the baseline row, the repro path), for the JUnit file.
+    xfail_reasons = {
+        nodeid: reason
+        for nodeid, checks in by_test(results)
+        if gate is not None and (reason := gate.xfail_reason(nodeid, checks)) is not None
+    }
     if report is not None and written(
         "the JSON report",
         report,
@@ -481,7 +488,7 @@ def conclude_run(
     if junit is not None and written(
         "the JUnit file",
         junit,
-        lambda: write_junit(junit, results, decisions, record.failed_reports),
+        lambda: write_junit(junit, results, decisions, record.failed_reports, xfail_reasons),
     ):
         said.append(f"JUnit file written to {junit}")
     if gate is not None and gate.update:

@@ -4,6 +4,7 @@ run are refused with one line. In process, from reports written by the report wr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import xml.etree.ElementTree as ET
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_torchcompile.__main__ import main
-from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.common.results import CaseResult, MinifyResult, StopReason
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.reporting.baseline import Gate
 from pytest_torchcompile.reporting.json_report import write_json_report
@@ -55,6 +56,9 @@ tests/test_other.py::test_x\tpass
 no longer exists; test_other.py is not part of the run."""
 
 
+REPRO_PATHS = {"c": ".compile-accuracy/tests_test_m.py__test_c/repro.py"}
+
+
 def checks(names: str) -> list[CaseResult]:
     return [
         CaseResult(
@@ -63,6 +67,7 @@ def checks(names: str) -> list[CaseResult]:
             f"check of {name}",
             worst_ratio=1.5,
             case_id=f"tests_test_m.py__test_{name}" if STATUSES[name] is not Status.PASS else None,
+            repro_path=REPRO_PATHS.get(name),
         )
         for name in names
         if name in STATUSES
@@ -287,6 +292,11 @@ def test_junit_and_github_summary_of_the_union(
         "failed in call; compile accuracy NEW FAILURE: fail_accuracy, the baseline expects pass"
     )
     assert cases["test_b"].get("classname") == "tests.test_m"
+    # As a single run's xfail: the baseline row and the repro path.
+    assert cases["test_c"].find("skipped").get("message") == (  # type: ignore[union-attr]
+        "compile accuracy expected failure: still fail_compile, as the baseline records "
+        f"[https://example.org/bug/1] (baseline {baseline}:3); repro: {REPRO_PATHS['c']}"
+    )
     properties = {p.get("name"): p.get("value") for p in cases["test_c"].iter("property")}
     assert properties["torchcompile_status"] == "fail_compile"
     text = summary.read_text()
@@ -439,7 +449,20 @@ def test_merged_repro_paths_point_into_the_merged_directory(
 
     def with_repro(report: dict[str, Any]) -> None:
         (check,) = next(test for test in report["tests"] if test["nodeid"] == tid("b"))["checks"]
-        check["repro_path"] = f"/home/runner/work/project/.compile-accuracy/{case}/repro.py"
+        shard_case = f"/home/runner/work/project/.compile-accuracy/{case}"
+        check["repro_path"] = f"{shard_case}/repro.py"
+        check["minify"] = dataclasses.asdict(
+            MinifyResult(
+                5,
+                1,
+                1.0,
+                3,
+                StopReason.MINIMAL,
+                f"{shard_case}/minified.py",
+                f"{shard_case}/minified_kernel.cpp",
+                bug_report_path=f"{shard_case}/bug_report.md",
+            )
+        )
 
     edit(paths[0], with_repro)
 
@@ -461,6 +484,11 @@ def test_merged_repro_paths_point_into_the_merged_directory(
     report = json.loads((tmp_path / "merged.json").read_text())
     (check,) = next(test for test in report["tests"] if test["nodeid"] == tid("b"))["checks"]
     assert check["repro_path"] == str(into / case / "repro.py")
+    assert [check["minify"][key] for key in ("path", "kernel_path", "bug_report_path")] == [
+        str(into / case / name) for name in ("minified.py", "minified_kernel.cpp", "bug_report.md")
+    ]
+    assert any(line.strip().startswith("bug report: ") for line in lines), lines
+    assert not any("/home/runner" in line for line in lines), lines
     assert (into / case / "repro.py").read_text() == "# repro\n"
 
 
