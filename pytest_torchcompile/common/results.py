@@ -50,6 +50,37 @@ _STOP_LABELS = {
 }
 
 
+@dataclass(frozen=True)
+class Deviation:
+    """One floating intermediate of a failing graph, judged against its own fp64 value in the
+    minifier's locate run: a point of the deviation along the graph."""
+
+    value: str
+    """The graph's name for the value (``relu_3``)."""
+    op: str
+    """The op that computes it (``aten.relu``)."""
+    ratio: float | None
+    """rmse(compiled, fp64) / rmse(eager, fp64); inf where eager is exact and compiled is not;
+    None where no error was measured (allclose to eager, a non-finite pattern)."""
+    passed: bool
+    starts: bool = False
+    """A deviation starts here: it deviates and no deviating value feeds it."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.ratio, str):  # "inf" or "nan" as the JSON report spells them
+            object.__setattr__(self, "ratio", float(self.ratio))
+
+
+@dataclass(frozen=True)
+class MinifyStep:
+    """The minifier's state after one candidate: its trajectory, point by point."""
+
+    seconds: float
+    ops_left: int
+    """The ops of the smallest failing graph known then (the whole graph before one is)."""
+    compiles: int
+
+
 @dataclass
 class MinifyResult:
     """What the reducer made of one failing case; ``note`` says how, or why not."""
@@ -76,6 +107,11 @@ class MinifyResult:
     """How each judging child that died during the minification died (it was replaced)."""
     bug_report_path: str | None = None
     """``bug_report.md`` beside the minified repro: the text of a PyTorch issue for it."""
+    deviation: list[Deviation] = field(default_factory=list)
+    """Every floating intermediate of the case's graph, in graph order, as the locate run judged
+    it (an accuracy failure's); empty where there was none."""
+    trajectory: list[MinifyStep] = field(default_factory=list)
+    """The search's steps, one per candidate judged."""
 
     @property
     def signature(self) -> str | None:
@@ -86,7 +122,15 @@ class MinifyResult:
         return f"{' + '.join(self.ops)} | {self.stage_summary or self.stage} | {self.failure_type}"
 
     def __post_init__(self) -> None:
-        self.stop = StopReason(self.stop)  # a plain string when read back from JSON
+        # Plain strings and dicts when read back from JSON.
+        self.stop = StopReason(self.stop)
+        self.deviation = [
+            point if isinstance(point, Deviation) else Deviation(**point)
+            for point in self.deviation
+        ]
+        self.trajectory = [
+            step if isinstance(step, MinifyStep) else MinifyStep(**step) for step in self.trajectory
+        ]
 
     def summary_line(self, nodeid: str) -> str:
         return self._summary(nodeid) + "".join(

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,13 @@ import torch.fx
 from pytest_torchcompile.common.files import atomic_write, locked
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.leaves import shown_table
-from pytest_torchcompile.common.results import MinifyProgress, MinifyResult, StopReason
+from pytest_torchcompile.common.results import (
+    Deviation,
+    MinifyProgress,
+    MinifyResult,
+    MinifyStep,
+    StopReason,
+)
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import (
     InProcessJudge,
@@ -101,6 +107,9 @@ class Reduction:
     """How the graph left fails (what a bug report shows of it)."""
     needs: str = ""
     """For a minimal graph of several ops: what it did without each one (why each is needed)."""
+    deviation: list[Deviation] = field(default_factory=list)
+    """The locate run's verdict on every floating intermediate, in graph order."""
+    trajectory: list[MinifyStep] = field(default_factory=list)
 
 
 # --- the search --------------------------------------------------------------------------------
@@ -135,6 +144,8 @@ class _Search:
         self.verdicts: dict[Selection, GraphVerdict] = {}
         self.smallest_failing: Selection | None = None
         self.everything: Selection = frozenset(slicer.order)
+        self.trajectory: list[MinifyStep] = []
+        self.deviation: list[Deviation] = []
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -169,12 +180,12 @@ class _Search:
         self.report()
 
     def report(self) -> None:
+        left = self.smallest_failing if self.smallest_failing is not None else self.everything
+        step = MinifyStep(self.elapsed(), self.slicer.op_count(left), self.compiles)
+        self.trajectory.append(step)
         if self.progress is not None:
-            left = self.smallest_failing if self.smallest_failing is not None else self.everything
             self.progress(
-                MinifyProgress(
-                    self.case.title, self.slicer.op_count(left), self.compiles, self.elapsed()
-                )
+                MinifyProgress(self.case.title, step.ops_left, step.compiles, step.seconds)
             )
 
     def reduction(self, selection: Selection | None, stop: StopReason, how: str) -> Reduction:
@@ -190,6 +201,8 @@ class _Search:
             stop,
             how,
             self.verdicts.get(selection) if selection is not None else None,
+            deviation=self.deviation,
+            trajectory=self.trajectory,
         )
 
 
@@ -321,9 +334,32 @@ def _locate_divergence(search: _Search) -> tuple[list[str], int]:
         search.report()
     if verdict.failure != FailureKind.ACCURACY:
         return [], 0
-    return slicer.divergence_roots(diverged, failing_outputs), len(
-        {slicer.unit_of[node] for node in diverged}
-    )
+    roots = slicer.divergence_roots(diverged, failing_outputs)
+    search.deviation = _deviation(slicer, observed, verdict, set(roots))
+    return roots, len({slicer.unit_of[node] for node in diverged})
+
+
+def _deviation(
+    slicer: GraphSlicer, observed: list[torch.fx.Node], verdict: GraphVerdict, roots: set[str]
+) -> list[Deviation]:
+    """The locate run's verdict on each observed value, in graph order; a deviating value of a
+    unit where a deviation starts is marked so."""
+    by_index = {
+        index: leaf
+        for leaf in verdict.leaves
+        if (index := output_index(leaf.path)) is not None and index < len(observed)
+    }
+    return [
+        Deviation(
+            node.name,
+            op_name(node.target),
+            leaf.ratio,
+            leaf.passed,
+            not leaf.passed and slicer.unit_of[node] in roots,
+        )
+        for index, node in enumerate(observed)
+        if (leaf := by_index.get(index)) is not None
+    ]
 
 
 def _bisect_prefixes(search: _Search) -> Selection:
@@ -505,6 +541,8 @@ def minify_repro(
             reduction.stop,
             note=reduction.how,
             judge_deaths=list(judge.deaths),
+            deviation=reduction.deviation,
+            trajectory=reduction.trajectory,
         )
     compiles = reduction.compiles + 1  # the kernel's
     note = _note(reduction, compiles, seconds)
@@ -556,6 +594,8 @@ def minify_repro(
         failure_type=query.failure.type_name,
         judge_deaths=list(judge.deaths),
         bug_report_path=str(report_path),
+        deviation=reduction.deviation,
+        trajectory=reduction.trajectory,
     )
     if stage is not None:
         result.stage, result.stage_summary = stage.stage, stage.summary

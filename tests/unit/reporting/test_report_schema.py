@@ -11,7 +11,13 @@ from typing import Any
 from test_report import decisions, results
 
 from pytest_torchcompile.common.leaves import LeafResult
-from pytest_torchcompile.common.results import CaseResult, MinifyResult, StopReason
+from pytest_torchcompile.common.results import (
+    CaseResult,
+    Deviation,
+    MinifyResult,
+    MinifyStep,
+    StopReason,
+)
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.reporting.json_report import json_report
 
@@ -75,6 +81,8 @@ def _report() -> dict[str, Any]:
             stage="inductor.lowering",
             stage_summary="Inductor's lowering of aten.relu",
             failure_type="accuracy",
+            deviation=[Deviation("relu", "aten.relu", 9.5, False, True)],
+            trajectory=[MinifyStep(0.5, 9, 1)],
         ),
     )
     return json_report([*results(), attributed], decisions(), ENVIRONMENT, RUN)
@@ -82,7 +90,7 @@ def _report() -> dict[str, Any]:
 
 def _report_fields() -> set[str]:
     report = _report()
-    classes = (CaseResult, MinifyResult, LeafResult)
+    classes = (CaseResult, MinifyResult, LeafResult, Deviation, MinifyStep)
     return _fields(report) | {field.name for cls in classes for field in dataclasses.fields(cls)}
 
 
