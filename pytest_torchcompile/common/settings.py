@@ -293,6 +293,14 @@ OPTIONS: tuple[Option, ...] = (
         "",
         metavar="PATH",
     ),
+    Option(
+        "compile-accuracy-html",
+        "write an HTML report to PATH: one self-contained page (statuses, and for each failing "
+        "check its error table, where in the graph the deviation starts, the minifier's "
+        "trajectory, its stage and files)",
+        "",
+        metavar="PATH",
+    ),
 )
 
 
@@ -393,6 +401,8 @@ class GatingSettings:
     report: Path | None
     minify_expected: bool = True
     """Whether failures the baseline expects are minified too."""
+    html: Path | None = None
+    """Where the HTML report goes; None: not written."""
 
 
 def gating_settings(config: pytest.Config) -> GatingSettings:
@@ -402,6 +412,7 @@ def gating_settings(config: pytest.Config) -> GatingSettings:
         strict=bool(option_value(config, option("compile-accuracy-strict"))),
         report=path_value(config, option("compile-accuracy-report")),
         minify_expected=bool(option_value(config, option("compile-accuracy-minify-expected"))),
+        html=path_value(config, option("compile-accuracy-html")),
     )
     if settings.update_baseline and settings.baseline is None:
         raise pytest.UsageError(

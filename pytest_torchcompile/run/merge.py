@@ -324,6 +324,9 @@ def merge_arguments(parser: argparse.ArgumentParser) -> None:
         "--report", type=Path, default=None, metavar="OUT", help="write the merged JSON report"
     )
     parser.add_argument(
+        "--html", type=Path, default=None, metavar="OUT", help="write the merged HTML report"
+    )
+    parser.add_argument(
         "--repros",
         nargs="+",
         type=Path,
@@ -379,7 +382,7 @@ def merge(args: argparse.Namespace) -> int:
         print(f"merge refused: {error}", file=sys.stderr)
         return REFUSED
     record = merged.record if args.into is None else relocate_repros(merged.record, args.into)
-    outputs = RunOutputs(args.report, args.github_summary, args.junit)
+    outputs = RunOutputs(args.report, args.github_summary, args.junit, args.html)
     layout = TerminalLayout(shutil.get_terminal_size().columns, root=Path.cwd())
     end = conclude_run(record, gate, outputs, lambda: reports[0].environment, layout)
     _print(lines + end.lines, end)

@@ -28,6 +28,7 @@ from pytest_torchcompile.common.verdict import Status, leaves_device_unusable
 from pytest_torchcompile.reporting.baseline import BaselineError, Decision, Gate, is_failing
 from pytest_torchcompile.reporting.cells import by_test
 from pytest_torchcompile.reporting.github import append_github_summary
+from pytest_torchcompile.reporting.html import write_html_report
 from pytest_torchcompile.reporting.json_report import write_json_report
 from pytest_torchcompile.reporting.junit import junit_properties, write_junit
 from pytest_torchcompile.reporting.layout import TerminalLayout
@@ -130,7 +131,11 @@ class AccuracySession:
         worker's, as its session finishes); None where no report is written. Not before them:
         describing it imports the compiler, whose modules warn as they are first imported, and
         those warnings are the tests' to see, as in a run without the plugin."""
-        if self._environment is None and self.gating is not None and self.gating.report is not None:
+        if (
+            self._environment is None
+            and self.gating is not None
+            and (self.gating.report is not None or self.gating.html is not None)
+        ):
             self._environment = self.describe_environment()
         return self._environment
 
@@ -241,6 +246,7 @@ class AccuracySession:
             [(BASELINE_OPTION, gating.baseline)],
             [
                 ("--compile-accuracy-report", gating.report),
+                ("--compile-accuracy-html", gating.html),
                 ("--junitxml", junit),
                 (BASELINE_OPTION, gating.baseline if gating.update_baseline else None),
                 ("--compile-accuracy-dir", self.repro_root if self.enabled else None),
@@ -249,7 +255,7 @@ class AccuracySession:
         )
         if clash is not None:
             raise pytest.UsageError(f"compile accuracy: {clash}")
-        written = [("JSON report", gating.report)]
+        written = [("JSON report", gating.report), ("HTML report", gating.html)]
         if gating.update_baseline:
             written.append(("baseline", gating.baseline))
         for what, path in written:
@@ -347,7 +353,7 @@ class AccuracySession:
             exitstatus,
             self.baseline_digest,
         )
-        outputs = RunOutputs(gating.report, _github_summary())
+        outputs = RunOutputs(gating.report, _github_summary(), html=gating.html)
         self._run_end = conclude_run(
             record,
             self.gate,
@@ -416,6 +422,7 @@ class RunOutputs:
     report: Path | None = None
     github_summary: str | None = None
     junit: Path | None = None
+    html: Path | None = None
 
 
 def conclude_run(
@@ -427,8 +434,8 @@ def conclude_run(
     enabled: bool = True,
     features_off: Sequence[str] = (),
 ) -> RunEnd:
-    """Judge a run against the baseline and write its files: the JSON report, the GitHub step
-    summary, the JUnit file and the baseline update. Returns the lines to show, the features the
+    """Judge a run against the baseline and write its files: the JSON report, the HTML report,
+    the GitHub step summary, the JUnit file and the baseline update. Returns the lines to show, the features the
     installed torch leaves off first, and the reasons the run fails (none when it does not)."""
     layout = layout or TerminalLayout()
     results = record.results
@@ -479,6 +486,13 @@ def conclude_run(
         lambda: write_json_report(report, results, decisions, environment(), record.to_json()),
     ):
         said.append(f"JSON report written to {report}")
+    html = outputs.html
+    if html is not None and written(
+        "the HTML report",
+        html,
+        lambda: write_html_report(html, results, decisions, environment()),
+    ):
+        said.append(f"HTML report written to {html}")
     if summary and (results or gate is not None):
         written(
             "the GitHub step summary",

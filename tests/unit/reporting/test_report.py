@@ -451,6 +451,8 @@ def test_json_report_check_has_every_case_result_field() -> None:
             "stage_seconds": 0.0,
             "judge_deaths": [],
             "bug_report_path": None,
+            "deviation": [],
+            "trajectory": [],
         },
         "compile_seconds": 2.5,
         "graph": "graph 0 (forward)",
