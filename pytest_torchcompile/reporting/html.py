@@ -289,6 +289,25 @@ def _minify_part(minify: MinifyResult, page_dir: Path) -> str:
     return "".join(parts) + _facts(facts)
 
 
+def where_it_starts(minify: MinifyResult | None) -> str:
+    """Where in the graph the failure is: the value where the deviation starts, from the locate
+    run; else (integer values, an error rather than a deviation, a deviation with no single start)
+    the minimal graph's ops; empty before anything was minified."""
+    if minify is None:
+        return ""
+    points = minify.deviation
+    start = next((index for index, point in enumerate(points) if point.starts), None)
+    if start is not None:
+        point = points[start]
+        return (
+            f"the deviation starts at {point.value} ({point.op}), intermediate {start + 1} of "
+            f"{len(points)}"
+        )
+    if minify.ops and minify.path:
+        return f"in the minimal graph's ops: {', '.join(minify.ops)}"
+    return ""
+
+
 def _facts(facts: Sequence[tuple[str, str]]) -> str:
     shown = "".join(f"<dt>{escape(name)}</dt><dd>{value}</dd>" for name, value in facts if value)
     return f"<dl>{shown}</dl>" if shown else ""
@@ -307,6 +326,7 @@ def _check_section(
         ("message", escape(check.message)),
         ("graph", escape(check.graph) if check.graph else ""),
         ("reference", escape(check.reference) if check.reference != "fp64" else ""),
+        ("where", escape(where_it_starts(check.minify))),
         ("worst ratio", _ratio_text(check.worst_ratio) if check.worst_ratio is not None else ""),
         ("repro", _link(check.repro_path, page_dir) if check.repro_path else ""),
         ("unconfirmed", escape(check.unconfirmed or "")),

@@ -204,6 +204,8 @@ def test_real_bug_end_to_end(pytester: pytest.Pytester, module: str) -> None:
         "--compile-accuracy",
         "--compile-accuracy-report",
         "report.json",
+        "--compile-accuracy-html",
+        "report.html",
         "--compile-accuracy-minify-timeout",
         "120",
         "-p",
@@ -224,3 +226,9 @@ def test_real_bug_end_to_end(pytester: pytest.Pytester, module: str) -> None:
         )
         return
     assert shortfalls(outcomes) == SHORTFALLS.get(module, [])
+    # The HTML page says, for each failing check, where in the graph its failure is.
+    page = (pytester.path / "report.html").read_text()
+    failing = sum(
+        check["status"].startswith("fail") for test in report["tests"] for check in test["checks"]
+    )
+    assert page.count("<dt>where</dt>") == failing, module

@@ -224,6 +224,9 @@ def test_the_ci_workflow_played_locally_agrees_with_the_unsharded_run(
         "checks"
     ]
     assert check["repro_path"] == str(Path("repros") / repro_dir.name / "repro.py")
+    # The merged page links the merged repro, relative to itself.
+    page = (pytester.path / "compile-accuracy.html").read_text()
+    assert f'href="repros/{repro_dir.name}/repro.py"' in page
     failures = [
         case.get("name")
         for case in ET.parse(pytester.path / "compile-accuracy.xml").iter("testcase")

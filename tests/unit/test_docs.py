@@ -36,3 +36,73 @@ def test_every_relative_link_reaches_a_file_and_its_heading() -> None:
             ):
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, broken
+
+
+# --- the README's claims, held to the code -------------------------------------------------------
+
+README = ROOT / "README.md"
+USAGE = ROOT / "docs" / "usage.md"
+
+
+def bash_blocks(page: Path) -> list[str]:
+    return re.findall(r"^```bash\n(.*?)^```", page.read_text(), flags=re.M | re.S)
+
+
+def test_ci_runs_the_readmes_test_command_verbatim() -> None:
+    (test_command,) = [
+        line
+        for block in bash_blocks(README)
+        for line in block.splitlines()
+        if line.endswith("python3 -m pytest -n 2")
+    ]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    # Its exit status kept (`|| status=$?`), so that CI can tell "no tests collected" apart.
+    assert any(line.startswith(f"{test_command} || ") for line in ci)
+
+
+def test_the_readmes_demo_runs_the_examples() -> None:
+    (demo,) = [
+        line
+        for block in bash_blocks(README)
+        for line in block.splitlines()
+        if "pytest examples" in line
+    ]
+    assert demo.startswith("python3 -m pip install -q -c constraints.txt -e . && ")
+    assert (ROOT / "examples").is_dir()
+
+
+def test_the_readme_says_what_the_test_command_collects() -> None:
+    """The default run (``pyproject.toml``'s ``-m 'not slow and not realbugs'``) collects the
+    unit tests, the GPU tests (skipped without a GPU) and the runs marked ``stops_a_run``: the
+    README names each of them."""
+    text = " ".join(README.read_text().split())
+    stopping = sorted(
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "tests" / "runs").glob("test_*.py")
+        if "@pytest.mark.stops_a_run" in path.read_text()
+    )
+    assert stopping, "no run marked stops_a_run: the README's sentence needs updating"
+    for named in ["tests/unit", "tests/gpu", *stopping]:
+        assert f"`{named}`" in text, f"the README's test command paragraph does not name {named}"
+
+
+def test_every_verb_is_in_the_verb_table() -> None:
+    from pytest_torchcompile.cli import VERBS
+
+    table = re.findall(r"^\| `(\w+)[ `]", USAGE.read_text(), flags=re.M)
+    assert [verb.name for verb in VERBS if verb.name not in table] == []
+
+
+def test_every_option_is_in_the_option_table() -> None:
+    from pytest_torchcompile.common.settings import OPTIONS
+
+    text = USAGE.read_text()
+    assert [option.name for option in OPTIONS if f"`--{option.name}" not in text] == []
+
+
+def test_the_baseline_statuses_listed_are_every_status() -> None:
+    from pytest_torchcompile.common.verdict import Status
+
+    reports = (ROOT / "docs" / "reports.md").read_text()
+    listed = reports.split("the status is one of the statuses", 1)[1].split("or `flaky`", 1)[0]
+    assert [str(status) for status in Status if f"`{status}`" not in listed] == []

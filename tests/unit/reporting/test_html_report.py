@@ -93,6 +93,7 @@ def test_a_failing_check_shows_where_its_deviation_starts_and_its_files(tmp_path
     page, source = page_of(tmp_path, [with_minify_data(tmp_path)])
     text = "".join(page.text)
     assert "starts: relu (aten.relu)" in text
+    assert "the deviation starts at relu (aten.relu), intermediate 2 of 4" in text
     assert deviation_caption(DEVIATION) == (
         "The deviation starts at intermediate 2 of 4, <code>relu</code> (aten.relu, "
         "1.5e+06x eager's error); it grows to 3e+06x at <code>mul</code>; 1 later values "
@@ -121,3 +122,11 @@ def test_a_passing_run_has_no_failing_section(tmp_path: Path) -> None:
     page, source = page_of(tmp_path, passing)
     assert "Failing checks" not in source
     assert "1 check in 1 test: 1 pass" in "".join(page.text)
+
+
+def test_without_a_deviation_profile_the_minimal_graph_says_where(tmp_path: Path) -> None:
+    case = with_minify_data(tmp_path)
+    assert case.minify is not None
+    minify = dataclasses.replace(case.minify, deviation=[], ops=["aten.mul", "aten.arange"])
+    page, _ = page_of(tmp_path, [dataclasses.replace(case, minify=minify)])
+    assert "in the minimal graph's ops: aten.mul, aten.arange" in "".join(page.text)
