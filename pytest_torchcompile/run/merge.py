@@ -266,9 +266,9 @@ def _not_excused(
 
 
 def relocate_repros(record: RunRecord, into: Path) -> RunRecord:
-    """The record with the paths of its checks' repro files (repro, minified, kernel, bug report) in the
-    merged repro directory ``into`` where their case was merged there, rather than on the shard's
-    machine."""
+    """The record with the paths of its checks' repro files (repro, minified, kernel, bug report)
+    in the merged repro directory ``into`` where their case was merged there, rather than on the
+    shard's machine."""
 
     def moved(path: str | None, case_id: str) -> str | None:
         parts = Path(path).parts if path else ()

@@ -435,8 +435,9 @@ def conclude_run(
     features_off: Sequence[str] = (),
 ) -> RunEnd:
     """Judge a run against the baseline and write its files: the JSON report, the HTML report,
-    the GitHub step summary, the JUnit file and the baseline update. Returns the lines to show, the features the
-    installed torch leaves off first, and the reasons the run fails (none when it does not)."""
+    the GitHub step summary, the JUnit file and the baseline update. Returns the lines to show,
+    the features the installed torch leaves off first, and the reasons the run fails (none when
+    it does not)."""
     layout = layout or TerminalLayout()
     results = record.results
     decisions = gate.decisions(results) if gate is not None else None
