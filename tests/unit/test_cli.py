@@ -63,8 +63,9 @@ def test_every_verb_has_help_with_examples(verb: str, capsys: pytest.CaptureFixt
 
 
 def test_list_shows_each_case_with_its_status(
-    repro_dir: Path, capsys: pytest.CaptureFixture[str]
+    repro_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the directory's path whole (test_list_fits_80_columns)
     assert main(["list", str(repro_dir)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines == [

@@ -1,6 +1,6 @@
 """The HTML report: one self-contained page, the tests that fail the run first, and for each
 failing check its table, the deviation along the graph, the minifier's trajectory and its files
-linked relative to the page. (``tests/runs/test_html_report.py`` opens a real run's page in a
+linked relative to the page. (``tests/runs/test_html_in_a_browser.py`` opens a real run's page in a
 browser.)"""
 
 from __future__ import annotations
