@@ -357,6 +357,7 @@ def merge_usage_error(args: argparse.Namespace) -> str | None:
         ],
         [
             ("--report", args.report),
+            ("--html", args.html),
             ("--junit", args.junit),
             ("--github-summary", args.github_summary),
             ("--into", args.into),

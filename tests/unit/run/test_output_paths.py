@@ -88,6 +88,7 @@ def test_outputs_through_one_device_and_an_updated_baseline_are_no_clash(
         ["--baseline", "{baseline}", "--junit", "{baseline}"],
         ["--report", "{shard}"],
         ["--report", "{out}", "--junit", "{out}"],
+        ["--report", "{out}", "--html", "{out}"],
         ["--baseline", "{baseline}", "--update-baseline", "--github-summary", "{baseline}"],
     ],
 )
@@ -154,3 +155,14 @@ def test_the_next_write_removes_what_a_killed_writer_left_and_no_live_ones(tmp_p
     finally:
         live.kill()
         live.join()
+
+
+def test_the_html_report_at_another_output_is_refused(tmp_path: Path) -> None:
+    report = tmp_path / "out"
+    made = AccuracySession(True, tmp_path / "repros", CheckSettings(), lambda: {})
+    with pytest.raises(pytest.UsageError) as refused:
+        made.configure_gating(GatingSettings(None, False, False, report, html=report))
+    assert str(refused.value) == (
+        "compile accuracy: --compile-accuracy-report and --compile-accuracy-html name one path, "
+        f"for two outputs: {report}"
+    )
