@@ -638,15 +638,14 @@ def check_compiler_names(config: pytest.Config, compiler_names: CompilerNames) -
             check_compiler_name(option.allowed, value, where, compiler_names)
 
 
-LEASE = "PYTEST_TORCHCOMPILE_LEASE_S"
-LEASE_ALLOWED = Number(above=True)
+LEASE_ENV = "PYTEST_TORCHCOMPILE_LEASE_S"
 DEFAULT_LEASE_S = 30.0
 
 
 def lease_s() -> float:
     """``PYTEST_TORCHCOMPILE_LEASE_S``: seconds without a heartbeat after which a minify job is
     taken back from the process that claimed it."""
-    return float(environment_value(LEASE, LEASE_ALLOWED, DEFAULT_LEASE_S))
+    return float(environment_value(LEASE_ENV, Number(above=True), DEFAULT_LEASE_S))
 
 
 def check_run_settings(config: pytest.Config) -> None:

@@ -156,7 +156,7 @@ def test_torch_is_not_asked_of_a_backend_that_is_a_function_or_a_default_mode() 
 
 @pytest.mark.parametrize("given", ["abc", "0", "-1", "nan", "inf"])
 def test_a_lease_it_does_not_take_is_refused(given: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(settings.LEASE, given)
+    monkeypatch.setenv(settings.LEASE_ENV, given)
     with pytest.raises(pytest.UsageError) as refused:
         settings.lease_s()
     assert str(refused.value) == (
@@ -165,7 +165,7 @@ def test_a_lease_it_does_not_take_is_refused(given: str, monkeypatch: pytest.Mon
 
 
 def test_the_lease_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(settings.LEASE, " 2.5 ")
+    monkeypatch.setenv(settings.LEASE_ENV, " 2.5 ")
     assert settings.lease_s() == 2.5
-    monkeypatch.delenv(settings.LEASE)
+    monkeypatch.delenv(settings.LEASE_ENV)
     assert settings.lease_s() == settings.DEFAULT_LEASE_S
