@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import json
+import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -19,9 +23,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from pytest_torchcompile.common.results import MinifyProgress, ProgressThrottle, StopReason
+from pytest_torchcompile.common.settings import Allowed, NotAllowed, Number
 from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.merge import merge, merge_arguments, merge_usage_error
 
@@ -50,6 +55,46 @@ RERUN_PRECEDENCE = (1, 2, 3, 0)
 
 class UsageError(Exception):
     """What the command was given cannot be used: said on stderr, exit status 2."""
+
+
+def taking(allowed: Allowed) -> Callable[[str], Any]:
+    """An argument type that takes what ``allowed`` takes, as the plugin's options do; for
+    anything else argparse says in one line what it takes (exit status 2)."""
+
+    def argument(text: str) -> Any:
+        try:
+            return allowed(text)
+        except NotAllowed:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not allowed; expected {allowed.describe}"
+            ) from None
+
+    return argument
+
+
+DURATION = taking(Number(above=True))
+"""A time limit or budget, in seconds or minutes: a finite number above 0."""
+
+
+def _directory(text: str) -> Path:
+    """A directory that exists."""
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a directory")
+    return Path(text)
+
+
+def _directory_to_write(text: str) -> Path:
+    """A directory that exists or can be made: not a file."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a directory")
+    return path
+
+
+def _cuda_device(text: str) -> str:
+    if re.fullmatch(r"cuda:\d+", text) is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; expected cuda:N, e.g. cuda:1")
+    return text
 
 
 @dataclass(frozen=True)
@@ -145,23 +190,41 @@ def _rerun_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"run a case's {MINIFIED} where it has one (faster), else its {REPRO}",
     )
     parser.add_argument(
-        "--timeout", type=float, default=600.0, help="seconds for one repro (default 600)"
+        "--timeout", type=DURATION, default=600.0, help="seconds for one repro (default 600)"
     )
+
+
+def _run_repro(path: Path, timeout_s: float) -> int | None:
+    """The exit status of ``python REPRO`` in its case directory; None where it ran past
+    ``timeout_s``. Whatever it started (Inductor's compile workers, a process of its own) ends
+    with it: it runs in a session of its own, killed whole."""
+    process = subprocess.Popen(
+        [sys.executable, path.name],
+        cwd=path.parent,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        return process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def rerun(args: argparse.Namespace) -> int:
     outcomes: Counter[int] = Counter()
     for case in _repros_of(args.directory):
         path = case / MINIFIED if args.minified and (case / MINIFIED).is_file() else case / REPRO
-        try:
-            status = subprocess.run(
-                [sys.executable, path.name], cwd=case, capture_output=True, timeout=args.timeout
-            ).returncode
-        except subprocess.TimeoutExpired:
-            status = 3
+        status = _run_repro(path, args.timeout)
+        timed_out = f" (timed out after {args.timeout:g} s)" if status is None else ""
         status = status if status in RERUN_OUTCOMES else 3
         outcomes[status] += 1
-        print(f"{RERUN_OUTCOMES[status]}: {case / path.name}")
+        print(f"{RERUN_OUTCOMES[status]}{timed_out}: {case / path.name}")
     print(
         ", ".join(
             f"{outcomes[status]} {RERUN_OUTCOMES[status]}"
@@ -175,14 +238,17 @@ def rerun(args: argparse.Namespace) -> int:
 
 def _minify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("repro", type=Path)
-    parser.add_argument("--timeout", type=float, default=300.0, help="time budget in seconds")
+    parser.add_argument("--timeout", type=DURATION, default=300.0, help="time budget in seconds")
     parser.add_argument(
         "--no-isolate",
         action="store_true",
         help="judge candidates in this process (faster start, no crash isolation)",
     )
     parser.add_argument(
-        "--device", default=None, help="CUDA device for the candidates, e.g. cuda:1"
+        "--device",
+        type=_cuda_device,
+        default=None,
+        help="CUDA device for the candidates, e.g. cuda:1",
     )
     parser.add_argument(
         "--result-json",
@@ -223,6 +289,13 @@ def minify(args: argparse.Namespace) -> int:
 
     if not args.repro.is_file():
         raise UsageError(f"no such repro file: {args.repro}")
+    if args.device is not None:
+        # Here, not at the top: the torch-free verbs (merge) start without torch.
+        import torch
+
+        visible = torch.cuda.device_count()
+        if int(args.device.removeprefix("cuda:")) >= visible:
+            raise UsageError(f"--device {args.device}: no such device ({visible} CUDA visible)")
     progress = ProgressLine(sys.stderr)
     result = minify_repro(
         args.repro,
@@ -253,8 +326,18 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
 def report(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
     from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME, bug_report
+    from pytest_torchcompile.repros.repro import header_fields
 
     case = _case_dir(args.case)
+    try:
+        fields = header_fields(case / REPRO)
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read {case / REPRO}: {error}") from None
+    if not {"case", "status", "ops"} <= fields.keys():
+        raise UsageError(
+            f"{case / REPRO} is no repro file of pytest-torchcompile: its header states no "
+            "case, status and ops"
+        )
     written = case / BUG_REPORT_NAME
     print(written.read_text() if written.is_file() else bug_report(case))
     return 0
@@ -262,26 +345,29 @@ def report(args: argparse.Namespace) -> int:
 
 def _hunt_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--minutes", type=float, default=10.0, help="time to draw programs for (default 10)"
+        "--minutes", type=DURATION, default=10.0, help="time to draw programs for (default 10)"
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="hypothesis' seed: one seed, one sequence of programs"
     )
     parser.add_argument(
         "--dir",
-        type=Path,
+        type=_directory_to_write,
         default=Path(".compile-accuracy-hunt"),
         help="where findings are written (default: .compile-accuracy-hunt)",
     )
     parser.add_argument(
-        "--minify-timeout", type=float, default=120.0, help="seconds to minify one finding"
+        "--minify-timeout", type=DURATION, default=120.0, help="seconds to minify one finding"
     )
     parser.add_argument(
-        "--max-ops", type=int, default=6, help="the most steps of a program (default 6)"
+        "--max-ops",
+        type=taking(Number(whole=True, least=1)),
+        default=6,
+        help="the most steps of a program (default 6)",
     )
     parser.add_argument(
         "--known",
-        type=Path,
+        type=_directory,
         action="append",
         default=[],
         help="a repro directory of known cases: causes matching one are marked known",
@@ -329,13 +415,17 @@ def hunt(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
     from pytest_torchcompile.hunt import DTYPES_BY_NAME, hunt_options
     from pytest_torchcompile.hunt import hunt as run_hunt
+    from pytest_torchcompile.torch_internals.config import inductor_config_has
 
-    if args.minutes <= 0:
-        raise UsageError("--minutes must be positive")
     unknown = [name for name in args.dtypes if name not in DTYPES_BY_NAME]
     if unknown:
         raise UsageError(
             f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(DTYPES_BY_NAME)}"
+        )
+    missing = [key for key, _ in args.inductor_config if not inductor_config_has(key)]
+    if missing:
+        raise UsageError(
+            f"--inductor-config: {missing[0]!r} is no key of this torch's Inductor config"
         )
     result = run_hunt(**hunt_options(args), progress=lambda line: print(line, file=sys.stderr))
     for line in result.lines():
@@ -390,6 +480,7 @@ VERBS: tuple[Verb, ...] = (
         ),
         _report_arguments,
         report,
+        "0 once printed, 2 when the case is no repro of pytest-torchcompile",
     ),
     Verb(
         "merge",

@@ -41,12 +41,20 @@ class CompileAccuracy:
         return item
 
     def __call__(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # a keyword's usage error shows as the test's line alone
         overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in settings.KEYWORDS}
         return self.check(fn, args, kwargs, **overrides)
 
     def settings(self, **overrides: Any) -> settings.CheckSettings:
-        """The settings a check in this test would use, with ``overrides`` applied."""
-        return self._state.settings_for(self._item.get_closest_marker("inductor_repro"), overrides)
+        """The settings a check in this test would use, with ``overrides`` applied; a usage
+        error for a keyword given a value it does not take."""
+        __tracebackhide__ = True
+        try:
+            return self._state.settings_for(
+                self._item.get_closest_marker("inductor_repro"), overrides
+            )
+        except pytest.UsageError as error:
+            raise pytest.UsageError(str(error)) from None
 
     def check(
         self,
@@ -55,6 +63,7 @@ class CompileAccuracy:
         kwargs: dict[str, Any] | None = None,
         **overrides: Any,
     ) -> Any:
+        __tracebackhide__ = True
         item = self._item
 
         def record_property(name: str, value: object) -> None:

@@ -55,13 +55,21 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(fixture, fixture.__name__)
     config.addinivalue_line("markers", settings.MARKER_HELP)
     config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped when none is visible")
+    settings.check_run_settings(config)
     enabled = bool(settings.option_value(config, settings.option("compile-accuracy")))
+    if enabled:
+        settings.check_compiler_names(config, _compiler_names)
     directory = settings.option_value(config, settings.option("compile-accuracy-dir"))
     root = Path(directory) if directory else Path(config.rootpath) / ".compile-accuracy"
     if not root.is_absolute():
         root = Path(config.rootpath) / root
     config.stash[SESSION_KEY] = AccuracySession(
-        enabled, root, settings.session_settings(config), _environment, shard=shard_of(config)
+        enabled,
+        root,
+        settings.session_settings(config),
+        _environment,
+        shard=shard_of(config),
+        compiler_names=_compiler_names if enabled else None,
     )
     # pytest's own JUnit file (its junitxml plugin's option, absent where the plugin is off).
     junit = getattr(config.option, "xmlpath", None)
@@ -94,6 +102,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(
             ControllerHooks(config.stash[SESSION_KEY]), "torchcompile-controller"
         )
+
+
+def _compiler_names(keyword: str) -> list[str]:
+    # Asked only of a backend or mode a run names (not the defaults): a run that names none, and
+    # a run without --compile-accuracy, do not import torch for it.
+    from pytest_torchcompile.torch_internals.compiling import compiler_names
+
+    return compiler_names(keyword)
 
 
 def _environment() -> dict[str, Any]:
@@ -177,7 +193,12 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     marker = item.get_closest_marker("inductor_repro")
     scope = settings.option_value(item.config, settings.option("compile-accuracy-scope"))
     watch = scope == "all" or marker is not None
-    with state.running_test(item.nodeid, state.settings_for(marker, {}), watch):
+    try:
+        test_settings = state.settings_for(marker, {})
+    except pytest.UsageError as error:
+        # The test's own error, in one line: the plugin's frames say nothing to its author.
+        raise pytest.fail.Exception(str(error), pytrace=False) from None
+    with state.running_test(item.nodeid, test_settings, watch):
         return (yield)
 
 

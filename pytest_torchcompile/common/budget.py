@@ -26,7 +26,6 @@ import pytest
 
 from pytest_torchcompile.common import roles, settings
 
-THREADS_ENV = "PYTEST_TORCHCOMPILE_THREADS"
 LIMITED_KEY = pytest.StashKey[int]()
 """The threads :func:`configure` gave this process, when it limited them."""
 CHILD_ENV = ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")
@@ -38,26 +37,11 @@ def cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _count(text: str, where: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise pytest.UsageError(
-            f"{where}: expected a number of threads (0: torch's defaults), got {text!r}"
-        )
-    return value
-
-
 def override(config: pytest.Config) -> int | None:
     """The user's threads per process: ``--compile-accuracy-threads`` (or its ini key), else
     ``PYTEST_TORCHCOMPILE_THREADS``; None when neither is given."""
-    given = settings.option_value(config, settings.option("compile-accuracy-threads"))
-    if given not in (None, ""):
-        return _count(str(given), "--compile-accuracy-threads")
-    env = os.environ.get(THREADS_ENV, "").strip()
-    return _count(env, THREADS_ENV) if env else None
+    threads: int | None = settings.option_value(config, settings.option("compile-accuracy-threads"))
+    return threads
 
 
 def share(processes: int, given: int | None = None) -> int | None:

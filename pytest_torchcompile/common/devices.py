@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 DEVICES_ENV = "PYTEST_TORCHCOMPILE_DEVICES"
 
 
 def parse_devices(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.replace(" ", "").split(",") if part]
-    except ValueError:
-        raise pytest.UsageError(
-            f"--compile-accuracy-devices / {DEVICES_ENV}: expected CUDA device indices "
-            f"like '0,1', got {text!r}"
-        ) from None
+    """The CUDA device indices a list like ``'0,2'`` names (none for a blank text); ValueError
+    for anything else: a part that is no index (``'cuda:0'``, ``'-1'``), or commas alone."""
+    parts = [part for part in text.replace(" ", "").split(",") if part]
+    if (text.strip() and not parts) or not all(part.isascii() and part.isdigit() for part in parts):
+        raise ValueError(f"not a list of CUDA device indices: {text!r}")
+    return [int(part) for part in parts]
 
 
 def device_index(worker_id: str | None, listed: list[int], count: int) -> int | None:

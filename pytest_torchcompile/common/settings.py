@@ -1,17 +1,27 @@
 """The plugin's options: one table drives the command line, the ini file, the marker and the
-fixture's keyword overrides, with precedence call kwargs > marker > command line > ini."""
+fixture's keyword overrides, with precedence call kwargs > marker > command line > ini.
+
+Each option and keyword says what it takes (:class:`Allowed`); a value it does not take stops
+the run at its start (the command line, the ini file, the environment) or fails the test that
+gives it (a marker's or the fixture's keyword), with one line naming the setting, the value and
+what it takes."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Mapping
+import difflib
+import math
+import numbers
+import os
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_torchcompile.common.devices import DEVICES_ENV, parse_devices
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, TRAINING_TOLERANCE
 
 
@@ -68,7 +78,15 @@ class CheckSettings(CheckOptions):
             values["sizes"] = tuple(tuple(size) for size in self.sizes)
         return CheckOptions(**values)
 
-    def replace(self, overrides: Mapping[str, Any]) -> CheckSettings:
+    def replace(
+        self,
+        overrides: Mapping[str, Any],
+        source: str = "compile_accuracy",
+        compiler_names: CompilerNames | None = None,
+    ) -> CheckSettings:
+        """These settings with ``overrides``, keywords that ``source`` (the marker, the fixture)
+        gave: a usage error for an unknown one or a value it does not take; with
+        ``compiler_names``, also for a backend or mode the installed torch does not know."""
         if not overrides:
             return self
         unknown = set(overrides) - KEYWORDS
@@ -76,31 +94,192 @@ class CheckSettings(CheckOptions):
             raise pytest.UsageError(
                 f"unknown compile-accuracy option(s) {sorted(unknown)}; known: {sorted(KEYWORDS)}"
             )
-        return dataclasses.replace(self, **overrides)
+        values = {
+            name: checked(KEYWORD_ALLOWED[name], given, f"{source}({name}=...)")
+            for name, given in overrides.items()
+        }
+        if compiler_names is not None:
+            for name, value in values.items():
+                check_compiler_name(
+                    KEYWORD_ALLOWED[name], value, f"{source}({name}=...)", compiler_names
+                )
+        return dataclasses.replace(self, **values)
 
 
 KEYWORDS = frozenset(f.name for f in dataclasses.fields(CheckSettings))
 
 
-def _bool(text: str | bool) -> bool:
-    if isinstance(text, bool):
-        return text
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise pytest.UsageError(f"expected a boolean, got {text!r}")
+class NotAllowed(ValueError):
+    """A value a setting does not take."""
 
 
-def _scope(text: str) -> str:
-    if text not in ("all", "marked"):
-        raise pytest.UsageError(f"--compile-accuracy-scope must be 'all' or 'marked', got {text!r}")
-    return text
+@dataclass(frozen=True)
+class Allowed:
+    """What a setting takes. Called with the text of the command line, the ini file or the
+    environment, or with a marker's or the fixture's value, it returns the setting's value, or
+    raises :class:`NotAllowed`; ``describe`` says what it takes."""
+
+    describe: str
+
+    def __call__(self, given: Any) -> Any:
+        raise NotImplementedError
 
 
-def _mode(text: str) -> str | None:
-    return None if text in ("", "default") else text
+@dataclass(frozen=True)
+class Flag(Allowed):
+    describe: str = "true or false"
+
+    def __call__(self, given: Any) -> bool:
+        if isinstance(given, bool):
+            return given
+        lowered = given.strip().lower() if isinstance(given, str) else None
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off", ""):
+            return False
+        raise NotAllowed
+
+
+@dataclass(frozen=True)
+class Number(Allowed):
+    """A finite number (an integer where ``whole``), at least ``least`` (more than it where
+    ``above``; any where ``least`` is None); None too where ``optional``."""
+
+    describe: str = ""
+    least: float | None = 0
+    above: bool = False
+    whole: bool = False
+    optional: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.describe:
+            kind = "an integer" if self.whole else "a finite number"
+            bound = "" if self.least is None else f" {'>' if self.above else '>='} {self.least:g}"
+            object.__setattr__(self, "describe", kind + bound)
+
+    def __call__(self, given: Any) -> int | float | None:
+        if given is None and self.optional:
+            return None
+        number: int | float
+        if isinstance(given, str):
+            try:
+                number = int(given) if self.whole else float(given)
+            except ValueError:
+                raise NotAllowed from None
+        elif isinstance(given, bool):
+            raise NotAllowed
+        elif isinstance(given, numbers.Integral):
+            number = int(given)
+        elif isinstance(given, numbers.Real) and not self.whole:
+            number = float(given)
+        else:
+            raise NotAllowed
+        if not math.isfinite(number):
+            raise NotAllowed
+        if self.least is not None and (
+            number < self.least or (self.above and number == self.least)
+        ):
+            raise NotAllowed
+        return number
+
+
+@dataclass(frozen=True)
+class Choice(Allowed):
+    describe: str = ""
+    choices: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.describe:
+            listed = ", ".join(repr(choice) for choice in self.choices)
+            object.__setattr__(self, "describe", f"one of {listed}")
+
+    def __call__(self, given: Any) -> str:
+        if not isinstance(given, str) or given not in self.choices:
+            raise NotAllowed
+        return given
+
+
+@dataclass(frozen=True)
+class OfType(Allowed):
+    """A value of one of ``types``."""
+
+    types: tuple[type, ...] = (str,)
+
+    def __call__(self, given: Any) -> Any:
+        if not isinstance(given, self.types):
+            raise NotAllowed
+        return given
+
+
+@dataclass(frozen=True)
+class Devices(Allowed):
+    describe: str = "CUDA device indices, like '0,2'"
+
+    def __call__(self, given: Any) -> tuple[int, ...]:
+        if not isinstance(given, str):
+            raise NotAllowed
+        try:
+            return tuple(parse_devices(given))
+        except ValueError:
+            raise NotAllowed from None
+
+
+@dataclass(frozen=True)
+class CompilerName(Allowed):
+    """A name that ``torch.compile`` takes for its keyword ``keyword`` (or, where
+    ``callable_too``, a callable). The text in ``default`` names torch's default, read as None.
+    Here only its form is checked, as this module imports no torch: whether the installed torch
+    knows the name is :func:`check_compiler_name`'s to say."""
+
+    keyword: str = ""
+    listed_by: str = ""
+    """Which torch call lists the names."""
+    callable_too: bool = False
+    default: tuple[str, ...] = ()
+
+    def __call__(self, given: Any) -> Any:
+        if (given is None and self.default) or (self.callable_too and callable(given)):
+            return given
+        if given in self.default:
+            return None
+        if not isinstance(given, str) or not given.strip():
+            raise NotAllowed
+        return given
+
+
+CompilerNames = Callable[[str], Collection[str]]
+"""The names the installed ``torch.compile`` takes for a keyword (``backend``, ``mode``)."""
+
+
+def checked(allowed: Allowed, given: Any, where: str) -> Any:
+    """``allowed(given)``, or a usage error in one line: the setting (``where``), the value and
+    what it takes."""
+    try:
+        return allowed(given)
+    except NotAllowed:
+        raise pytest.UsageError(refused(where, given, allowed.describe)) from None
+
+
+def refused(where: str, given: Any, expected: str) -> str:
+    return f"{where}: {given!r} is not allowed; expected {expected}"
+
+
+def check_compiler_name(
+    allowed: Allowed, value: Any, where: str, compiler_names: CompilerNames
+) -> None:
+    """A usage error where ``value``, of a setting that ``allowed`` says is a compiler name, is
+    a name the installed torch does not know; torch is asked only for a name given."""
+    if not isinstance(allowed, CompilerName) or not isinstance(value, str):
+        return
+    known = sorted(compiler_names(allowed.keyword))
+    if value in known:
+        return
+    close = difflib.get_close_matches(value, known, n=3)
+    if len(known) <= 8:
+        listed = f": {', '.join(known)}"
+    else:
+        listed = f" ({allowed.listed_by})" + (f"; close: {', '.join(close)}" if close else "")
+    raise pytest.UsageError(refused(where, value, f"{allowed.describe} this torch knows{listed}"))
 
 
 @dataclass(frozen=True)
@@ -110,7 +289,7 @@ class Option:
     name: str
     help: str
     default: Any
-    parse: Callable[[Any], Any] = str
+    allowed: Allowed = OfType("text")
     flag: bool = False
     negatable: bool = False
     setting: str | None = None
@@ -118,6 +297,8 @@ class Option:
     old_name: str | None = None
     """The name before every option took the ``compile-accuracy`` prefix: a deprecated alias on
     the command line and in the ini file, for one release."""
+    env: str | None = None
+    """The environment variable that gives it where neither the command line nor the ini does."""
 
     @property
     def dest(self) -> str:
@@ -132,13 +313,16 @@ class Option:
         return None if self.old_name is None else self.old_name.replace("-", "_")
 
 
+FLAG = Flag()
+THREADS_ENV = "PYTEST_TORCHCOMPILE_THREADS"
+
 OPTIONS: tuple[Option, ...] = (
     Option(
         "compile-accuracy",
         "check models compiled with torch.compile (Inductor) against fp64 "
         "references; off, the compile_accuracy fixture only runs the model eagerly",
         False,
-        _bool,
+        FLAG,
         flag=True,
     ),
     Option(
@@ -151,6 +335,12 @@ OPTIONS: tuple[Option, ...] = (
         "compile-accuracy-backend",
         "torch.compile backend; repros and minification need 'inductor'",
         "inductor",
+        CompilerName(
+            "a torch.compile backend",
+            keyword="backend",
+            listed_by="torch.compiler.list_backends(exclude_tags=()) lists them",
+            callable_too=True,
+        ),
         setting="backend",
         metavar="NAME",
         old_name="compile-backend",
@@ -158,8 +348,13 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "compile-accuracy-mode",
         "torch.compile mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs",
-        "default",
-        _mode,
+        None,
+        CompilerName(
+            "a torch.compile mode",
+            keyword="mode",
+            listed_by="torch._inductor.list_mode_options() lists them",
+            default=("", "default"),
+        ),
         setting="mode",
         metavar="MODE",
         old_name="compile-mode",
@@ -169,7 +364,7 @@ OPTIONS: tuple[Option, ...] = (
         "which tests get their plain torch.compile calls checked graph by "
         "graph: 'all', or 'marked' (only tests marked inductor_repro)",
         "all",
-        _scope,
+        Choice(choices=("all", "marked")),
         metavar="SCOPE",
     ),
     Option(
@@ -178,7 +373,7 @@ OPTIONS: tuple[Option, ...] = (
         f"additive slack (tol/10); default {DEFAULT_TOLERANCE:g}, {TRAINING_TOLERANCE:g} for "
         "checks of a training step (backward=True or steps)",
         None,
-        float,
+        Number(optional=True),
         setting="tol",
         metavar="TOL",
     ),
@@ -188,7 +383,7 @@ OPTIONS: tuple[Option, ...] = (
         "compiled graph, so a deviation that later ops mask is caught (default on; "
         "--no-compile-accuracy-intermediates turns it off)",
         True,
-        _bool,
+        FLAG,
         flag=True,
         negatable=True,
         setting="intermediates",
@@ -198,7 +393,7 @@ OPTIONS: tuple[Option, ...] = (
         "minify every failing case into minified.py (default on; "
         "--no-compile-accuracy-minify turns it off)",
         True,
-        _bool,
+        FLAG,
         flag=True,
         negatable=True,
         setting="minify",
@@ -210,7 +405,7 @@ OPTIONS: tuple[Option, ...] = (
         "(expected failures and flaky rows; default on; --no-compile-accuracy-minify-expected "
         "skips them, their repro is still written)",
         True,
-        _bool,
+        FLAG,
         flag=True,
         negatable=True,
         old_name="compile-minify-expected",
@@ -220,7 +415,7 @@ OPTIONS: tuple[Option, ...] = (
         "time budget in seconds for minifying one case; the "
         "best result so far is kept, labelled not minimal",
         300.0,
-        float,
+        Number(above=True),
         setting="minify_timeout",
         metavar="SECONDS",
         old_name="compile-minify-timeout",
@@ -230,7 +425,7 @@ OPTIONS: tuple[Option, ...] = (
         "with xdist: at most N processes minify at once (GPU "
         "memory); 0: every worker whose tests are done",
         0,
-        int,
+        Number(whole=True),
         metavar="N",
         old_name="compile-minify-workers",
     ),
@@ -240,17 +435,21 @@ OPTIONS: tuple[Option, ...] = (
         "workers, their child processes); default: the CPUs shared among the xdist workers, "
         "torch's defaults without xdist; 0: torch's defaults (env PYTEST_TORCHCOMPILE_THREADS)",
         None,
+        Number(whole=True),
         metavar="N",
         old_name="compile-threads",
+        env=THREADS_ENV,
     ),
     Option(
         "compile-accuracy-devices",
         "CUDA devices for xdist workers: worker gwK uses entry K mod len "
         "(default: all visible; env PYTEST_TORCHCOMPILE_DEVICES); a single process uses the "
         "first",
-        "",
+        (),
+        Devices(),
         metavar="LIST",
         old_name="compile-devices",
+        env=DEVICES_ENV,
     ),
     Option(
         "compile-accuracy-baseline",
@@ -266,7 +465,7 @@ OPTIONS: tuple[Option, ...] = (
         "keeping the rows (and notes) of tests that did not run; the compile-accuracy failures "
         "it records do not fail this run (they still show)",
         False,
-        _bool,
+        FLAG,
         flag=True,
     ),
     Option(
@@ -274,7 +473,7 @@ OPTIONS: tuple[Option, ...] = (
         "with a baseline: an IMPROVED test (a recorded failure that "
         "now passes) or a row naming a test that no longer exists fails the run",
         False,
-        _bool,
+        FLAG,
         flag=True,
     ),
     Option(
@@ -283,7 +482,7 @@ OPTIONS: tuple[Option, ...] = (
         "(torch.__trace: hundreds of empty lines per compile) in captured logs; without it they are "
         "dropped unless TORCH_TRACE is set",
         False,
-        _bool,
+        FLAG,
         flag=True,
     ),
     Option(
@@ -349,11 +548,23 @@ def _given(config: pytest.Config, option: Option) -> tuple[Any, str]:
 
 
 def option_value(config: pytest.Config, option: Option) -> Any:
-    """Command line over ini over default."""
+    """Command line over ini over the environment over default; a usage error for a value the
+    option does not take."""
     value, ini = _given(config, option)
     if value is not None:
-        return value if option.flag else option.parse(value)
-    return option.parse(ini) if ini != "" else option.default
+        return checked(option.allowed, value, option.cli)
+    if ini != "":
+        return checked(option.allowed, ini, f"ini {option.dest}")
+    if option.env is not None:
+        return environment_value(option.env, option.allowed, option.default)
+    return option.default
+
+
+def environment_value(name: str, allowed: Allowed, default: Any) -> Any:
+    """The value of environment variable ``name``, else ``default`` where it is unset or blank;
+    a usage error for a value it does not take."""
+    text = os.environ.get(name, "").strip()
+    return checked(allowed, text, name) if text else default
 
 
 def deprecated_uses(config: pytest.Config) -> list[str]:
@@ -427,14 +638,63 @@ def session_settings(config: pytest.Config) -> CheckSettings:
     return CheckSettings(**values)
 
 
-def marker_settings(base: CheckSettings, marker: pytest.Mark | None) -> CheckSettings:
+def check_compiler_names(config: pytest.Config, compiler_names: CompilerNames) -> None:
+    """A usage error where the command line or the ini file names a backend or a mode that the
+    installed torch does not know; torch is not asked about the defaults."""
+    for option in OPTIONS:
+        value = option_value(config, option)
+        if value != option.default:
+            given, _ = _given(config, option)
+            where = option.cli if given is not None else f"ini {option.dest}"
+            check_compiler_name(option.allowed, value, where, compiler_names)
+
+
+LEASE_ENV = "PYTEST_TORCHCOMPILE_LEASE_S"
+DEFAULT_LEASE_S = 30.0
+
+
+def lease_s() -> float:
+    """``PYTEST_TORCHCOMPILE_LEASE_S``: seconds without a heartbeat after which a minify job is
+    taken back from the process that claimed it."""
+    return float(environment_value(LEASE_ENV, Number(above=True), DEFAULT_LEASE_S))
+
+
+def check_run_settings(config: pytest.Config) -> None:
+    """A usage error, before anything of the run starts, for any option, ini key or
+    environment variable of the plugin given a value it does not take."""
+    for option in OPTIONS:
+        option_value(config, option)
+    lease_s()
+
+
+def marker_settings(
+    base: CheckSettings, marker: pytest.Mark | None, compiler_names: CompilerNames | None = None
+) -> CheckSettings:
     if marker is None:
         return base
     if marker.args:
         raise pytest.UsageError(
             f"@pytest.mark.inductor_repro takes keyword arguments only ({sorted(KEYWORDS)})"
         )
-    return base.replace(marker.kwargs)
+    return base.replace(marker.kwargs, "@pytest.mark.inductor_repro", compiler_names)
+
+
+KEYWORD_ALLOWED: dict[str, Allowed] = {
+    **{option.setting: option.allowed for option in OPTIONS if option.setting is not None},
+    "inductor_config": OfType("a dict of Inductor config values by dotted name", (dict,)),
+    "ignore_non_float": FLAG,
+    "seed": Number(whole=True, least=None),
+    "dynamic": OfType("True, False or None", (bool, type(None))),
+    "fullgraph": FLAG,
+    "backward": FLAG,
+    "loss_fn": OfType("a function or None", (Callable, type(None))),  # type: ignore[arg-type]
+    "steps": Number(whole=True),
+    "lr": Number(),
+    "sizes": OfType("a list of extra input sizes, or None", (list, tuple, type(None))),
+    "check_str": OfType("a regular expression or None", (str, type(None))),
+    "kind": OfType("a failure kind or None", (str, type(None))),
+}
+"""What each keyword of the marker and the fixture takes: its option's, where it has one."""
 
 
 MARKER_HELP = (

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_torchcompile.common import budget, settings
-from pytest_torchcompile.common.devices import DEVICES_ENV, device_index, parse_devices
+from pytest_torchcompile.common.devices import device_index
 from pytest_torchcompile.common.files import UnsafePath, make_directory, unusable_directory
 from pytest_torchcompile.common.results import (
     MinifyProgress,
@@ -141,12 +141,7 @@ def _prestart_judge(coordinator: Coordinator, job: MinifyJob) -> None:
 
 
 def _select_device(config: pytest.Config, worker: str | None) -> str | None:
-    listed = parse_devices(
-        str(
-            settings.option_value(config, settings.option("compile-accuracy-devices"))
-            or os.environ.get(DEVICES_ENV, "")
-        )
-    )
+    listed = list(settings.option_value(config, settings.option("compile-accuracy-devices")))
     if worker is None and not listed:
         return (
             None  # see device_index; asked without torch, which an xdist controller need not import
@@ -202,9 +197,7 @@ def run_minify_phase(config: pytest.Config, state: RunState) -> bool:
         coordinator.remove_queue()
         return False
     minifiers: list[Minifier] = []
-    cap = int(
-        settings.option_value(config, settings.option("compile-accuracy-minify-workers")) or 0
-    )
+    cap: int = settings.option_value(config, settings.option("compile-accuracy-minify-workers"))
 
     def run_job(job: dict[str, Any]) -> MinifyResult:
         assert coordinator.queue is not None and coordinator.me is not None

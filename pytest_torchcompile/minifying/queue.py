@@ -38,6 +38,7 @@ from typing import Any
 
 import filelock
 
+from pytest_torchcompile.common import settings
 from pytest_torchcompile.common.files import atomic_write, make_directory
 from pytest_torchcompile.common.processes import own_start, pid_alive
 from pytest_torchcompile.common.results import (
@@ -46,8 +47,6 @@ from pytest_torchcompile.common.results import (
 )
 from pytest_torchcompile.common.run_state import MinifyJob
 
-LEASE_ENV = "PYTEST_TORCHCOMPILE_LEASE_S"
-DEFAULT_LEASE_S = 30.0
 MAX_CRASHES = 2
 
 PENDING, RUNNING, DONE, FAILED, CRASHED = "pending", "running", "done", "failed", "crashed"
@@ -118,9 +117,7 @@ class WorkQueue:
         """``within``: the repro directory; the queue's directories below it must be real ones
         (a symbolic link there is refused, not followed)."""
         self.directory = Path(directory)
-        self.lease_s = (
-            float(os.environ.get(LEASE_ENV, DEFAULT_LEASE_S)) if lease_s is None else lease_s
-        )
+        self.lease_s = settings.lease_s() if lease_s is None else lease_s
         self.beat_s = max(0.05, min(2.0, self.lease_s / 5))
         self.poll_s = poll_s
         self.jobs_dir = self.directory / "jobs"

@@ -5,7 +5,8 @@ The union of the shards' checks goes through the same end of run as a single run
 (``session.conclude_run``): the same baseline outcomes, terminal lines, files and exit status. The
 merge refuses, with one line, reports it cannot add up: of another report schema or another
 plugin version than each other, a test in two reports with different statuses, a report cut short
-(not JSON, fields missing), shards of different splits, or a shard of the split without a report.
+(not JSON, fields missing) or malformed (a field of the wrong type, JSON nested too deep), shards
+of different splits, or a shard of the split without a report.
 
 Exit status: as the single run's (0 passes, 1 fails, a shard's unusual pytest status such as 2,
 interrupted, is passed on); 4 when the merge refuses its input.
@@ -15,9 +16,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import enum
 import json
 import shutil
 import sys
+import types
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +92,8 @@ def load_report(path: Path) -> ShardReport:
         raise MergeError(f"{path}: cannot read the report: {error}") from None
     except json.JSONDecodeError as error:
         raise MergeError(f"{path}: truncated or not JSON ({error})") from None
+    except RecursionError:
+        raise MergeError(f"{path}: nested too deep to be a report") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise MergeError(f"{path}: not a pytest-torchcompile JSON report (no schema_version)")
     if data["schema_version"] != SCHEMA_VERSION:
@@ -102,6 +108,9 @@ def load_report(path: Path) -> ShardReport:
         )
     try:
         tests = data["tests"]
+        wrong = _mistyped(data, REPORT_FIELDS, "report")
+        if wrong is not None:
+            raise MergeError(f"{path}: malformed report: {wrong}")
         results = [CaseResult.from_dict(check) for test in tests for check in test["checks"]]
         statuses = {test["nodeid"]: test["status"] for test in tests}
         shard = None if run["shard"] is None else Shard.from_dict(run["shard"])
@@ -122,6 +131,89 @@ def load_report(path: Path) -> ShardReport:
         raise MergeError(
             f"{path}: truncated or malformed report ({type(error).__name__}: {error})"
         ) from None
+
+
+REPORT_FIELDS: dict[str, Any] = {
+    "plugin_version": str,
+    "environment": dict[str, Any],
+    "tests": [{"nodeid": str, "status": str, "checks": [CaseResult]}],
+    "run": {
+        "selected": list[str],
+        "deselected": list[str],
+        "narrowed_files": list[str],
+        "failed": [{"nodeid": str, "when": str}],
+        "shard": dict[str, Any] | None,
+        "exitstatus": pytest.ExitCode | None,
+        "baseline_sha256": str | None,
+    },
+}
+"""The types of the report's fields that the merge reads: a dict for an object's fields, a list
+of one for a list's items, a class for an object of its fields (a check, a leaf)."""
+
+
+def _mistyped(value: Any, hint: Any, where: str) -> str | None:
+    """The first part of ``value``, read from JSON, that is not of the type ``hint`` gives (as
+    :data:`REPORT_FIELDS` writes types, or a field's annotation), ``where`` naming the whole:
+    its path, its value and the type; None where every part is of its type."""
+    if dataclasses.is_dataclass(hint):
+        hints = typing.get_type_hints(hint)
+        hint = {field.name: hints[field.name] for field in dataclasses.fields(hint)}
+    if isinstance(hint, dict):
+        if not isinstance(value, dict):
+            return _wrong(value, "an object", where)
+        return _first_mistyped(
+            [
+                (value[name], field, f"{where}.{name}")
+                for name, field in hint.items()
+                if name in value
+            ]
+        )
+    origin, arguments = typing.get_origin(hint), typing.get_args(hint)
+    if isinstance(hint, list) or origin in (list, tuple):
+        if not isinstance(value, list):
+            return _wrong(value, "a list", where)
+        item = hint[0] if isinstance(hint, list) else arguments[0]
+        return _first_mistyped(
+            [(element, item, f"{where}[{index}]") for index, element in enumerate(value)]
+        )
+    if origin in (types.UnionType, typing.Union):
+        if any(_mistyped(value, arm, where) is None for arm in arguments):
+            return None
+        arms = [arm for arm in arguments if arm is not type(None)]
+        if value is not None and len(arms) == 1:  # an optional field: what is wrong in it
+            return _mistyped(value, arms[0], where)
+        return _wrong(value, " or ".join(_named(arm) for arm in arguments), where)
+    if origin is dict:
+        return None if isinstance(value, dict) else _wrong(value, "an object", where)
+    if hint is Any:
+        return None
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        fits = value in [member.value for member in hint]
+    elif hint in (int, float):
+        # JSON's numbers: a float field may hold an integer; true and false are no number.
+        fits = isinstance(value, (int, hint)) and not isinstance(value, bool)
+    else:
+        fits = isinstance(value, hint)
+    return None if fits else _wrong(value, _named(hint), where)
+
+
+def _first_mistyped(parts: list[tuple[Any, Any, str]]) -> str | None:
+    return next((wrong for part in parts if (wrong := _mistyped(*part)) is not None), None)
+
+
+def _named(hint: Any) -> str:
+    if hint is type(None):
+        return "null"
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return f"a known {hint.__name__}"
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}.get(
+        hint, getattr(hint, "__name__", str(hint))
+    )
+
+
+def _wrong(value: Any, expected: str, where: str) -> str:
+    shown = repr(value)
+    return f"{where} is {shown if len(shown) <= 40 else shown[:37] + '...'}, not {expected}"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,12 @@ from pytest_torchcompile.common.files import clashing_paths, refusal
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import CaseResult, MinifyResult
 from pytest_torchcompile.common.run_state import Checker, MinifyJob
-from pytest_torchcompile.common.settings import CheckSettings, GatingSettings, marker_settings
+from pytest_torchcompile.common.settings import (
+    CheckSettings,
+    CompilerNames,
+    GatingSettings,
+    marker_settings,
+)
 from pytest_torchcompile.common.verdict import Status, leaves_device_unusable
 from pytest_torchcompile.reporting.baseline import BaselineError, Decision, Gate, is_failing
 from pytest_torchcompile.reporting.cells import by_test
@@ -54,6 +59,9 @@ class AccuracySession:
     """The part of a suite split over machines this run is; None for the whole suite."""
     baseline_digest: str | None = None
     """The baseline file's sha256 as the run started; None without one (or before it is written)."""
+    compiler_names: CompilerNames | None = None
+    """The backends and modes the installed torch takes, asked of a marker's or the fixture's
+    ``backend`` and ``mode``; given by the caller where tests are checked (it imports torch)."""
     _results: list[CaseResult] = field(default_factory=list, init=False, repr=False)
     _minify_jobs: list[MinifyJob] = field(default_factory=list, init=False, repr=False)
     """Cases found in this process and not yet handed to the minify phase's queue."""
@@ -90,7 +98,12 @@ class AccuracySession:
             self._sigterm_handler = signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
-        return marker_settings(self.base_settings, marker).replace(overrides)
+        """A check's settings: the run's, the marker's over them, ``overrides`` (the fixture's
+        keywords) over both; a usage error for a keyword given a value it does not take."""
+        names = self.compiler_names
+        return marker_settings(self.base_settings, marker, names).replace(
+            overrides, compiler_names=names
+        )
 
     def check(
         self,

@@ -71,6 +71,17 @@ def first_missing_attribute(
     return None
 
 
+def compiler_names(keyword: str) -> list[str]:
+    """The names ``torch.compile`` takes for ``keyword``: the backends registered (``"backend"``:
+    the debugging and experimental ones too) or Inductor's modes (``"mode"``)."""
+    import_compiler()
+    if keyword == "backend":
+        return list(torch.compiler.list_backends(exclude_tags=()))
+    from torch._inductor import list_mode_options
+
+    return list(list_mode_options())
+
+
 def mode_patches(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
     from torch._inductor import list_mode_options
 

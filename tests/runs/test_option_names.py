@@ -12,7 +12,7 @@ from pytest_torchcompile.common import settings
 def test_settings(request):
     base = settings.session_settings(request.config)
     threads = settings.option_value(request.config, settings.option("compile-accuracy-threads"))
-    assert (base.mode, base.minify, base.minify_timeout, threads) == ("reduce-overhead", False, 7.0, "1")
+    assert (base.mode, base.minify, base.minify_timeout, threads) == ("reduce-overhead", False, 7.0, 1)
 """
 
 DEPRECATION = "PytestTorchcompileDeprecation:*"

@@ -467,5 +467,6 @@ def test_worker_k_gets_device_k_mod_g() -> None:
     assert device_index(None, [1, 0], 2) == 1
     assert device_index("gw3", [0, 1], 0) is None  # no CUDA
     assert parse_devices(" 0, 2 ") == [0, 2]
-    with pytest.raises(pytest.UsageError):
-        parse_devices("cuda:0")
+    for refused in ("cuda:0", "-1", ",,,"):
+        with pytest.raises(ValueError):
+            parse_devices(refused)

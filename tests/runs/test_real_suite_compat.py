@@ -194,6 +194,12 @@ def pytest_sessionfinish(session):
     ("suite", "args", "seen"),
     [
         ("def test_plain():\n    assert 1 + 1 == 2\n", [], {"controller": "False"}),
+        # A mode is checked against torch's only where models are checked.
+        (
+            "def test_plain():\n    assert 1 + 1 == 2\n",
+            ["--compile-accuracy-mode", "max-autotun", "--compile-accuracy-backend", "inductr"],
+            {"controller": "False"},
+        ),
         pytest.param(
             "import torch\n\ndef test_plain():\n    assert torch.ones(1).item() == 1\n",
             ["--compile-accuracy", "-n", "2"],
@@ -201,7 +207,7 @@ def pytest_sessionfinish(session):
             marks=pytest.mark.slow,
         ),  # xdist; the "off" run stays in the default run
     ],
-    ids=["off", "xdist-controller"],
+    ids=["off", "off-naming-a-mode", "xdist-controller"],
 )
 def test_the_plugin_imports_torch_only_where_tests_are_checked(
     pytester: pytest.Pytester, suite: str, args: list[str], seen: dict[str, str]

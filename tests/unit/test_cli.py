@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from pytest_torchcompile.cli import VERBS, main
+from pytest_torchcompile.common.processes import pid_alive
 
 
 @pytest.fixture
@@ -144,3 +150,113 @@ def test_list_fits_80_columns(
     assert all(len(line) <= 80 for line in lines), lines
     assert lines[:2] == [name, "  fail_accuracy  (114 ops)"]
     assert lines[2].startswith("  tests/models/vision/backbones/")
+
+
+NUMBER = "is not allowed; expected a finite number > 0"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["rerun", ".", "--timeout", "nan"], f"argument --timeout: 'nan' {NUMBER}"),
+        (["rerun", ".", "--timeout", "0"], f"argument --timeout: '0' {NUMBER}"),
+        (["minify", "repro.py", "--timeout", "-5"], f"argument --timeout: '-5' {NUMBER}"),
+        (
+            ["minify", "repro.py", "--device", "7"],
+            "argument --device: '7' is not allowed; expected cuda:N, e.g. cuda:1",
+        ),
+        (["hunt", "--minutes", "nan"], f"argument --minutes: 'nan' {NUMBER}"),
+        (["hunt", "--minify-timeout", "inf"], f"argument --minify-timeout: 'inf' {NUMBER}"),
+        (
+            ["hunt", "--max-ops", "0"],
+            "argument --max-ops: '0' is not allowed; expected an integer >= 1",
+        ),
+        (["hunt", "--dir", "a-file"], "argument --dir: 'a-file' is a file, not a directory"),
+        (["hunt", "--known", "nowhere"], "argument --known: 'nowhere' is not a directory"),
+    ],
+)
+def test_an_argument_it_does_not_take_is_said_in_one_line(
+    argv: list[str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error == f"pytest-torchcompile {argv[0]}: error: {said}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["hunt", "--minutes", "1", "--inductor-config", "no.such.key=1"],
+            "--inductor-config: 'no.such.key' is no key of this torch's Inductor config",
+        ),
+        (
+            ["minify", "case/repro.py", "--device", "cuda:4096"],
+            "--device cuda:4096: no such device (* CUDA visible)",
+        ),
+        (
+            ["report", "case"],
+            "case/repro.py is no repro file of pytest-torchcompile: its header states no case, "
+            "status and ops",
+        ),
+    ],
+)
+def test_what_the_installed_torch_or_the_file_refuses_is_a_usage_error(
+    argv: list[str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "case").mkdir()
+    (tmp_path / "case" / "repro.py").write_text("print('not a repro')\n")
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert fnmatch.fnmatchcase(line, f"pytest-torchcompile {argv[0]}: error: {said}")
+
+
+HANGING = """
+import pathlib, subprocess, sys, time
+
+started = subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(600)"],
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+)
+pathlib.Path("started.pid").write_text(str(started.pid))
+time.sleep(600)
+"""
+
+
+def test_a_repro_past_its_timeout_is_said_to_and_ends_with_what_it_started(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "case").mkdir()
+    (tmp_path / "case" / "repro.py").write_text(HANGING)
+    assert main(["rerun", str(tmp_path), "--timeout", "4"]) == 3
+    assert capsys.readouterr().out.splitlines() == [
+        f"cannot run (timed out after 4 s): {tmp_path / 'case' / 'repro.py'}",
+        "1 cannot run",
+    ]
+    started = int((tmp_path / "case" / "started.pid").read_text())
+    try:
+        # SIGKILL went to the repro's whole session; wait for its delivery, not for a time.
+        for _ in range(100):
+            if not pid_alive(started):
+                break
+            time.sleep(0.1)
+        assert not pid_alive(started)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(started, signal.SIGKILL)

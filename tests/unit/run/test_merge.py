@@ -374,6 +374,43 @@ REFUSALS: dict[str, tuple[Callable[[list[Path]], object], str]] = {
         lambda paths: edit(paths[1], lambda r: r["run"].pop("selected")),
         "{1}: truncated or malformed report (KeyError: 'selected')",
     ),
+    "a ratio of text": (
+        lambda paths: edit(
+            paths[0], lambda r: r["tests"][0]["checks"][0].update(worst_ratio="abc")
+        ),
+        "{0}: malformed report: report.tests[0].checks[0].worst_ratio is 'abc', not a number",
+    ),
+    "a test id of a number": (
+        lambda paths: edit(paths[1], lambda r: r["tests"][0].update(nodeid=12)),
+        "{1}: malformed report: report.tests[0].nodeid is 12, not a string",
+    ),
+    "a leaf's shape of text": (
+        lambda paths: edit(
+            paths[0],
+            lambda r: r["tests"][0]["checks"][0]["leaves"].append(
+                {"path": "out", "shape": "abc", "dtype": "f", "passed": True, "rule": "r"}
+            ),
+        ),
+        "{0}: malformed report: report.tests[0].checks[0].leaves[0].shape is 'abc', not a list",
+    ),
+    "an unknown status": (
+        lambda paths: edit(paths[2], lambda r: r["tests"][0]["checks"][0].update(status=[1])),
+        "{2}: malformed report: report.tests[0].checks[0].status is [1], not a known Status",
+    ),
+    "a run's list of a number": (
+        lambda paths: edit(paths[1], lambda r: r["run"].update(selected=7)),
+        "{1}: malformed report: report.run.selected is 7, not a list",
+    ),
+    "an exit status pytest has not": (
+        lambda paths: edit(paths[1], lambda r: r["run"].update(exitstatus=99999)),
+        "{1}: malformed report: report.run.exitstatus is 99999, not a known ExitCode",
+    ),
+    "nested too deep": (
+        lambda paths: paths[1].write_text(
+            '{"schema_version": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        ),
+        "{1}: nested too deep to be a report",
+    ),
     "older plugin": (
         lambda paths: edit(paths[0], lambda r: r.pop("run")),
         "{0}: the report does not say what its run selected",

@@ -1,0 +1,171 @@
+"""What each option, ini key, environment variable and keyword of the plugin takes: a value it
+does not take is a usage error in one line naming the setting, the value and what it takes."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from pytest_torchcompile.common import settings
+from pytest_torchcompile.common.settings import (
+    KEYWORD_ALLOWED,
+    KEYWORDS,
+    CheckSettings,
+    check_compiler_name,
+    option,
+)
+
+
+def test_every_keyword_says_what_it_takes() -> None:
+    assert set(KEYWORD_ALLOWED) == KEYWORDS
+    for item in settings.OPTIONS:
+        if item.setting is not None:
+            assert KEYWORD_ALLOWED[item.setting] is item.allowed
+
+
+@pytest.mark.parametrize(
+    ("name", "given"),
+    [
+        ("compile-accuracy-tol", "abc"),
+        ("compile-accuracy-tol", "-1"),
+        ("compile-accuracy-tol", "nan"),
+        ("compile-accuracy-tol", "inf"),
+        ("compile-accuracy-minify-timeout", "0"),
+        ("compile-accuracy-minify-timeout", "-1"),
+        ("compile-accuracy-minify-timeout", "nan"),
+        ("compile-accuracy-minify-workers", "-1"),
+        ("compile-accuracy-minify-workers", "1.5"),
+        ("compile-accuracy-threads", "many"),
+        ("compile-accuracy-threads", "-2"),
+        ("compile-accuracy-devices", "-1"),
+        ("compile-accuracy-devices", ",,,"),
+        ("compile-accuracy-devices", "cuda:0"),
+        ("compile-accuracy-scope", "bogus"),
+        ("compile-accuracy-minify", "maybe"),
+        ("compile-accuracy-backend", " "),
+    ],
+)
+def test_an_option_refuses_text_it_does_not_take(name: str, given: str) -> None:
+    allowed = option(name).allowed
+    with pytest.raises(pytest.UsageError) as refused:
+        settings.checked(allowed, given, f"--{name}")
+    assert str(refused.value) == (
+        f"--{name}: {given!r} is not allowed; expected {allowed.describe}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "value"),
+    [
+        ("compile-accuracy-tol", "1e-3", 1e-3),
+        ("compile-accuracy-tol", "0", 0.0),
+        ("compile-accuracy-minify-timeout", "2.5", 2.5),
+        ("compile-accuracy-minify-workers", "0", 0),
+        ("compile-accuracy-threads", " 3 ", 3),
+        ("compile-accuracy-devices", " 0, 2 ", (0, 2)),
+        ("compile-accuracy-devices", "0,", (0,)),
+        ("compile-accuracy-devices", "", ()),
+        ("compile-accuracy-scope", "marked", "marked"),
+        ("compile-accuracy-minify", "off", False),
+        ("compile-accuracy-mode", "default", None),
+        ("compile-accuracy-mode", "max-autotune", "max-autotune"),
+    ],
+)
+def test_an_option_reads_the_text_it_takes(name: str, given: str, value: Any) -> None:
+    assert settings.checked(option(name).allowed, given, name) == value
+
+
+@pytest.mark.parametrize(
+    ("keyword", "given"),
+    [
+        ("tol", -1),
+        ("tol", "abc"),
+        ("tol", math.nan),
+        ("tol", True),
+        ("steps", -1),
+        ("steps", 1.5),
+        ("lr", math.inf),
+        ("seed", 0.5),
+        ("minify_timeout", 0),
+        ("minify", "maybe"),
+        ("dynamic", "yes"),
+        ("loss_fn", "sum"),
+        ("inductor_config", ["cpp_wrapper"]),
+        ("backend", 3),
+        ("mode", 5),
+    ],
+)
+def test_a_keyword_refuses_a_value_it_does_not_take(keyword: str, given: Any) -> None:
+    with pytest.raises(pytest.UsageError) as refused:
+        CheckSettings().replace({keyword: given}, "@pytest.mark.inductor_repro")
+    assert str(refused.value) == (
+        f"@pytest.mark.inductor_repro({keyword}=...): {given!r} is not allowed; "
+        f"expected {KEYWORD_ALLOWED[keyword].describe}"
+    )
+
+
+def test_a_keyword_takes_what_its_option_takes_as_a_value() -> None:
+    def loss(output: Any) -> Any:
+        return output
+
+    replaced = CheckSettings().replace(
+        {"tol": 1, "steps": 2, "seed": -3, "minify": "no", "loss_fn": loss, "backend": loss}
+    )
+    assert (replaced.tol, replaced.steps, replaced.seed, replaced.minify) == (1.0, 2, -3, False)
+    assert replaced.loss_fn is loss and replaced.backend is loss
+    assert CheckSettings().replace({"mode": "default", "tol": None}).mode is None
+
+
+def _names(keyword: str) -> list[str]:
+    return {"backend": ["eager", "inductor"], "mode": ["default", "max-autotune"]}[keyword]
+
+
+def test_a_compiler_name_the_installed_torch_does_not_know_is_refused() -> None:
+    with pytest.raises(pytest.UsageError) as refused:
+        CheckSettings().replace({"mode": "max-autotun"}, "@pytest.mark.inductor_repro", _names)
+    assert str(refused.value) == (
+        "@pytest.mark.inductor_repro(mode=...): 'max-autotun' is not allowed; "
+        "expected a torch.compile mode this torch knows: default, max-autotune"
+    )
+    assert CheckSettings().replace({"backend": "eager"}, compiler_names=_names).backend == "eager"
+
+
+def test_a_long_list_of_names_is_shown_by_the_close_ones() -> None:
+    def many(keyword: str) -> list[str]:
+        return [f"backend{index}" for index in range(20)] + ["inductor"]
+
+    with pytest.raises(pytest.UsageError) as refused:
+        check_compiler_name(option("compile-accuracy-backend").allowed, "inductr", "--b", many)
+    assert str(refused.value) == (
+        "--b: 'inductr' is not allowed; expected a torch.compile backend this torch knows "
+        "(torch.compiler.list_backends(exclude_tags=()) lists them); close: inductor"
+    )
+
+
+def test_torch_is_not_asked_of_a_backend_that_is_a_function_or_a_default_mode() -> None:
+    def unasked(keyword: str) -> list[str]:
+        raise AssertionError(f"asked for {keyword}")
+
+    replaced = CheckSettings().replace(
+        {"backend": print, "mode": "default"}, compiler_names=unasked
+    )
+    assert replaced.backend is print and replaced.mode is None
+
+
+@pytest.mark.parametrize("given", ["abc", "0", "-1", "nan", "inf"])
+def test_a_lease_it_does_not_take_is_refused(given: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(settings.LEASE_ENV, given)
+    with pytest.raises(pytest.UsageError) as refused:
+        settings.lease_s()
+    assert str(refused.value) == (
+        f"PYTEST_TORCHCOMPILE_LEASE_S: {given!r} is not allowed; expected a finite number > 0"
+    )
+
+
+def test_the_lease_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(settings.LEASE_ENV, " 2.5 ")
+    assert settings.lease_s() == 2.5
+    monkeypatch.delenv(settings.LEASE_ENV)
+    assert settings.lease_s() == settings.DEFAULT_LEASE_S
