@@ -31,8 +31,9 @@ def test_plain_compile():
 def test_a_bug_report_names_no_absolute_path_of_the_machine(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytester.mkpydir("tests")
-    pytester.path.joinpath("tests", "test_models.py").write_text(SUITE)
+    # Not a package named "tests": in this process that name is the project's own test package.
+    pytester.mkpydir("model_tests")
+    pytester.path.joinpath("model_tests", "test_models.py").write_text(SUITE)
     result = pytester.runpytest("--compile-accuracy", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     (case,) = [path for path in (pytester.path / ".compile-accuracy").iterdir() if path.is_dir()]
@@ -47,7 +48,9 @@ def test_a_bug_report_names_no_absolute_path_of_the_machine(
         if line.startswith("# ")
     ]
 
-    assert "tests/test_models.py:" in written  # where the graph was compiled, as pytest names it
+    assert (
+        "model_tests/test_models.py:" in written
+    )  # where the graph was compiled, as pytest names it
     machine = [str(pytester.path), str(Path(str(pytester.path)).resolve()), str(Path.home())]
     for text in (written, printed, *headers):
         assert not [path for path in machine if path in text], text
