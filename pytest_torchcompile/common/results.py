@@ -52,16 +52,17 @@ _STOP_LABELS = {
 
 @dataclass(frozen=True)
 class Deviation:
-    """One floating intermediate of a failing graph, judged against its own fp64 value in the
-    minifier's locate run: a point of the deviation along the graph."""
+    """One intermediate of a failing graph, judged against its own fp64 value in the minifier's
+    locate run: a point of the deviation along the graph."""
 
     value: str
     """The graph's name for the value (``relu_3``)."""
     op: str
     """The op that computes it (``aten.relu``)."""
     ratio: float | None
-    """rmse(compiled, fp64) / rmse(eager, fp64); inf where eager is exact and compiled is not;
-    None where no error was measured (allclose to eager, a non-finite pattern)."""
+    """rmse(compiled, fp64) / rmse(eager, fp64); inf where eager is exact and compiled is not (an
+    integer value that differs); None where no error was measured (allclose to eager, a
+    non-finite pattern)."""
     passed: bool
     starts: bool = False
     """A deviation starts here: it deviates and no deviating value feeds it."""

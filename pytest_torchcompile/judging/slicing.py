@@ -122,6 +122,39 @@ class GraphSlicer:
             and (node in self.outputs or node not in self._view_bases)
         ]
 
+    def located_nodes(self) -> list[torch.fx.Node]:
+        """The values the minifier's locate run judges: the :meth:`observed_nodes`, and the
+        integer and bool values computed from exact values only, in graph order. Those are
+        compared exactly; one computed from floating values is left out, since rounding within
+        the rule upstream can flip it."""
+        observed = set(self.observed_nodes())
+        exact = self._exact_from_exact
+        return [
+            node
+            for node in self.unit_of
+            if node in observed
+            or (node in exact and (node in self.outputs or node not in self._view_bases))
+        ]
+
+    @functools.cached_property
+    def _exact_from_exact(self) -> set[torch.fx.Node]:
+        """The non-empty integer and bool values whose every input is one too (or no tensor)."""
+        exact: set[torch.fx.Node] = set()
+        for node in self.gm.graph.nodes:
+            value = self.values.get(node)
+            if (
+                isinstance(value, torch.Tensor)
+                and not value.is_floating_point()
+                and not value.is_complex()
+                and value.numel() > 0
+                and all(
+                    arg in exact or _holds_no_tensor(self.values.get(arg))
+                    for arg in node.all_input_nodes
+                )
+            ):
+                exact.add(node)
+        return exact
+
     def hidden_nodes(self) -> list[torch.fx.Node]:
         """The observed values a later op can hide: those whose every path to the graph's outputs
         crosses an op that can mask a deviation (:meth:`exposed`: the others' deviations reach the
@@ -374,6 +407,12 @@ def side_by_side(
 
 def _is_floating(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 0
+
+
+def _holds_no_tensor(value: Any) -> bool:
+    """A value an op reads that cannot carry a floating deviation: a Python or symbolic scalar,
+    None (not a tensor, nor a tuple an op returned, whose parts may be floating)."""
+    return not isinstance(value, torch.Tensor | tuple | list)
 
 
 def output_index(path: str) -> int | None:

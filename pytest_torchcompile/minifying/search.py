@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -264,7 +265,7 @@ def _failing_core(search: _Search) -> tuple[Selection | None, str]:
     if not search.fails(search.everything):
         return None, "the whole graph does not fail as recorded"
     universe = search.everything
-    locating = "one compile of every floating intermediate located where the deviation starts"
+    locating = "one compile of every intermediate located where the deviation starts"
     if not roots and search.case.kind != FailureKind.ACCURACY:
         universe = _bisect_prefixes(search)
         roots, locating = (
@@ -309,12 +310,13 @@ def _why_not_reproduced(verdict: GraphVerdict) -> tuple[StopReason, str]:
 
 
 def _locate_divergence(search: _Search) -> tuple[list[str], int]:
-    """Units where a floating deviation starts, earliest first, from one compile of the whole
-    graph returning every floating intermediate, each judged against its own fp64 value by the
-    oracle rule; and how many units deviate. That run doubles as the reproduction check when an
+    """Units where a deviation starts, earliest first, from one compile of the whole graph
+    returning every floating intermediate and every exact one computed from exact values
+    (:meth:`GraphSlicer.located_nodes`), each judged against its own fp64 value by the oracle
+    rule; and how many units deviate. That run doubles as the reproduction check when an
     original output fails."""
     slicer = search.slicer
-    probe, probe_inputs, observed = slicer.probe()
+    probe, probe_inputs, observed = slicer.probe(slicer.located_nodes())
     if not observed or sum(slicer.values[node].nbytes for node in observed) > LOCATE_BYTES_LIMIT:
         return [], 0
     verdict = search.judge_graph(probe, probe_inputs)
@@ -332,6 +334,10 @@ def _locate_divergence(search: _Search) -> tuple[list[str], int]:
         search.record(search.everything, verdict)
     else:
         search.report()
+    if verdict.failure is None:
+        # Every value within the rule once returned: the deviation arises only inside a kernel
+        # that fuses them, which returning its values splits. The page says so from these points.
+        search.deviation = _deviation(slicer, observed, verdict, set())
     if verdict.failure != FailureKind.ACCURACY:
         return [], 0
     roots = slicer.divergence_roots(diverged, failing_outputs)
@@ -343,17 +349,21 @@ def _deviation(
     slicer: GraphSlicer, observed: list[torch.fx.Node], verdict: GraphVerdict, roots: set[str]
 ) -> list[Deviation]:
     """The locate run's verdict on each observed value, in graph order; a deviating value of a
-    unit where a deviation starts is marked so."""
+    unit where a deviation starts is marked so. An exact value that differs has no rmse ratio:
+    its eager error is nil, so its ratio is infinite."""
     by_index = {
         index: leaf
         for leaf in verdict.leaves
         if (index := output_index(leaf.path)) is not None and index < len(observed)
     }
+    floating = set(slicer.observed_nodes())
     return [
         Deviation(
             node.name,
             op_name(node.target),
-            leaf.ratio,
+            math.inf
+            if leaf.ratio is None and not leaf.passed and node not in floating
+            else leaf.ratio,
             leaf.passed,
             not leaf.passed and slicer.unit_of[node] in roots,
         )

@@ -117,6 +117,13 @@ _WIDTH, _HEIGHT = 900, 240
 _LEFT, _RIGHT, _TOP, _BOTTOM = 64, 16, 14, 40
 
 
+def _error_text(ratio: float | None) -> str:
+    """A point's error in words: an infinite ratio is an exact value that differs."""
+    if ratio is not None and math.isinf(ratio):
+        return "differs where eager is exact"
+    return f"{_ratio_text(ratio)}x eager's error"
+
+
 def _log_ratio(ratio: float | None) -> float:
     """A ratio on the plot's log scale; an error not measured (allclose to eager) at 1x."""
     if ratio is None or math.isnan(ratio):
@@ -136,8 +143,14 @@ def _svg(body: str, label: str) -> str:
 def deviation_caption(points: Sequence[Deviation]) -> str:
     """Where the deviation starts, how it grows, and how much of it later values mask."""
     starts = [index for index, point in enumerate(points) if point.starts]
+    failing = sum(not point.passed for point in points)
+    if not failing:
+        return (
+            f"All {len(points)} intermediates are within the rule once the graph returns them: "
+            "the deviation arises inside a kernel that fuses them, which returning their values "
+            "splits."
+        )
     if not starts:
-        failing = sum(not point.passed for point in points)
         return f"{failing} of {len(points)} intermediates deviate; no single value where it starts"
     first = starts[0]
     start = points[first]
@@ -146,8 +159,7 @@ def deviation_caption(points: Sequence[Deviation]) -> str:
     masked = sum(point.passed for point in after[1:])
     text = (
         f"The deviation starts at intermediate {first + 1} of {len(points)}, "
-        f"<code>{escape(start.value)}</code> ({escape(start.op)}, "
-        f"{_ratio_text(start.ratio)}x eager's error)"
+        f"<code>{escape(start.value)}</code> ({escape(start.op)}, {_error_text(start.ratio)})"
     )
     if len(starts) > 1:
         text += f", and at {len(starts) - 1} more values"
@@ -194,7 +206,7 @@ def deviation_svg(points: Sequence[Deviation]) -> str:
     radius = 3.5 if count <= 200 else 2
     for index, (point, value) in enumerate(zip(points, logs, strict=True)):
         colour = "#9aa3b0" if point.passed else "#c62828"
-        title = f"{point.value} ({point.op}): {_ratio_text(point.ratio)}x"
+        title = f"{point.value} ({point.op}): {_error_text(point.ratio)}"
         parts.append(
             f'<circle class="{"pass" if point.passed else "deviates"}" cx="{x(index):.1f}" '
             f'cy="{y(value):.1f}" r="{radius}" fill="{colour}"><title>{escape(title)}</title>'
@@ -291,8 +303,9 @@ def _minify_part(minify: MinifyResult, page_dir: Path) -> str:
 
 def where_it_starts(minify: MinifyResult | None) -> str:
     """Where in the graph the failure is: the value where the deviation starts, from the locate
-    run; else (integer values, an error rather than a deviation, a deviation with no single start)
-    the minimal graph's ops; empty before anything was minified."""
+    run; a kernel fusing the minimal graph's ops, where every value passes once returned, with
+    the stage that shows it; else (an error rather than a deviation, a deviation with no single
+    start) the minimal graph's ops; empty before anything was minified."""
     if minify is None:
         return ""
     points = minify.deviation
@@ -303,9 +316,13 @@ def where_it_starts(minify: MinifyResult | None) -> str:
             f"the deviation starts at {point.value} ({point.op}), intermediate {start + 1} of "
             f"{len(points)}"
         )
-    if minify.ops and minify.path:
-        return f"in the minimal graph's ops: {', '.join(minify.ops)}"
-    return ""
+    if not minify.ops or not minify.path:
+        return ""
+    ops = ", ".join(minify.ops)
+    if points and all(point.passed for point in points):
+        where = f"inside a kernel fusing the minimal graph's ops: {ops}"
+        return f"{where}; {minify.stage_summary}" if minify.stage_summary else where
+    return f"in the minimal graph's ops: {ops}"
 
 
 def _facts(facts: Sequence[tuple[str, str]]) -> str:

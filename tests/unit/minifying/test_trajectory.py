@@ -1,4 +1,4 @@
-"""What the minifier records for a report to draw: the deviation along the graph (each floating
+"""What the minifier records for a report to draw: the deviation along the graph (each
 intermediate's ratio to eager's error, in graph order, with where the deviation starts) and its
 trajectory (the ops left after every candidate)."""
 
@@ -91,3 +91,68 @@ def test_they_travel_through_the_json_report_and_back() -> None:
     assert back.minify is not None
     assert back.minify.deviation == minify.deviation
     assert dataclasses.asdict(back) == dataclasses.asdict(result)
+
+
+def scaled_index(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    steps = torch.arange(8, dtype=torch.int64) * 3 + x
+    return steps - 1, torch.sin(x.float()).to(torch.int64)
+
+
+def mul_is_wrong_exactly(gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
+    """A fake judge: every value computed from the mul differs from its fp64 value, which an
+    exact comparison gives no ratio."""
+    gm(*inputs)
+    wrong: set[torch.fx.Node] = set()
+    for node in gm.graph.nodes:
+        if node.target is aten.mul.Tensor or any(arg in wrong for arg in node.all_input_nodes):
+            wrong.add(node)
+    (returned,) = [node.args[0] for node in gm.graph.nodes if node.op == "output"]
+    leaves = [
+        LeafResult(f"graph_out[{index}]", (8,), "int64", value not in wrong, "exact")
+        for index, value in enumerate(returned)
+    ]
+    failing = not all(leaf.passed for leaf in leaves)
+    return GraphVerdict(FailureKind.ACCURACY if failing else None, leaves)
+
+
+def test_an_integer_deviation_is_located_where_it_starts() -> None:
+    inputs = [torch.arange(8, dtype=torch.int64)]
+    case = ReproCase(make_fx(scaled_index)(*inputs), inputs, FailureKind.ACCURACY, "t")
+    reduction = minify_graph(case, mul_is_wrong_exactly)
+
+    points = [
+        (point.value, point.ratio, point.passed, point.starts) for point in reduction.deviation
+    ]
+    # The integer converted from a floating value is left out: rounding within the rule upstream
+    # could flip it.
+    assert points == [
+        ("arange", None, True, False),
+        ("mul", float("inf"), False, True),
+        ("add", float("inf"), False, False),
+        ("sub", float("inf"), False, False),
+        ("_to_copy", None, True, False),
+        ("sin", None, True, False),
+    ]
+
+
+def fails_only_fused(gm: torch.fx.GraphModule, inputs: list[Any]) -> GraphVerdict:
+    """A fake judge of a deviation that arises only inside one fused kernel: a graph returning
+    its intermediates, which splits the kernel, passes."""
+    gm(*inputs)
+    (returned,) = [node.args[0] for node in gm.graph.nodes if node.op == "output"]
+    computed = [node for node in gm.graph.nodes if node.op == "call_function"]
+    fused = len(returned) == 1 and len(computed) == 5
+    leaves = [
+        LeafResult(f"graph_out[{index}]", (8,), "float32", not fused, "fp64 rmse", 1.0, 1.0)
+        for index in range(len(returned))
+    ]
+    return GraphVerdict(FailureKind.ACCURACY if fused else None, leaves)
+
+
+def test_a_deviation_inside_a_fused_kernel_is_recorded_as_passing_once_split() -> None:
+    inputs = [torch.randn(8)]
+    case = ReproCase(make_fx(sin_relu_cos)(*inputs), inputs, FailureKind.ACCURACY, "t")
+    reduction = minify_graph(case, fails_only_fused)
+
+    assert len(reduction.deviation) == 5
+    assert all(point.passed and not point.starts for point in reduction.deviation)

@@ -106,6 +106,41 @@ def test_a_failing_check_shows_where_its_deviation_starts_and_its_files(tmp_path
     assert "out[0]" in text and "FAIL" in text
 
 
+def test_a_deviation_inside_a_fused_kernel_is_placed_there(tmp_path: Path) -> None:
+    case = with_minify_data(tmp_path)
+    assert case.minify is not None
+    split = [dataclasses.replace(point, passed=True, starts=False) for point in DEVIATION]
+    minify = dataclasses.replace(
+        case.minify,
+        deviation=split,
+        ops=["prims.iota", "aten.mul.Tensor"],
+        stage_summary="deviation appears in Inductor's lowering of aten.mul",
+    )
+    page, _ = page_of(tmp_path, [dataclasses.replace(case, minify=minify)])
+    text = "".join(page.text)
+    assert (
+        "inside a kernel fusing the minimal graph's ops: prims.iota, aten.mul.Tensor; deviation "
+        "appears in Inductor's lowering of aten.mul" in text
+    )
+    assert "All 4 intermediates are within the rule once the graph returns them" in text
+
+
+def test_an_integer_value_that_differs_is_drawn_at_the_top(tmp_path: Path) -> None:
+    case = with_minify_data(tmp_path)
+    assert case.minify is not None
+    exact = [
+        Deviation("arange", "aten.arange", None, True),
+        Deviation("mul", "aten.mul.Tensor", float("inf"), False, True),
+    ]
+    minify = dataclasses.replace(case.minify, deviation=exact)
+    page, source = page_of(tmp_path, [dataclasses.replace(case, minify=minify)])
+    assert "the deviation starts at mul (aten.mul.Tensor), intermediate 2 of 2" in "".join(
+        page.text
+    )
+    assert "mul (aten.mul.Tensor): differs where eager is exact" in source
+    assert "<code>mul</code> (aten.mul.Tensor, differs where eager is exact)" in source
+
+
 def test_what_a_test_id_or_message_holds_is_shown_never_run(tmp_path: Path) -> None:
     hostile = CaseResult(
         "t.py::test_x[<script>alert(1)</script>]",
