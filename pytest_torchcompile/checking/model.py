@@ -26,10 +26,12 @@ from pytest_torchcompile.checking.masked import (
     find_masked_divergence,
 )
 from pytest_torchcompile.common.kinds import FailureKind
-from pytest_torchcompile.common.leaves import INCONCLUSIVE, LeafResult
+from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import Comparison, Status, out_of_memory
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
+from pytest_torchcompile.judging.conditioning import conditioned, judged_discontinuous
+from pytest_torchcompile.judging.conditioning import nudged as nudged_value
 from pytest_torchcompile.judging.copies import clone_values, strided_copy, widened
 from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import (
@@ -536,15 +538,15 @@ class _EagerRuns:
         """One eager run; ``nan_gradients``: the fill of gradients at NaN values, and the list of
         what was so filled (:func:`nan_gradients_filled`); ``nudged``: the seed of a run whose
         floating inputs, weights and buffers are each moved by a unit in the last place
-        (:func:`_nudged`)."""
+        (:func:`conditioning.nudged`)."""
         torch.manual_seed(self.options.seed)
         model = _copy_callable(self.fn)
         if nudged is not None:
             generator = torch.Generator().manual_seed(nudged)
-            arguments = tree_map(lambda value: _nudged(value, generator), arguments)
+            arguments = tree_map(lambda value: nudged_value(value, generator), arguments)
             with torch.no_grad():
                 for _, tensor in _state(model):
-                    tensor.copy_(_nudged(tensor, generator))
+                    tensor.copy_(nudged_value(tensor, generator))
         with (
             filling_unwritten(fill, self.allocated),
             _deterministic_kernels() if self.deterministic else contextlib.nullcontext(),
@@ -593,17 +595,6 @@ class _EagerRuns:
                 return None
         first, second = runs
         return differing_leaves(first["grad"], second["grad"], "grad")
-
-
-def _nudged(value: Any, generator: torch.Generator) -> Any:
-    """A floating tensor with each element moved up or down, at random, by about a unit in the
-    last place of its dtype (a relative change of the dtype's epsilon); anything else as it is."""
-    if not isinstance(value, torch.Tensor) or not value.is_floating_point() or not value.numel():
-        return value
-    signs = torch.randint(0, 2, value.shape, generator=generator).to(value.device) * 2 - 1
-    factor = 1 + signs.to(torch.float64) * torch.finfo(value.dtype).eps
-    nudged = (value.detach().to(torch.float64) * factor).to(value.dtype)
-    return nudged.requires_grad_(value.requires_grad) if value.is_leaf else nudged
 
 
 @dataclass
@@ -1002,106 +993,24 @@ def _compare_set(
                 comparison = _compare(*compared, floors, deciding)
     discontinuous: dict[str, float] = {}
     if not comparison.passed and reference is not None:
-        conditioned = [leaf.path for leaf in comparison.failing if leaf.rule == "fp64 rmse"]
-        if conditioned:
-            # The output's conditioning: how far a rounding-sized change of the inputs and
-            # weights moves it (a jump across a tie: max pooling, a ReLU's edge, a floor).
-            nudged = _nudged_floors(arguments, mutated, reference, eager.run, conditioned)
-            for path, floor in nudged.items():
-                if floor > floors.get(path, 0.0):
-                    floors[path], deciding[path] = floor, NUDGED_FLOOR
-            discontinuous = {
-                leaf.path: nudged[leaf.path]
-                for leaf in comparison.failing
-                if leaf.path in nudged
-                and leaf.rmse_eager is not None
-                and nudged[leaf.path] >= CONDITIONING_SPREAD * leaf.rmse_eager
-            }
-            comparison = _judged_discontinuous(_compare(*compared, floors, deciding), discontinuous)
+        # The output's conditioning: how far a rounding-sized change of the inputs and weights
+        # moves it (a jump across a tie: max pooling, a ReLU's edge, a floor).
+        comparison, discontinuous = conditioned(
+            comparison,
+            lambda floors, deciding: _compare(*compared, floors, deciding),
+            lambda seed: _judged(*eager.run(arguments, nudged=seed), mutated),
+            reference,
+            floors,
+            deciding,
+        )
 
     def rejudge(run: tuple[dict[str, Any], list[Any]]) -> Comparison:
-        return _judged_discontinuous(
+        return judged_discontinuous(
             _compare(_judged(*run, mutated), *compared[1:], floors or None, deciding or None),
             discontinuous,
         )
 
     return comparison, rejudge
-
-
-CONDITIONING_SPREAD = 10.0
-"""How many times eager's own error from fp64 a unit in the last place of the inputs and weights
-must move an output for it to count as discontinuous there (:func:`_judged_discontinuous`).
-Rounding alone moves a continuous result by a small factor of eager's error (reordered sums: 1 to
-3 times in the sweeps of docs/gpu); a jump across a tie (max pooling, a ReLU's edge) moves it by
-orders of magnitude: timm's ``hgnetv2_b0`` in fp32 training (H100) had a stem convolution's weight
-gradient 1.2e-4 from fp64 eagerly and 3.7e-2 with its input nudged by one unit in the last place,
-a bias gradient 3.6e-6 and 4.9e-4."""
-
-DISCONTINUITY_CAP = 5.0
-"""An output that a unit in the last place moves discontinuously cannot be judged by rounding:
-compiled code that lands within this many times the largest nudged run's error of fp64 is
-inconclusive, further out it fails (a wrong result moves the continuous outputs beside it too).
-hgnetv2_b0's bias gradient: compiled 1.9e-3, nudged runs up to 4.9e-4."""
-
-NUDGED_RUNS = 3
-"""Eager runs with inputs and weights nudged (seeds 1 to 3): each costs an eager forward (and
-backward) run, on the failing path only, once the other evaluations have not overturned it."""
-
-NUDGED_FLOOR = (
-    "eager with its inputs and weights nudged by a unit in the last place (the output's "
-    "conditioning)"
-)
-
-
-def _nudged_floors(
-    arguments: Arguments,
-    mutated: list[int],
-    reference: dict[str, Any],
-    eager_run: Callable[..., tuple[dict[str, Any], list[Any]]],
-    paths: list[str],
-) -> dict[str, float]:
-    """For ``paths``, the largest error from fp64 of :data:`NUDGED_RUNS` eager runs on inputs
-    and weights nudged by a unit in the last place: how far a rounding-sized change moves the
-    output (its conditioning at these inputs). A run the model refuses gives no sample."""
-    floors: dict[str, float] = {}
-    for seed in range(1, NUDGED_RUNS + 1):
-        try:
-            parts, call_args = eager_run(arguments, nudged=seed)
-        except Exception:  # a model that refuses nudged values: no sample, nothing lost
-            continue
-        for path, floor in noise_floors(
-            _judged(parts, call_args, mutated), reference, reference, None
-        ).items():
-            if path in paths:
-                floors[path] = max(floor, floors.get(path, 0.0))
-    return floors
-
-
-def _judged_discontinuous(comparison: Comparison, discontinuous: dict[str, float]) -> Comparison:
-    """``comparison`` with each failing output that a unit in the last place moves
-    discontinuously (``discontinuous``: its largest nudged error from fp64) inconclusive where
-    compiled code is within :data:`DISCONTINUITY_CAP` times that error."""
-    if not discontinuous:
-        return comparison
-    leaves = [
-        dataclasses.replace(
-            leaf,
-            passed=True,
-            rule=INCONCLUSIVE,
-            detail=(
-                f"discontinuous here: inputs and weights nudged by a unit in the last place move "
-                f"it {discontinuous[leaf.path]:.3e} from fp64, eager {leaf.rmse_eager:.3e}, "
-                f"compiled {leaf.rmse_compiled:.3e}: rounding cannot judge it"
-            ),
-        )
-        if not leaf.passed
-        and leaf.path in discontinuous
-        and leaf.rmse_compiled is not None
-        and leaf.rmse_compiled <= DISCONTINUITY_CAP * discontinuous[leaf.path]
-        else leaf
-        for leaf in comparison.leaves
-    ]
-    return dataclasses.replace(comparison, leaves=leaves)
 
 
 def _either(

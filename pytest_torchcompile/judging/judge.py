@@ -122,13 +122,17 @@ def compare_graph_outputs(
     name: str = "graph_out",
     unjudged: Sequence[torch.Tensor | None] | None = None,
     mutated: Sequence[int] = (),
+    noise: dict[str, float] | None = None,
+    noise_from: dict[str, str] | None = None,
 ) -> list[LeafResult]:
     """Judge each tensor a compiled graph returned against the graph's own eager and fp64 results,
     but for the elements ``unjudged`` marks (:func:`unwritten_elements`,
     :func:`nan_dependent_gradients`); the last ones are the
     inputs at the positions ``mutated``, as :func:`run_graph` returns them. Compiled code that
     returns another number of results than eager (an op of several results whose graph node
-    lists fewer) fails on that, as a wrong shape does."""
+    lists fewer) fails on that, as a wrong shape does. ``noise``, by leaf path
+    (:func:`graph_result_paths`), is another legitimate evaluation's error from fp64, and
+    ``noise_from`` names it (:func:`compare_tensor`)."""
     if len(outputs) != len(eager):
         return [
             LeafResult(
@@ -141,10 +145,7 @@ def compare_graph_outputs(
             )
         ]
     masks = list(unjudged) if unjudged is not None else [None] * len(eager)
-    returned = len(eager) - len(mutated)
-    paths = [f"{name}[{index}]" for index in range(returned)] + [
-        mutated_input_path(index) for index in mutated
-    ]
+    paths = graph_result_paths(name, len(eager), mutated)
     return [
         compare_tensor(
             path,
@@ -153,11 +154,22 @@ def compare_graph_outputs(
             written_only(fp64[index], mask) if fp64 is not None else None,
             tol,
             check_non_float,
+            (noise or {}).get(path),
+            (noise_from or {}).get(path),
         )
         for index, (path, result, expected, mask) in enumerate(
             zip(paths, outputs, eager, masks, strict=True)
         )
         if isinstance(expected, torch.Tensor) and isinstance(result, torch.Tensor)
+    ]
+
+
+def graph_result_paths(name: str, results: int, mutated: Sequence[int]) -> list[str]:
+    """The leaf path of each of a graph's ``results`` as :func:`run_graph` returns them: its
+    outputs, then the inputs at the positions ``mutated``."""
+    returned = results - len(mutated)
+    return [f"{name}[{index}]" for index in range(returned)] + [
+        mutated_input_path(index) for index in mutated
     ]
 
 

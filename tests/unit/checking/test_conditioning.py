@@ -12,15 +12,17 @@ import pytest
 import torch
 from torch._inductor import config, lowering
 
-from pytest_torchcompile.checking.model import (
-    DISCONTINUITY_CAP,
-    _judged_discontinuous,
-    _nudged,
-    check_model,
-)
+from pytest_torchcompile.checking.model import EAGER_SPREAD_FLOOR, check_model
+from pytest_torchcompile.checking.plain import GraphChecker, _Judgement
 from pytest_torchcompile.common.leaves import INCONCLUSIVE, LeafResult
 from pytest_torchcompile.common.settings import CheckOptions
-from pytest_torchcompile.common.verdict import Comparison, Status
+from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, Comparison, Status
+from pytest_torchcompile.judging.conditioning import (
+    DISCONTINUITY_CAP,
+    judged_discontinuous,
+    nudged,
+)
+from pytest_torchcompile.torch_internals.compiling import reset
 
 aten = torch.ops.aten
 
@@ -70,6 +72,70 @@ def test_a_wrong_result_beyond_the_conditioning_still_fails(scaled_mul: list[flo
     assert outcome.status is Status.FAIL_ACCURACY, outcome.message
 
 
+def _plain_failures(factor: float) -> list[str]:
+    """The messages of a plain ``torch.compile`` call's failing graphs at the ties."""
+    checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False)
+    with checker.watching():
+        torch.compile(_floor)(_at_ties())
+    reset()
+    return [failure.message for failure in checker.failures]
+
+
+def test_a_plain_call_rounding_across_a_tie_is_within_the_outputs_conditioning(
+    scaled_mul: list[float],
+) -> None:
+    scaled_mul.append(1 - 2e-7)
+    assert _plain_failures(1 - 2e-7) == []
+
+
+def test_a_plain_calls_wrong_result_beyond_the_conditioning_still_fails(
+    scaled_mul: list[float],
+) -> None:
+    scaled_mul.append(1.01)
+    assert [message.split(" from ")[0] for message in _plain_failures(1.01)] == [
+        "1 of 1 outputs of graph 0 (inference)"
+    ]
+
+
+class _Jittering:
+    """An eager computation that disagrees with itself from run to run, as atomic adds on a GPU
+    do: its second call is off by 1e-3."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor]:
+        self.calls += 1
+        return (x * 2 + (1e-3 if self.calls == 2 else 0.0),)
+
+
+def _judgement(module: _Jittering, x: torch.Tensor) -> _Judgement:
+    eager = list(module(x))
+    return _Judgement(
+        module, [x], False, [], eager, [x.double() * 2], "out", DEFAULT_TOLERANCE, True, None
+    )
+
+
+def test_a_plain_graph_within_eagers_own_spread_passes() -> None:
+    x = torch.linspace(-1, 1, 64)
+    judgement = _judgement(_Jittering(), x)
+    compiled = [x * 2 + 1e-3]
+    (first,) = judgement(compiled)
+    assert not first.passed
+    (leaf,) = judgement.measured(compiled)
+    assert leaf.passed, leaf.detail
+    assert judgement.deciding == {"out[0]": EAGER_SPREAD_FLOOR}
+    # Another run of the compiled code is judged with the spread found.
+    (again,) = judgement(compiled)
+    assert again.passed
+
+
+def test_a_plain_graph_beyond_eagers_own_spread_fails() -> None:
+    x = torch.linspace(-1, 1, 64)
+    (leaf,) = _judgement(_Jittering(), x).measured([x * 2 + 1.0])
+    assert not leaf.passed
+
+
 def _leaf(compiled: float) -> LeafResult:
     return LeafResult(
         "grad['bias']", (64,), "torch.float32", False, "fp64 rmse", compiled, 3.6e-6, 3
@@ -78,24 +144,24 @@ def _leaf(compiled: float) -> LeafResult:
 
 def test_a_discontinuous_output_within_the_cap_is_inconclusive() -> None:
     nudged = 4.9e-4  # hgnetv2_b0's bias gradient: eager 3.6e-6, compiled 1.9e-3
-    (within,) = _judged_discontinuous(Comparison([_leaf(1.9e-3)]), {"grad['bias']": nudged}).leaves
+    (within,) = judged_discontinuous(Comparison([_leaf(1.9e-3)]), {"grad['bias']": nudged}).leaves
     assert within.passed and within.rule == INCONCLUSIVE and "discontinuous" in within.detail
-    (beyond,) = _judged_discontinuous(
+    (beyond,) = judged_discontinuous(
         Comparison([_leaf(DISCONTINUITY_CAP * nudged * 1.01)]), {"grad['bias']": nudged}
     ).leaves
     assert not beyond.passed and beyond.rule == "fp64 rmse"
-    (other,) = _judged_discontinuous(Comparison([_leaf(1.9e-3)]), {"grad['weight']": nudged}).leaves
+    (other,) = judged_discontinuous(Comparison([_leaf(1.9e-3)]), {"grad['weight']": nudged}).leaves
     assert not other.passed
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 def test_nudging_moves_each_element_by_about_a_unit_in_the_last_place(dtype: torch.dtype) -> None:
     value = (torch.randn(1000, dtype=torch.float64) * 100).to(dtype).requires_grad_()
-    nudged = _nudged(value, torch.Generator().manual_seed(1))
-    assert nudged.dtype == dtype and nudged.requires_grad and nudged.is_leaf
-    change = (nudged.detach().double() - value.detach().double()).abs()
+    moved = nudged(value, torch.Generator().manual_seed(1))
+    assert moved.dtype == dtype and moved.requires_grad and moved.is_leaf
+    change = (moved.detach().double() - value.detach().double()).abs()
     spacing = value.detach().double().abs() * torch.finfo(dtype).eps
     assert bool((change <= 2 * spacing).all()) and float((change > 0).double().mean()) > 0.9
-    up = float((nudged.detach().double().abs() > value.detach().double().abs()).double().mean())
+    up = float((moved.detach().double().abs() > value.detach().double().abs()).double().mean())
     assert math.isclose(up, 0.5, abs_tol=0.1)
-    assert _nudged(torch.arange(4), torch.Generator()).equal(torch.arange(4))
+    assert nudged(torch.arange(4), torch.Generator()).equal(torch.arange(4))
