@@ -11,6 +11,7 @@ stays as the architecture has it in ``train``: the check must align compiled and
     python benchmarks/gpu_sweep.py --summary sweep/                        # the table of all chunks
     python benchmarks/gpu_sweep.py --rows-from left.txt --chunk 1/4 --out sweep/ # rows left unjudged
     python benchmarks/gpu_sweep.py --inject 1e-3 --models resnet18,vit_tiny_patch16_224 --out sens/
+    python benchmarks/gpu_sweep.py --path plain --models resnet18 --out plain/  # torch.compile itself
 
 ``--inject EPS`` installs a mutant of Inductor's lowering of an aten op (``--op``, by default
 ``add.Tensor``; ``mm.default``, ``convolution.default``, ...) that scales every floating result
@@ -301,6 +302,31 @@ def test_row(compile_accuracy, row):
             f.write(json.dumps({{"row": row, "seconds": round(time.perf_counter() - started, 1)}}) + "\\n")
 """
 
+PLAIN_TEST_MODULE = """\
+import json, os, time
+import pytest
+import torch
+import gpu_sweep
+
+ROWS = {rows!r}
+
+
+@pytest.mark.parametrize("row", ROWS)
+def test_row(row):
+    model, args, kwargs, options, context = gpu_sweep.build(row)
+    started = time.perf_counter()
+    try:
+        with context:
+            output = torch.compile(model)(*args, **kwargs)
+            if options.get("backward"):
+                options["loss_fn"](output).backward()
+    finally:
+        with open(os.path.join({out!r}, "seconds-" + os.environ.get("PYTEST_XDIST_WORKER", "main") + ".jsonl"), "a") as f:
+            f.write(json.dumps({{"row": row, "seconds": round(time.perf_counter() - started, 1)}}) + "\\n")
+"""
+"""The same rows as a suite that calls ``torch.compile`` itself (the plain path): a training row
+calls backward on the row's loss."""
+
 MUTANT = """\
 import os
 
@@ -331,12 +357,13 @@ def run_chunk(
     inject: float | None,
     tag: str,
     minify: float | None = None,
+    plain: bool = False,
 ) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = out / f"work-{tag}"
     work.mkdir(exist_ok=True)
     (work / f"test_sweep_{tag.replace('-', '_').replace('.', '_')}.py").write_text(
-        TEST_MODULE.format(rows=selected, out=str(out.resolve()))
+        (PLAIN_TEST_MODULE if plain else TEST_MODULE).format(rows=selected, out=str(out.resolve()))
     )
     env = {
         **os.environ,
@@ -390,7 +417,12 @@ def summary(out: Path) -> str:
     for path in sorted(out.glob("report-*.json")):
         for test in json.loads(path.read_text())["tests"]:
             row = test["nodeid"].split("[", 1)[1].rstrip("]")
-            check = test["checks"][0] if test["checks"] else {}
+            # A plain path's test has a check per failing graph beside the one of its passing
+            # graphs: the row shows the one its status comes from.
+            check = next(
+                (check for check in test["checks"] if check["status"] == test["status"]),
+                test["checks"][0] if test["checks"] else {},
+            )
             failing = [leaf for leaf in check.get("leaves") or [] if not leaf["passed"]]
             floors = [
                 leaf
@@ -479,6 +511,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="minify each failing row within this budget (default: no minification)",
     )
+    parser.add_argument(
+        "--path",
+        choices=("fixture", "plain"),
+        default="fixture",
+        help="check each row through the compile_accuracy fixture, or as a test that calls "
+        "torch.compile itself (the plain path)",
+    )
     args = parser.parse_args(argv)
     if args.summary:
         print(summary(args.summary))
@@ -492,12 +531,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(selected) + f"\n{len(selected)} rows")
         return 0
-    tag = f"{index}-of-{count}" + (
-        "" if args.inject is None else f"-inject-{args.op.replace('.', '_')}-{args.inject:g}"
+    tag = (
+        f"{index}-of-{count}"
+        + ("" if args.path == "fixture" else "-plain")
+        + ("" if args.inject is None else f"-inject-{args.op.replace('.', '_')}-{args.inject:g}")
     )
     if args.inject is not None:
         os.environ["GPU_SWEEP_OP"] = args.op
-    run_chunk(selected, args.out, args.workers, args.inject, tag, args.minify)
+    run_chunk(selected, args.out, args.workers, args.inject, tag, args.minify, args.path == "plain")
     print(summary(args.out))
     return 0
 
