@@ -436,7 +436,15 @@ def summary(out: Path) -> str:
                 if minified
                 else ""
             )
+            # Outputs the half-precision resolution rule passed, and how far beyond eager's error
+            # they were: what a cap on that rule's ratio would turn into failures.
+            resolution = [
+                leaf["rmse_compiled"] / leaf["rmse_eager"]
+                for leaf in check.get("leaves") or []
+                if "resolution" in leaf["detail"] and leaf.get("rmse_eager")
+            ]
             results[row] = {
+                "resolution": resolution,
                 "status": test["status"],
                 "ratio": check.get("worst_ratio"),
                 "message": " ".join((check.get("message") or "").split())[:110] + stage,
@@ -464,6 +472,11 @@ def summary(out: Path) -> str:
             else ""
         )
         ratio_text = "-" if ratio is None else ratio if isinstance(ratio, str) else f"{ratio:.2f}"
+        if result.get("resolution"):
+            verdict += (
+                f" [resolution rule passed {len(result['resolution'])} output(s), ratio up to "
+                f"{max(result['resolution']):.2f}]"
+            )
         lines.append(
             f"{row:46s} {result['status']:22s} {ratio_text:>8s} {seconds.get(row, 0):6.0f}  {verdict}"
         )
