@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Regenerate the GPU record in docs/gpu/ (or the folder given first): the CUDA tests, the
+# Regenerate the GPU record in docs/log/gpu/ (or the folder given first): the CUDA tests, the
 # minifier against torch's own on the anchor workload, and the real-model audit. Needs a CUDA GPU
 # and timm, torchvision and transformers; about 45 minutes on one H200, most of it the audit and
 # torch's isolated minifier. Arguments after the folder go to zoo.py (e.g. --models bert,t5).
 # Every step runs even when an earlier one fails; the exit status is the first failure's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-docs/gpu}
+out=${1:-docs/log/gpu}
 anchor=${ANCHOR:-benchmarks/anchor_model.py}
 mkdir -p "$out"
 status=0

@@ -25,7 +25,7 @@ CONDITIONING_SPREAD = 10.0
 """How many times eager's own error from fp64 a unit in the last place of the inputs and weights
 must move an output for it to count as discontinuous there (:func:`judged_discontinuous`).
 Rounding alone moves a continuous result by a small factor of eager's error (reordered sums: 1 to
-3 times in the sweeps of docs/gpu); a jump across a tie (max pooling, a ReLU's edge) moves it by
+3 times in the sweeps of docs/log/gpu); a jump across a tie (max pooling, a ReLU's edge) moves it by
 orders of magnitude: timm's ``hgnetv2_b0`` in fp32 training (H100) had a stem convolution's weight
 gradient 1.2e-4 from fp64 eagerly and 3.7e-2 with its input nudged by one unit in the last place,
 a bias gradient 3.6e-6 and 4.9e-4."""
