@@ -1,5 +1,6 @@
 """The README serves a user in at most 400 lines, the rest lives in docs/, and every relative link
-of the README and docs/ reaches a file that exists (and, with an anchor, a heading of that file)."""
+of the README, the changelog and docs/ (its log included) reaches a file that exists (and, with an
+anchor, a heading of that file)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
