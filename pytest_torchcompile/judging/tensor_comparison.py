@@ -175,7 +175,12 @@ def compare_tensor(
                 else "where eager's is 0"
             )
         )
-    units = None if passed else within_resolution(compiled, reference, compiled_error, result_dtype)
+    floor = max(eager_error, noise or 0.0)
+    units = (
+        None
+        if passed
+        else within_resolution(compiled, reference, compiled_error, floor, result_dtype)
+    )
     if units is not None:
         passed = True
         notes.append(
