@@ -61,8 +61,8 @@ def test_the_resolution_is_the_float8_formats_not_the_wider_dtypes() -> None:
     reference = torch.ones(64, dtype=torch.float64)
     widened = torch.ones(64, dtype=torch.float16)
     error = 0.1  # under two of e5m2's epsilons (0.25), hundreds of float16's
-    assert within_resolution(widened, reference, error, error) is None
-    units = within_resolution(widened, reference, error, error, torch.float8_e5m2)
+    assert within_resolution(widened, reference, error) is None
+    units = within_resolution(widened, reference, error, torch.float8_e5m2)
     assert units is not None and units == pytest.approx(0.4)
 
 
