@@ -1,8 +1,8 @@
 """An output's conditioning: how far a rounding-sized change of what it is computed from moves it.
 
 An output that still fails by the fp64 rule after the other legitimate evaluations is measured
-once more: eager runs on inputs (and a model's weights and buffers) nudged by a unit in the last
-place. The largest nudged error counts as one more evaluation's; an output that a nudge moves
+once more: eager runs on inputs (and a model's weights, not its buffers) nudged by a unit in the
+last place. The largest nudged error counts as one more evaluation's; an output that a nudge moves
 far beyond eager's own error is discontinuous there (a jump across a tie: max pooling, a ReLU's
 edge, a floor), and compiled code that lands within a few times the nudged error is
 inconclusive, not failing. The fixture's check (``checking/model.py``) and the judging of a plain

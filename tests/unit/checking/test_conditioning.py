@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch._inductor import config, lowering
 
-from pytest_torchcompile.checking.model import EAGER_SPREAD_FLOOR, check_model
+from pytest_torchcompile.checking.model import EAGER_SPREAD_FLOOR, _EagerRuns, check_model
 from pytest_torchcompile.checking.plain import GraphChecker, _Judgement
 from pytest_torchcompile.common.leaves import INCONCLUSIVE, LeafResult
 from pytest_torchcompile.common.settings import CheckOptions
@@ -134,6 +134,34 @@ def test_a_plain_graph_beyond_eagers_own_spread_fails() -> None:
     x = torch.linspace(-1, 1, 64)
     (leaf,) = _judgement(_Jittering(), x).measured([x * 2 + 1.0])
     assert not leaf.passed
+
+
+class _Rotary(torch.nn.Module):
+    """RoPE-like: a buffer of frequencies times positions, which a nudge of the buffer moves by
+    the position (far beyond any rounding), beside a weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(8))
+        self.register_buffer("inv_freq", torch.linspace(0.1, 1.0, 8))
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return torch.sin(positions[:, None] * self.inv_freq) * self.weight
+
+
+def test_a_nudged_run_moves_the_inputs_and_weights_but_not_the_buffers() -> None:
+    model, positions = _Rotary(), torch.arange(64, dtype=torch.float32) * 100
+    seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+
+    def record(module: torch.nn.Module, args: tuple[torch.Tensor]) -> None:
+        seen.append((args[0].clone(), module.weight.detach().clone(), module.inv_freq.clone()))
+
+    model.register_forward_pre_hook(record)  # kept by the run's copy of the model
+    eager = _EagerRuns(model, CheckOptions(intermediates=False))
+    eager.run(((positions,), {}), nudged=1)
+    ((x, weight, inv_freq),) = seen
+    assert not torch.equal(x, positions) and not torch.equal(weight, torch.ones(8))
+    assert torch.equal(inv_freq, torch.linspace(0.1, 1.0, 8))
 
 
 def _leaf(compiled: float) -> LeafResult:
