@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_torchcompile.common.results import MinifyProgress, ProgressThrottle, StopReason
-from pytest_torchcompile.common.settings import Allowed, NotAllowed, Number
+from pytest_torchcompile.common.settings import Allowed, NotAllowed, Number, option
 from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.merge import merge, merge_arguments, merge_usage_error
 
@@ -74,6 +74,8 @@ def taking(allowed: Allowed) -> Callable[[str], Any]:
 
 DURATION = taking(Number(above=True))
 """A time limit or budget, in seconds or minutes: a finite number above 0."""
+MINIFY_TIMEOUT = taking(option("compile-accuracy-minify-timeout").allowed)
+"""The time budget for minifying one case, as the plugin's option takes it."""
 
 
 def _directory(text: str) -> Path:
@@ -238,7 +240,9 @@ def rerun(args: argparse.Namespace) -> int:
 
 def _minify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("repro", type=Path)
-    parser.add_argument("--timeout", type=DURATION, default=300.0, help="time budget in seconds")
+    parser.add_argument(
+        "--timeout", type=MINIFY_TIMEOUT, default=300.0, help="time budget in seconds"
+    )
     parser.add_argument(
         "--no-isolate",
         action="store_true",
@@ -357,7 +361,7 @@ def _hunt_arguments(parser: argparse.ArgumentParser) -> None:
         help="where findings are written (default: .compile-accuracy-hunt)",
     )
     parser.add_argument(
-        "--minify-timeout", type=DURATION, default=120.0, help="seconds to minify one finding"
+        "--minify-timeout", type=MINIFY_TIMEOUT, default=120.0, help="seconds to minify one finding"
     )
     parser.add_argument(
         "--max-ops",

@@ -70,6 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _environment,
         shard=shard_of(config),
         compiler_names=_compiler_names if enabled else None,
+        config_has=_config_has if enabled else None,
     )
     # pytest's own JUnit file (its junitxml plugin's option, absent where the plugin is off).
     junit = getattr(config.option, "xmlpath", None)
@@ -110,6 +111,14 @@ def _compiler_names(keyword: str) -> list[str]:
     from pytest_torchcompile.torch_internals.compiling import compiler_names
 
     return compiler_names(keyword)
+
+
+def _config_has(name: str) -> bool:
+    # Asked only of the names a marker's or the fixture's inductor_config gives, whose check
+    # imports Inductor's config anyway: other runs do not import it for this.
+    from pytest_torchcompile.torch_internals.config import inductor_config_has
+
+    return inductor_config_has(name)
 
 
 def _environment() -> dict[str, Any]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ import torch.fx
 
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.settings import concurrent_probe
 from pytest_torchcompile.judging.capture import CapturedGraph, TensorSpec, input_spec
 from pytest_torchcompile.judging.isolation.parent import IsolatedJudge, IsolationError
 from pytest_torchcompile.judging.isolation.protocol import (
@@ -88,11 +88,6 @@ most, about what a child's compile of it would wait for this process's CPUs."""
 CONCURRENT_PROBE_MIN_THREADS = 4
 """The threads this process must have (its share of the run's CPUs, :mod:`budget`) to give a
 child's compile some: on fewer, the two compiles would take turns on the same cores."""
-
-CONCURRENT_PROBE_ENV = "PYTEST_TORCHCOMPILE_CONCURRENT_PROBE"
-"""``0`` probes every graph in this process (as a comparison, or where a second process per
-pytest process is unwelcome); ``1`` probes every graph that can be in a child, whatever its size
-and this process's threads."""
 
 
 @dataclass(frozen=True)
@@ -199,7 +194,7 @@ def current_device() -> str | None:
 
 
 def _children_wanted() -> bool:
-    chosen = os.environ.get(CONCURRENT_PROBE_ENV, "")
+    chosen = concurrent_probe()
     return chosen == "1" or (
         chosen != "0" and torch.get_num_threads() >= CONCURRENT_PROBE_MIN_THREADS
     )
@@ -210,7 +205,7 @@ def _accelerator(devices: Iterable[torch.device]) -> str | None:
 
 
 def _worth_a_child(graph: CapturedGraph) -> bool:
-    """A static graph without random ops; unless :data:`CONCURRENT_PROBE_ENV` says otherwise, a
+    """A static graph without random ops; unless :func:`concurrent_probe` says otherwise, a
     large one in a process with CPUs to spare for the child."""
     if (
         not _children_wanted()
@@ -219,7 +214,7 @@ def _worth_a_child(graph: CapturedGraph) -> bool:
         or not all(size.isdigit() for sizes in graph.symbolic_sizes for size in sizes or ())
     ):
         return False
-    return os.environ.get(CONCURRENT_PROBE_ENV) == "1" or graph.op_count >= CONCURRENT_PROBE_MIN_OPS
+    return concurrent_probe() == "1" or graph.op_count >= CONCURRENT_PROBE_MIN_OPS
 
 
 PROBE_TIMEOUT_S = 1800.0

@@ -10,9 +10,12 @@ DEVICES_ENV = "PYTEST_TORCHCOMPILE_DEVICES"
 
 def parse_devices(text: str) -> list[int]:
     """The CUDA device indices a list like ``'0,2'`` names (none for a blank text); ValueError
-    for anything else: a part that is no index (``'cuda:0'``, ``'-1'``), or commas alone."""
-    parts = [part for part in text.replace(" ", "").split(",") if part]
-    if (text.strip() and not parts) or not all(part.isascii() and part.isdigit() for part in parts):
+    for anything else: a part that is no index (``'cuda:0'``, ``'-1'``, ``'0 1'``), or an empty
+    one (``'0,,1'``, ``'0,'``)."""
+    if not text.strip():
+        return []
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isascii() and part.isdigit() for part in parts):
         raise ValueError(f"not a list of CUDA device indices: {text!r}")
     return [int(part) for part in parts]
 

@@ -10,8 +10,9 @@ import os
 from dataclasses import dataclass
 
 FULL_TABLE_VARIABLE = "PYTEST_TORCHCOMPILE_FULL_TABLE"
-"""Set (not "0"), a failure's table shows every row: a repro file reads it, and so does the
-terminal's failure message."""
+"""``1``: a failure's table shows every row (a repro file reads it, and so does the terminal's
+failure message); ``0`` or unset: the rows :func:`summarized_leaves` keeps. A run of the plugin
+takes no other value; a repro file, which runs without the plugin, reads any other as ``1``."""
 
 
 INCONCLUSIVE = "inconclusive"
@@ -122,7 +123,7 @@ def shown_table(leaves: list[LeafResult], width: int | None = None) -> str:
     """The table of a failure as a reader sees it, in the terminal and in a repro file's output:
     the failing rows and the passing ones closest to failing (:func:`summarized_leaves`), with a
     count of the rest; every row where :data:`FULL_TABLE_VARIABLE` is set."""
-    if os.environ.get(FULL_TABLE_VARIABLE, "") not in ("", "0"):
+    if os.environ.get(FULL_TABLE_VARIABLE, "").strip() not in ("", "0"):
         return format_table(leaves, width)
     shown, left_out = summarized_leaves(leaves)
     table = format_table(shown, width)

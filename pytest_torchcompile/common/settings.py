@@ -14,6 +14,7 @@ import difflib
 import math
 import numbers
 import os
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_torchcompile.common.devices import DEVICES_ENV, parse_devices
+from pytest_torchcompile.common.leaves import FULL_TABLE_VARIABLE
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, TRAINING_TOLERANCE
 
 
@@ -83,10 +85,12 @@ class CheckSettings(CheckOptions):
         overrides: Mapping[str, Any],
         source: str = "compile_accuracy",
         compiler_names: CompilerNames | None = None,
+        config_has: ConfigHas | None = None,
     ) -> CheckSettings:
         """These settings with ``overrides``, keywords that ``source`` (the marker, the fixture)
         gave: a usage error for an unknown one or a value it does not take; with
-        ``compiler_names``, also for a backend or mode the installed torch does not know."""
+        ``compiler_names``, also for a backend or mode the installed torch does not know, and with
+        ``config_has``, for an Inductor config name it does not know."""
         if not overrides:
             return self
         unknown = set(overrides) - KEYWORDS
@@ -103,6 +107,10 @@ class CheckSettings(CheckOptions):
                 check_compiler_name(
                     KEYWORD_ALLOWED[name], value, f"{source}({name}=...)", compiler_names
                 )
+        if config_has is not None and "inductor_config" in values:
+            check_config_names(
+                values["inductor_config"], f"{source}(inductor_config=...)", config_has
+            )
         return dataclasses.replace(self, **values)
 
 
@@ -127,12 +135,17 @@ class Allowed:
 
 @dataclass(frozen=True)
 class Flag(Allowed):
+    """A bool, or where ``text``, words for one (``yes``, ``off``, ...): the command line, the ini
+    file and the environment give text; a marker's or the fixture's keyword takes a bool alone:
+    text there is Python's, where ``"no"`` is true."""
+
     describe: str = "true or false"
+    text: bool = True
 
     def __call__(self, given: Any) -> bool:
         if isinstance(given, bool):
             return given
-        lowered = given.strip().lower() if isinstance(given, str) else None
+        lowered = given.strip().lower() if isinstance(given, str) and self.text else None
         if lowered in ("1", "true", "yes", "on"):
             return True
         if lowered in ("0", "false", "no", "off", ""):
@@ -143,42 +156,47 @@ class Flag(Allowed):
 @dataclass(frozen=True)
 class Number(Allowed):
     """A finite number (an integer where ``whole``), at least ``least`` (more than it where
-    ``above``; any where ``least`` is None); None too where ``optional``."""
+    ``above``; any where ``least`` is None) and at most ``most`` (where given); None too where
+    ``optional``."""
 
     describe: str = ""
     least: float | None = 0
     above: bool = False
     whole: bool = False
     optional: bool = False
+    most: float | None = None
 
     def __post_init__(self) -> None:
         if not self.describe:
             kind = "an integer" if self.whole else "a finite number"
-            bound = "" if self.least is None else f" {'>' if self.above else '>='} {self.least:g}"
-            object.__setattr__(self, "describe", kind + bound)
+            lower = "" if self.least is None else f"{'>' if self.above else '>='} {self.least:g}"
+            upper = "" if self.most is None else f"<= {self.most:g}"
+            bounds = " and ".join(bound for bound in (lower, upper) if bound)
+            object.__setattr__(self, "describe", f"{kind} {bounds}".rstrip())
 
     def __call__(self, given: Any) -> int | float | None:
         if given is None and self.optional:
             return None
+        if isinstance(given, bool):
+            raise NotAllowed
         number: int | float
-        if isinstance(given, str):
-            try:
-                number = int(given) if self.whole else float(given)
-            except ValueError:
-                raise NotAllowed from None
-        elif isinstance(given, bool):
-            raise NotAllowed
-        elif isinstance(given, numbers.Integral):
-            number = int(given)
-        elif isinstance(given, numbers.Real) and not self.whole:
-            number = float(given)
-        else:
-            raise NotAllowed
-        if not math.isfinite(number):
+        try:
+            if isinstance(given, (str, numbers.Integral)) and self.whole:
+                number = int(given)
+            elif isinstance(given, (str, numbers.Real)) and not self.whole:
+                number = float(given)
+            else:
+                raise NotAllowed
+        except (ValueError, OverflowError):  # OverflowError: an integer beyond every float
+            raise NotAllowed from None
+        # Only a float can be infinite (math.isfinite cannot take an integer beyond every float).
+        if isinstance(number, float) and not math.isfinite(number):
             raise NotAllowed
         if self.least is not None and (
             number < self.least or (self.above and number == self.least)
         ):
+            raise NotAllowed
+        if self.most is not None and number > self.most:
             raise NotAllowed
         return number
 
@@ -213,15 +231,78 @@ class OfType(Allowed):
 
 @dataclass(frozen=True)
 class Devices(Allowed):
+    """CUDA device indices; where ``visible`` (the devices this machine shows) is given, each
+    below it."""
+
     describe: str = "CUDA device indices, like '0,2'"
+    visible: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.visible == 0:
+            object.__setattr__(self, "describe", "no CUDA device index: none is visible")
+        elif self.visible is not None:
+            object.__setattr__(
+                self, "describe", f"CUDA device indices below {self.visible}, the devices visible"
+            )
 
     def __call__(self, given: Any) -> tuple[int, ...]:
         if not isinstance(given, str):
             raise NotAllowed
         try:
-            return tuple(parse_devices(given))
+            devices = tuple(parse_devices(given))
         except ValueError:
             raise NotAllowed from None
+        if self.visible is not None and any(index >= self.visible for index in devices):
+            raise NotAllowed
+        return devices
+
+
+@dataclass(frozen=True)
+class InputSets(Allowed):
+    """None, or a list (or tuple) of argument lists (or tuples): the arguments of each further
+    call of a check."""
+
+    def __call__(self, given: Any) -> Any:
+        if given is not None and (
+            not isinstance(given, (list, tuple))
+            or not all(isinstance(arguments, (list, tuple)) for arguments in given)
+        ):
+            raise NotAllowed
+        return given
+
+
+@dataclass(frozen=True)
+class Pattern(Allowed):
+    """None, or a regular expression that compiles."""
+
+    describe: str = "a regular expression or None"
+
+    def __call__(self, given: Any) -> Any:
+        if given is None:
+            return None
+        if not isinstance(given, str):
+            raise NotAllowed
+        try:
+            re.compile(given)
+        except re.error:
+            raise NotAllowed from None
+        return given
+
+
+@dataclass(frozen=True)
+class ConfigPatches(Allowed):
+    """Inductor config values by dotted name: a dict with a name for every key. Here only its
+    form is checked, as this module imports no torch: whether the installed torch's config has
+    each name is :func:`check_config_names`'s to say."""
+
+    describe: str = "a dict of Inductor config values by dotted name"
+
+    def __call__(self, given: Any) -> dict[str, Any]:
+        if not isinstance(given, dict) or not all(
+            isinstance(name, str) and name.strip() for name in given
+        ):
+            raise NotAllowed
+        return given
 
 
 @dataclass(frozen=True)
@@ -249,6 +330,8 @@ class CompilerName(Allowed):
 
 CompilerNames = Callable[[str], Collection[str]]
 """The names the installed ``torch.compile`` takes for a keyword (``backend``, ``mode``)."""
+ConfigHas = Callable[[str], bool]
+"""Whether the installed torch's Inductor config has a value of that dotted name."""
 
 
 def checked(allowed: Allowed, given: Any, where: str) -> Any:
@@ -280,6 +363,16 @@ def check_compiler_name(
     else:
         listed = f" ({allowed.listed_by})" + (f"; close: {', '.join(close)}" if close else "")
     raise pytest.UsageError(refused(where, value, f"{allowed.describe} this torch knows{listed}"))
+
+
+def check_config_names(patches: Mapping[str, Any], where: str, config_has: ConfigHas) -> None:
+    """A usage error for the first name of ``patches`` that the installed torch's Inductor
+    config does not have."""
+    for name in patches:
+        if not config_has(name):
+            raise pytest.UsageError(
+                refused(where, name, "a dotted name in this torch's Inductor config")
+            )
 
 
 @dataclass(frozen=True)
@@ -314,7 +407,17 @@ class Option:
 
 
 FLAG = Flag()
+KEYWORD_FLAG = Flag("True or False", text=False)
 THREADS_ENV = "PYTEST_TORCHCOMPILE_THREADS"
+MOST_THREADS = 1024
+"""The most CPU threads a process of the run is given: far more than any CPU has, and far below
+what OpenMP and ``torch.set_num_threads`` fail at (an overflow, or a crash of the process)."""
+MOST_PROCESSES = 1024
+"""The most processes that minify at once: more than any run starts."""
+MOST_MINIFY_TIMEOUT_S = 86400.0
+"""A day, the longest budget for minifying one case: each candidate's reply from the judging
+process is awaited that long, and the wait of the operating system's poll ends at about 24 days
+(2**31 milliseconds), a longer one an OverflowError."""
 
 OPTIONS: tuple[Option, ...] = (
     Option(
@@ -353,7 +456,7 @@ OPTIONS: tuple[Option, ...] = (
             "a torch.compile mode",
             keyword="mode",
             listed_by="torch._inductor.list_mode_options() lists them",
-            default=("", "default"),
+            default=("default",),
         ),
         setting="mode",
         metavar="MODE",
@@ -415,7 +518,7 @@ OPTIONS: tuple[Option, ...] = (
         "time budget in seconds for minifying one case; the "
         "best result so far is kept, labelled not minimal",
         300.0,
-        Number(above=True),
+        Number(above=True, most=MOST_MINIFY_TIMEOUT_S),
         setting="minify_timeout",
         metavar="SECONDS",
         old_name="compile-minify-timeout",
@@ -425,7 +528,7 @@ OPTIONS: tuple[Option, ...] = (
         "with xdist: at most N processes minify at once (GPU "
         "memory); 0: every worker whose tests are done",
         0,
-        Number(whole=True),
+        Number(whole=True, most=MOST_PROCESSES),
         metavar="N",
         old_name="compile-minify-workers",
     ),
@@ -435,7 +538,7 @@ OPTIONS: tuple[Option, ...] = (
         "workers, their child processes); default: the CPUs shared among the xdist workers, "
         "torch's defaults without xdist; 0: torch's defaults (env PYTEST_TORCHCOMPILE_THREADS)",
         None,
-        Number(whole=True),
+        Number(whole=True, most=MOST_THREADS),
         metavar="N",
         old_name="compile-threads",
         env=THREADS_ENV,
@@ -659,16 +762,34 @@ def lease_s() -> float:
     return float(environment_value(LEASE_ENV, Number(above=True), DEFAULT_LEASE_S))
 
 
+CONCURRENT_PROBE_ENV = "PYTEST_TORCHCOMPILE_CONCURRENT_PROBE"
+"""``0`` probes every graph in this process (as a comparison, or where a second process per
+pytest process is unwelcome); ``1`` probes every graph that can be in a child, whatever its size
+and this process's threads."""
+ZERO_OR_ONE = Choice(choices=("0", "1"))
+
+
+def concurrent_probe() -> str | None:
+    """``PYTEST_TORCHCOMPILE_CONCURRENT_PROBE``: ``"0"``, ``"1"``, or None where it is unset."""
+    chosen: str | None = environment_value(CONCURRENT_PROBE_ENV, ZERO_OR_ONE, None)
+    return chosen
+
+
 def check_run_settings(config: pytest.Config) -> None:
     """A usage error, before anything of the run starts, for any option, ini key or
     environment variable of the plugin given a value it does not take."""
     for option in OPTIONS:
         option_value(config, option)
     lease_s()
+    concurrent_probe()
+    environment_value(FULL_TABLE_VARIABLE, ZERO_OR_ONE, None)
 
 
 def marker_settings(
-    base: CheckSettings, marker: pytest.Mark | None, compiler_names: CompilerNames | None = None
+    base: CheckSettings,
+    marker: pytest.Mark | None,
+    compiler_names: CompilerNames | None = None,
+    config_has: ConfigHas | None = None,
 ) -> CheckSettings:
     if marker is None:
         return base
@@ -676,25 +797,35 @@ def marker_settings(
         raise pytest.UsageError(
             f"@pytest.mark.inductor_repro takes keyword arguments only ({sorted(KEYWORDS)})"
         )
-    return base.replace(marker.kwargs, "@pytest.mark.inductor_repro", compiler_names)
+    return base.replace(marker.kwargs, "@pytest.mark.inductor_repro", compiler_names, config_has)
 
 
 KEYWORD_ALLOWED: dict[str, Allowed] = {
-    **{option.setting: option.allowed for option in OPTIONS if option.setting is not None},
-    "inductor_config": OfType("a dict of Inductor config values by dotted name", (dict,)),
-    "ignore_non_float": FLAG,
-    "seed": Number(whole=True, least=None),
+    **{
+        option.setting: KEYWORD_FLAG if isinstance(option.allowed, Flag) else option.allowed
+        for option in OPTIONS
+        if option.setting is not None
+    },
+    "inductor_config": ConfigPatches(),
+    "ignore_non_float": KEYWORD_FLAG,
+    "seed": Number(
+        "an integer from -2**63 to 2**64-1, as torch.manual_seed takes",
+        least=-(2**63),
+        whole=True,
+        most=2**64 - 1,
+    ),
     "dynamic": OfType("True, False or None", (bool, type(None))),
-    "fullgraph": FLAG,
-    "backward": FLAG,
+    "fullgraph": KEYWORD_FLAG,
+    "backward": KEYWORD_FLAG,
     "loss_fn": OfType("a function or None", (Callable, type(None))),  # type: ignore[arg-type]
     "steps": Number(whole=True),
     "lr": Number(),
-    "sizes": OfType("a list of extra input sizes, or None", (list, tuple, type(None))),
-    "check_str": OfType("a regular expression or None", (str, type(None))),
+    "sizes": InputSets("a list of argument tuples, one per extra call, like [(x[:3],)], or None"),
+    "check_str": Pattern(),
     "kind": OfType("a failure kind or None", (str, type(None))),
 }
-"""What each keyword of the marker and the fixture takes: its option's, where it has one."""
+"""What each keyword of the marker and the fixture takes: its option's, where it has one (a bool
+alone where the option takes words for one too)."""
 
 
 MARKER_HELP = (

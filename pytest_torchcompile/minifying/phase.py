@@ -14,6 +14,7 @@ a single process uses the first listed one, or the current device when none is l
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -72,6 +73,7 @@ def configure(config: pytest.Config, state: RunState) -> None:
     """Set up this process's part of the minify phase (from ``pytest_configure``)."""
     if not state.enabled:
         return
+    listed = _listed_devices(config)
     # Made here to learn early that they can be written; removed at the end when nothing else is.
     created = [
         directory
@@ -97,7 +99,7 @@ def configure(config: pytest.Config, state: RunState) -> None:
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         queue_dir, worker = state.repro_root / QUEUE_DIR / run_id, None
     coordinator = Coordinator(config, state, run_id, queue_dir, worker, created=created)
-    coordinator.device = _select_device(config, worker)
+    coordinator.device = _select_device(listed, worker)
     budget.configure(config, _limit_this_process)
     if coordinator.role is Role.SINGLE:
         state.on_minify_job = functools.partial(_prestart_judge, coordinator)
@@ -140,17 +142,33 @@ def _prestart_judge(coordinator: Coordinator, job: MinifyJob) -> None:
         coordinator.spares.prestart(config_source, coordinator.device)
 
 
-def _select_device(config: pytest.Config, worker: str | None) -> str | None:
-    listed = list(settings.option_value(config, settings.option("compile-accuracy-devices")))
+def _listed_devices(config: pytest.Config) -> list[int]:
+    """The CUDA devices the run lists; a usage error, before the run makes anything, for one this
+    machine does not show (the xdist controller asks too, so its workers never start)."""
+    devices = settings.option("compile-accuracy-devices")
+    listed = list(settings.option_value(config, devices))
+    if listed:
+        visible = settings.Devices(visible=_cuda_devices())
+        settings.option_value(config, dataclasses.replace(devices, allowed=visible))
+    return listed
+
+
+def _cuda_devices() -> int:
+    # Only where devices are listed or chosen: an xdist controller need not import torch.
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _select_device(listed: list[int], worker: str | None) -> str | None:
     if worker is None and not listed:
         return (
             None  # see device_index; asked without torch, which an xdist controller need not import
         )
-    # Only where a device is chosen: an xdist controller need not import torch.
+    # Only where a device is chosen, as in _cuda_devices.
     import torch
 
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    index = device_index(worker, listed, count)
+    index = device_index(worker, listed, _cuda_devices())
     if index is None:
         return None
     torch.cuda.set_device(index)

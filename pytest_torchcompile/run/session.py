@@ -26,6 +26,7 @@ from pytest_torchcompile.common.run_state import Checker, MinifyJob
 from pytest_torchcompile.common.settings import (
     CheckSettings,
     CompilerNames,
+    ConfigHas,
     GatingSettings,
     marker_settings,
 )
@@ -62,6 +63,9 @@ class AccuracySession:
     compiler_names: CompilerNames | None = None
     """The backends and modes the installed torch takes, asked of a marker's or the fixture's
     ``backend`` and ``mode``; given by the caller where tests are checked (it imports torch)."""
+    config_has: ConfigHas | None = None
+    """Whether the installed torch's Inductor config has a name, asked of each name of a marker's
+    or the fixture's ``inductor_config``; given where tests are checked, as ``compiler_names``."""
     _results: list[CaseResult] = field(default_factory=list, init=False, repr=False)
     _minify_jobs: list[MinifyJob] = field(default_factory=list, init=False, repr=False)
     """Cases found in this process and not yet handed to the minify phase's queue."""
@@ -100,9 +104,9 @@ class AccuracySession:
     def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
         """A check's settings: the run's, the marker's over them, ``overrides`` (the fixture's
         keywords) over both; a usage error for a keyword given a value it does not take."""
-        names = self.compiler_names
-        return marker_settings(self.base_settings, marker, names).replace(
-            overrides, compiler_names=names
+        names, config_has = self.compiler_names, self.config_has
+        return marker_settings(self.base_settings, marker, names, config_has).replace(
+            overrides, compiler_names=names, config_has=config_has
         )
 
     def check(

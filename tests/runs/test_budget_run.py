@@ -72,5 +72,5 @@ def test_a_bad_thread_count_is_a_usage_error(pytester: pytest.Pytester) -> None:
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*--compile-accuracy-threads: 'many' is not allowed; expected an integer >= 0"]
+        ["*--compile-accuracy-threads: 'many' is not allowed; expected an integer >= 0 and <= 1024"]
     )

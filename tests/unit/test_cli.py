@@ -160,13 +160,27 @@ NUMBER = "is not allowed; expected a finite number > 0"
     [
         (["rerun", ".", "--timeout", "nan"], f"argument --timeout: 'nan' {NUMBER}"),
         (["rerun", ".", "--timeout", "0"], f"argument --timeout: '0' {NUMBER}"),
-        (["minify", "repro.py", "--timeout", "-5"], f"argument --timeout: '-5' {NUMBER}"),
+        (
+            ["minify", "repro.py", "--timeout", "-5"],
+            f"argument --timeout: '-5' {NUMBER} and <= 86400",
+        ),
+        (
+            ["minify", "repro.py", "--timeout", "9e6"],
+            f"argument --timeout: '9e6' {NUMBER} and <= 86400",
+        ),
+        (
+            ["hunt", "--minify-timeout", "9e6", "--minutes", "0.001"],
+            f"argument --minify-timeout: '9e6' {NUMBER} and <= 86400",
+        ),
         (
             ["minify", "repro.py", "--device", "7"],
             "argument --device: '7' is not allowed; expected cuda:N, e.g. cuda:1",
         ),
         (["hunt", "--minutes", "nan"], f"argument --minutes: 'nan' {NUMBER}"),
-        (["hunt", "--minify-timeout", "inf"], f"argument --minify-timeout: 'inf' {NUMBER}"),
+        (
+            ["hunt", "--minify-timeout", "inf"],
+            f"argument --minify-timeout: 'inf' {NUMBER} and <= 86400",
+        ),
         (
             ["hunt", "--max-ops", "0"],
             "argument --max-ops: '0' is not allowed; expected an integer >= 1",

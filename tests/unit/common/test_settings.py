@@ -22,7 +22,10 @@ def test_every_keyword_says_what_it_takes() -> None:
     assert set(KEYWORD_ALLOWED) == KEYWORDS
     for item in settings.OPTIONS:
         if item.setting is not None:
-            assert KEYWORD_ALLOWED[item.setting] is item.allowed
+            flag = isinstance(item.allowed, settings.Flag)
+            assert KEYWORD_ALLOWED[item.setting] is (
+                settings.KEYWORD_FLAG if flag else item.allowed
+            )
 
 
 @pytest.mark.parametrize(
@@ -39,12 +42,24 @@ def test_every_keyword_says_what_it_takes() -> None:
         ("compile-accuracy-minify-workers", "1.5"),
         ("compile-accuracy-threads", "many"),
         ("compile-accuracy-threads", "-2"),
+        ("compile-accuracy-threads", "1025"),
+        ("compile-accuracy-threads", "100000"),
+        ("compile-accuracy-threads", "100000000000000000000"),
+        pytest.param("compile-accuracy-threads", "9" * 400, id="threads-400-digits"),
+        ("compile-accuracy-minify-workers", "100000000000000000000000"),
+        ("compile-accuracy-minify-timeout", "86401"),
+        ("compile-accuracy-minify-timeout", "9e6"),
         ("compile-accuracy-devices", "-1"),
         ("compile-accuracy-devices", ",,,"),
         ("compile-accuracy-devices", "cuda:0"),
+        ("compile-accuracy-devices", "0,,1"),
+        ("compile-accuracy-devices", "0,"),
+        ("compile-accuracy-devices", "0 1"),
         ("compile-accuracy-scope", "bogus"),
         ("compile-accuracy-minify", "maybe"),
         ("compile-accuracy-backend", " "),
+        ("compile-accuracy-mode", ""),
+        ("compile-accuracy-mode", " "),
     ],
 )
 def test_an_option_refuses_text_it_does_not_take(name: str, given: str) -> None:
@@ -64,8 +79,10 @@ def test_an_option_refuses_text_it_does_not_take(name: str, given: str) -> None:
         ("compile-accuracy-minify-timeout", "2.5", 2.5),
         ("compile-accuracy-minify-workers", "0", 0),
         ("compile-accuracy-threads", " 3 ", 3),
+        ("compile-accuracy-threads", "1024", 1024),
+        ("compile-accuracy-minify-workers", "1024", 1024),
+        ("compile-accuracy-minify-timeout", "86400", 86400.0),
         ("compile-accuracy-devices", " 0, 2 ", (0, 2)),
-        ("compile-accuracy-devices", "0,", (0,)),
         ("compile-accuracy-devices", "", ()),
         ("compile-accuracy-scope", "marked", "marked"),
         ("compile-accuracy-minify", "off", False),
@@ -87,14 +104,35 @@ def test_an_option_reads_the_text_it_takes(name: str, given: str, value: Any) ->
         ("steps", -1),
         ("steps", 1.5),
         ("lr", math.inf),
+        pytest.param("tol", 10**400, id="tol-400-digits"),
         ("seed", 0.5),
+        ("seed", 2**70),
+        ("seed", 2**64),
+        ("seed", -(2**63) - 1),
         ("minify_timeout", 0),
+        ("minify_timeout", 9e6),
         ("minify", "maybe"),
+        ("minify", "no"),
+        ("minify", 1),
+        ("ignore_non_float", "no"),
+        ("backward", "no"),
+        ("backward", 0),
+        ("intermediates", "no"),
+        ("fullgraph", "false"),
         ("dynamic", "yes"),
         ("loss_fn", "sum"),
         ("inductor_config", ["cpp_wrapper"]),
+        ("inductor_config", {1: True}),
+        ("inductor_config", {"": True}),
+        ("sizes", [5]),
+        ("sizes", 5),
+        ("sizes", [(1,), 2]),
+        ("check_str", "("),
+        ("check_str", "["),
+        ("check_str", 3),
         ("backend", 3),
         ("mode", 5),
+        ("mode", ""),
     ],
 )
 def test_a_keyword_refuses_a_value_it_does_not_take(keyword: str, given: Any) -> None:
@@ -111,11 +149,47 @@ def test_a_keyword_takes_what_its_option_takes_as_a_value() -> None:
         return output
 
     replaced = CheckSettings().replace(
-        {"tol": 1, "steps": 2, "seed": -3, "minify": "no", "loss_fn": loss, "backend": loss}
+        {"tol": 1, "steps": 2, "seed": -3, "minify": False, "loss_fn": loss, "backend": loss}
     )
     assert (replaced.tol, replaced.steps, replaced.seed, replaced.minify) == (1.0, 2, -3, False)
     assert replaced.loss_fn is loss and replaced.backend is loss
     assert CheckSettings().replace({"mode": "default", "tol": None}).mode is None
+
+
+@pytest.mark.parametrize(
+    ("keyword", "given"),
+    [
+        ("seed", 2**64 - 1),
+        ("seed", -(2**63)),
+        ("sizes", [(1,), [2, 3]]),
+        ("sizes", ((1,),)),
+        ("sizes", None),
+        ("check_str", "a(b|c)"),
+        ("check_str", None),
+        ("backward", True),
+        ("inductor_config", {"cpp.simdlen": None}),
+    ],
+)
+def test_a_keyword_takes_each_value_at_the_edge_of_what_it_takes(keyword: str, given: Any) -> None:
+    assert getattr(CheckSettings().replace({keyword: given}), keyword) == given
+
+
+def _config_has(name: str) -> bool:
+    return name in ("cpp.simdlen", "triton.cudagraphs")
+
+
+def test_an_inductor_config_name_the_installed_torch_does_not_know_is_refused() -> None:
+    marker = pytest.mark.inductor_repro(inductor_config={"cpp.simdlen": 4, "no.such.key": 1}).mark
+    with pytest.raises(pytest.UsageError) as refused:
+        settings.marker_settings(CheckSettings(), marker, config_has=_config_has)
+    assert str(refused.value) == (
+        "@pytest.mark.inductor_repro(inductor_config=...): 'no.such.key' is not allowed; "
+        "expected a dotted name in this torch's Inductor config"
+    )
+    replaced = CheckSettings().replace(
+        {"inductor_config": {"triton.cudagraphs": True}}, config_has=_config_has
+    )
+    assert replaced.inductor_config == {"triton.cudagraphs": True}
 
 
 def _names(keyword: str) -> list[str]:
@@ -152,6 +226,69 @@ def test_torch_is_not_asked_of_a_backend_that_is_a_function_or_a_default_mode() 
         {"backend": print, "mode": "default"}, compiler_names=unasked
     )
     assert replaced.backend is print and replaced.mode is None
+
+
+@pytest.mark.parametrize(
+    ("visible", "given", "expected"),
+    [
+        (2, "2", "CUDA device indices below 2, the devices visible"),
+        (2, "0,7", "CUDA device indices below 2, the devices visible"),
+        (0, "0", "no CUDA device index: none is visible"),
+    ],
+)
+def test_a_device_this_machine_does_not_show_is_refused(
+    visible: int, given: str, expected: str
+) -> None:
+    with pytest.raises(pytest.UsageError) as refused:
+        settings.checked(settings.Devices(visible=visible), given, "--compile-accuracy-devices")
+    assert str(refused.value) == (
+        f"--compile-accuracy-devices: {given!r} is not allowed; expected {expected}"
+    )
+    assert settings.checked(settings.Devices(visible=visible), "", "devices") == ()
+    assert settings.checked(settings.Devices(visible=8), given, "devices")
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "expected"),
+    [
+        ("PYTEST_TORCHCOMPILE_THREADS", "100000", "an integer >= 0 and <= 1024"),
+        ("PYTEST_TORCHCOMPILE_THREADS", "100000000000000000000", "an integer >= 0 and <= 1024"),
+        ("PYTEST_TORCHCOMPILE_DEVICES", "0,,1", "CUDA device indices, like '0,2'"),
+        ("PYTEST_TORCHCOMPILE_LEASE_S", "inf", "a finite number > 0"),
+        ("PYTEST_TORCHCOMPILE_CONCURRENT_PROBE", "yes", "one of '0', '1'"),
+        ("PYTEST_TORCHCOMPILE_CONCURRENT_PROBE", "2", "one of '0', '1'"),
+        ("PYTEST_TORCHCOMPILE_FULL_TABLE", "no", "one of '0', '1'"),
+        ("PYTEST_TORCHCOMPILE_FULL_TABLE", "false", "one of '0', '1'"),
+    ],
+)
+def test_a_variable_it_does_not_take_is_refused_before_the_run(
+    name: str,
+    given: str,
+    expected: str,
+    pytestconfig: pytest.Config,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for variable in (
+        "PYTEST_TORCHCOMPILE_THREADS",
+        "PYTEST_TORCHCOMPILE_DEVICES",
+        "PYTEST_TORCHCOMPILE_LEASE_S",
+        "PYTEST_TORCHCOMPILE_CONCURRENT_PROBE",
+        "PYTEST_TORCHCOMPILE_FULL_TABLE",
+    ):
+        monkeypatch.delenv(variable, raising=False)
+    settings.check_run_settings(pytestconfig)
+    monkeypatch.setenv(name, given)
+    with pytest.raises(pytest.UsageError) as refused:
+        settings.check_run_settings(pytestconfig)
+    assert str(refused.value) == f"{name}: {given!r} is not allowed; expected {expected}"
+
+
+@pytest.mark.parametrize(("given", "chosen"), [("", None), (" 1 ", "1"), ("0", "0")])
+def test_the_concurrent_probe_is_read_from_the_environment(
+    given: str, chosen: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(settings.CONCURRENT_PROBE_ENV, given)
+    assert settings.concurrent_probe() == chosen
 
 
 @pytest.mark.parametrize("given", ["abc", "0", "-1", "nan", "inf"])
