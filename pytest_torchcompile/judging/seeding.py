@@ -12,18 +12,15 @@ from typing import Any
 
 import torch
 
+from pytest_torchcompile.torch_internals.random_ops import draws_random_numbers
+
 
 def draws_random(gm: Any) -> bool:
     """Whether a graph draws random numbers (dropout, ``torch.rand``...)."""
     graph = getattr(gm, "graph", None)
-    tag = getattr(torch.Tag, "nondeterministic_seeded", None)  # a torch without it: none does
-    return (
-        graph is not None
-        and tag is not None
-        and any(
-            node.op == "call_function" and tag in getattr(node.target, "tags", ())
-            for node in graph.nodes
-        )
+    return graph is not None and any(
+        node.op == "call_function" and draws_random_numbers(node.target, node.args, node.kwargs)
+        for node in graph.nodes
     )
 
 

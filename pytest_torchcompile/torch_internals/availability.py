@@ -28,7 +28,8 @@ from pytest_torchcompile.torch_internals.config import (
 from pytest_torchcompile.torch_internals.decomposed import decomposed_missing
 from pytest_torchcompile.torch_internals.fingerprint import lowering_tables_missing
 from pytest_torchcompile.torch_internals.interception import interception_missing
-from pytest_torchcompile.torch_internals.ops import op_registry_missing, random_tag_missing
+from pytest_torchcompile.torch_internals.ops import op_registry_missing
+from pytest_torchcompile.torch_internals.random_ops import random_tag_missing
 from pytest_torchcompile.torch_internals.values import out_arguments_missing, symbolic_hint_missing
 
 

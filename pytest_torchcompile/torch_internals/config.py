@@ -12,7 +12,7 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.torch_internals.compiling import import_compiler
-from pytest_torchcompile.torch_internals.ops import is_random_op
+from pytest_torchcompile.torch_internals.random_ops import draws_random_numbers
 
 T = TypeVar("T")
 
@@ -251,7 +251,8 @@ def where_random(
     the compile's own ``options`` are in force by then, and the rest of ``random_config`` was never
     set at the torch level.)"""
     if any(
-        node.op == "call_function" and is_random_op(node.target) for node in lowered.graph.nodes
+        node.op == "call_function" and draws_random_numbers(node.target, node.args, node.kwargs)
+        for node in lowered.graph.nodes
     ):
         return random_config
     return outside

@@ -1,4 +1,4 @@
-"""What an FX node's target is (an op overload, a view, a random op) and where an op outside
+"""What an FX node's target is (an op overload, a view) and where an op outside
 ``aten`` comes from."""
 
 from __future__ import annotations
@@ -31,28 +31,12 @@ def is_view_op(target: Any) -> bool:
     )
 
 
-def is_random_op(target: Any) -> bool:
-    """Whether an FX node target draws random numbers (Inductor's RNG differs from eager's); no
-    op does on a torch without the tag (``random_tag_missing``)."""
-    tag = getattr(torch.Tag, "nondeterministic_seeded", None)
-    return tag is not None and tag in getattr(target, "tags", ())
-
-
 def attribute_read(target: Any) -> str | None:
     """The tensor attribute that a torch-level graph's call of ``target`` reads, where Dynamo
     writes that read as a call of a C function it cannot trace again (``x.data`` as
     ``torch._C._autograd._get_data_attr(x)``), or None: a graph kept to be compiled again or
     written out spells the read as the attribute."""
     return "data" if target is getattr(torch._C._autograd, "_get_data_attr", None) else None
-
-
-def random_tag_missing() -> str | None:
-    """The op tag that marks random ops, where this torch lacks it."""
-    return (
-        None
-        if hasattr(torch.Tag, "nondeterministic_seeded")
-        else "torch.Tag.nondeterministic_seeded"
-    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ import torch
 import torch.fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pytest_torchcompile.torch_internals.ops import is_random_op
+from pytest_torchcompile.torch_internals.random_ops import draws_random_numbers
 
 EAGER_RNG_CONFIG: dict[str, Any] = {"fallback_random": True, "layout_optimization": False}
 """Inductor config under which compiled random ops call eager's kernels on eager's generator
@@ -34,7 +34,7 @@ def recording_random_draws(draws: list[tuple[Any, Any]]) -> Iterator[None]:
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             out = func(*args, **(kwargs or {}))
-            if is_random_op(func):
+            if draws_random_numbers(func, args, kwargs):
                 values = out if isinstance(out, (tuple, list)) else (out,)
                 draws.append(
                     (
@@ -61,7 +61,7 @@ def replaying_random_draws(draws: Sequence[tuple[Any, Any]]) -> Iterator[None]:
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             out = func(*args, **(kwargs or {}))
-            if not is_random_op(func):
+            if not draws_random_numbers(func, args, kwargs):
                 return out
             if not pending or pending[0][0] is not func:
                 raise RandomDrawMismatch(f"{func} is not the random op the recorded run drew next")

@@ -229,7 +229,7 @@ def test_without_the_random_tag_no_graph_is_taken_for_random(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from pytest_torchcompile.judging.seeding import draws_random
-    from pytest_torchcompile.torch_internals.ops import is_random_op
+    from pytest_torchcompile.torch_internals.random_ops import is_random_op
 
     gm = make_fx(lambda x: (torch.rand_like(x) + x,))(torch.randn(4))
     assert draws_random(gm)

@@ -1,0 +1,54 @@
+"""Which op calls draw random numbers: those of ops torch tags ``nondeterministic_seeded``, but
+a dropout of probability 0 or outside training, which draws nothing (an attention in a model's
+training mode whose dropout is 0, as most language models' are). Torch only: full repro files
+embed it, through ``judging/seeding.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+
+def is_random_op(target: Any) -> bool:
+    """Whether an FX node target is an op that may draw random numbers (Inductor's RNG differs
+    from eager's); no op is on a torch without the tag (``random_tag_missing``)."""
+    tag = getattr(torch.Tag, "nondeterministic_seeded", None)
+    return tag is not None and tag in getattr(target, "tags", ())
+
+
+def draws_random_numbers(
+    target: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
+) -> bool:
+    """Whether a call of ``target`` with these arguments draws random numbers: a random op's
+    (:func:`is_random_op`) but a dropout's (``native_dropout``, the attentions' ``dropout_p``) of
+    probability 0 or with training off. Such a call computes eager's values in fp64 and in
+    compiled code alike, and replaying its results (as a random op's are) would hand the fp64
+    run eager's values: a flash attention's log-sum-exp, judged against them, deviated."""
+    if not is_random_op(target):
+        return False
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return True
+    given = {
+        argument.name: argument.default_value
+        for argument in schema.arguments
+        if argument.has_default_value()  # a graph's call leaves them out: dropout_p=0.0
+    }
+    given.update(zip((argument.name for argument in schema.arguments), args, strict=False))
+    given.update(kwargs or {})
+    dropout = "dropout_p" if "dropout_p" in given else "p" if "train" in given else None
+    if dropout is None:
+        return True
+    probability, training = given[dropout], given.get("train", True)
+    return not (training is False or (isinstance(probability, int | float) and probability == 0))
+
+
+def random_tag_missing() -> str | None:
+    """The op tag that marks random ops, where this torch lacks it."""
+    return (
+        None
+        if hasattr(torch.Tag, "nondeterministic_seeded")
+        else "torch.Tag.nondeterministic_seeded"
+    )
