@@ -72,6 +72,7 @@ from pytest_torchcompile.torch_internals.environment import (
 )
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
 from pytest_torchcompile.torch_internals.nan_gradients import nan_gradients_filled
+from pytest_torchcompile.torch_internals.random_ops import generator_state_outputs
 from pytest_torchcompile.torch_internals.rng import (
     EAGER_RNG_CONFIG,
     RandomDrawMismatch,
@@ -1365,6 +1366,7 @@ def _judged_call(graph: CapturedGraph, inputs: list[Any], options: CheckOptions)
         not options.ignore_non_float,
         unjudged=unwritten_elements(graph.gm, inputs, mutated=mutated),
         mutated=mutated,
+        not_values=generator_state_outputs(graph.gm),
     )
     return Comparison(leaves)
 

@@ -71,6 +71,7 @@ from pytest_torchcompile.torch_internals.environment import (
     environment_failure,
 )
 from pytest_torchcompile.torch_internals.interception import intercept_inductor
+from pytest_torchcompile.torch_internals.random_ops import generator_state_outputs
 from pytest_torchcompile.torch_internals.rng import (
     EAGER_RNG_CONFIG,
     RandomDrawMismatch,
@@ -732,6 +733,7 @@ class _Judgement:
             self.mutated,
             self.floors or None,
             self.deciding or None,
+            generator_state_outputs(self.module),
         )
         return judged_discontinuous(Comparison(leaves), self.discontinuous).leaves
 

@@ -37,6 +37,7 @@ from pytest_torchcompile.judging.tensor_comparison import (
     written_only,
 )
 from pytest_torchcompile.torch_internals.graph_compile import compile_dynamo_graph, compile_graph
+from pytest_torchcompile.torch_internals.random_ops import generator_state_outputs
 
 FIXED_EXIT, REPRODUCED_EXIT, FAILS_DIFFERENTLY_EXIT, BROKEN_EXIT = 0, 1, 2, 3
 """A repro's exit statuses: the failure is gone, it reproduces, the graph fails another way, the
@@ -124,6 +125,7 @@ def compare_graph_outputs(
     mutated: Sequence[int] = (),
     noise: dict[str, float] | None = None,
     noise_from: dict[str, str] | None = None,
+    not_values: Sequence[int] = (),
 ) -> list[LeafResult]:
     """Judge each tensor a compiled graph returned against the graph's own eager and fp64 results,
     but for the elements ``unjudged`` marks (:func:`unwritten_elements`,
@@ -132,7 +134,8 @@ def compare_graph_outputs(
     returns another number of results than eager (an op of several results whose graph node
     lists fewer) fails on that, as a wrong shape does. ``noise``, by leaf path
     (:func:`graph_result_paths`), is another legitimate evaluation's error from fp64, and
-    ``noise_from`` names it (:func:`compare_tensor`)."""
+    ``noise_from`` names it (:func:`compare_tensor`). The results at the positions
+    ``not_values`` are not judged (:func:`generator_state_outputs`)."""
     if len(outputs) != len(eager):
         return [
             LeafResult(
@@ -160,7 +163,9 @@ def compare_graph_outputs(
         for index, (path, result, expected, mask) in enumerate(
             zip(paths, outputs, eager, masks, strict=True)
         )
-        if isinstance(expected, torch.Tensor) and isinstance(result, torch.Tensor)
+        if isinstance(expected, torch.Tensor)
+        and isinstance(result, torch.Tensor)
+        and index not in not_values
     ]
 
 
@@ -233,8 +238,16 @@ def _judge(
     except Exception as error:
         return GraphVerdict(FailureKind.RUNTIME_ERROR, error=error_signature(error))
     unjudged = unwritten_elements(gm, inputs, backward, mutated)
+    not_values = generator_state_outputs(gm)
     leaves = compare_graph_outputs(
-        outputs, eager, fp64, tol, check_non_float, unjudged=unjudged, mutated=mutated
+        outputs,
+        eager,
+        fp64,
+        tol,
+        check_non_float,
+        unjudged=unjudged,
+        mutated=mutated,
+        not_values=not_values,
     )
     if backward and any(not leaf.passed for leaf in leaves):
         # Found only for a failing training graph: it costs two more forward and backward runs.
@@ -248,6 +261,7 @@ def _judge(
                 check_non_float,
                 unjudged=either(unjudged, through_nan),
                 mutated=mutated,
+                not_values=not_values,
             )
     failed = any(not leaf.passed for leaf in leaves)
     return GraphVerdict(

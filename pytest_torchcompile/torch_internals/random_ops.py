@@ -5,10 +5,12 @@ embed it, through ``judging/seeding.py``."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.fx
 
 
 def is_random_op(target: Any) -> bool:
@@ -43,6 +45,39 @@ def draws_random_numbers(
         return True
     probability, training = given[dropout], given.get("train", True)
     return not (training is False or (isinstance(probability, int | float) and probability == 0))
+
+
+GENERATOR_STATE = frozenset({"philox_seed", "philox_offset", "rng_state"})
+"""The results of a random op that are the state of the generator it drew from (an attention's
+philox seed and offset, kept for its backward): no values of the computation. Eager and compiled
+code read them from generators in other states, even where the dropout is 0."""
+
+
+def generator_state_outputs(gm: Any) -> list[int]:
+    """The positions of a graph's outputs that are a random op's :data:`GENERATOR_STATE`, which
+    are not judged; none for a callable that is not a graph."""
+    graph = getattr(gm, "graph", None)
+    if graph is None:
+        return []
+    (returned,) = [node.args[0] for node in graph.nodes if node.op == "output"]
+    positions = []
+    for position, node in enumerate(returned if isinstance(returned, list | tuple) else ()):
+        if (
+            isinstance(node, torch.fx.Node)
+            and node.target is operator.getitem
+            and isinstance(node.args[0], torch.fx.Node)
+            and isinstance(node.args[0].target, torch._ops.OpOverload)
+            and is_random_op(node.args[0].target)
+        ):
+            returns = node.args[0].target._schema.returns
+            index = node.args[1]
+            if (
+                isinstance(index, int)
+                and index < len(returns)
+                and returns[index].name in GENERATOR_STATE
+            ):
+                positions.append(position)
+    return positions
 
 
 def random_tag_missing() -> str | None:
