@@ -239,13 +239,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, within: Path | None 
         if refused is not None:
             raise RefusedPath(refused)
         with contextlib.suppress(FileNotFoundError):
-            # A name under /dev or /proc (/dev/stdout, /proc/self/fd/1) is a stream of this
-            # process even where it leads to a regular file: replacing that file would take
-            # the rest of the stream's output with it.
-            if not stat.S_ISREG(path.stat().st_mode) or Path(os.path.abspath(path)).parts[1:2] in (
-                ("dev",),
-                ("proc",),
-            ):
+            # A descriptor of this process (/dev/stdout, /proc/self/fd/1) is a stream even where
+            # it leads to a regular file: replacing that file would take the rest of the
+            # stream's output with it. Another regular file under /dev (/dev/shm) is a file.
+            if not stat.S_ISREG(path.stat().st_mode) or _own_descriptor(path) is not None:
                 _write_through(path, data)
                 return
         path = Path(os.path.realpath(path))
