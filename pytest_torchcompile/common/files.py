@@ -169,7 +169,7 @@ def clashing_paths(
     or two outputs at one place (real paths compared, links followed), in one line naming both
     settings. A setting named among both (the baseline an update rewrites) is itself; a device
     or a pipe, written through and never replaced, may take several outputs."""
-    seen: list[tuple[str, str, bool]] = []
+    seen: dict[str, list[tuple[str, bool]]] = {}
     named = [(setting, path, False) for setting, path in inputs]
     named += [(setting, path, True) for setting, path in outputs]
     for setting, path, output in named:
@@ -180,11 +180,11 @@ def clashing_paths(
             mode = os.stat(real).st_mode
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 continue
-        for other, other_real, other_output in seen:
-            if other_real == real and other != setting and (output or other_output):
+        for other, other_output in seen.get(real, []):
+            if other != setting and (output or other_output):
                 what = "an input and an output" if not (output and other_output) else "two outputs"
                 return f"{other} and {setting} name one path, for {what}: {path}"
-        seen.append((setting, real, output))
+        seen.setdefault(real, []).append((setting, output))
     return None
 
 

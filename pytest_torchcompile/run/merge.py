@@ -40,7 +40,15 @@ from pytest_torchcompile.reporting.baseline import BaselineError, Gate
 from pytest_torchcompile.reporting.json_report import SCHEMA_VERSION
 from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.merge_repros import ReproDirError, merge_repro_dirs
-from pytest_torchcompile.run.session import RunEnd, RunOutputs, RunRecord, conclude_run, file_digest
+from pytest_torchcompile.run.session import (
+    INI_FILE,
+    RunEnd,
+    RunOutputs,
+    RunRecord,
+    conclude_run,
+    file_digest,
+    test_inputs,
+)
 from pytest_torchcompile.run.shard import Shard
 
 REFUSED = 4
@@ -435,6 +443,11 @@ def merge_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+INI_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+"""The files pytest reads its ini settings from, in the directory the merge runs in (the
+suite's root, as the tests' ids are relative to it)."""
+
+
 def merge_usage_error(args: argparse.Namespace) -> str | None:
     """Why the ``merge`` arguments cannot be used together, or None."""
     if args.update_baseline and args.baseline is None:
@@ -446,22 +459,31 @@ def merge_usage_error(args: argparse.Namespace) -> str | None:
             *(("REPORT", path) for path in args.reports),
             ("--baseline", args.baseline),
             *(("--repros", path) for path in args.repros),
+            *((INI_FILE, Path(name)) for name in INI_FILES),
         ],
-        [
-            ("--report", args.report),
-            ("--html", args.html),
-            ("--junit", args.junit),
-            ("--github-summary", args.github_summary),
-            ("--into", args.into),
-            ("--baseline", args.baseline if args.update_baseline else None),
-        ],
+        _merge_outputs(args),
     )
+
+
+def _merge_outputs(args: argparse.Namespace) -> list[tuple[str, str | Path | None]]:
+    return [
+        ("--report", args.report),
+        ("--html", args.html),
+        ("--junit", args.junit),
+        ("--github-summary", args.github_summary),
+        ("--into", args.into),
+        ("--baseline", args.baseline if args.update_baseline else None),
+    ]
 
 
 def merge(args: argparse.Namespace) -> int:
     """The ``merge`` verb: print what the union's run found and return its exit status."""
     try:
         reports = [load_report(path) for path in args.reports]
+        tests = test_inputs(Path.cwd(), {i for r in reports for i in r.record.collected_ids})
+        clash = clashing_paths(tests, _merge_outputs(args))
+        if clash is not None:
+            raise MergeError(clash)
         gate = (
             None
             if args.baseline is None

@@ -87,6 +87,11 @@ class AccuracySession:
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     """Names this session in the case directories it claims (``repro.unique_case_dir``)."""
     _sigterm_handler: Any = field(default=None, init=False, repr=False)
+    _outputs: list[tuple[str, str | os.PathLike[str] | None]] = field(
+        default_factory=list, init=False, repr=False
+    )
+    """The files the run writes, by the setting that names them (see :meth:`configure_gating`)."""
+    _refused: bool = field(default=False, init=False, repr=False)
     """SIGTERM's handler before :meth:`stop_on_sigterm` replaced it; None where it did not."""
 
     def stop_on_sigterm(self) -> None:
@@ -253,25 +258,28 @@ class AccuracySession:
     # --- gating and reports: results travel on test reports, so that xdist workers and a plain
     # run take one path; everything is decided and written once, on the controller.
 
-    def configure_gating(self, gating: GatingSettings, junit: Path | None = None) -> None:
+    def configure_gating(
+        self,
+        gating: GatingSettings,
+        junit: Path | None = None,
+        inputs: Sequence[tuple[str, str | os.PathLike[str] | None]] = (),
+    ) -> None:
         """Load the baseline; a file that cannot be used, a report or baseline path that cannot
         be written, or one path named for two files (an output that is an input, two outputs:
         the JSON report, pytest's ``junit``, the baseline, the repro directory, the GitHub step
-        summary) stops the run before any test runs."""
+        summary) stops the run before any test runs. ``inputs``: the other files the run reads
+        that are known before collection (the ini file, conftest.py files, test files named on
+        the command line); :meth:`refuse_outputs_at` checks those collection finds."""
         self.gating = gating
-        clash = clashing_paths(
-            [(BASELINE_OPTION, gating.baseline)],
-            [
-                ("--compile-accuracy-report", gating.report),
-                ("--compile-accuracy-html", gating.html),
-                ("--junitxml", junit),
-                (BASELINE_OPTION, gating.baseline if gating.update_baseline else None),
-                ("--compile-accuracy-dir", self.repro_root if self.enabled else None),
-                ("$GITHUB_STEP_SUMMARY", _github_summary()),
-            ],
-        )
-        if clash is not None:
-            raise pytest.UsageError(f"compile accuracy: {clash}")
+        self._outputs = [
+            ("--compile-accuracy-report", gating.report),
+            ("--compile-accuracy-html", gating.html),
+            ("--junitxml", junit),
+            (BASELINE_OPTION, gating.baseline if gating.update_baseline else None),
+            ("--compile-accuracy-dir", self.repro_root if self.enabled else None),
+            ("$GITHUB_STEP_SUMMARY", _github_summary()),
+        ]
+        self.refuse_outputs_at([(BASELINE_OPTION, gating.baseline), *inputs])
         written = [("JSON report", gating.report), ("HTML report", gating.html)]
         if gating.update_baseline:
             written.append(("baseline", gating.baseline))
@@ -287,6 +295,21 @@ class AccuracySession:
             except BaselineError as error:
                 raise pytest.UsageError(f"compile accuracy baseline: {error}") from None
             self.baseline_digest = file_digest(gating.baseline)
+
+    def refuse_outputs_at(
+        self, inputs: Sequence[tuple[str, str | os.PathLike[str] | None]]
+    ) -> None:
+        """Stop the run with a usage error, in one line naming both settings and the path, where
+        an output (or two) is at one of ``inputs``; the run then writes none of its files."""
+        clash = clashing_paths(inputs, self._outputs)
+        if clash is not None:
+            self._refused = True
+            raise pytest.UsageError(f"compile accuracy: {clash}")
+
+    def refuse_outputs_at_tests(self, root: Path, test_ids: Iterable[str]) -> None:
+        """:meth:`refuse_outputs_at` the files of the tests collected (:func:`test_inputs`)."""
+        if any(path is not None for _, path in self._outputs):
+            self.refuse_outputs_at(test_inputs(root, test_ids))
 
     def annotate_report(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """Where the test ran, as its report is made: move the checks made since the last report
@@ -358,6 +381,9 @@ class AccuracySession:
         :func:`conclude_run`). ``exitstatus`` is pytest's, for the report. Later calls return the
         first answer."""
         if self._run_end is not None:
+            return self._run_end
+        if self._refused:  # the run stopped for an output at an input: nothing is written
+            self._run_end = RunEnd([], [])
             return self._run_end
         gating = self.gating or GatingSettings(None, False, False, None)
         record = RunRecord(
@@ -655,6 +681,33 @@ def repro_test_result(item: pytest.Item, report: pytest.TestReport) -> CaseResul
             f"the repro fails differently: {verdicts[-1]}, recorded {kind}",
         )
     return None
+
+
+TEST_FILE, CONFTEST, INI_FILE = "a test file", "a conftest.py", "the ini file"
+"""The inputs of a run that no output may be at, as a refusal names them."""
+
+
+def test_inputs(root: Path, test_ids: Iterable[str]) -> list[tuple[str, Path]]:
+    """The files the tests ``test_ids`` are read from: their test files (named relative to
+    ``root``, as node ids name them) and the conftest.py files beside them and in every directory
+    above, up to ``root``."""
+    files = {Path(root, test_id.split("::", 1)[0]) for test_id in test_ids}
+    directories: set[Path] = set()
+    for file in files:
+        directory = file.parent
+        while directory not in directories:
+            directories.add(directory)
+            if directory == root or directory.parent == directory:
+                break
+            directory = directory.parent
+    conftests = [directory / "conftest.py" for directory in sorted(directories)]
+    return [(TEST_FILE, file) for file in sorted(files)] + [
+        (CONFTEST, conftest) for conftest in conftests if conftest.is_file()
+    ]
+
+
+# Tells pytest that this library function is not a test when a test module imports it.
+test_inputs.__test__ = False  # type: ignore[attr-defined]
 
 
 def narrowed_files(config: pytest.Config) -> set[str]:
