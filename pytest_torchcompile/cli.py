@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from pytest_torchcompile.common.files import BUG_REPORT_NAME, MINIFIED_NAME, REPRO_NAME
 from pytest_torchcompile.common.results import MinifyProgress, ProgressThrottle, StopReason
 from pytest_torchcompile.common.settings import Allowed, NotAllowed, Number, option
 from pytest_torchcompile.reporting.layout import TerminalLayout
@@ -32,7 +33,6 @@ from pytest_torchcompile.run.merge import merge, merge_arguments, merge_usage_er
 
 PROG = "pytest-torchcompile"
 DEFAULT_DIR = Path(".compile-accuracy")
-REPRO, MINIFIED = "repro.py", "minified.py"
 
 EXIT_STATUSES = {
     StopReason.MINIMAL: 0,
@@ -124,16 +124,16 @@ class Verb:
 
 
 def _case_dirs(root: Path) -> list[Path]:
-    return sorted(path.parent for path in root.glob(f"*/{REPRO}"))
+    return sorted(path.parent for path in root.glob(f"*/{REPRO_NAME}"))
 
 
 def _case_dir(given: Path) -> Path:
     """A case directory from a case's directory, its name under the default directory, or one
     of its files."""
     for candidate in (given, DEFAULT_DIR / given, given.parent):
-        if (candidate / REPRO).is_file():
+        if (candidate / REPRO_NAME).is_file():
             return candidate
-    raise UsageError(f"no case at {given} (a directory holding {REPRO}; see '{PROG} list')")
+    raise UsageError(f"no case at {given} (a directory holding {REPRO_NAME}; see '{PROG} list')")
 
 
 def _repros_of(root: Path) -> list[Path]:
@@ -165,9 +165,9 @@ def list_cases(args: argparse.Namespace) -> int:
     cases = _repros_of(args.directory)
     layout = TerminalLayout(shutil.get_terminal_size().columns)
     for case in cases:
-        fields = header_fields(case / REPRO)
+        fields = header_fields(case / REPRO_NAME)
         status = fields.get("status", "?").split(":")[0]
-        minified = case / MINIFIED
+        minified = case / MINIFIED_NAME
         shrunk = (
             f", minified to {header_fields(minified).get('ops', '?')} ops"
             if minified.is_file()
@@ -189,7 +189,7 @@ def _rerun_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--minified",
         action="store_true",
-        help=f"run a case's {MINIFIED} where it has one (faster), else its {REPRO}",
+        help=f"run a case's {MINIFIED_NAME} where it has one (faster), else its {REPRO_NAME}",
     )
     parser.add_argument(
         "--timeout", type=DURATION, default=600.0, help="seconds for one repro (default 600)"
@@ -221,7 +221,11 @@ def _run_repro(path: Path, timeout_s: float) -> int | None:
 def rerun(args: argparse.Namespace) -> int:
     outcomes: Counter[int] = Counter()
     for case in _repros_of(args.directory):
-        path = case / MINIFIED if args.minified and (case / MINIFIED).is_file() else case / REPRO
+        path = (
+            case / MINIFIED_NAME
+            if args.minified and (case / MINIFIED_NAME).is_file()
+            else case / REPRO_NAME
+        )
         status = _run_repro(path, args.timeout)
         timed_out = f" (timed out after {args.timeout:g} s)" if status is None else ""
         status = status if status in RERUN_OUTCOMES else 3
@@ -329,17 +333,17 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def report(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
-    from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME, bug_report
+    from pytest_torchcompile.repros.bug_report import bug_report
     from pytest_torchcompile.repros.repro import header_fields
 
     case = _case_dir(args.case)
     try:
-        fields = header_fields(case / REPRO)
+        fields = header_fields(case / REPRO_NAME)
     except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"cannot read {case / REPRO}: {error}") from None
+        raise UsageError(f"cannot read {case / REPRO_NAME}: {error}") from None
     if not {"case", "status", "ops"} <= fields.keys():
         raise UsageError(
-            f"{case / REPRO} is no repro file of pytest-torchcompile: its header states no "
+            f"{case / REPRO_NAME} is no repro file of pytest-torchcompile: its header states no "
             "case, status and ops"
         )
     written = case / BUG_REPORT_NAME

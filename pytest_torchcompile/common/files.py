@@ -33,6 +33,11 @@ import filelock
 
 from pytest_torchcompile.common.processes import own_start, pid_alive
 
+REPRO_NAME, MINIFIED_NAME, BUG_REPORT_NAME = "repro.py", "minified.py", "bug_report.md"
+KERNEL_NAME = "minified_kernel"
+"""The files of a case directory: its repro, its minified repro, the bug report, and the kernel
+the minified graph compiles to (this name and the kernel's suffix, ``.cpp`` or ``.py``)."""
+
 
 class UnsafePath(OSError):
     """A path the plugin does not write through: a symbolic link, or a file where a directory

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_torchcompile.cli import main
-from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME
+from pytest_torchcompile.common.files import BUG_REPORT_NAME
 
 pytest_plugins = ["pytester"]
 
