@@ -49,8 +49,12 @@ EXIT_STATUSES = {
 RERUN_OUTCOMES = {0: "fixed", 1: "reproduced", 2: "fails differently", 3: "cannot run"}
 """A repro file's exit status (``python repro.py``) in words."""
 
-RERUN_PRECEDENCE = (1, 2, 3, 0)
-"""``rerun``'s exit status: the first of these that any repro gave."""
+NOT_A_REPRO = 4
+"""``rerun``'s outcome, and exit status, for a file that is no repro of pytest-torchcompile: it
+is not run."""
+
+RERUN_PRECEDENCE = (1, 2, 3, NOT_A_REPRO, 0)
+"""``rerun``'s exit status: the first of these outcomes that any file had."""
 
 
 class UsageError(Exception):
@@ -220,22 +224,26 @@ def _run_repro(path: Path, timeout_s: float) -> int | None:
 
 def rerun(args: argparse.Namespace) -> int:
     outcomes: Counter[int] = Counter()
+    words = {**RERUN_OUTCOMES, NOT_A_REPRO: "not a repro"}
     for case in _repros_of(args.directory):
         path = (
             case / MINIFIED_NAME
             if args.minified and (case / MINIFIED_NAME).is_file()
             else case / REPRO_NAME
         )
+        why = _not_a_repro(path)
+        if why is not None:
+            outcomes[NOT_A_REPRO] += 1
+            print(f"{words[NOT_A_REPRO]} ({why}): {case / path.name}")
+            continue
         status = _run_repro(path, args.timeout)
         timed_out = f" (timed out after {args.timeout:g} s)" if status is None else ""
         status = status if status in RERUN_OUTCOMES else 3
         outcomes[status] += 1
-        print(f"{RERUN_OUTCOMES[status]}{timed_out}: {case / path.name}")
+        print(f"{words[status]}{timed_out}: {case / path.name}")
     print(
         ", ".join(
-            f"{outcomes[status]} {RERUN_OUTCOMES[status]}"
-            for status in RERUN_PRECEDENCE
-            if outcomes[status]
+            f"{outcomes[status]} {words[status]}" for status in RERUN_PRECEDENCE if outcomes[status]
         )
         or "no repros"
     )
@@ -331,21 +339,29 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _not_a_repro(path: Path) -> str | None:
+    """Why ``path`` is no repro file of pytest-torchcompile, told from its header comments
+    without running it (a repro's states its case, status and ops), or None."""
+    # Imported by the verbs that need it: the torch-free verbs (merge) start without torch.
+    from pytest_torchcompile.repros.repro import header_fields
+
+    try:
+        fields = header_fields(path)
+    except (OSError, UnicodeDecodeError) as error:
+        return f"cannot read it: {error}"
+    if not {"case", "status", "ops"} <= fields.keys():
+        return "its header states no case, status and ops"
+    return None
+
+
 def report(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
     from pytest_torchcompile.repros.bug_report import bug_report
-    from pytest_torchcompile.repros.repro import header_fields
 
     case = _case_dir(args.case)
-    try:
-        fields = header_fields(case / REPRO_NAME)
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"cannot read {case / REPRO_NAME}: {error}") from None
-    if not {"case", "status", "ops"} <= fields.keys():
-        raise UsageError(
-            f"{case / REPRO_NAME} is no repro file of pytest-torchcompile: its header states no "
-            "case, status and ops"
-        )
+    why = _not_a_repro(case / REPRO_NAME)
+    if why is not None:
+        raise UsageError(f"{case / REPRO_NAME} is no repro file of pytest-torchcompile: {why}")
     written = case / BUG_REPORT_NAME
     print(written.read_text() if written.is_file() else bug_report(case))
     return 0
@@ -466,7 +482,8 @@ VERBS: tuple[Verb, ...] = (
         _rerun_arguments,
         rerun,
         "1 if any repro still reproduces, else 2 if any fails another way, else 3 if any cannot "
-        "run, else 0 (all fixed)",
+        "run, else 4 if a file is no repro of pytest-torchcompile (it is not run), else 0 (all "
+        "fixed)",
     ),
     Verb(
         "minify",
