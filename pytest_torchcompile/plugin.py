@@ -319,5 +319,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is None or session is None or _is_worker(config):
         return
     if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        end = state.end_run(narrowed_files(config), exitstatus=int(session.exitstatus))
+        end = state.end_run(
+            narrowed_files(config), _layout(config), exitstatus=int(session.exitstatus)
+        )
         session.exitstatus = end.exit_status(session.exitstatus, session.testsfailed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -334,7 +335,7 @@ class AccuracySession:
                 note = self.gate.failure_note(item.nodeid, mine)
                 if reason is not None:
                     report.outcome = "skipped"
-                    report.wasxfail = reason
+                    report.wasxfail = TerminalLayout.of(item.config).public(reason)
                     if self.gating is not None and not self.gating.minify_expected:
                         self._drop_minify_jobs({result.case_id for result in mine})
                 elif note is not None:
@@ -518,35 +519,45 @@ def conclude_run(
         return True
 
     report, summary, junit = outputs.report, outputs.github_summary, outputs.junit
+    # The files are read away from this machine: their messages name paths as the terminal does
+    # and the home directory as ~; the JSON report's path fields stay absolute, for tools.
+    public = [result.with_messages(layout.public) for result in results]
+    public_decisions = decisions and {
+        test_id: dataclasses.replace(decision, message=layout.public(decision.message))
+        for test_id, decision in decisions.items()
+    }
     # The reason a single run's xfail gives (the baseline row, the repro path), for the JUnit file.
     xfail_reasons = {
-        nodeid: reason
+        nodeid: layout.public(reason)
         for nodeid, checks in by_test(results)
         if gate is not None and (reason := gate.xfail_reason(nodeid, checks)) is not None
     }
     if report is not None and written(
         "the JSON report",
         report,
-        lambda: write_json_report(report, results, decisions, environment(), record.to_json()),
+        lambda: write_json_report(
+            report, public, public_decisions, environment(), record.to_json()
+        ),
     ):
         said.append(f"JSON report written to {report}")
     html = outputs.html
     if html is not None and written(
         "the HTML report",
         html,
-        lambda: write_html_report(html, results, decisions, environment()),
+        lambda: write_html_report(html, public, public_decisions, environment()),
     ):
         said.append(f"HTML report written to {html}")
     if summary and (results or gate is not None):
+        readable = [result.with_messages(layout.public, paths=True) for result in results]
         written(
             "the GitHub step summary",
             summary,
-            lambda: append_github_summary(summary, results, decisions),
+            lambda: append_github_summary(summary, readable, public_decisions),
         )
     if junit is not None and written(
         "the JUnit file",
         junit,
-        lambda: write_junit(junit, results, decisions, record.failed_reports, xfail_reasons),
+        lambda: write_junit(junit, public, public_decisions, record.failed_reports, xfail_reasons),
     ):
         said.append(f"JUnit file written to {junit}")
     if gate is not None and gate.update:
