@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from pytest_torchcompile.common.files import BUG_REPORT_NAME, MINIFIED_NAME, REPRO_NAME
 from pytest_torchcompile.common.results import MinifyProgress, ProgressThrottle, StopReason
 from pytest_torchcompile.common.settings import Allowed, NotAllowed, Number, option
 from pytest_torchcompile.reporting.layout import TerminalLayout
@@ -32,7 +33,6 @@ from pytest_torchcompile.run.merge import merge, merge_arguments, merge_usage_er
 
 PROG = "pytest-torchcompile"
 DEFAULT_DIR = Path(".compile-accuracy")
-REPRO, MINIFIED = "repro.py", "minified.py"
 
 EXIT_STATUSES = {
     StopReason.MINIMAL: 0,
@@ -49,8 +49,12 @@ EXIT_STATUSES = {
 RERUN_OUTCOMES = {0: "fixed", 1: "reproduced", 2: "fails differently", 3: "cannot run"}
 """A repro file's exit status (``python repro.py``) in words."""
 
-RERUN_PRECEDENCE = (1, 2, 3, 0)
-"""``rerun``'s exit status: the first of these that any repro gave."""
+NOT_A_REPRO = 4
+"""``rerun``'s outcome, and exit status, for a file that is no repro of pytest-torchcompile: it
+is not run."""
+
+RERUN_PRECEDENCE = (1, 2, 3, NOT_A_REPRO, 0)
+"""``rerun``'s exit status: the first of these outcomes that any file had."""
 
 
 class UsageError(Exception):
@@ -124,16 +128,16 @@ class Verb:
 
 
 def _case_dirs(root: Path) -> list[Path]:
-    return sorted(path.parent for path in root.glob(f"*/{REPRO}"))
+    return sorted(path.parent for path in root.glob(f"*/{REPRO_NAME}"))
 
 
 def _case_dir(given: Path) -> Path:
     """A case directory from a case's directory, its name under the default directory, or one
     of its files."""
     for candidate in (given, DEFAULT_DIR / given, given.parent):
-        if (candidate / REPRO).is_file():
+        if (candidate / REPRO_NAME).is_file():
             return candidate
-    raise UsageError(f"no case at {given} (a directory holding {REPRO}; see '{PROG} list')")
+    raise UsageError(f"no case at {given} (a directory holding {REPRO_NAME}; see '{PROG} list')")
 
 
 def _repros_of(root: Path) -> list[Path]:
@@ -165,9 +169,9 @@ def list_cases(args: argparse.Namespace) -> int:
     cases = _repros_of(args.directory)
     layout = TerminalLayout(shutil.get_terminal_size().columns)
     for case in cases:
-        fields = header_fields(case / REPRO)
+        fields = header_fields(case / REPRO_NAME)
         status = fields.get("status", "?").split(":")[0]
-        minified = case / MINIFIED
+        minified = case / MINIFIED_NAME
         shrunk = (
             f", minified to {header_fields(minified).get('ops', '?')} ops"
             if minified.is_file()
@@ -189,7 +193,7 @@ def _rerun_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--minified",
         action="store_true",
-        help=f"run a case's {MINIFIED} where it has one (faster), else its {REPRO}",
+        help=f"run a case's {MINIFIED_NAME} where it has one (faster), else its {REPRO_NAME}",
     )
     parser.add_argument(
         "--timeout", type=DURATION, default=600.0, help="seconds for one repro (default 600)"
@@ -220,18 +224,26 @@ def _run_repro(path: Path, timeout_s: float) -> int | None:
 
 def rerun(args: argparse.Namespace) -> int:
     outcomes: Counter[int] = Counter()
+    words = {**RERUN_OUTCOMES, NOT_A_REPRO: "not a repro"}
     for case in _repros_of(args.directory):
-        path = case / MINIFIED if args.minified and (case / MINIFIED).is_file() else case / REPRO
+        path = (
+            case / MINIFIED_NAME
+            if args.minified and (case / MINIFIED_NAME).is_file()
+            else case / REPRO_NAME
+        )
+        why = _not_a_repro(path)
+        if why is not None:
+            outcomes[NOT_A_REPRO] += 1
+            print(f"{words[NOT_A_REPRO]} ({why}): {case / path.name}")
+            continue
         status = _run_repro(path, args.timeout)
         timed_out = f" (timed out after {args.timeout:g} s)" if status is None else ""
         status = status if status in RERUN_OUTCOMES else 3
         outcomes[status] += 1
-        print(f"{RERUN_OUTCOMES[status]}{timed_out}: {case / path.name}")
+        print(f"{words[status]}{timed_out}: {case / path.name}")
     print(
         ", ".join(
-            f"{outcomes[status]} {RERUN_OUTCOMES[status]}"
-            for status in RERUN_PRECEDENCE
-            if outcomes[status]
+            f"{outcomes[status]} {words[status]}" for status in RERUN_PRECEDENCE if outcomes[status]
         )
         or "no repros"
     )
@@ -327,21 +339,29 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def report(args: argparse.Namespace) -> int:
-    # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
-    from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME, bug_report
+def _not_a_repro(path: Path) -> str | None:
+    """Why ``path`` is no repro file of pytest-torchcompile, told from its header comments
+    without running it (a repro's states its case, status and ops), or None."""
+    # Imported by the verbs that need it: the torch-free verbs (merge) start without torch.
     from pytest_torchcompile.repros.repro import header_fields
 
-    case = _case_dir(args.case)
     try:
-        fields = header_fields(case / REPRO)
+        fields = header_fields(path)
     except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"cannot read {case / REPRO}: {error}") from None
+        return f"cannot read it: {error}"
     if not {"case", "status", "ops"} <= fields.keys():
-        raise UsageError(
-            f"{case / REPRO} is no repro file of pytest-torchcompile: its header states no "
-            "case, status and ops"
-        )
+        return "its header states no case, status and ops"
+    return None
+
+
+def report(args: argparse.Namespace) -> int:
+    # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
+    from pytest_torchcompile.repros.bug_report import bug_report
+
+    case = _case_dir(args.case)
+    why = _not_a_repro(case / REPRO_NAME)
+    if why is not None:
+        raise UsageError(f"{case / REPRO_NAME} is no repro file of pytest-torchcompile: {why}")
     written = case / BUG_REPORT_NAME
     print(written.read_text() if written.is_file() else bug_report(case))
     return 0
@@ -462,7 +482,8 @@ VERBS: tuple[Verb, ...] = (
         _rerun_arguments,
         rerun,
         "1 if any repro still reproduces, else 2 if any fails another way, else 3 if any cannot "
-        "run, else 0 (all fixed)",
+        "run, else 4 if a file is no repro of pytest-torchcompile (it is not run), else 0 (all "
+        "fixed)",
     ),
     Verb(
         "minify",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,11 @@ from pytest_torchcompile.minifying.phase import configure as configure_minify_ph
 from pytest_torchcompile.minifying.phase import run_minify_phase
 from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.session import (
+    CONFTEST,
     CURRENT_ITEM_KEY,
+    INI_FILE,
     SESSION_KEY,
+    TEST_FILE,
     AccuracySession,
     narrowed_files,
 )
@@ -75,7 +79,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # pytest's own JUnit file (its junitxml plugin's option, absent where the plugin is off).
     junit = getattr(config.option, "xmlpath", None)
     config.stash[SESSION_KEY].configure_gating(
-        settings.gating_settings(config), junit=Path(junit) if junit else None
+        settings.gating_settings(config),
+        junit=Path(junit) if junit else None,
+        inputs=_inputs_known(config),
     )
     if enabled:
         config.stash[SESSION_KEY].stop_on_sigterm()
@@ -101,8 +107,23 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if not _is_worker(config):
         config.pluginmanager.register(
-            ControllerHooks(config.stash[SESSION_KEY]), "torchcompile-controller"
+            ControllerHooks(config.stash[SESSION_KEY], config), "torchcompile-controller"
         )
+
+
+def _inputs_known(config: pytest.Config) -> list[tuple[str, Path | None]]:
+    """The files the run reads that are known before collection: the ini file, the conftest.py
+    files loaded, the test files named on the command line."""
+    named = (Path(config.invocation_params.dir, arg.split("::", 1)[0]) for arg in config.args)
+    return [
+        (INI_FILE, config.inipath),
+        *(
+            (CONFTEST, Path(plugin.__file__))
+            for plugin in config.pluginmanager.get_plugins()
+            if Path(getattr(plugin, "__file__", None) or "").name == "conftest.py"
+        ),
+        *((TEST_FILE, path) for path in named if path.is_file()),
+    ]
 
 
 def _compiler_names(keyword: str) -> list[str]:
@@ -157,6 +178,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         session.config.workeroutput[SELECTED_IDS] = sorted(state.selected_ids)  # type: ignore[attr-defined]
 
 
+def _refuse_outputs_at_tests(config: pytest.Config, test_ids: Iterable[str]) -> None:
+    """Stop the run before any test where an output is at a file of the tests collected. The
+    run then writes none of its files, and neither does pytest's JUnit plugin, which would
+    write its file as the session ends whatever the exit status."""
+    try:
+        config.stash[SESSION_KEY].refuse_outputs_at_tests(config.rootpath, test_ids)
+    except pytest.UsageError:
+        key = getattr(config.pluginmanager.get_plugin("junitxml"), "xml_key", None)
+        if isinstance(key, pytest.StashKey) and key in config.stash:
+            # As the JUnit plugin's own pytest_unconfigure ends its writer.
+            config.pluginmanager.unregister(config.stash[key])
+            del config.stash[key]
+        raise
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
@@ -168,11 +204,27 @@ class ControllerHooks:
     """Registered on the controller (or the only process): receives what the tests' processes
     found, via their reports and, under xdist, the workers' output."""
 
-    def __init__(self, state: AccuracySession) -> None:
+    def __init__(self, state: AccuracySession, config: pytest.Config) -> None:
         self.state = state
+        self.config = config
+        self.not_collected: set[str] = set()
+        """The files whose collection failed: read, though they hold no test collected."""
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.not_collected.add(report.nodeid)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # The only process; an xdist controller collects nothing (its workers' ids come below).
+        _refuse_outputs_at_tests(self.config, [*self.state.collected_ids, *self.not_collected])
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.state.receive_report(report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # Before any test is scheduled: a worker's tests are sent once every worker collected.
+        _refuse_outputs_at_tests(self.config, [*ids, *self.not_collected])
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -267,5 +319,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is None or session is None or _is_worker(config):
         return
     if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        end = state.end_run(narrowed_files(config), exitstatus=int(session.exitstatus))
+        end = state.end_run(
+            narrowed_files(config), _layout(config), exitstatus=int(session.exitstatus)
+        )
         session.exitstatus = end.exit_status(session.exitstatus, session.testsfailed)

@@ -9,7 +9,6 @@ import functools
 import os
 import shlex
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -300,7 +299,7 @@ class CheckRunner:
                 graph.symbolic_sizes,
                 POST_AOT,
             )
-        public = functools.partial(_public, layout=self.layout)
+        public = self.layout.public
         case = ReproCase(
             gm=gm,
             inputs=inputs,
@@ -534,13 +533,6 @@ def other_graphs_result(
     )
 
 
-def _public(text: str, layout: TerminalLayout) -> str:
-    """``text`` for a repro's header, which goes into a bug report pasted where anyone reads it:
-    paths under the rootdir relative to it, as pytest names tests, and the home directory as
-    ``~``, so that no absolute path of this machine is shown."""
-    return layout.shown(text).replace(f"{Path.home()}{os.sep}", f"~{os.sep}")
-
-
 def relative(path: str) -> str:
     try:
         return os.path.relpath(path)
@@ -566,7 +558,7 @@ def failure_message(result: CaseResult, outcome: CheckOutcome, layout: TerminalL
             if not outcome.graphs
             else "no repro: the failing graph could not be identified"
         )
-    return layout.fit("\n".join(lines))
+    return layout.fit(layout.public("\n".join(lines)))
 
 
 def graph_failures_message(
@@ -578,7 +570,7 @@ def graph_failures_message(
         if failure.leaves:
             lines.append(shown_table(failure.leaves, layout.width))
         lines += _repro_lines(result)
-    return layout.fit("\n".join(lines))
+    return layout.fit(layout.public("\n".join(lines)))
 
 
 def _repro_lines(result: CaseResult) -> list[str]:

@@ -33,6 +33,11 @@ import filelock
 
 from pytest_torchcompile.common.processes import own_start, pid_alive
 
+REPRO_NAME, MINIFIED_NAME, BUG_REPORT_NAME = "repro.py", "minified.py", "bug_report.md"
+KERNEL_NAME = "minified_kernel"
+"""The files of a case directory: its repro, its minified repro, the bug report, and the kernel
+the minified graph compiles to (this name and the kernel's suffix, ``.cpp`` or ``.py``)."""
+
 
 class UnsafePath(OSError):
     """A path the plugin does not write through: a symbolic link, or a file where a directory
@@ -169,7 +174,7 @@ def clashing_paths(
     or two outputs at one place (real paths compared, links followed), in one line naming both
     settings. A setting named among both (the baseline an update rewrites) is itself; a device
     or a pipe, written through and never replaced, may take several outputs."""
-    seen: list[tuple[str, str, bool]] = []
+    seen: dict[str, list[tuple[str, bool]]] = {}
     named = [(setting, path, False) for setting, path in inputs]
     named += [(setting, path, True) for setting, path in outputs]
     for setting, path, output in named:
@@ -180,11 +185,11 @@ def clashing_paths(
             mode = os.stat(real).st_mode
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 continue
-        for other, other_real, other_output in seen:
-            if other_real == real and other != setting and (output or other_output):
+        for other, other_output in seen.get(real, []):
+            if other != setting and (output or other_output):
                 what = "an input and an output" if not (output and other_output) else "two outputs"
                 return f"{other} and {setting} name one path, for {what}: {path}"
-        seen.append((setting, real, output))
+        seen.setdefault(real, []).append((setting, output))
     return None
 
 
@@ -239,13 +244,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, within: Path | None 
         if refused is not None:
             raise RefusedPath(refused)
         with contextlib.suppress(FileNotFoundError):
-            # A name under /dev or /proc (/dev/stdout, /proc/self/fd/1) is a stream of this
-            # process even where it leads to a regular file: replacing that file would take
-            # the rest of the stream's output with it.
-            if not stat.S_ISREG(path.stat().st_mode) or Path(os.path.abspath(path)).parts[1:2] in (
-                ("dev",),
-                ("proc",),
-            ):
+            # A descriptor of this process (/dev/stdout, /proc/self/fd/1) is a stream even where
+            # it leads to a regular file: replacing that file would take the rest of the
+            # stream's output with it. Another regular file under /dev (/dev/shm) is a file.
+            if not stat.S_ISREG(path.stat().st_mode) or _own_descriptor(path) is not None:
                 _write_through(path, data)
                 return
         path = Path(os.path.realpath(path))

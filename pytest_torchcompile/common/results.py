@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,6 +196,35 @@ class CaseResult:
         data = dataclasses.asdict(self)
         data["status"] = str(self.status)
         return data
+
+    def with_messages(self, change: Callable[[str], str], paths: bool = False) -> CaseResult:
+        """The check with its messages (its message, graph, reference, the reasons it was not
+        confirmed or its repro not written or broken, what was unchecked, the minify note)
+        passed through ``change``; with ``paths``, its files' paths too, for a text a reader
+        reads rather than a tool."""
+
+        def changed(text: str | None, path: bool = False) -> Any:
+            return text if text is None or (path and not paths) else change(text)
+
+        minify = self.minify and dataclasses.replace(
+            self.minify,
+            note=changed(self.minify.note),
+            path=changed(self.minify.path, path=True),
+            kernel_path=changed(self.minify.kernel_path, path=True),
+            bug_report_path=changed(self.minify.bug_report_path, path=True),
+        )
+        return dataclasses.replace(
+            self,
+            message=changed(self.message),
+            reference=changed(self.reference),
+            repro_path=changed(self.repro_path, path=True),
+            repro_defect=changed(self.repro_defect),
+            repro_unwritten=changed(self.repro_unwritten),
+            graph=changed(self.graph),
+            unconfirmed=changed(self.unconfirmed),
+            unchecked=[change(entry) for entry in self.unchecked],
+            minify=minify,
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CaseResult:

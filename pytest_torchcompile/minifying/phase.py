@@ -277,3 +277,7 @@ def report(config: pytest.Config, state: RunState, queue: WorkQueue) -> None:
         state.record_minified(job["case_id"], result)
         if reporter is not None:
             reporter.write_line(TerminalLayout.of(config).fit(result.summary_line(job["nodeid"])))
+    for path, why in queue.skipped.items():
+        line = f"WARNING compile accuracy: {path} left out of the minify queue: {why}"
+        if reporter is not None:
+            reporter.write_line(TerminalLayout.of(config).fit(line), yellow=True)

@@ -39,7 +39,13 @@ from typing import Any
 import filelock
 
 from pytest_torchcompile.common import settings
-from pytest_torchcompile.common.files import atomic_write, make_directory
+from pytest_torchcompile.common.files import (
+    NotARegularFile,
+    TooLarge,
+    atomic_write,
+    make_directory,
+    read_bounded,
+)
 from pytest_torchcompile.common.processes import own_start, pid_alive
 from pytest_torchcompile.common.results import (
     MinifyResult,
@@ -68,16 +74,19 @@ class Identity:
 # --- the queue -----------------------------------------------------------------------------
 
 
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    return data if isinstance(data, dict) else None
+WORKER_FIELDS = ("worker", "token", "pid", "host", "state")
+JOB_FIELDS = (
+    *("id", "case_id", "nodeid", "repro_path", "timeout_s", "ops", "created", "state", "owner"),
+    *("owner_worker", "attempts", "crashes", "result", "error", "started", "finished"),
+)
+"""The fields of a participant's and a job's record that the queue reads: a ``*.json`` without
+them is none of its records."""
+MAX_RECORD_BYTES = 64 * 2**20
 
 
 def write_record(path: Path, data: dict[str, Any]) -> None:
-    atomic_write(path, json.dumps(data, indent=1, sort_keys=True).encode())
+    # Within its own directory: a link at a record is replaced, never written through.
+    atomic_write(path, json.dumps(data, indent=1, sort_keys=True).encode(), within=path.parent)
 
 
 def _ops_of(repro_path: str) -> int | None:
@@ -126,6 +135,32 @@ class WorkQueue:
         for path in (self.jobs_dir, self.workers_dir, self.slots_dir):
             make_directory(path, within)
         self._lock = filelock.FileLock(str(self.directory / "queue.lock"))
+        self.skipped: dict[Path, str] = {}
+        """The ``*.json`` files in the queue that are none of its records, and why: each is left
+        out of the queue (and said once, at the end of the phase), never a crash of the run."""
+
+    def _read(self, path: Path, fields: tuple[str, ...]) -> dict[str, Any] | None:
+        """The record at ``path``; None where it is gone, or is no record of this queue (noted
+        in :attr:`skipped`)."""
+        try:
+            data = json.loads(read_bounded(path, MAX_RECORD_BYTES))
+        except FileNotFoundError:
+            return None
+        except NotARegularFile:
+            why = "not a regular file"
+        except TooLarge:
+            why = f"larger than {MAX_RECORD_BYTES // 2**20} MiB"
+        except (OSError, ValueError, RecursionError) as error:
+            why = f"not JSON ({type(error).__name__})"
+        else:
+            missing = [name for name in fields if not isinstance(data, dict) or name not in data]
+            if not missing:
+                return data
+            why = "not a record of the queue" + (
+                f" (no {', '.join(missing)})" if isinstance(data, dict) else ""
+            )
+        self.skipped.setdefault(path, why)
+        return None
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -158,7 +193,7 @@ class WorkQueue:
             beat = path.stat().st_mtime
         except FileNotFoundError:
             return False
-        record = _read(path)
+        record = self._read(path, WORKER_FIELDS)
         if record is None:
             return False
         if record["host"] == socket.gethostname() and not pid_alive(
@@ -168,7 +203,9 @@ class WorkQueue:
         return (time.time() if now is None else now) - beat <= self.lease_s
 
     def participants(self) -> list[dict[str, Any]]:
-        records = (_read(path) for path in sorted(self.workers_dir.glob("*.json")))
+        records = (
+            self._read(path, WORKER_FIELDS) for path in sorted(self.workers_dir.glob("*.json"))
+        )
         return [record for record in records if record is not None]
 
     def minifiers(self) -> int:
@@ -213,7 +250,7 @@ class WorkQueue:
         return True
 
     def jobs(self) -> list[dict[str, Any]]:
-        records = [_read(path) for path in self.jobs_dir.glob("*.json")]
+        records = [self._read(path, JOB_FIELDS) for path in self.jobs_dir.glob("*.json")]
         return sorted((r for r in records if r is not None), key=lambda r: (r["created"], r["id"]))
 
     def _reap(self, jobs: list[dict[str, Any]]) -> None:
@@ -279,7 +316,7 @@ class WorkQueue:
     ) -> bool:
         """Store the outcome of a job ``me`` holds; False (nothing stored) when ``me`` lost it."""
         with self.locked():
-            job = _read(self._job_path(job_id))
+            job = self._read(self._job_path(job_id), JOB_FIELDS)
             if job is None or job["state"] != RUNNING or job["owner"] != me.token:
                 return False
             now = time.time()

@@ -28,7 +28,13 @@ from typing import Any
 import torch
 import torch.fx
 
-from pytest_torchcompile.common.files import atomic_write, locked
+from pytest_torchcompile.common.files import (
+    BUG_REPORT_NAME,
+    KERNEL_NAME,
+    MINIFIED_NAME,
+    atomic_write,
+    locked,
+)
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.leaves import shown_table
 from pytest_torchcompile.common.results import (
@@ -63,8 +69,8 @@ from pytest_torchcompile.judging.slicing import (
     output_index,
 )
 from pytest_torchcompile.judging.stages import ExpectedFailure, StageAttribution, graph_ops, op_name
-from pytest_torchcompile.repros.bug_report import BUG_REPORT_NAME, bug_report
-from pytest_torchcompile.repros.repro import MINIFIED_NAME, config_lines, load_case, write_minified
+from pytest_torchcompile.repros.bug_report import bug_report
+from pytest_torchcompile.repros.repro import config_lines, load_case, write_minified
 from pytest_torchcompile.torch_internals.compiling import cpp_kernels
 
 GraphJudge = Callable[[torch.fx.GraphModule, list[Any]], GraphVerdict]
@@ -714,7 +720,7 @@ def _write_kernel(generated: tuple[str, str] | None, directory: Path) -> Path | 
     if generated is None:
         return None
     code, suffix = generated
-    path = directory / f"minified_kernel{suffix}"
+    path = directory / f"{KERNEL_NAME}{suffix}"
     with locked(directory):
         atomic_write(path, code.encode(), within=directory)
     return path

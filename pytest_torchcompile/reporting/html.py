@@ -73,7 +73,8 @@ def _status_class(status: Status | str) -> str:
 
 
 def _link(path: str | None, page_dir: Path) -> str:
-    """A link to ``path`` relative to the page (it moves with the files it is uploaded with)."""
+    """A link to ``path`` relative to the page (it moves with the files it is uploaded with),
+    named by that relative path: no absolute path of this machine shows on the page."""
     if not path:
         return "-"
     target = Path(path)
@@ -81,7 +82,10 @@ def _link(path: str | None, page_dir: Path) -> str:
         relative = os.path.relpath(target.resolve(), page_dir)
     except ValueError:  # another drive
         relative = str(target)
-    return f'<a href="{escape(quote(Path(relative).as_posix()))}"><code>{escape(path)}</code></a>'
+    return (
+        f'<a href="{escape(quote(Path(relative).as_posix()))}">'
+        f"<code>{escape(Path(relative).as_posix())}</code></a>"
+    )
 
 
 def _ratio_text(ratio: float | None) -> str:

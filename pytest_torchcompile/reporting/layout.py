@@ -90,6 +90,12 @@ class TerminalLayout:
     def shown(self, text: str) -> str:
         return text if self.root is None else text.replace(f"{self.root}{os.sep}", "")
 
+    def public(self, text: str) -> str:
+        """``text`` for what is read away from this machine (a bug report, a report a CI
+        uploads): paths under the rootdir relative to it, as pytest names tests, and the home
+        directory as ``~``, so that no absolute path of this machine is shown."""
+        return self.shown(text).replace(f"{Path.home()}{os.sep}", f"~{os.sep}")
+
     def wrap(self, text: str, indent: str, width: int | None = None) -> list[str]:
         """``text`` wrapped to ``width`` (default: the text's width) at spaces; a path or test id
         longer than the terminal at a ``/`` or ``::``. Control characters are shown escaped."""

@@ -8,17 +8,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pytest_torchcompile.common.files import MINIFIED_NAME, REPRO_NAME
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.repros.repro import (
-    MINIFIED_NAME,
-    REPRO_NAME,
-    config_lines,
-    graph_source,
-    header_fields,
-)
-
-BUG_REPORT_NAME = "bug_report.md"
+from pytest_torchcompile.repros.repro import config_lines, graph_source, header_fields
 
 
 def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) -> str:

@@ -38,6 +38,7 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.common.files import (
+    REPRO_NAME,
     atomic_write,
     locked,
     remove_stale_temporaries,
@@ -70,8 +71,6 @@ INLINE_NUMEL = 32
 """Tensors up to this many elements are written into the file; larger ones go to tensors/."""
 
 TENSOR_DIR = "tensors"
-REPRO_NAME = "repro.py"
-MINIFIED_NAME = "minified.py"
 
 
 def slugify(nodeid: str, limit: int = 80) -> str:

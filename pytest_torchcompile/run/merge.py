@@ -6,7 +6,9 @@ The union of the shards' checks goes through the same end of run as a single run
 merge refuses, with one line, reports it cannot add up: of another report schema or another
 plugin version than each other, a test in two reports with different statuses, a report cut short
 (not JSON, fields missing) or malformed (a field of the wrong type, JSON nested too deep), shards
-of different splits, or a shard of the split without a report.
+of different splits, or a shard of the split without a report. A check's paths that name no file
+of its case directory are left out, each with a warning line: the merge shows and links nothing
+else a report names.
 
 Exit status: as the single run's (0 passes, 1 fails, a shard's unusual pytest status such as 2,
 interrupted, is passed on); 4 when the merge refuses its input.
@@ -24,23 +26,37 @@ import types
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import pytest
 
 from pytest_torchcompile.common.files import (
+    BUG_REPORT_NAME,
+    KERNEL_NAME,
+    MINIFIED_NAME,
+    REPRO_NAME,
     NotARegularFile,
     TooLarge,
     clashing_paths,
     read_bounded,
 )
 from pytest_torchcompile.common.results import CaseResult
+from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.reporting.baseline import BaselineError, Gate
+from pytest_torchcompile.reporting.grouping import RootCause
 from pytest_torchcompile.reporting.json_report import SCHEMA_VERSION
 from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.merge_repros import ReproDirError, merge_repro_dirs
-from pytest_torchcompile.run.session import RunEnd, RunOutputs, RunRecord, conclude_run, file_digest
+from pytest_torchcompile.run.session import (
+    INI_FILE,
+    RunEnd,
+    RunOutputs,
+    RunRecord,
+    conclude_run,
+    file_digest,
+    test_inputs,
+)
 from pytest_torchcompile.run.shard import Shard
 
 REFUSED = 4
@@ -69,6 +85,8 @@ class ShardReport:
     """Each test's aggregated status, by test id."""
     results: list[CaseResult]
     record: RunRecord
+    notes: list[str] = dataclasses.field(default_factory=list)
+    """A line for each path of the report left out (see :func:`_in_its_case`)."""
 
 
 MAX_REPORT_BYTES = 256 * 2**20
@@ -111,7 +129,9 @@ def load_report(path: Path) -> ShardReport:
         wrong = _mistyped(data, REPORT_FIELDS, "report")
         if wrong is not None:
             raise MergeError(f"{path}: malformed report: {wrong}")
-        results = [CaseResult.from_dict(check) for test in tests for check in test["checks"]]
+        results, notes = _case_files_only(
+            [CaseResult.from_dict(check) for test in tests for check in test["checks"]], path
+        )
         statuses = {test["nodeid"]: test["status"] for test in tests}
         shard = None if run["shard"] is None else Shard.from_dict(run["shard"])
         record = RunRecord(
@@ -125,7 +145,7 @@ def load_report(path: Path) -> ShardReport:
             run["baseline_sha256"],
         )
         return ShardReport(
-            path, data["plugin_version"], data["environment"], statuses, results, record
+            path, data["plugin_version"], data["environment"], statuses, results, record, notes
         )
     except (KeyError, TypeError, ValueError) as error:
         raise MergeError(
@@ -133,10 +153,19 @@ def load_report(path: Path) -> ShardReport:
         ) from None
 
 
+CASE_FILES = (REPRO_NAME, MINIFIED_NAME, BUG_REPORT_NAME)
+
 REPORT_FIELDS: dict[str, Any] = {
     "plugin_version": str,
     "environment": dict[str, Any],
-    "tests": [{"nodeid": str, "status": str, "checks": [CaseResult]}],
+    "counts": {
+        "checks": dict[str, int],
+        "tests": dict[str, int],
+        "baseline": dict[str, int] | None,
+        "graphs": {"judged": int, "unchecked": int},
+    },
+    "tests": [{"nodeid": str, "status": Status, "checks": [CaseResult]}],
+    "root_causes": [RootCause],
     "run": {
         "selected": list[str],
         "deselected": list[str],
@@ -149,6 +178,51 @@ REPORT_FIELDS: dict[str, Any] = {
 }
 """The types of the report's fields that the merge reads: a dict for an object's fields, a list
 of one for a list's items, a class for an object of its fields (a check, a leaf)."""
+
+
+def _in_its_case(path: str, case_id: str | None) -> bool:
+    """Whether ``path`` names one of the files of its check's case directory, wherever the shard
+    kept that directory: ``<case id>/<file>``, of a repro, a minified repro, its kernel or its
+    bug report, at its end, no ``..`` in it and nothing a terminal would take as a control. A
+    report's other paths are neither shown nor linked."""
+    parts = PurePath(path).parts
+    return (
+        path.isprintable()
+        and ".." not in parts
+        and len(parts) >= 2
+        and parts[-2] == case_id
+        and (parts[-1] in CASE_FILES or parts[-1].startswith(f"{KERNEL_NAME}."))
+    )
+
+
+def _case_files_only(results: list[CaseResult], report: Path) -> tuple[list[CaseResult], list[str]]:
+    """The checks with their paths that name files of their case directory (:func:`_in_its_case`),
+    the others left out; a line for each one left out."""
+    notes: list[str] = []
+
+    def kept(result: CaseResult, field: str, path: str | None) -> str | None:
+        if path is None or _in_its_case(path, result.case_id):
+            return path
+        notes.append(
+            f"WARNING {report}: {result.nodeid}: {field} {_shown(path)} left out: not a file of "
+            "its case directory"
+        )
+        return None
+
+    checked = []
+    for result in results:
+        minify = result.minify and dataclasses.replace(
+            result.minify,
+            path=kept(result, "minify.path", result.minify.path),
+            kernel_path=kept(result, "minify.kernel_path", result.minify.kernel_path),
+            bug_report_path=kept(result, "minify.bug_report_path", result.minify.bug_report_path),
+        )
+        checked.append(
+            dataclasses.replace(
+                result, repro_path=kept(result, "repro_path", result.repro_path), minify=minify
+            )
+        )
+    return checked, notes
 
 
 def _mistyped(value: Any, hint: Any, where: str) -> str | None:
@@ -184,7 +258,11 @@ def _mistyped(value: Any, hint: Any, where: str) -> str | None:
             return _mistyped(value, arms[0], where)
         return _wrong(value, " or ".join(_named(arm) for arm in arguments), where)
     if origin is dict:
-        return None if isinstance(value, dict) else _wrong(value, "an object", where)
+        if not isinstance(value, dict):
+            return _wrong(value, "an object", where)
+        return _first_mistyped(
+            [(item, arguments[1], f"{where}.{name}") for name, item in value.items()]
+        )
     if hint is Any:
         return None
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
@@ -212,8 +290,14 @@ def _named(hint: Any) -> str:
 
 
 def _wrong(value: Any, expected: str, where: str) -> str:
+    return f"{where} is {_shown(value)}, not {expected}"
+
+
+def _shown(value: Any) -> str:
+    """A value read from a report, as a line shows it: its representation (control characters
+    escaped), cut at 40 characters."""
     shown = repr(value)
-    return f"{where} is {shown if len(shown) <= 40 else shown[:37] + '...'}, not {expected}"
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 @dataclass(frozen=True)
@@ -435,6 +519,11 @@ def merge_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+INI_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+"""The files pytest reads its ini settings from, in the directory the merge runs in (the
+suite's root, as the tests' ids are relative to it)."""
+
+
 def merge_usage_error(args: argparse.Namespace) -> str | None:
     """Why the ``merge`` arguments cannot be used together, or None."""
     if args.update_baseline and args.baseline is None:
@@ -446,22 +535,31 @@ def merge_usage_error(args: argparse.Namespace) -> str | None:
             *(("REPORT", path) for path in args.reports),
             ("--baseline", args.baseline),
             *(("--repros", path) for path in args.repros),
+            *((INI_FILE, Path(name)) for name in INI_FILES),
         ],
-        [
-            ("--report", args.report),
-            ("--html", args.html),
-            ("--junit", args.junit),
-            ("--github-summary", args.github_summary),
-            ("--into", args.into),
-            ("--baseline", args.baseline if args.update_baseline else None),
-        ],
+        _merge_outputs(args),
     )
+
+
+def _merge_outputs(args: argparse.Namespace) -> list[tuple[str, str | Path | None]]:
+    return [
+        ("--report", args.report),
+        ("--html", args.html),
+        ("--junit", args.junit),
+        ("--github-summary", args.github_summary),
+        ("--into", args.into),
+        ("--baseline", args.baseline if args.update_baseline else None),
+    ]
 
 
 def merge(args: argparse.Namespace) -> int:
     """The ``merge`` verb: print what the union's run found and return its exit status."""
     try:
         reports = [load_report(path) for path in args.reports]
+        tests = test_inputs(Path.cwd(), {i for r in reports for i in r.record.collected_ids})
+        clash = clashing_paths(tests, _merge_outputs(args))
+        if clash is not None:
+            raise MergeError(clash)
         gate = (
             None
             if args.baseline is None
@@ -485,6 +583,7 @@ def merge(args: argparse.Namespace) -> int:
 
 def _shard_lines(reports: Sequence[ShardReport]) -> list[str]:
     lines = [f"merged {len(reports)} reports: {', '.join(_describe(report) for report in reports)}"]
+    lines.extend(note for report in reports for note in report.notes)
     lines.extend(
         f"WARNING {report.path}: its run ended with exit status {report.record.exitstatus}"
         for report in reports

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -87,6 +88,11 @@ class AccuracySession:
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     """Names this session in the case directories it claims (``repro.unique_case_dir``)."""
     _sigterm_handler: Any = field(default=None, init=False, repr=False)
+    _outputs: list[tuple[str, str | os.PathLike[str] | None]] = field(
+        default_factory=list, init=False, repr=False
+    )
+    """The files the run writes, by the setting that names them (see :meth:`configure_gating`)."""
+    _refused: bool = field(default=False, init=False, repr=False)
     """SIGTERM's handler before :meth:`stop_on_sigterm` replaced it; None where it did not."""
 
     def stop_on_sigterm(self) -> None:
@@ -253,25 +259,28 @@ class AccuracySession:
     # --- gating and reports: results travel on test reports, so that xdist workers and a plain
     # run take one path; everything is decided and written once, on the controller.
 
-    def configure_gating(self, gating: GatingSettings, junit: Path | None = None) -> None:
+    def configure_gating(
+        self,
+        gating: GatingSettings,
+        junit: Path | None = None,
+        inputs: Sequence[tuple[str, str | os.PathLike[str] | None]] = (),
+    ) -> None:
         """Load the baseline; a file that cannot be used, a report or baseline path that cannot
         be written, or one path named for two files (an output that is an input, two outputs:
         the JSON report, pytest's ``junit``, the baseline, the repro directory, the GitHub step
-        summary) stops the run before any test runs."""
+        summary) stops the run before any test runs. ``inputs``: the other files the run reads
+        that are known before collection (the ini file, conftest.py files, test files named on
+        the command line); :meth:`refuse_outputs_at` checks those collection finds."""
         self.gating = gating
-        clash = clashing_paths(
-            [(BASELINE_OPTION, gating.baseline)],
-            [
-                ("--compile-accuracy-report", gating.report),
-                ("--compile-accuracy-html", gating.html),
-                ("--junitxml", junit),
-                (BASELINE_OPTION, gating.baseline if gating.update_baseline else None),
-                ("--compile-accuracy-dir", self.repro_root if self.enabled else None),
-                ("$GITHUB_STEP_SUMMARY", _github_summary()),
-            ],
-        )
-        if clash is not None:
-            raise pytest.UsageError(f"compile accuracy: {clash}")
+        self._outputs = [
+            ("--compile-accuracy-report", gating.report),
+            ("--compile-accuracy-html", gating.html),
+            ("--junitxml", junit),
+            (BASELINE_OPTION, gating.baseline if gating.update_baseline else None),
+            ("--compile-accuracy-dir", self.repro_root if self.enabled else None),
+            ("$GITHUB_STEP_SUMMARY", _github_summary()),
+        ]
+        self.refuse_outputs_at([(BASELINE_OPTION, gating.baseline), *inputs])
         written = [("JSON report", gating.report), ("HTML report", gating.html)]
         if gating.update_baseline:
             written.append(("baseline", gating.baseline))
@@ -287,6 +296,21 @@ class AccuracySession:
             except BaselineError as error:
                 raise pytest.UsageError(f"compile accuracy baseline: {error}") from None
             self.baseline_digest = file_digest(gating.baseline)
+
+    def refuse_outputs_at(
+        self, inputs: Sequence[tuple[str, str | os.PathLike[str] | None]]
+    ) -> None:
+        """Stop the run with a usage error, in one line naming both settings and the path, where
+        an output (or two) is at one of ``inputs``; the run then writes none of its files."""
+        clash = clashing_paths(inputs, self._outputs)
+        if clash is not None:
+            self._refused = True
+            raise pytest.UsageError(f"compile accuracy: {clash}")
+
+    def refuse_outputs_at_tests(self, root: Path, test_ids: Iterable[str]) -> None:
+        """:meth:`refuse_outputs_at` the files of the tests collected (:func:`test_inputs`)."""
+        if any(path is not None for _, path in self._outputs):
+            self.refuse_outputs_at(test_inputs(root, test_ids))
 
     def annotate_report(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """Where the test ran, as its report is made: move the checks made since the last report
@@ -311,7 +335,7 @@ class AccuracySession:
                 note = self.gate.failure_note(item.nodeid, mine)
                 if reason is not None:
                     report.outcome = "skipped"
-                    report.wasxfail = reason
+                    report.wasxfail = TerminalLayout.of(item.config).public(reason)
                     if self.gating is not None and not self.gating.minify_expected:
                         self._drop_minify_jobs({result.case_id for result in mine})
                 elif note is not None:
@@ -358,6 +382,9 @@ class AccuracySession:
         :func:`conclude_run`). ``exitstatus`` is pytest's, for the report. Later calls return the
         first answer."""
         if self._run_end is not None:
+            return self._run_end
+        if self._refused:  # the run stopped for an output at an input: nothing is written
+            self._run_end = RunEnd([], [])
             return self._run_end
         gating = self.gating or GatingSettings(None, False, False, None)
         record = RunRecord(
@@ -492,35 +519,45 @@ def conclude_run(
         return True
 
     report, summary, junit = outputs.report, outputs.github_summary, outputs.junit
+    # The files are read away from this machine: their messages name paths as the terminal does
+    # and the home directory as ~; the JSON report's path fields stay absolute, for tools.
+    public = [result.with_messages(layout.public) for result in results]
+    public_decisions = decisions and {
+        test_id: dataclasses.replace(decision, message=layout.public(decision.message))
+        for test_id, decision in decisions.items()
+    }
     # The reason a single run's xfail gives (the baseline row, the repro path), for the JUnit file.
     xfail_reasons = {
-        nodeid: reason
+        nodeid: layout.public(reason)
         for nodeid, checks in by_test(results)
         if gate is not None and (reason := gate.xfail_reason(nodeid, checks)) is not None
     }
     if report is not None and written(
         "the JSON report",
         report,
-        lambda: write_json_report(report, results, decisions, environment(), record.to_json()),
+        lambda: write_json_report(
+            report, public, public_decisions, environment(), record.to_json()
+        ),
     ):
         said.append(f"JSON report written to {report}")
     html = outputs.html
     if html is not None and written(
         "the HTML report",
         html,
-        lambda: write_html_report(html, results, decisions, environment()),
+        lambda: write_html_report(html, public, public_decisions, environment()),
     ):
         said.append(f"HTML report written to {html}")
     if summary and (results or gate is not None):
+        readable = [result.with_messages(layout.public, paths=True) for result in results]
         written(
             "the GitHub step summary",
             summary,
-            lambda: append_github_summary(summary, results, decisions),
+            lambda: append_github_summary(summary, readable, public_decisions),
         )
     if junit is not None and written(
         "the JUnit file",
         junit,
-        lambda: write_junit(junit, results, decisions, record.failed_reports, xfail_reasons),
+        lambda: write_junit(junit, public, public_decisions, record.failed_reports, xfail_reasons),
     ):
         said.append(f"JUnit file written to {junit}")
     if gate is not None and gate.update:
@@ -655,6 +692,33 @@ def repro_test_result(item: pytest.Item, report: pytest.TestReport) -> CaseResul
             f"the repro fails differently: {verdicts[-1]}, recorded {kind}",
         )
     return None
+
+
+TEST_FILE, CONFTEST, INI_FILE = "a test file", "a conftest.py", "the ini file"
+"""The inputs of a run that no output may be at, as a refusal names them."""
+
+
+def test_inputs(root: Path, test_ids: Iterable[str]) -> list[tuple[str, Path]]:
+    """The files the tests ``test_ids`` are read from: their test files (named relative to
+    ``root``, as node ids name them) and the conftest.py files beside them and in every directory
+    above, up to ``root``."""
+    files = {Path(root, test_id.split("::", 1)[0]) for test_id in test_ids}
+    directories: set[Path] = set()
+    for file in files:
+        directory = file.parent
+        while directory not in directories:
+            directories.add(directory)
+            if directory == root or directory.parent == directory:
+                break
+            directory = directory.parent
+    conftests = [directory / "conftest.py" for directory in sorted(directories)]
+    return [(TEST_FILE, file) for file in sorted(files)] + [
+        (CONFTEST, conftest) for conftest in conftests if conftest.is_file()
+    ]
+
+
+# Tells pytest that this library function is not a test when a test module imports it.
+test_inputs.__test__ = False  # type: ignore[attr-defined]
 
 
 def narrowed_files(config: pytest.Config) -> set[str]:

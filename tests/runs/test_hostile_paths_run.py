@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 
 import pytest
 
@@ -48,3 +49,25 @@ def test_a_baseline_that_never_ends_is_a_one_line_usage_error(pytester: pytest.P
     )
     assert "MemoryError" not in result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_reports_on_devices_and_repros_under_dev_leave_a_passing_run_passing(
+    pytester: pytest.Pytester,
+) -> None:
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    pytester.makepyfile(test_model=SUITE)
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as under_dev:
+        result = pytester.runpytest(
+            "--compile-accuracy",
+            f"--compile-accuracy-dir={under_dev}/repros",
+            "--compile-accuracy-report=/dev/null",
+            "--compile-accuracy-html=/dev/null",
+        )
+        left = os.listdir(under_dev)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(
+        ["JSON report written to /dev/null", "HTML report written to /dev/null", "*1 passed*"]
+    )
+    assert left == []

@@ -240,7 +240,16 @@ def test_what_the_installed_torch_or_the_file_refuses_is_a_usage_error(
     assert fnmatch.fnmatchcase(line, f"pytest-torchcompile {argv[0]}: error: {said}")
 
 
-HANGING = """
+HEADER = """\
+# case:    tests/m.py::test_a :: graph 0 (inference)
+# status:  fail_accuracy: 1 of 1 outputs deviate
+# ops:     1
+"""
+"""The header comments that make a file a repro of pytest-torchcompile, as ``report`` reads it."""
+
+HANGING = (
+    HEADER
+    + """
 import pathlib, subprocess, sys, time
 
 started = subprocess.Popen(
@@ -251,6 +260,35 @@ started = subprocess.Popen(
 pathlib.Path("started.pid").write_text(str(started.pid))
 time.sleep(600)
 """
+)
+
+
+def test_a_file_that_is_no_repro_is_said_so_and_neither_run_nor_fixed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for case, (repro, minified) in {
+        "bug": (HEADER + "raise SystemExit(1)\n", "open('ran', 'w')\n"),
+        "other": ("open('ran', 'w')\n", None),
+    }.items():
+        (tmp_path / case).mkdir()
+        (tmp_path / case / "repro.py").write_text(repro)
+        if minified is not None:
+            (tmp_path / case / "minified.py").write_text(minified)
+    said = "not a repro (its header states no case, status and ops)"
+
+    assert main(["rerun", str(tmp_path), "--minified"]) == 4
+    assert capsys.readouterr().out.splitlines() == [
+        f"{said}: {tmp_path / 'bug' / 'minified.py'}",
+        f"{said}: {tmp_path / 'other' / 'repro.py'}",
+        "2 not a repro",
+    ]
+    assert main(["rerun", str(tmp_path)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"reproduced: {tmp_path / 'bug' / 'repro.py'}",
+        f"{said}: {tmp_path / 'other' / 'repro.py'}",
+        "1 reproduced, 1 not a repro",
+    ]
+    assert not list(tmp_path.glob("*/ran"))
 
 
 def test_a_repro_past_its_timeout_is_said_to_and_ends_with_what_it_started(

@@ -18,6 +18,7 @@ import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from pytest_torchcompile.common.files import MINIFIED_NAME
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging import rule
 from pytest_torchcompile.judging.case import ReproCase
@@ -31,7 +32,6 @@ from pytest_torchcompile.repros.compact import (
     compact_obstacle,
 )
 from pytest_torchcompile.repros.repro import (
-    MINIFIED_NAME,
     load_case,
     load_repro,
     render_repro,

@@ -16,6 +16,7 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from pytest_torchcompile.common.files import MINIFIED_NAME, REPRO_NAME
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.repros import repro
 from pytest_torchcompile.repros.bug_report import bug_report
@@ -62,8 +63,8 @@ def _run_unforced_loads(path: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def case_dir(tmp_path: Path) -> Path:
     directory = tmp_path / "case"
-    repro.write_repro(_case(), directory / repro.REPRO_NAME)
-    path = repro.write_minified(_case(), directory / repro.MINIFIED_NAME)
+    repro.write_repro(_case(), directory / REPRO_NAME)
+    path = repro.write_minified(_case(), directory / MINIFIED_NAME)
     assert not path.read_text().startswith("# pytest-torchcompile repro:"), "the compact form"
     return directory
 
@@ -76,7 +77,7 @@ def test_a_compact_file_and_its_bug_report_copy_load_tensors_as_data_only(
     assert pasted is not None
     (case_dir / "pasted.py").write_text(pasted.group(1))
     _plant(case_dir, marker)
-    for name in (repro.MINIFIED_NAME, "pasted.py", repro.REPRO_NAME):
+    for name in (MINIFIED_NAME, "pasted.py", REPRO_NAME):
         ran = _run_unforced_loads(case_dir / name)
         assert ran.returncode == 3, (name, ran)
         assert "Weights only load failed" in ran.stdout + ran.stderr, (name, ran)
@@ -89,7 +90,7 @@ def test_the_plugin_reads_a_planted_tensor_file_as_data_only(
     marker = tmp_path / "ran"
     _plant(case_dir, marker)
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-    for name in (repro.MINIFIED_NAME, repro.REPRO_NAME):
+    for name in (MINIFIED_NAME, REPRO_NAME):
         with pytest.raises(repro.ReproBroken, match="Weights only load failed"):
             repro.load_case(case_dir / name)
     assert not marker.exists()

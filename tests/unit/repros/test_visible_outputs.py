@@ -14,10 +14,11 @@ import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from pytest_torchcompile.common.files import MINIFIED_NAME
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.slicing import GraphSlicer
-from pytest_torchcompile.repros.repro import MINIFIED_NAME, load_case, write_minified, write_repro
+from pytest_torchcompile.repros.repro import load_case, write_minified, write_repro
 from pytest_torchcompile.torch_internals import graph_pickling
 from pytest_torchcompile.torch_internals.graph_compile import visible_outputs, with_visible_outputs
 

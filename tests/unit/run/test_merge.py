@@ -405,6 +405,26 @@ REFUSALS: dict[str, tuple[Callable[[list[Path]], object], str]] = {
         lambda paths: edit(paths[1], lambda r: r["run"].update(exitstatus=99999)),
         "{1}: malformed report: report.run.exitstatus is 99999, not a known ExitCode",
     ),
+    "counts of text": (
+        lambda paths: edit(paths[1], lambda r: r.update(counts="many")),
+        "{1}: malformed report: report.counts is 'many', not an object",
+    ),
+    "a count of text": (
+        lambda paths: edit(paths[0], lambda r: r["counts"]["checks"].update(AA="1")),
+        "{0}: malformed report: report.counts.checks.AA is '1', not an integer",
+    ),
+    "a test's status of a list": (
+        lambda paths: edit(paths[2], lambda r: r["tests"][0].update(status=["pass"])),
+        "{2}: malformed report: report.tests[0].status is ['pass'], not a known Status",
+    ),
+    "a test's status unknown": (
+        lambda paths: edit(paths[2], lambda r: r["tests"][0].update(status="fine")),
+        "{2}: malformed report: report.tests[0].status is 'fine', not a known Status",
+    ),
+    "root causes of text": (
+        lambda paths: edit(paths[0], lambda r: r.update(root_causes="none")),
+        "{0}: malformed report: report.root_causes is 'none', not a list",
+    ),
     "nested too deep": (
         lambda paths: paths[1].write_text(
             '{"schema_version": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
@@ -527,6 +547,71 @@ def test_merged_repro_paths_point_into_the_merged_directory(
     assert any(line.strip().startswith("bug report: ") for line in lines), lines
     assert not any("/home/runner" in line for line in lines), lines
     assert (into / case / "repro.py").read_text() == "# repro\n"
+
+
+HOSTILE_PATHS = {
+    "outside": "../../etc/passwd",
+    "absolute": "/etc/passwd",
+    "another case's": "/home/runner/.compile-accuracy/tests_test_m.py__test_x/repro.py",
+    "not a case file": "/home/runner/.compile-accuracy/tests_test_m.py__test_b/evil.sh",
+    "escapes": "tests_test_m.py__test_b/\x1b]8;;https://example.org\x07repro.py",
+    "up and back": "/home/runner/.compile-accuracy/../../tests_test_m.py__test_b/repro.py",
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_PATHS))
+def test_a_repro_path_outside_its_case_directory_is_left_out_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    paths = write_shards(tmp_path, None)
+    hostile = HOSTILE_PATHS[name]
+    case = "tests_test_m.py__test_b"
+
+    def with_paths(report: dict[str, Any]) -> None:
+        (check,) = next(test for test in report["tests"] if test["nodeid"] == tid("b"))["checks"]
+        check["repro_path"] = hostile
+        check["minify"] = dataclasses.asdict(
+            MinifyResult(
+                5,
+                1,
+                1.0,
+                3,
+                StopReason.MINIMAL,
+                f"/home/runner/.compile-accuracy/{case}/minified.py",
+                bug_report_path=f".compile-accuracy/{case}/bug_report.md",
+            )
+        )
+
+    edit(paths[0], with_paths)
+    outputs = {
+        "html": tmp_path / "m.html",
+        "junit": tmp_path / "m.xml",
+        "report": tmp_path / "m.json",
+    }
+    summary = tmp_path / "summary.md"
+    status, lines = run_merge(
+        capsys,
+        *paths,
+        *(part for option, path in outputs.items() for part in (f"--{option}", path)),
+        "--github-summary",
+        summary,
+    )
+
+    assert status == 1
+    shown = repr(hostile) if len(repr(hostile)) <= 40 else repr(hostile)[:37] + "..."
+    assert (
+        f"WARNING {paths[0]}: {tid('b')}: repro_path {shown} left out: not a file of its case "
+        "directory"
+    ) in lines
+    written = [path.read_text() for path in [*outputs.values(), summary]]
+    assert not any(hostile in text or "evil" in text or "\x1b" in text for text in written)
+    assert not any(hostile in line or "\x1b" in line for line in lines if "WARNING" not in line)
+    (check,) = next(
+        t for t in json.loads(outputs["report"].read_text())["tests"] if t["nodeid"] == tid("b")
+    )["checks"]
+    assert check["repro_path"] is None
+    assert check["minify"]["path"] == f"/home/runner/.compile-accuracy/{case}/minified.py"
+    assert check["minify"]["bug_report_path"] == f".compile-accuracy/{case}/bug_report.md"
 
 
 def test_shards_judged_against_a_baseline_need_it_in_the_merge(

@@ -18,7 +18,7 @@ from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.settings import CheckSettings, GatingSettings
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.reporting.json_report import write_json_report
-from pytest_torchcompile.run.session import AccuracySession, RunRecord
+from pytest_torchcompile.run.session import AccuracySession, RunRecord, test_inputs
 
 TEST = "tests/test_a.py::test_a"
 
@@ -166,3 +166,86 @@ def test_the_html_report_at_another_output_is_refused(tmp_path: Path) -> None:
         "compile accuracy: --compile-accuracy-report and --compile-accuracy-html name one path, "
         f"for two outputs: {report}"
     )
+
+
+# --- the files the tests are read from: known once they are collected ---------------------------
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Path:
+    """A suite's root: a conftest.py at the root and in ``tests/``, none in ``tests/deep/``."""
+    root = tmp_path / "suite"
+    (root / "tests" / "deep").mkdir(parents=True)
+    for path in ["conftest.py", "tests/conftest.py", "tests/test_a.py", "tests/deep/test_b.py"]:
+        (root / path).write_text("# the suite's\n")
+    (tmp_path / "conftest.py").write_text("# above the root\n")
+    return root
+
+
+def test_the_files_of_the_tests_are_their_files_and_the_conftests_up_to_the_root(
+    suite: Path,
+) -> None:
+    assert test_inputs(
+        suite, ["tests/test_a.py::test_a", "tests/deep/test_b.py::T::test[x::y]"]
+    ) == [
+        ("a test file", suite / "tests" / "deep" / "test_b.py"),
+        ("a test file", suite / "tests" / "test_a.py"),
+        ("a conftest.py", suite / "conftest.py"),
+        ("a conftest.py", suite / "tests" / "conftest.py"),
+    ]
+
+
+@pytest.mark.parametrize("output", ["tests/test_a.py", "tests/conftest.py"])
+def test_a_report_at_a_file_of_the_tests_collected_is_refused_and_nothing_written(
+    suite: Path, output: str
+) -> None:
+    made = AccuracySession(True, suite / "repros", CheckSettings(), lambda: {})
+    made.configure_gating(GatingSettings(None, False, False, suite / output))
+    with pytest.raises(pytest.UsageError) as refused:
+        made.refuse_outputs_at_tests(suite, ["tests/test_a.py::test_a"])
+    named = "a test file" if output.endswith("test_a.py") else "a conftest.py"
+    assert str(refused.value) == (
+        f"compile accuracy: {named} and --compile-accuracy-report name one path, for an input "
+        f"and an output: {suite / output}"
+    )
+    made.record(CaseResult(TEST, Status.PASS))
+    assert made.end_run(set()).lines == []
+    assert (suite / output).read_text() == "# the suite's\n"
+
+
+def test_the_ini_file_is_an_input_of_the_run(tmp_path: Path) -> None:
+    ini = tmp_path / "pyproject.toml"
+    ini.write_text("[tool.pytest.ini_options]\n")
+    made = AccuracySession(True, tmp_path / "repros", CheckSettings(), lambda: {})
+    with pytest.raises(pytest.UsageError, match=r"^compile accuracy: the ini file and --junitxml"):
+        made.configure_gating(
+            GatingSettings(None, False, False, None), junit=ini, inputs=[("the ini file", ini)]
+        )
+
+
+def test_merge_refuses_an_output_at_the_ini_file_or_a_file_of_the_reports_tests(
+    suite: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(suite)
+    (suite / "tox.ini").write_text("[pytest]\n")
+    shard = suite / "shard.json"
+    record = RunRecord([], ["tests/test_a.py::test_a"], ["tests/test_a.py::test_a"], [], [])
+    write_json_report(
+        shard, [CaseResult("tests/test_a.py::test_a", Status.PASS)], None, {}, record.to_json()
+    )
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["merge", str(shard), "--junit", "tox.ini"])
+    assert stopped.value.code == 2
+    assert "the ini file and --junit name one path, for an input and an output: tox.ini" in (
+        capsys.readouterr().err
+    )
+
+    for output, named in [("tests/test_a.py", "a test file"), ("conftest.py", "a conftest.py")]:
+        assert main(["merge", str(shard), "--html", output]) == 4
+        assert capsys.readouterr().err == (
+            f"merge refused: {named} and --html name one path, for an input and an output: "
+            f"{output}\n"
+        )
+    assert {path.read_text() for path in suite.rglob("*.py")} == {"# the suite's\n"}
+    assert (suite / "tox.ini").read_text() == "[pytest]\n"

@@ -11,6 +11,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,6 +142,7 @@ def test_what_cannot_take_a_file_is_refused_and_left_as_it_is(tmp_path: Path, ki
 
 WRITES_TO_STDOUT = """
 import sys
+import tempfile
 from pytest_torchcompile.common.files import atomic_write
 print("before", flush=True)
 atomic_write("/dev/stdout", b"{}\\n")
@@ -319,3 +321,13 @@ def test_a_shard_report_larger_than_any_is_refused_in_one_line(
     assert status == REFUSED
     assert lines == [f"merge refused: {shard}: larger than 1 MiB: not a report"]
     assert not merged.exists() and shard.stat().st_size == 2**20 + 1
+
+
+def test_a_regular_file_under_dev_is_replaced_whole_not_appended_to() -> None:
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as directory:
+        path = Path(directory, "report.json")
+        path.write_text('{"old": 1}\n')
+        atomic_write(path, b"{}\n")
+        assert path.read_bytes() == b"{}\n"
