@@ -151,10 +151,12 @@ class CheckRunner:
         supersede: bool = False,
     ) -> Any:
         """The fixture's work: check, record, and fail the test with a readable report and a
-        repro when the compiler is at fault. The check works on copies; the model then runs as
-        the plain fixture runs it, once, on the caller's model and inputs and from the caller's
-        random stream, so that what the test sees after the call (the return value, weights,
-        buffers, inputs written in place, the generators) is what a plain run leaves.
+        repro when the compiler is at fault. The check works on copies, aside (what its runs log
+        reaches no log of the test's); the model then runs as the plain fixture runs it, once,
+        on the caller's model and inputs and from the caller's random stream, so that what the
+        test sees after the call (the return value, weights, buffers, inputs written in place,
+        the generators, its logs) is what a plain run leaves. A failing check fails the test
+        after that call: its report's captured log holds the plain call's records.
 
         ``supersede`` (hypothesis tests): each example replaces the test's earlier ones, so the
         run keeps the example hypothesis reports last (the shrunk one) and minifies only that."""
@@ -169,7 +171,7 @@ class CheckRunner:
             self.session.record(CaseResult(nodeid, Status.NOT_JUDGED, unjudged))
             return fn(*args, **kwargs)
         with aside():
-            eager_error = self._check(nodeid, fn, args, kwargs, settings, record_property)
+            eager_error, failure = self._check(nodeid, fn, args, kwargs, settings, record_property)
         try:
             result = fn(*args, **kwargs)
         except Exception:
@@ -185,6 +187,8 @@ class CheckRunner:
                     f"{eager_error}, where a plain call does not: the model ran plainly",
                 )
             )
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
         return result
 
     def _check(
@@ -195,9 +199,10 @@ class CheckRunner:
         kwargs: dict[str, Any],
         settings: CheckSettings,
         record_property: Callable[[str, object], None] | None,
-    ) -> EagerRunError | None:
-        """Check and record; fail the test where the compiler is at fault. Returns the error where
-        the check's eager run raised, which the plain run then confirms or not."""
+    ) -> tuple[EagerRunError | None, str | None]:
+        """Check and record. Returns the error where the check's eager run raised, which the
+        plain run then confirms or not, and the message the test fails with where the compiler
+        is at fault."""
         try:
             outcome = check_model(
                 fn,
@@ -209,7 +214,7 @@ class CheckRunner:
                 self.confirmer.prestart if settings.backend == "inductor" else None,
             )
         except EagerRunError as error:
-            return error
+            return error, None
         except (pytest.fail.Exception, KeyboardInterrupt) as error:
             # Stopped from outside the model (pytest-timeout's signal fails the test from wherever
             # it runs, Ctrl-C): the test keeps a row that says so, and stops as it was told.
@@ -258,8 +263,8 @@ class CheckRunner:
             for name, value in junit_properties(result):
                 record_property(name, value)
         if not outcome.passed and result.status is not Status.UNCONFIRMED:
-            pytest.fail(failure_message(result, outcome, self.layout), pytrace=False)
-        return None
+            return None, failure_message(result, outcome, self.layout)
+        return None, None
 
     def _write_repro(
         self,

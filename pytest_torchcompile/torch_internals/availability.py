@@ -30,6 +30,7 @@ from pytest_torchcompile.torch_internals.fingerprint import lowering_tables_miss
 from pytest_torchcompile.torch_internals.interception import interception_missing
 from pytest_torchcompile.torch_internals.ops import op_registry_missing
 from pytest_torchcompile.torch_internals.random_ops import random_tag_missing
+from pytest_torchcompile.torch_internals.threads import compile_workers_missing
 from pytest_torchcompile.torch_internals.values import out_arguments_missing, symbolic_hint_missing
 
 
@@ -120,6 +121,12 @@ _FEATURES = (
         "telling an out= overload of an allocating op by its schema",
         "it is told by its overload's name",
         out_arguments_missing,
+    ),
+    _Feature(
+        "keeping the logs of Inductor's compile workers in the plugin's compiles out of a "
+        "test's logs",
+        "a test's captured logs may hold those records (filelock's DEBUG records of a C++ build)",
+        compile_workers_missing,
     ),
     _Feature(
         "the decomposed graph run eagerly as a floor of a failing check",

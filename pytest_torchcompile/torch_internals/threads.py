@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import torch
 import torch.fx
 
 from pytest_torchcompile.common.budget import CHILD_ENV
+from pytest_torchcompile.torch_internals.compiling import first_missing_attribute
 
 
 def limit_this_process(threads: int) -> None:
@@ -27,3 +29,24 @@ def set_compile_threads(threads: int) -> None:
     inductor_config_module = sys.modules.get("torch._inductor.config")
     if inductor_config_module is not None:
         inductor_config_module.compile_threads = threads  # type: ignore[attr-defined]
+
+
+def compile_workers() -> set[int]:
+    """The threads of Inductor's compile worker pool (where a compile's C++ builds run), by
+    ident; none before the pool starts, or where this torch keeps no such pool
+    (:func:`compile_workers_missing`). The pool is never started for the answer."""
+    async_compile = sys.modules.get("torch._inductor.async_compile")
+    pool = getattr(getattr(async_compile, "AsyncCompile", None), "pool", None)
+    cache_info = getattr(pool, "cache_info", None)
+    if pool is None or cache_info is None or not cache_info().currsize:
+        return set()
+    threads: set[threading.Thread] = getattr(pool(), "_threads", set())
+    return {thread.ident for thread in list(threads) if thread.ident is not None}
+
+
+def compile_workers_missing() -> str | None:
+    """What :func:`compile_workers` reads that this torch lacks; None where it has it."""
+    return first_missing_attribute(
+        [("torch._inductor.async_compile", "AsyncCompile")],
+        lambda value: hasattr(getattr(value, "pool", None), "cache_info"),
+    )

@@ -1,11 +1,14 @@
 """The fixture's check leaves what the test sees as the plain fixture does: a ``train()`` model's
 running statistics and step count, the inputs it writes into, torch's random stream (its
-dropout's draws) and the value the call returns, bitwise. The check worked on copies and kept the
+dropout's draws) and the value the call returns, bitwise; its logs hold the plain call's records. The check worked on copies and kept the
 generators, so a test that asserts on any of them failed only under ``--compile-accuracy``."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -17,6 +20,8 @@ from pytest_torchcompile.common.run_state import RunState
 from pytest_torchcompile.common.settings import CheckSettings
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.reporting.layout import TerminalLayout
+from pytest_torchcompile.run.session import AccuracySession
+from pytest_torchcompile.torch_internals.threads import compile_workers
 
 
 class Recorded:
@@ -108,3 +113,60 @@ def test_a_model_that_raises_raises_its_plain_calls_error(runner: CheckRunner) -
         runner.check("test_x.py::test", broken, (x,), {}, CheckSettings())
     assert calls[-1] is x
     assert _statuses(runner) == [Status.EAGER_FAIL]
+
+
+class Logs(torch.nn.Module):
+    """Logs as it runs, as a model's own code may."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logging.getLogger("mymodel").warning("forward")
+        return torch.relu(x)
+
+
+def _logged(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
+    """The records of this thread and of Inductor's compile workers, where the check's runs and
+    compiles log: another thread's (one an earlier test left running) are not the check's."""
+    ours = {threading.get_ident(), *compile_workers()}
+    return [
+        (record.name, record.getMessage()) for record in caplog.records if record.thread in ours
+    ]
+
+
+def test_a_checked_call_logs_what_a_plain_call_logs(
+    runner: CheckRunner, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The check's runs of the model (eager twice, fp64, Dynamo's tracing) and its compiles
+    (Dynamo's warning of a graph break at a ``momentum=None`` BatchNorm's ``.item()``, the file
+    locks of Inductor's cache) log nothing a test's ``caplog`` holds: only the plain call's
+    records are there, as in a plain run."""
+    caplog.set_level(logging.DEBUG)
+    model = torch.nn.Sequential(Logs(), torch.nn.BatchNorm1d(4, momentum=None)).train()
+    runner.check(
+        "test_x.py::test", model, (torch.randn(8, 4),), {}, CheckSettings(intermediates=False)
+    )
+    assert _statuses(runner) == [Status.PASS]
+    assert _logged(caplog) == [("mymodel", "forward")]
+
+
+def test_a_failing_check_fails_the_test_after_the_plain_call_and_logs_its_records_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The failing test's report ("Captured log call") holds the plain call's records: what the
+    test's model logs, once, as a plain run logs it."""
+    session = AccuracySession(True, tmp_path / "repros", CheckSettings(), lambda: {})
+    checking = CheckRunner(session, TerminalLayout())
+    checking.confirmer.start = lambda device: None  # type: ignore[method-assign]
+    checking.confirmer.unreproduced = lambda path: None  # type: ignore[method-assign]
+    settings = CheckSettings(
+        inductor_config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"},
+        intermediates=False,
+        minify=False,
+    )
+    x = torch.randn(64)
+    try:
+        with pytest.raises(pytest.fail.Exception, match="fail_accuracy"):
+            checking.check("test_x.py::test", Logs(), (x,), {}, settings)
+    finally:
+        checking.close()
+    assert [result.status for result in session.results] == [Status.FAIL_ACCURACY]
+    assert _logged(caplog) == [("mymodel", "forward")]
