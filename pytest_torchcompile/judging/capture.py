@@ -403,6 +403,7 @@ def _alike(value: torch.Tensor, other: torch.Tensor) -> bool:
         and value.shape == other.shape
         and value.stride() == other.stride()
         and value.storage_offset() == other.storage_offset()
+        and (value.is_neg(), value.is_conj()) == (other.is_neg(), other.is_conj())
         and not changed(value, other)
     )
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from pytest_torchcompile.torch_internals.views import unviewed, viewed
+
 
 def clone_values(values: Sequence[Any], keep_grad: bool = False) -> list[Any]:
     """Detached copies of the tensors (:func:`strided_copy`); ``keep_grad`` makes those that
@@ -29,7 +31,8 @@ def strided_copy(value: torch.Tensor) -> torch.Tensor:
     """A detached copy of ``value`` with its size, stride and storage offset, sharing no memory
     with it: compiled code assumes the layout it was compiled for (Inductor pads strides, a
     backward graph receives slices of saved activations), which ``clone`` makes contiguous where
-    the tensor is not dense."""
+    the tensor is not dense. Its negative and conjugate bits are kept (:mod:`views`): the copy of
+    its memory is viewed as it is."""
     value = value.detach()
     if value.layout != torch.strided or type(value) is not torch.Tensor or value.is_quantized:
         return value.clone()
@@ -42,9 +45,10 @@ def strided_copy(value: torch.Tensor) -> torch.Tensor:
     span = value.new_empty(0).set_(
         value.untyped_storage(), 0, (value.storage_offset() + extent,), (1,)
     )
-    return value.new_empty(0).set_(
+    copy = value.new_empty(0).set_(
         span.clone().untyped_storage(), value.storage_offset(), value.shape, value.stride()
     )
+    return viewed(copy, value.is_neg(), value.is_conj())
 
 
 def traced_layout(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[Any] | None:
@@ -73,7 +77,9 @@ def traced_layout(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[Any] 
         ):
             continue
         copy = torch.empty_strided(value.shape, stride, dtype=value.dtype, device=value.device)
-        relaid[index] = copy.copy_(value.detach()).requires_grad_(value.requires_grad)
+        relaid[index] = viewed(
+            copy.copy_(unviewed(value.detach())), value.is_neg(), value.is_conj()
+        ).requires_grad_(value.requires_grad)
     return relaid if any(new is not old for new, old in zip(relaid, inputs, strict=True)) else None
 
 

@@ -79,6 +79,7 @@ def compact_obstacle(case: ReproCase) -> str | None:
             or value.layout != torch.strided
             or value.is_quantized
             or value.is_complex()
+            or value.is_neg()
         ):
             return "an input that is not a plain strided real tensor"
         if value.requires_grad and case.level != DYNAMO:

@@ -66,6 +66,7 @@ from pytest_torchcompile.torch_internals.config import inductor_config, with_ind
 from pytest_torchcompile.torch_internals.environment import environment
 from pytest_torchcompile.torch_internals.graph_compile import visible_outputs, with_visible_outputs
 from pytest_torchcompile.torch_internals.ops import OpOrigin
+from pytest_torchcompile.torch_internals.views import unviewed
 
 INLINE_NUMEL = 32
 """Tensors up to this many elements are written into the file; larger ones go to tensors/."""
@@ -105,6 +106,13 @@ class _TensorWriter:
         return repr(value)
 
     def _tensor(self, value: torch.Tensor, device: torch.device, requires_grad: bool) -> str:
+        """The values its memory holds, laid out, then viewed with its negative and conjugate
+        bits (a compact file takes no input that has them: ``compact_obstacle``)."""
+        neg, conj = value.is_neg(), value.is_conj()
+        laid_out = self._laid_out(unviewed(value), device, requires_grad)
+        return f"viewed({laid_out}, {neg}, {conj})" if neg or conj else laid_out
+
+    def _laid_out(self, value: torch.Tensor, device: torch.device, requires_grad: bool) -> str:
         meta = f"{value.dtype}, {tuple(value.shape)!r}, {tuple(value.stride())!r}, {str(device)!r}"
         if not self.compact:
             meta += f", {requires_grad}"

@@ -1,7 +1,8 @@
-"""Tensors and models the judging meets rarely (float8 outputs, conjugate views, meta tensors,
-jagged nested tensors, ``torch.cond``, a model that takes one batch size, a ``train()`` model's
-state): a run under ``--compile-accuracy`` decides every test as a plain run does, each check
-judged or ``not_judged`` with its reason, never the plugin's error reported as the model's."""
+"""Tensors and models the judging meets rarely (float8 outputs, conjugate views as outputs and
+inputs, meta tensors, jagged nested tensors, ``torch.cond``, a model that takes one batch size, a
+``train()`` model's state): a run under ``--compile-accuracy`` decides every test as a plain run
+does, each check judged or ``not_judged`` with its reason, never the plugin's error reported as
+the model's."""
 
 from __future__ import annotations
 
@@ -41,6 +42,20 @@ def test_plain_conj():
 
 def test_fixture_conj(compile_accuracy):
     compile_accuracy(conjugated, torch.complex(torch.linspace(0, 1, 8), torch.linspace(1, 2, 8)))
+
+
+def affine(z):
+    return z * 2 + 1
+
+
+def test_plain_conj_input():
+    z = torch.complex(torch.linspace(0, 1, 8), torch.linspace(1, 2, 8)).conj()
+    assert torch.allclose(torch.compile(affine)(z), affine(z))
+
+
+def test_fixture_conj_input(compile_accuracy):
+    z = torch.complex(torch.linspace(0, 1, 8), torch.linspace(1, 2, 8)).conj()
+    assert torch.allclose(compile_accuracy(affine, z), affine(z))
 
 
 def doubled(x):
@@ -97,6 +112,8 @@ STATUSES = {
     "test_fixture_float8": ("pass", ""),
     "test_plain_conj": ("pass", "1 graph(s) pass"),
     "test_fixture_conj": ("pass", ""),
+    "test_plain_conj_input": ("pass", "1 graph(s) pass"),
+    "test_fixture_conj_input": ("pass", ""),
     "test_plain_meta": ("not_judged", "1 unchecked"),
     "test_fixture_meta": (
         "not_judged",
