@@ -19,8 +19,8 @@ import torch
 
 from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, Comparison
+from pytest_torchcompile.judging.rule import comparable
 from pytest_torchcompile.judging.tensor_comparison import (
-    comparable,
     compare_tensor,
     differing_elements,
     written_only,

@@ -17,15 +17,30 @@ import torch
 # fmt: off
 # Embedded in compact repro files (repros/compact.py), which stay within the line count of
 # torch's own minified repro: kept as written.
+# For a float8 format, the dtype its values are judged in, which holds each of them exactly:
+# float16 (a longer mantissa and a wider exponent range than e4m3 and e5m2 have), float32 for
+# e8m0's powers of two; None for any other dtype.
+def wider_than_float8(dtype: torch.dtype) -> torch.dtype | None: return (torch.float16 if torch.finfo(dtype).max <= torch.finfo(torch.float16).max else torch.float32) if str(dtype).startswith("torch.float8_") else None
+
+
+# ``value`` as the rule and torch's comparisons take it: a float8 tensor (which has no kernels for
+# ``allclose``, ``equal`` and most arithmetic) widened to a dtype that holds each of its values
+# exactly, a complex one viewed as its real and imaginary parts, a conjugate or negative view
+# resolved first (it has no real view).
+def comparable(value: torch.Tensor) -> torch.Tensor: return value.to(wider) if (wider := wider_than_float8(value.dtype)) is not None else torch.view_as_real(value.resolve_conj().resolve_neg()) if value.is_complex() else value.resolve_neg()
+
+
 def leaf_verdict(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor | None, tol: float,
                  check_non_float: bool = True) -> tuple[bool, str, tuple[float, ...]]:
     """Whether ``compiled`` passes, by which part of the rule, and the figures it weighed.
 
-    The tensors share a device, shape and dtype (complex ones viewed as real). ``reference`` is
-    the fp64 run's value, or None for the weaker same-precision check (cosine against eager).
-    Compiled may be as far from fp64 as eager is times ``same()``'s multiplier: 3 for low
-    precision and small tensors, whose error rounding noise dominates, else 2.
+    The tensors share a device, shape and dtype, and are judged as :func:`comparable` gives them
+    (a float8 one widened, a complex one viewed as real). ``reference`` is the fp64 run's value,
+    or None for the weaker same-precision check (cosine against eager). Compiled may be as far
+    from fp64 as eager is times ``same()``'s multiplier: 3 for low precision and small tensors,
+    whose error rounding noise dominates, else 2.
     """
+    compiled, eager, reference = comparable(compiled), comparable(eager), None if reference is None else comparable(reference)
     if not compiled.is_floating_point():  # where eager's value is not fp64's (it rounded a float it compared), compiled may give fp64's
         return (bool(((compiled == eager) | (compiled == (eager if reference is None else reference.to(compiled.dtype)))).all()), "exact", ()) if check_non_float else (True, "not checked (non-floating)", ())
     if compiled.numel() == 0:
@@ -77,17 +92,6 @@ RESOLUTION_EPSILONS = 2.0
 """How far from fp64 a result in a low-precision format (float16, bfloat16, float8) may be, in
 its format's epsilon times the rms of the fp64 value, whatever eager's error: the format's
 resolution (see :func:`within_resolution`)."""
-
-
-def wider_than_float8(dtype: torch.dtype) -> torch.dtype | None:
-    """For a float8 format, the dtype its values are judged in, which holds each of them exactly:
-    float16 (a longer mantissa and a wider exponent range than e4m3 and e5m2 have), float32 for
-    e8m0's powers of two; None for any other dtype."""
-    if not str(dtype).startswith("torch.float8_"):
-        return None
-    return (
-        torch.float16 if torch.finfo(dtype).max <= torch.finfo(torch.float16).max else torch.float32
-    )
 
 
 def within_resolution(

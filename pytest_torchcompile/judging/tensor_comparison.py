@@ -16,6 +16,7 @@ import torch
 from pytest_torchcompile.common.leaves import INCONCLUSIVE, LeafResult
 from pytest_torchcompile.judging.rule import (
     RESOLUTION_EPSILONS,
+    comparable,
     inconclusive_reason,
     leaf_verdict,
     non_finite_differs,
@@ -95,9 +96,6 @@ def compare_tensor(
     result_dtype = eager.dtype
     compiled, eager = comparable(compiled), comparable(eager)
     reference = comparable(reference) if reference is not None else None
-    if compiled.is_complex():
-        compiled, eager = torch.view_as_real(compiled), torch.view_as_real(eager)
-        reference = torch.view_as_real(reference) if reference is not None else None
     kept = precision_kept(eager, reference)
     reference = None if kept else reference
     passed, how, figures = leaf_verdict(compiled, eager, reference, tol, check_non_float)
@@ -198,17 +196,6 @@ def compare_tensor(
     )
 
 
-def comparable(value: torch.Tensor) -> torch.Tensor:
-    """``value`` as torch's comparisons take it: a float8 tensor (which has no kernels for
-    ``allclose``, ``equal`` and most arithmetic) widened to a dtype that holds each of its values
-    exactly (:func:`rule.wider_than_float8`), a conjugate or negative view resolved (a conjugate
-    view has no real view)."""
-    wider = wider_than_float8(value.dtype)
-    if wider is not None:
-        return value.to(wider)
-    return value.resolve_conj().resolve_neg()
-
-
 def _wrong_dtype(
     path: str,
     dtype: str,
@@ -221,13 +208,21 @@ def _wrong_dtype(
     """A result of the right shape in another dtype fails, and its values are judged too, so that
     the table shows them (a wrong dtype often comes with wrong values: an int8 wrap-around lost in
     int64). They are judged in the expected dtype where the compiled values fit it (a cast that
-    changes none), else in a dtype that holds both, where values out of the expected range
-    differ as they are."""
-    cast = compiled.to(eager.dtype)
-    fits = (compiled.is_floating_point() and eager.is_floating_point()) or torch.equal(
-        cast.to(compiled.dtype), compiled
+    changes none), else in a dtype that holds both,
+    where values out of the expected range differ as they are (torch promotes no float8 dtype:
+    its wider dtype, :func:`rule.wider_than_float8`, stands for it)."""
+    fits = (compiled.is_floating_point() and eager.is_floating_point()) or _cast_keeps(
+        compiled, eager.dtype
     )
-    common = eager.dtype if fits else torch.promote_types(compiled.dtype, eager.dtype)
+    common = (
+        eager.dtype
+        if fits
+        else torch.promote_types(
+            *(wider_than_float8(value.dtype) or value.dtype for value in (compiled, eager))
+        )
+    )
+    if reference is not None and common.is_complex and not reference.is_complex():
+        reference = reference.to(torch.promote_types(reference.dtype, common))
     values = compare_tensor(
         path, compiled.to(common), eager.to(common), reference, tol, check_non_float=True
     )
@@ -245,6 +240,16 @@ def _wrong_dtype(
         max_error_index=values.max_error_index,
         detail=f"{gave}; as {str(common).replace('torch.', '')} the values {verdict}",
     )
+
+
+def _cast_keeps(value: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether a cast to ``dtype`` and back changes none of ``value``'s values (a complex value
+    never fits a real dtype: the cast drops its imaginary part)."""
+    if value.is_complex() and not dtype.is_complex:
+        return False
+    cast = value.to(dtype)
+    back = (cast.real if cast.is_complex() and not value.is_complex() else cast).to(value.dtype)
+    return bool((comparable(back) == comparable(value)).all())
 
 
 def differing_elements(first: Any, second: Any) -> torch.Tensor | None:

@@ -49,7 +49,7 @@ from pytest_torchcompile.repros.runtime import (
 from pytest_torchcompile.torch_internals.graph_compile import visible_outputs
 
 RULE_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {
-    FailureKind.ACCURACY: (rule.leaf_verdict,),
+    FailureKind.ACCURACY: (rule.wider_than_float8, rule.comparable, rule.leaf_verdict),
     FailureKind.COMPILE_ERROR: (rule.error_signature, rule.normalized_error),
     FailureKind.RUNTIME_ERROR: (rule.error_signature, rule.normalized_error),
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,41 @@ aten = torch.ops.aten
 # the dtype right, the values wrong
 lowering.lowerings[aten.add.Tensor] = lowering.lowerings[aten.sub.Tensor]
 """
+
+
+EXOTIC = [
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float8_e4m3fn,
+    torch.float8_e5m2,
+    torch.float8_e8m0fnu,
+    torch.complex64,
+    torch.int64,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+]
+
+
+@pytest.mark.parametrize("expected", EXOTIC, ids=str)
+def test_a_wrong_dtype_fails_whatever_the_two_dtypes_are(expected: torch.dtype) -> None:
+    """Torch promotes no float8 dtype (a float8 result against an int raised), and a complex
+    result cast to a real dtype warns: a wrong dtype fails as ``metadata``, its values judged,
+    never the plugin's error."""
+    values = torch.linspace(0.5, 3, 16)
+    eager = values.to(expected)
+    reference = eager.to(torch.complex128) if eager.is_complex() else eager.double()
+    for compiled in EXOTIC:
+        if compiled == expected:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            leaf = compare_tensor("out", values.to(compiled), eager, reference, 1e-4)
+        assert (leaf.passed, leaf.rule) == (False, "metadata"), (compiled, leaf)
+        assert leaf.detail.startswith(
+            f"compiled gave (16,) {compiled}, eager (16,) {expected}; as "
+        )
 
 
 def test_a_wrong_integer_dtype_shows_the_values_that_differ() -> None:

@@ -481,3 +481,53 @@ def test_a_compact_file_is_clean_to_pyflakes_and_defines_no_name_twice(case: Rep
 
 def test_the_compact_code_marks_visible_outputs_under_the_key_inductor_reads() -> None:
     assert f'meta["{VISIBLE_OUTPUTS_KEY}"] = VISIBLE_OUTPUTS' in read_module(COMPACT)
+
+
+def to_float8(x: torch.Tensor) -> tuple[torch.Tensor]:
+    return ((x * 2).to(torch.float8_e5m2),)
+
+
+def to_complex(x: torch.Tensor) -> tuple[torch.Tensor]:
+    return (torch.complex(x.sin(), x.cos()),)
+
+
+def _checked(path: Path, outputs: Callable[[list[torch.Tensor]], list[torch.Tensor]]) -> int:
+    """The exit status of the compact file's check, its compiled graph standing in for by
+    ``outputs`` of eager's."""
+    module = load_repro(path).module
+    return int(
+        module.check_accuracy(
+            torch.fx.symbolic_trace, lambda gm, inputs: lambda args: outputs(list(gm(*args)))
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("fn", "rounded", "wrong"),
+    [
+        (
+            to_float8,
+            lambda outputs: outputs,
+            lambda outputs: [(o.float() * 2).to(o.dtype) for o in outputs],
+        ),
+        (
+            to_complex,
+            lambda outputs: [o * (1 + 1e-6) for o in outputs],
+            lambda outputs: [o.conj() for o in outputs],
+        ),
+    ],
+    ids=["float8", "complex"],
+)
+def test_a_compact_file_judges_float8_and_complex_outputs_by_the_plugins_rule(
+    tmp_path: Path,
+    fn: Callable[..., Any],
+    rounded: Callable[[list[torch.Tensor]], list[torch.Tensor]],
+    wrong: Callable[[list[torch.Tensor]], list[torch.Tensor]],
+) -> None:
+    """Its check calls the rule's ``leaf_verdict`` on the outputs as they are: a float8 output
+    (no kernels for the rule's arithmetic) crashed it, and a complex one (no floating dtype) was
+    held to exact equality, so that a compiled rounding of its values read as reproduced."""
+    path = minified(tmp_path, fn, [torch.linspace(-2, 2, 16)], config="")
+    assert FULL_FORM not in path.read_text()
+    assert _checked(path, rounded) == 0
+    assert _checked(path, wrong) == 1
