@@ -1,8 +1,8 @@
 """Tensors and models the judging meets rarely (float8 outputs, conjugate views as outputs and
 inputs, meta tensors, jagged nested tensors, ``torch.cond``, a model that takes one batch size, a
-``train()`` model's state): a run under ``--compile-accuracy`` decides every test as a plain run
-does, each check judged or ``not_judged`` with its reason, never the plugin's error reported as
-the model's."""
+``train()`` model's state, a count kept outside tensors): a run under ``--compile-accuracy``
+decides every test as a plain run does, each check judged or ``not_judged`` with its reason,
+never the plugin's error reported as the model's."""
 
 from __future__ import annotations
 
@@ -56,6 +56,19 @@ def test_plain_conj_input():
 def test_fixture_conj_input(compile_accuracy):
     z = torch.complex(torch.linspace(0, 1, 8), torch.linspace(1, 2, 8)).conj()
     assert torch.allclose(compile_accuracy(affine, z), affine(z))
+
+
+class Counted(torch.nn.Module):
+    calls = 0  # state outside tensors, which a check's runs of the model change too
+
+    def forward(self, x):
+        Counted.calls += 1
+        return x * Counted.calls
+
+
+def test_fixture_counter(compile_accuracy):
+    out = compile_accuracy(Counted(), torch.linspace(0, 1, 8))
+    assert torch.equal(out, torch.linspace(0, 1, 8) * Counted.calls)
 
 
 def doubled(x):
@@ -114,6 +127,10 @@ STATUSES = {
     "test_fixture_conj": ("pass", ""),
     "test_plain_conj_input": ("pass", "1 graph(s) pass"),
     "test_fixture_conj_input": ("pass", ""),
+    "test_fixture_counter": (
+        "eager_nondeterministic",
+        "eager disagrees with itself across two runs on the same inputs at out",
+    ),
     "test_plain_meta": ("not_judged", "1 unchecked"),
     "test_fixture_meta": (
         "not_judged",

@@ -170,3 +170,48 @@ def test_a_failing_check_fails_the_test_after_the_plain_call_and_logs_its_record
         checking.close()
     assert [result.status for result in session.results] == [Status.FAIL_ACCURACY]
     assert _logged(caplog) == [("mymodel", "forward")]
+
+
+class Counted(torch.nn.Module):
+    """Keeps state outside tensors: a class-level count of its calls, which its output may
+    read."""
+
+    calls = 0
+
+    def __init__(self, reads_count: bool) -> None:
+        super().__init__()
+        self.reads_count = reads_count
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        type(self).calls += 1
+        return x * type(self).calls if self.reads_count else x * 2
+
+
+@pytest.mark.parametrize(
+    ("reads_count", "sizes", "status", "calls"),
+    [
+        (False, None, Status.PASS, 5),
+        (False, ((torch.ones(5),),), Status.PASS, 8),
+        (True, None, Status.EAGER_NONDETERMINISTIC, 7),
+    ],
+    ids=["count unread", "another size", "output reads the count"],
+)
+def test_state_outside_tensors_changes_with_each_run_and_the_test_still_passes(
+    runner: CheckRunner,
+    reads_count: bool,
+    sizes: tuple[tuple[torch.Tensor]] | None,
+    status: Status,
+    calls: int,
+) -> None:
+    """No copy puts back what the model's Python code changes outside tensors: a passing check
+    runs it four times besides the caller's call (eager twice, fp64, Dynamo's tracing), three
+    more for another input size, two more where eager disagrees with itself (deterministic
+    kernels), as docs/usage.md says. The test's outcome stays the plain run's: a passing status,
+    and the plain call's output, the last call's."""
+    Counted.calls = 0
+    x = torch.linspace(-1, 1, 8)
+    settings = CheckSettings(intermediates=False, sizes=sizes)
+    out = runner.check("test_x.py::test", Counted(reads_count), (x,), {}, settings)
+    assert _statuses(runner) == [status]
+    assert Counted.calls == calls
+    assert torch.equal(out, x * (calls if reads_count else 2))
