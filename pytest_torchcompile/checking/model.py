@@ -60,6 +60,7 @@ from pytest_torchcompile.judging.reordering import (
     capped,
     channels_last,
     noise_floors,
+    raise_floors,
     reversed_batch,
 )
 from pytest_torchcompile.judging.seeding import rng_states
@@ -971,11 +972,8 @@ def _compare_set(
             fn, arguments, options, mutated, reference, eager.run, baseline.draws_random
         )
         for run in spread.runs if spread is not None else []:
-            for path, floor in noise_floors(
-                _judged(*run, mutated), reference, reference, None
-            ).items():
-                if floor > floors.get(path, 0.0):
-                    floors[path], deciding[path] = floor, EAGER_SPREAD_FLOOR
+            found = noise_floors(_judged(*run, mutated), reference, reference, None)
+            raise_floors(floors, deciding, found, EAGER_SPREAD_FLOOR)
         comparison = _compare(*compared, floors, deciding or None)
         if (
             not comparison.passed
@@ -984,17 +982,8 @@ def _compare_set(
             and not baseline.draws_random
             and _capped_floors_could_pass(compared, reference, floors, comparison)
         ):
-            decomposed_floors = _decomposed_floors(
-                fn, arguments, options, mutated, reference, compared[1]
-            )
-            decomposed = {
-                path: floor
-                for path, floor in decomposed_floors.items()
-                if floor > floors.get(path, 0.0)
-            }
-            if decomposed:
-                floors = {**floors, **decomposed}
-                deciding = {**deciding, **dict.fromkeys(decomposed, DECOMPOSED_FLOOR)}
+            decomposed = _decomposed_floors(fn, arguments, options, mutated, reference, compared[1])
+            if raise_floors(floors, deciding, decomposed, DECOMPOSED_FLOOR):
                 comparison = _compare(*compared, floors, deciding)
     discontinuous: dict[str, float] = {}
     if not comparison.passed and reference is not None:

@@ -57,7 +57,7 @@ from pytest_torchcompile.judging.references import (
     run_graph,
     unwritten_elements,
 )
-from pytest_torchcompile.judging.reordering import noise_floors
+from pytest_torchcompile.judging.reordering import noise_floors, raise_floors
 from pytest_torchcompile.judging.seeding import (
     generators_kept,
     rng_states,
@@ -721,6 +721,10 @@ class _Judgement:
     deciding: dict[str, str] = field(default_factory=dict)
     discontinuous: dict[str, float] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # The results that are a random op's generator state, not judged: scanned once.
+        self.not_values = generator_state_outputs(self.module)
+
     def __call__(self, results: list[Any]) -> list[LeafResult]:
         leaves = compare_graph_outputs(
             results,
@@ -733,7 +737,7 @@ class _Judgement:
             self.mutated,
             self.floors or None,
             self.deciding or None,
-            generator_state_outputs(self.module),
+            self.not_values,
         )
         return judged_discontinuous(Comparison(leaves), self.discontinuous).leaves
 
@@ -748,9 +752,8 @@ class _Judgement:
         again = self._by_path(self._run(self.inputs))
         first = self._by_path(self.eager)
         if any(differing_elements(first[path], value) is not None for path, value in again.items()):
-            for path, floor in noise_floors(again, reference, reference, None).items():
-                if floor > self.floors.get(path, 0.0):
-                    self.floors[path], self.deciding[path] = floor, EAGER_SPREAD_FLOOR
+            found = noise_floors(again, reference, reference, None)
+            raise_floors(self.floors, self.deciding, found, EAGER_SPREAD_FLOOR)
         comparison, found = conditioned(
             comparison,
             lambda *_: Comparison(self(results)),

@@ -19,7 +19,7 @@ import torch
 
 from pytest_torchcompile.common.leaves import INCONCLUSIVE
 from pytest_torchcompile.common.verdict import Comparison
-from pytest_torchcompile.judging.reordering import noise_floors
+from pytest_torchcompile.judging.reordering import noise_floors, raise_floors
 
 CONDITIONING_SPREAD = 10.0
 """How many times eager's own error from fp64 a unit in the last place of the inputs and weights
@@ -85,9 +85,7 @@ def conditioned(
         for path, error in noise_floors(results, reference, reference, None).items():
             if path in failing:
                 nudged_errors[path] = max(error, nudged_errors.get(path, 0.0))
-    for path, error in nudged_errors.items():
-        if error > floors.get(path, 0.0):
-            floors[path], deciding[path] = error, NUDGED_FLOOR
+    raise_floors(floors, deciding, nudged_errors, NUDGED_FLOOR)
     discontinuous = {
         leaf.path: nudged_errors[leaf.path]
         for leaf in comparison.failing

@@ -136,6 +136,18 @@ def noise_floors(
     return floors
 
 
+def raise_floors(
+    floors: dict[str, float], deciding: dict[str, str], found: dict[str, float], source: str
+) -> bool:
+    """Raise ``floors`` (by output path) to ``found`` where that is larger, naming ``source`` in
+    ``deciding`` for each floor it raised; whether it raised any."""
+    raised = False
+    for path, floor in found.items():
+        if floor > floors.get(path, 0.0):
+            floors[path], deciding[path], raised = floor, source, True
+    return raised
+
+
 def capped(
     floors: dict[str, float],
     eager: dict[str, Any],

@@ -118,22 +118,25 @@ class GraphSlicer:
         return [
             node
             for node in self.unit_of
-            if _is_floating(self.values.get(node))
-            and (node in self.outputs or node not in self._view_bases)
+            if _is_floating(self.values.get(node)) and self._returned_if_observed(node)
         ]
+
+    def _returned_if_observed(self, node: torch.fx.Node) -> bool:
+        """Whether a probe returns ``node`` when it observes its kind of value: not a view that
+        only rearranges another value's elements, unless the graph returns it."""
+        return node in self.outputs or node not in self._view_bases
 
     def located_nodes(self) -> list[torch.fx.Node]:
         """The values the minifier's locate run judges: the :meth:`observed_nodes`, and the
         integer and bool values computed from exact values only, in graph order. Those are
         compared exactly; one computed from floating values is left out, since rounding within
         the rule upstream can flip it."""
-        observed = set(self.observed_nodes())
         exact = self._exact_from_exact
         return [
             node
             for node in self.unit_of
-            if node in observed
-            or (node in exact and (node in self.outputs or node not in self._view_bases))
+            if (_is_floating(self.values.get(node)) or node in exact)
+            and self._returned_if_observed(node)
         ]
 
     @functools.cached_property
