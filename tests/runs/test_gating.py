@@ -136,8 +136,8 @@ def test_baseline_round_trip_green_red_improved_strict(pytester: pytest.Pytester
             "pass *ok *test_models.py::test_b",
             "baseline: 1 ok, 1 expected failure",
             "XFAIL test_models.py::test_a - compile accuracy expected failure: still fail_accuracy, as the "
-            f"baseline records [[]https://bugs/1[]] (baseline {baseline}:2); "
-            f"repro: {pytester.path}/.compile-accuracy/test_models.py__test_a/repro.py",
+            "baseline records [[]https://bugs/1[]] (baseline baseline.txt:2); "
+            "repro: .compile-accuracy/test_models.py__test_a/repro.py",
         ]
     )
     # The rerun replaced the recording run's case directory rather than writing another beside it.
@@ -332,7 +332,7 @@ def check_junit(cases: dict[str, dict[str, Any]], pytester: pytest.Pytester) -> 
     kind, message = a["skipped"]
     assert kind == "pytest.xfail"
     assert message.startswith("compile accuracy expected failure: still fail_accuracy")
-    assert message.endswith(f"repro: {repro_of(pytester, 'a')}")
+    assert message.endswith(f"repro: {repro_of(pytester, 'a').relative_to(pytester.path)}")
     assert cases["test_c"]["skipped"][1].startswith(
         "compile accuracy flaky: fail_accuracy (flaky in the baseline)"
     )
@@ -433,7 +433,7 @@ def test_repro_of_a_known_bug_xfails_until_torch_fixes_it(pytester: pytest.Pytes
     known.stdout.fnmatch_lines(
         [
             f"XFAIL {repro_id} - compile accuracy expected failure: still fail_accuracy, as the baseline records "
-            f"[[]upstream #1[]] (baseline {pytester.path / 'baseline.txt'}:1); repro: {repro}",
+            f"[[]upstream #1[]] (baseline baseline.txt:1); repro: {repro.relative_to(pytester.path)}",
         ]
     )
 

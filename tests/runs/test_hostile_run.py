@@ -56,7 +56,7 @@ def test_a_planted_link_at_a_case_directory_is_replaced_and_the_outside_untouche
     result = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-minify")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*compile accuracy: fail_accuracy*", f"repro: {root / SLUG / 'repro.py'}"]
+        ["*compile accuracy: fail_accuracy*", f"repro: .compile-accuracy/{SLUG}/repro.py"]
     )
     assert str(outside) not in result.stdout.str()
     assert sorted(p.name for p in outside.iterdir()) == ["repro.py"]
@@ -117,7 +117,7 @@ def test_a_rerun_replaces_its_case_directory(pytester: pytest.Pytester) -> None:
     first = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-minify")
     (root / SLUG / "left-by-run-1").write_text("")
     second = pytester.runpytest("--compile-accuracy", "--no-compile-accuracy-minify")
-    path = f"repro: {root / SLUG / 'repro.py'}"
+    path = f"repro: .compile-accuracy/{SLUG}/repro.py"
     first.stdout.fnmatch_lines([path])
     second.stdout.fnmatch_lines([path])
     assert sorted(p.name for p in root.iterdir() if p.name.startswith("test_")) == [

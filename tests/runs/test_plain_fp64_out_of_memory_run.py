@@ -83,7 +83,7 @@ def test_a_plain_graph_whose_fp64_run_is_out_of_memory_is_judged_without_it(
         and check["graphs_judged"] == 1
         and check["unchecked"] == []
     )
-    where = f"from {pytester.path / 'test_model.py'}:6 (test_plain)"
+    where = "from test_model.py:6 (test_plain)"
     # The post-AOT graph and the torch-level graph it came from, each judged without fp64.
     assert check["reference"] == (
         f"same-precision cosine check: graph 0 (inference) {where}: {reason}; "
