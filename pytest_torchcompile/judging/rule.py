@@ -41,8 +41,8 @@ def leaf_verdict(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.T
     whose error rounding noise dominates, else 2.
     """
     compiled, eager, reference = comparable(compiled), comparable(eager), None if reference is None else comparable(reference)
-    if not compiled.is_floating_point():  # where eager's value is not fp64's (it rounded a float it compared), compiled may give fp64's
-        return (bool(((compiled == eager) | (compiled == (eager if reference is None else reference.to(compiled.dtype)))).all()), "exact", ()) if check_non_float else (True, "not checked (non-floating)", ())
+    if not compiled.is_floating_point():  # compiled's value may be eager's or fp64's (eager rounded a float it compared); one computed from floats (a mask, an argmax) flips where rounding crosses a tie: it may be unlike fp64's in up to 3x (same()'s larger multiplier) as many elements as eager's
+        return (True, "not checked (non-floating)", ()) if not check_non_float else (exact, "exact", ()) if (exact := bool(((compiled == eager) | (compiled == (eager if reference is None else reference.to(compiled.dtype)))).all())) or reference is None else ((wrong := [float((value != reference.to(compiled.dtype)).sum()) for value in (compiled, eager)])[0] <= 3.0 * wrong[1], "exact", (*wrong, 3.0))
     if compiled.numel() == 0:
         return True, "empty", ()
     # Compiled code's NaNs and infinities may differ from eager's where they are fp64's (eager overflowed): no failure.

@@ -120,13 +120,7 @@ def compare_tensor(
             how,
             max_abs_error=worst,
             max_error_index=where,
-            detail=(
-                ""
-                if not mismatched
-                else f"{mismatched} of {eager.numel()} elements differ from eager's as fp64's do"
-                if passed
-                else f"{mismatched} of {eager.numel()} elements differ"
-            ),
+            detail=_exact_detail(mismatched, eager.numel(), passed, figures),
         )
     if how == "non-finite pattern":
         worst, where = _worst_element(compiled, eager)
@@ -193,6 +187,23 @@ def compare_tensor(
         max_abs_error=worst,
         max_error_index=where,
         detail="; ".join(notes),
+    )
+
+
+def _exact_detail(mismatched: int, elements: int, passed: bool, figures: tuple[float, ...]) -> str:
+    """What an integer or bool result's exact comparison found: ``figures``, where some element is
+    neither eager's nor fp64's, are how many elements compiled code and eager give unlike fp64's,
+    and the multiplier between them (:func:`rule.leaf_verdict`)."""
+    if not mismatched:
+        return ""
+    differ = f"{mismatched} of {elements} elements differ from eager's"
+    if not figures:
+        return f"{differ} as fp64's do" if passed else differ
+    compiled, eager, multiplier = figures
+    return (
+        f"{differ}; from fp64's, compiled's differ in {compiled:.0f} and eager's in {eager:.0f} "
+        f"(at most {multiplier:g}x as many: a value computed from floats flips where rounding "
+        "crosses a tie)"
     )
 
 

@@ -239,7 +239,9 @@ def test_failures_the_baseline_expects_can_go_unminified(
     ]
     # The expected failure still has its repro, named in the xfail reason.
     result.stdout.fnmatch_lines(
-        [f"XFAIL test_model.py::test_mlp[[]0[]] - *repro: {(expected / 'repro.py').relative_to(pytester.path)}"]
+        [
+            f"XFAIL test_model.py::test_mlp[[]0[]] - *repro: {(expected / 'repro.py').relative_to(pytester.path)}"
+        ]
     )
     assert not (expected / "minified.py").exists()
 

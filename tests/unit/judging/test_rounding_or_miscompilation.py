@@ -315,3 +315,49 @@ def test_the_resolution_is_no_slack_for_float32(reference: torch.Tensor) -> None
     leaf = compare_tensor("out", compiled, eager, large, TOL)
 
     assert (leaf.passed, leaf.detail) == (False, "")
+
+
+def _masks(flips: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp64's mask of ``reference > 0`` and one whose ``flips`` elements nearest the tie (those
+    rounding moves across it) are flipped, the others placed by ``seed``."""
+    values = torch.randn(4096, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    mask = values > 0
+    near = values.abs().argsort()[: 4 * flips]
+    chosen = near[torch.randperm(len(near), generator=torch.Generator().manual_seed(seed))][:flips]
+    flipped = mask.clone()
+    flipped[chosen] = ~flipped[chosen]
+    return mask, flipped
+
+
+def test_a_mask_computed_from_floats_may_flip_where_eagers_own_rounding_flips_others() -> None:
+    """A saved ReLU mask of a bf16 training graph: eager's mask differs from fp64's in 40 elements
+    near the tie, compiled code's in 60 others. Neither is wrong."""
+    reference, eager = _masks(40, seed=2)
+    _, compiled = _masks(60, seed=3)
+
+    leaf = compare_tensor("mask", compiled, eager, reference, TOL)
+
+    assert (leaf.passed, leaf.rule) == (True, "exact")
+    assert "compiled's differ in 60 and eager's in 40" in leaf.detail
+
+
+def test_a_mask_flipped_far_more_often_than_eagers_rounding_flips_it_fails() -> None:
+    reference, eager = _masks(10, seed=2)
+    _, compiled = _masks(400, seed=3)
+
+    leaf = compare_tensor("mask", compiled, eager, reference, TOL)
+
+    assert (leaf.passed, leaf.rule) == (False, "exact")
+    assert Comparison([leaf]).fails_only_in_non_float
+
+
+def test_an_integer_result_eager_computes_exactly_allows_no_flip() -> None:
+    """Where eager's value is fp64's everywhere (integer arithmetic, an index), one wrong element
+    fails."""
+    reference = torch.arange(4096)
+    compiled = reference.clone()
+    compiled[5] += 1
+
+    leaf = compare_tensor("index", compiled, reference.clone(), reference, TOL)
+
+    assert (leaf.passed, leaf.rule) == (False, "exact")
