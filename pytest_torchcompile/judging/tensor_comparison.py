@@ -104,69 +104,108 @@ def compare_tensor(
     )
     if how in ("not checked (non-floating)", "empty", "allclose"):
         return LeafResult(path, shape, dtype, passed, how)
-    # Compiled code's NaNs and infinities that differ from eager's and reach these rules are fp64's.
-    as_fp64 = int(non_finite_differs(compiled, eager).sum()) if how == "fp64 rmse" else 0
-    as_fp64_note = (
-        f"{as_fp64} non-finite values differ from eager's as fp64's do" if as_fp64 else ""
-    )
     if how == "exact":
-        mismatched = int((compiled != eager).sum())
-        worst, where = _worst_element(compiled, eager)
-        return LeafResult(
-            path,
-            shape,
-            dtype,
-            passed,
-            how,
-            max_abs_error=worst,
-            max_error_index=where,
-            detail=_exact_detail(mismatched, eager.numel(), passed, figures),
-        )
+        return _exact_result(path, shape, dtype, compiled, eager, passed, figures)
     if how == "non-finite pattern":
-        worst, where = _worst_element(compiled, eager)
-        reason = inconclusive_reason(compiled, eager, reference, how, tol)
-        return LeafResult(
-            path,
-            shape,
-            dtype,
-            reason is not None,
-            how if reason is None else INCONCLUSIVE,
-            max_abs_error=worst,
-            max_error_index=where,
-            detail=(
-                f"{'' if reason is None else reason + '; '}compiled has "
-                f"{int((~torch.isfinite(compiled)).sum())} non-finite values, eager {int((~torch.isfinite(eager)).sum())}"
-                f"{_first_non_finite_difference(compiled, eager, reference)}"
-            ),
-        )
+        return _non_finite_result(path, shape, dtype, compiled, eager, reference, tol)
     if reference is None:
         worst, where = _worst_element(compiled, eager)
-        return LeafResult(
-            path,
-            shape,
-            dtype,
-            passed,
-            how,
-            max_abs_error=worst,
-            max_error_index=where,
-            detail=f"cosine similarity {figures[0]:.5f}",
-        )
+        detail = f"cosine similarity {figures[0]:.5f}"
+        return LeafResult(path, shape, dtype, passed, how, None, None, None, worst, where, detail)
+    return _fp64_result(
+        path,
+        shape,
+        dtype,
+        compiled,
+        eager,
+        reference,
+        tol,
+        passed,
+        figures,
+        result_dtype,
+        noise,
+        noise_from,
+    )
+
+
+def _exact_result(
+    path: str,
+    shape: tuple[int, ...],
+    dtype: str,
+    compiled: torch.Tensor,
+    eager: torch.Tensor,
+    passed: bool,
+    figures: tuple[float, ...],
+) -> LeafResult:
+    """An integer or bool result, judged by the rule "exact"."""
+    worst, where = _worst_element(compiled, eager)
+    detail = _exact_detail(int((compiled != eager).sum()), eager.numel(), passed, figures)
+    return LeafResult(
+        path,
+        shape,
+        dtype,
+        passed,
+        "exact",
+        max_abs_error=worst,
+        max_error_index=where,
+        detail=detail,
+    )
+
+
+def _non_finite_result(
+    path: str,
+    shape: tuple[int, ...],
+    dtype: str,
+    compiled: torch.Tensor,
+    eager: torch.Tensor,
+    reference: torch.Tensor | None,
+    tol: float,
+) -> LeafResult:
+    """A result whose NaNs and infinities differ from eager's not as fp64's do: it fails, unless
+    no result in its dtype could be judged (:func:`rule.inconclusive_reason`)."""
+    how = "non-finite pattern"
+    worst, where = _worst_element(compiled, eager)
+    reason = inconclusive_reason(compiled, eager, reference, how, tol)
+    return LeafResult(
+        path,
+        shape,
+        dtype,
+        reason is not None,
+        how if reason is None else INCONCLUSIVE,
+        max_abs_error=worst,
+        max_error_index=where,
+        detail=(
+            f"{'' if reason is None else reason + '; '}compiled has "
+            f"{int((~torch.isfinite(compiled)).sum())} non-finite values, eager {int((~torch.isfinite(eager)).sum())}"
+            f"{_first_non_finite_difference(compiled, eager, reference)}"
+        ),
+    )
+
+
+def _fp64_result(
+    path: str,
+    shape: tuple[int, ...],
+    dtype: str,
+    compiled: torch.Tensor,
+    eager: torch.Tensor,
+    reference: torch.Tensor,
+    tol: float,
+    passed: bool,
+    figures: tuple[float, ...],
+    result_dtype: torch.dtype,
+    noise: float | None,
+    noise_from: str | None,
+) -> LeafResult:
+    """A floating result judged by the fp64 rule (``figures``: its two errors and multiplier),
+    then, where it fails, against another legitimate evaluation's error (``noise``) and its
+    dtype's resolution."""
     compiled_error, eager_error, multiplier = figures
-    notes = [as_fp64_note] if as_fp64_note else []
+    # Compiled code's NaNs and infinities that differ from eager's and reach this rule are fp64's.
+    as_fp64 = int(non_finite_differs(compiled, eager).sum())
+    notes = [f"{as_fp64} non-finite values differ from eager's as fp64's do"] if as_fp64 else []
     if not passed and noise is not None and noise > eager_error:
         passed = within_noise(figures, noise, tol)
-        evaluation = (
-            "the batch reversed, or channels-last inputs" if noise_from is None else noise_from
-        )
-        times = noise / eager_error if eager_error > 0 else math.inf
-        notes.append(
-            f"measured against another valid eager evaluation's rmse {noise:.3e} ({evaluation}), "
-            + (
-                f"{times:.{0 if times >= 10 else 2}f}x eager's"
-                if math.isfinite(times)
-                else "where eager's is 0"
-            )
-        )
+        notes.append(_noise_note(noise, eager_error, noise_from))
     units = None if passed else within_resolution(compiled, reference, compiled_error, result_dtype)
     if units is not None:
         passed = True
@@ -180,7 +219,7 @@ def compare_tensor(
         shape,
         dtype,
         passed,
-        how,
+        "fp64 rmse",
         rmse_compiled=compiled_error,
         rmse_eager=eager_error,
         multiplier=multiplier,
@@ -190,18 +229,32 @@ def compare_tensor(
     )
 
 
+def _noise_note(noise: float, eager_error: float, noise_from: str | None) -> str:
+    """What a failing result was measured against besides eager (:func:`compare_tensor`)."""
+    evaluation = "the batch reversed, or channels-last inputs" if noise_from is None else noise_from
+    times = noise / eager_error if eager_error > 0 else math.inf
+    return (
+        f"measured against another valid eager evaluation's rmse {noise:.3e} ({evaluation}), "
+        + (
+            f"{times:.{0 if times >= 10 else 2}f}x eager's"
+            if math.isfinite(times)
+            else "where eager's is 0"
+        )
+    )
+
+
 def _exact_detail(mismatched: int, elements: int, passed: bool, figures: tuple[float, ...]) -> str:
     """What an integer or bool result's exact comparison found: ``figures``, where some element is
     neither eager's nor fp64's, are how many elements compiled code and eager give unlike fp64's,
     and the multiplier between them (:func:`rule.leaf_verdict`)."""
     if not mismatched:
         return ""
-    differ = f"{mismatched} of {elements} elements differ from eager's"
+    differ = f"{mismatched} of {elements} elements differ"
     if not figures:
-        return f"{differ} as fp64's do" if passed else differ
+        return f"{differ} from eager's as fp64's do" if passed else differ
     compiled, eager, multiplier = figures
     return (
-        f"{differ}; from fp64's, compiled's differ in {compiled:.0f} and eager's in {eager:.0f} "
+        f"{differ} from eager's; from fp64's, compiled's differ in {compiled:.0f} and eager's in {eager:.0f} "
         f"(at most {multiplier:g}x as many: a value computed from floats flips where rounding "
         "crosses a tie)"
     )
