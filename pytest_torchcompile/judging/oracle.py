@@ -89,74 +89,85 @@ def compare_outputs(
     compiled_leaves = list(flatten_outputs(compiled, root))
     eager_leaves = list(flatten_outputs(eager, root))
     reference_leaves = list(flatten_outputs(reference, root)) if reference is not None else None
-    if [p for p, _ in compiled_leaves] != [p for p, _ in eager_leaves] or (
-        reference_leaves is not None
-        and [p for p, _ in reference_leaves] != [p for p, _ in eager_leaves]
+    paths = [path for path, _ in eager_leaves]
+    if [path for path, _ in compiled_leaves] != paths or (
+        reference_leaves is not None and [path for path, _ in reference_leaves] != paths
     ):
         return Comparison(
             [],
             "output structure differs: compiled "
-            f"{[p for p, _ in compiled_leaves]} vs eager {[p for p, _ in eager_leaves]}",
+            f"{[path for path, _ in compiled_leaves]} vs eager {paths}",
         )
-    leaves: list[LeafResult] = []
-    for index, ((path, comp), (_, eag)) in enumerate(
-        zip(compiled_leaves, eager_leaves, strict=True)
-    ):
-        ref = reference_leaves[index][1] if reference_leaves is not None else None
-        if isinstance(eag, torch.Tensor):
-            if not isinstance(comp, torch.Tensor):
-                leaves.append(
-                    LeafResult(
-                        path,
-                        tuple(eag.shape),
-                        str(eag.dtype),
-                        False,
-                        "metadata",
-                        detail=f"compiled gave {type(comp).__name__}",
-                    )
-                )
-                continue
-            mask = (unjudged or {}).get(path)
-            leaves.append(
-                compare_tensor(
-                    path,
-                    written_only(comp, mask),
-                    written_only(eag, mask),
-                    written_only(ref, mask) if isinstance(ref, torch.Tensor) else None,
-                    tol,
-                    check_non_float,
-                    (noise or {}).get(path),
-                    (noise_from or {}).get(path),
-                )
+    references = [value for _, value in reference_leaves or []] or [None] * len(paths)
+    return Comparison(
+        [
+            _compare_leaf(
+                path,
+                compiled_value,
+                eager_value,
+                reference_value,
+                tol,
+                check_non_float,
+                (unjudged or {}).get(path),
+                (noise or {}).get(path),
+                (noise_from or {}).get(path),
             )
-        elif isinstance(eag, float) and isinstance(comp, float):
-            leaves.append(
-                compare_tensor(
-                    path,
-                    torch.tensor(comp),
-                    torch.tensor(eag),
-                    torch.tensor(ref, dtype=torch.float64) if isinstance(ref, float) else None,
-                    tol,
-                    check_non_float,
-                )
+            for (path, compiled_value), (_, eager_value), reference_value in zip(
+                compiled_leaves, eager_leaves, references, strict=True
             )
-        elif not isinstance(eag, PLAIN_VALUES):
-            leaves.append(
-                LeafResult(path, (), type(eag).__name__, True, "not compared (opaque object)")
+        ]
+    )
+
+
+def _compare_leaf(
+    path: str,
+    compiled: Any,
+    eager: Any,
+    reference: Any,
+    tol: float,
+    check_non_float: bool,
+    unjudged: torch.Tensor | None,
+    noise: float | None,
+    noise_from: str | None,
+) -> LeafResult:
+    """One output leaf of :func:`compare_outputs`: a tensor or a float by the fp64 rule, another
+    plain value exactly, an opaque object not at all."""
+    if isinstance(eager, torch.Tensor):
+        if not isinstance(compiled, torch.Tensor):
+            detail = f"compiled gave {type(compiled).__name__}"
+            return LeafResult(
+                path, tuple(eager.shape), str(eager.dtype), False, "metadata", detail=detail
             )
-        else:
-            same = comp == eag
-            leaves.append(
-                LeafResult(
-                    path,
-                    (),
-                    type(eag).__name__,
-                    bool(same) or not check_non_float,
-                    "exact",
-                    detail="" if same else f"compiled {comp!r} != eager {eag!r}",
-                )
-            )
-    return Comparison(leaves)
+        return compare_tensor(
+            path,
+            written_only(compiled, unjudged),
+            written_only(eager, unjudged),
+            written_only(reference, unjudged) if isinstance(reference, torch.Tensor) else None,
+            tol,
+            check_non_float,
+            noise,
+            noise_from,
+        )
+    if isinstance(eager, float) and isinstance(compiled, float):
+        return compare_tensor(
+            path,
+            torch.tensor(compiled),
+            torch.tensor(eager),
+            torch.tensor(reference, dtype=torch.float64) if isinstance(reference, float) else None,
+            tol,
+            check_non_float,
+        )
+    if not isinstance(eager, PLAIN_VALUES):
+        return LeafResult(path, (), type(eager).__name__, True, "not compared (opaque object)")
+    same = compiled == eager
+    return LeafResult(
+        path,
+        (),
+        type(eager).__name__,
+        bool(same) or not check_non_float,
+        "exact",
+        detail="" if same else f"compiled {compiled!r} != eager {eager!r}",
+    )
 
 
 def differing_leaves(first: Any, second: Any, root: str = "out") -> dict[str, torch.Tensor]:

@@ -70,22 +70,8 @@ def compact_obstacle(case: ReproCase) -> str | None:
     if draws_random(case.gm):
         return "random ops, which the full form seeds alike"
     for value in case.inputs:
-        if not isinstance(value, torch.Tensor):
-            if not isinstance(value, bool | int | float):
-                return f"an input of type {type(value).__name__}"
-            continue
-        if (
-            type(value) is not torch.Tensor
-            or value.layout != torch.strided
-            or value.is_quantized
-            or value.is_complex()
-            or value.is_neg()
-        ):
-            return "an input that is not a plain strided real tensor"
-        if value.requires_grad and case.level != DYNAMO:
-            return "inputs that require grad"
-        if _overlaps_itself(_one_per_broadcast(value)):
-            return "an input whose elements share memory other than by broadcasting"
+        if (obstacle := _input_obstacle(value, case.level)) is not None:
+            return obstacle
     try:
         allocates_unwritten = unwritten_elements(case.gm, case.inputs) is not None
     except Exception:
@@ -95,6 +81,29 @@ def compact_obstacle(case: ReproCase) -> str | None:
     differentiated = any(isinstance(v, torch.Tensor) and v.requires_grad for v in case.inputs)
     if case.level == DYNAMO and differentiated and nan_dependent_gradients(case.gm, case.inputs):
         return "gradients through a NaN, which the full form leaves unjudged"
+    return None
+
+
+def _input_obstacle(value: Any, level: str) -> str | None:
+    """Why a compact file cannot write ``value``, an input of a graph of ``level``, or None."""
+    if not isinstance(value, torch.Tensor):
+        return (
+            None
+            if isinstance(value, bool | int | float)
+            else f"an input of type {type(value).__name__}"
+        )
+    if (
+        type(value) is not torch.Tensor
+        or value.layout != torch.strided
+        or value.is_quantized
+        or value.is_complex()
+        or value.is_neg()
+    ):
+        return "an input that is not a plain strided real tensor"
+    if value.requires_grad and level != DYNAMO:
+        return "inputs that require grad"
+    if _overlaps_itself(_one_per_broadcast(value)):
+        return "an input whose elements share memory other than by broadcasting"
     return None
 
 
