@@ -324,32 +324,8 @@ class GraphSlicer:
             key=self._position.__getitem__,
         )
         kept_set = set(kept)
-        boundary = sorted(
-            {arg for node in kept for arg in node.all_input_nodes if arg not in kept_set}
-            | (
-                {node for node in self.gm.graph.nodes if node.op == "placeholder"}
-                if every_input
-                else set()
-            ),
-            key=self._position.__getitem__,
-        )
         graph = torch.fx.Graph()
-        env: dict[torch.fx.Node, Any] = {}
-        inputs: list[Any] = []
-        for node in boundary:
-            value = self.values[node]
-            if node.op == "get_attr":
-                continue
-            if isinstance(value, torch.Tensor):
-                env[node] = graph.placeholder(node.name)
-                # A copy, so that the candidate carries neither the aliasing nor the storage
-                # of a view it was cut from.
-                inputs.append(value if node.op == "placeholder" else strided_copy(value))
-            else:
-                env[node] = value
-        for node in boundary:
-            if node.op == "get_attr":
-                env[node] = graph.get_attr(str(node.target))
+        env, inputs = self._boundary(graph, kept, every_input)
         for node in kept:
             env[node] = graph.node_copy(node, env.__getitem__)
             # Metadata of the original trace (fake tensors) would not match the new inputs.
@@ -365,6 +341,36 @@ class GraphSlicer:
         return with_visible_outputs(
             torch.fx.GraphModule(self.gm, graph), self._visible(outputs)
         ), inputs
+
+    def _boundary(
+        self, graph: torch.fx.Graph, kept: list[torch.fx.Node], every_input: bool
+    ) -> tuple[dict[torch.fx.Node, Any], list[Any]]:
+        """The values ``kept`` nodes read from outside them, made in ``graph`` (:meth:`slice`): a
+        tensor an input (its real value the candidate's input), a constant a constant, anything
+        else its value; with ``every_input``, each of the graph's inputs too."""
+        kept_set = set(kept)
+        outside = {arg for node in kept for arg in node.all_input_nodes if arg not in kept_set}
+        if every_input:
+            outside |= set(self.gm.graph.find_nodes(op="placeholder"))
+        boundary = sorted(outside, key=self._position.__getitem__)
+        env: dict[torch.fx.Node, Any] = {}
+        inputs: list[Any] = []
+        for node in boundary:
+            value = self.values[node]
+            if node.op == "get_attr":
+                continue
+            if isinstance(value, torch.Tensor):
+                env[node] = graph.placeholder(node.name)
+                # A copy, so that the candidate carries neither the aliasing nor the storage
+                # of a view it was cut from.
+                inputs.append(value if node.op == "placeholder" else strided_copy(value))
+            else:
+                env[node] = value
+        # After every placeholder: fx keeps a graph's inputs first.
+        for node in boundary:
+            if node.op == "get_attr":
+                env[node] = graph.get_attr(str(node.target))
+        return env, inputs
 
     def _visible(self, outputs: Sequence[torch.fx.Node]) -> list[int] | None:
         """Which of a candidate's ``outputs`` Inductor is to take for the user's: those the graph
