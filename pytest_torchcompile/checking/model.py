@@ -963,11 +963,7 @@ def _compare_set(
         on_deviation(
             graphs[0].config_source, device_of(list(arguments[0]) + list(arguments[1].values()))
         )
-    if (
-        not comparison.passed
-        and reference is not None
-        and any(leaf.rule == "fp64 rmse" for leaf in comparison.failing)
-    ):
+    if reference is not None and comparison.failing_by_fp64_rule:
         floors = _noise_floors(
             fn, arguments, options, mutated, reference, eager.run, baseline.draws_random
         )
@@ -976,8 +972,7 @@ def _compare_set(
             raise_floors(floors, deciding, found, EAGER_SPREAD_FLOOR)
         comparison = _compare(*compared, floors, deciding or None)
         if (
-            not comparison.passed
-            and any(leaf.rule == "fp64 rmse" for leaf in comparison.failing)
+            comparison.failing_by_fp64_rule
             and options.backend == "inductor"
             and not baseline.draws_random
             and _capped_floors_could_pass(compared, reference, floors, comparison)
@@ -1033,7 +1028,7 @@ def _capped_floors_could_pass(
     graphs can give) could make an output that fails by the fp64 rule pass: where even the
     largest cannot, the decomposed graphs are not run (their compiles and runs cost a failing
     check seconds, and their verdict could only be the same)."""
-    failing = [leaf.path for leaf in comparison.failing if leaf.rule == "fp64 rmse"]
+    failing = comparison.failing_by_fp64_rule
     largest = capped(dict.fromkeys(failing, math.inf), compared[1], reference)
     ceiling = {
         **floors,

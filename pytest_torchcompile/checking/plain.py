@@ -746,7 +746,7 @@ class _Judgement:
         spread (eager once more, where it disagrees with its first run: atomic adds on a GPU)
         and the outputs' conditioning (:func:`conditioned`), as the fixture's check is."""
         comparison = Comparison(self(results))
-        if self.fp64 is None or not any(leaf.rule == "fp64 rmse" for leaf in comparison.failing):
+        if self.fp64 is None or not comparison.failing_by_fp64_rule:
             return comparison.leaves
         reference = self._by_path(self.fp64)
         again = self._by_path(self._run(self.inputs))

@@ -15,6 +15,11 @@ failure message); ``0`` or unset: the rows :func:`summarized_leaves` keeps. A ru
 takes no other value; a repro file, which runs without the plugin, reads any other as ``1``."""
 
 
+FP64_RULE = "fp64 rmse"
+"""The rule of an output judged against the fp64 reference relative to eager's own error
+(``judging.rule.leaf_verdict`` names it so: that module stands alone in repro files)."""
+
+
 INCONCLUSIVE = "inconclusive"
 """The rule of an output that the fp64 rule fails but that no result in its dtype can be judged
 by (an overflow at the edge of the dtype's range, or one eager itself made): it passes, as no evidence

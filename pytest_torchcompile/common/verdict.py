@@ -8,7 +8,7 @@ import enum
 from dataclasses import dataclass
 
 from pytest_torchcompile.common.kinds import FailureKind
-from pytest_torchcompile.common.leaves import INCONCLUSIVE, LeafResult
+from pytest_torchcompile.common.leaves import FP64_RULE, INCONCLUSIVE, LeafResult
 
 
 class Status(enum.StrEnum):
@@ -88,6 +88,12 @@ class Comparison:
     @property
     def failing(self) -> list[LeafResult]:
         return [leaf for leaf in self.leaves if not leaf.passed]
+
+    @property
+    def failing_by_fp64_rule(self) -> list[str]:
+        """The paths of the outputs that fail by the fp64 rule: those a second legitimate
+        evaluation's error can overturn (a failure of another rule it cannot)."""
+        return [leaf.path for leaf in self.failing if leaf.rule == FP64_RULE]
 
     @property
     def fails_only_in_non_float(self) -> bool:

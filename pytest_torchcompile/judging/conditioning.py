@@ -73,7 +73,7 @@ def conditioned(
     nudged values: no sample); ``reference``: the fp64 results by root. ``floors`` and
     ``deciding`` are those found so far, and gain the nudged ones (a caller judging another run
     later judges it with the same)."""
-    failing = [leaf.path for leaf in comparison.failing if leaf.rule == "fp64 rmse"]
+    failing = comparison.failing_by_fp64_rule
     if not failing:
         return comparison, {}
     nudged_errors: dict[str, float] = {}

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile.common.leaves import INCONCLUSIVE, LeafResult
+from pytest_torchcompile.common.leaves import FP64_RULE, INCONCLUSIVE, LeafResult
 from pytest_torchcompile.judging.rule import (
     RESOLUTION_EPSILONS,
     comparable,
@@ -219,7 +219,7 @@ def _fp64_result(
         shape,
         dtype,
         passed,
-        "fp64 rmse",
+        FP64_RULE,
         rmse_compiled=compiled_error,
         rmse_eager=eager_error,
         multiplier=multiplier,

@@ -12,7 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_torchcompile.common.kinds import FailureKind
-from pytest_torchcompile.common.leaves import LeafResult, format_table, summarized_leaves
+from pytest_torchcompile.common.leaves import (
+    FP64_RULE,
+    LeafResult,
+    format_table,
+    summarized_leaves,
+)
 from pytest_torchcompile.judging.oracle import compare_outputs, first_disagreement, flatten_outputs
 from pytest_torchcompile.judging.rule import leaf_verdict
 from pytest_torchcompile.judging.tensor_comparison import compare_tensor
@@ -294,3 +299,11 @@ def test_a_comparison_eager_rounded_the_other_way_passes_where_compiled_gives_fp
     integers = torch.tensor([1, 2, 3])
     assert not compare_tensor("out", torch.tensor([1, 2, 4]), integers, integers, 1e-4).passed
     assert not compare_tensor("out", torch.tensor([1, 2, 4]), integers, None, 1e-4).passed
+
+
+def test_the_rule_a_repro_names_is_the_one_the_plugin_overturns_by_noise() -> None:
+    """rule.py stands alone in repro files and spells its rules out; the plugin's name for the
+    fp64 rule must be the same string."""
+    reference = torch.linspace(-1, 1, 64, dtype=torch.float64)
+    _, rule_name, _ = leaf_verdict((reference + 0.5).float(), reference.float(), reference, 1e-6)
+    assert rule_name == FP64_RULE
