@@ -148,6 +148,13 @@ def _compare_leaf(
             noise,
             noise_from,
         )
+    return _compare_plain_value(path, compiled, eager, reference, tol, check_non_float)
+
+
+def _compare_plain_value(
+    path: str, compiled: Any, eager: Any, reference: Any, tol: float, check_non_float: bool
+) -> LeafResult:
+    """A leaf that is no tensor: a float by the fp64 rule, another plain value exactly."""
     if isinstance(eager, float) and isinstance(compiled, float):
         return compare_tensor(
             path,

@@ -323,7 +323,6 @@ class GraphSlicer:
             (node for unit in selection for node in self.units[unit]),
             key=self._position.__getitem__,
         )
-        kept_set = set(kept)
         graph = torch.fx.Graph()
         env, inputs = self._boundary(graph, kept, every_input)
         for node in kept:
@@ -331,12 +330,7 @@ class GraphSlicer:
             # Metadata of the original trace (fake tensors) would not match the new inputs.
             env[node].meta = {}
         if outputs is None:
-            outputs = [
-                node
-                for node in kept
-                if isinstance(self.values.get(node), torch.Tensor)
-                and (node in self.outputs or not any(user in kept_set for user in node.users))
-            ]
+            outputs = self._unconsumed(kept)
         graph.output(tuple(env[node] for node in outputs))
         return with_visible_outputs(
             torch.fx.GraphModule(self.gm, graph), self._visible(outputs)
@@ -348,11 +342,7 @@ class GraphSlicer:
         """The values ``kept`` nodes read from outside them, made in ``graph`` (:meth:`slice`): a
         tensor an input (its real value the candidate's input), a constant a constant, anything
         else its value; with ``every_input``, each of the graph's inputs too."""
-        kept_set = set(kept)
-        outside = {arg for node in kept for arg in node.all_input_nodes if arg not in kept_set}
-        if every_input:
-            outside |= set(self.gm.graph.find_nodes(op="placeholder"))
-        boundary = sorted(outside, key=self._position.__getitem__)
+        boundary = self._read_from_outside(kept, every_input)
         env: dict[torch.fx.Node, Any] = {}
         inputs: list[Any] = []
         for node in boundary:
@@ -371,6 +361,27 @@ class GraphSlicer:
             if node.op == "get_attr":
                 env[node] = graph.get_attr(str(node.target))
         return env, inputs
+
+    def _unconsumed(self, kept: list[torch.fx.Node]) -> list[torch.fx.Node]:
+        """The tensors ``kept`` nodes compute that none of them reads, or that the graph returns."""
+        kept_set = set(kept)
+        return [
+            node
+            for node in kept
+            if isinstance(self.values.get(node), torch.Tensor)
+            and (node in self.outputs or not any(user in kept_set for user in node.users))
+        ]
+
+    def _read_from_outside(
+        self, kept: list[torch.fx.Node], every_input: bool
+    ) -> list[torch.fx.Node]:
+        """What ``kept`` nodes read that none of them computes (and, with ``every_input``, every
+        input of the graph), in graph order."""
+        kept_set = set(kept)
+        outside = {arg for node in kept for arg in node.all_input_nodes if arg not in kept_set}
+        if every_input:
+            outside |= set(self.gm.graph.find_nodes(op="placeholder"))
+        return sorted(outside, key=self._position.__getitem__)
 
     def _visible(self, outputs: Sequence[torch.fx.Node]) -> list[int] | None:
         """Which of a candidate's ``outputs`` Inductor is to take for the user's: those the graph

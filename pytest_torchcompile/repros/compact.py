@@ -92,19 +92,23 @@ def _input_obstacle(value: Any, level: str) -> str | None:
             if isinstance(value, bool | int | float)
             else f"an input of type {type(value).__name__}"
         )
-    if (
-        type(value) is not torch.Tensor
-        or value.layout != torch.strided
-        or value.is_quantized
-        or value.is_complex()
-        or value.is_neg()
-    ):
+    if not _plain_strided_real(value):
         return "an input that is not a plain strided real tensor"
     if value.requires_grad and level != DYNAMO:
         return "inputs that require grad"
     if _overlaps_itself(_one_per_broadcast(value)):
         return "an input whose elements share memory other than by broadcasting"
     return None
+
+
+def _plain_strided_real(value: torch.Tensor) -> bool:
+    return (
+        type(value) is torch.Tensor
+        and value.layout == torch.strided
+        and not value.is_quantized
+        and not value.is_complex()
+        and not value.is_neg()
+    )
 
 
 def _one_per_broadcast(value: torch.Tensor) -> torch.Tensor:
