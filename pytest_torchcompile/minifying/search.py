@@ -581,7 +581,7 @@ def minify_repro(
         with locked(path.parent):
             atomic_write(
                 report_path,
-                bug_report(path.parent, _outcome(reduction.verdict), ops).encode(),
+                bug_report(path, _outcome(reduction.verdict), ops).encode(),
                 within=path.parent,
             )
     except OSError as error:
