@@ -141,3 +141,15 @@ def test_report_refuses_a_case_file_it_cannot_read_in_one_line(
     assert done.value.code == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line == f"pytest-torchcompile report: error: {said.format(case=case)}"
+
+
+def test_hunt_says_a_known_case_that_is_a_pipe_and_reads_past_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    known = tmp_path / "known"
+    (known / "case").mkdir(parents=True)
+    pipe = known / "case" / "minified.py"
+    argv = ["hunt", "--minutes", "0.001", "--dir", str(tmp_path / "hunt"), "--known", str(known)]
+    with answering_pipe(pipe):
+        assert main(argv) == 0
+    assert f"--known: {NOT_REGULAR}: {pipe}" in capsys.readouterr().err.splitlines()
