@@ -315,7 +315,10 @@ def minify(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
     from pytest_torchcompile.minifying.search import minify_repro
 
-    if not args.repro.is_file():
+    # A repro is imported by its path, which Python's import machinery takes only with .py.
+    if args.repro.suffix != ".py":
+        raise UsageError(f"{args.repro} is no repro file: its name does not end in .py")
+    if not os.path.lexists(args.repro):
         raise UsageError(f"no such repro file: {args.repro}")
     if args.device is not None:
         # Here, not at the top: the torch-free verbs (merge) start without torch.
@@ -324,6 +327,10 @@ def minify(args: argparse.Namespace) -> int:
         visible = torch.cuda.device_count()
         if int(args.device.removeprefix("cuda:")) >= visible:
             raise UsageError(f"--device {args.device}: no such device ({visible} CUDA visible)")
+    # Told from its header before anything of it runs: minifying imports the file.
+    why = _not_a_repro(args.repro)
+    if why is not None:
+        raise UsageError(f"{args.repro} is no repro file of pytest-torchcompile: {why}")
     progress = ProgressLine(sys.stderr)
     result = minify_repro(
         args.repro,
@@ -508,7 +515,8 @@ VERBS: tuple[Verb, ...] = (
         ),
         _minify_arguments,
         minify,
-        "0 once minified.py is written, 1 when nothing was, 3 when the repro cannot run",
+        "0 once minified.py is written, 1 when nothing was, 2 when the file is no repro of "
+        "pytest-torchcompile (it is not run), 3 when the repro cannot run",
     ),
     Verb(
         "report",

@@ -143,6 +143,53 @@ def test_report_refuses_a_case_file_it_cannot_read_in_one_line(
     assert line == f"pytest-torchcompile report: error: {said.format(case=case)}"
 
 
+@pytest.mark.parametrize("exists", [True, False], ids=["existing", "missing"])
+def test_minify_refuses_a_name_without_py(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    exists: bool,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    if exists:
+        Path("afile").write_bytes(HEADER)
+    with pytest.raises(SystemExit) as done:
+        main(["minify", "afile"])
+    assert done.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert (
+        line
+        == "pytest-torchcompile minify: error: afile is no repro file: its name does not end in .py"
+    )
+
+
+def test_minify_refuses_a_file_that_is_no_repro_before_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("planted.py").write_text("open('ran', 'w').close()\n")
+    with pytest.raises(SystemExit) as done:
+        main(["minify", "planted.py"])
+    assert done.value.code == 2
+    assert not Path("ran").exists()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        "pytest-torchcompile minify: error: planted.py is no repro file of pytest-torchcompile: "
+        "its header states no case, status and ops"
+    )
+
+
+def test_minify_says_a_repro_it_cannot_read_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("repro.py").write_bytes(HEADER + b"\xff\n")
+    assert main(["minify", "repro.py"]) == 3
+    assert capsys.readouterr().out.splitlines() == [
+        "not minified repro.py: the repro is broken: repro.py cannot be read: it is not UTF-8 text"
+    ]
+
+
 def test_hunt_says_a_known_case_that_is_a_pipe_and_reads_past_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
