@@ -424,7 +424,8 @@ def _hunt_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dtypes",
-        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+        # Empty items are kept for the verb to refuse: a value given is never [], all dtypes.
+        type=lambda text: [name.strip() for name in text.split(",")],
         default=[],
         metavar="NAME,...",
         help="draw inputs of these dtypes only, e.g. float32,bfloat16 (default: all)",
@@ -462,11 +463,7 @@ def hunt(args: argparse.Namespace) -> int:
     from pytest_torchcompile.hunt import hunt as run_hunt
     from pytest_torchcompile.torch_internals.config import inductor_config_has
 
-    unknown = [name for name in args.dtypes if name not in DTYPES_BY_NAME]
-    if unknown:
-        raise UsageError(
-            f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(DTYPES_BY_NAME)}"
-        )
+    _check_dtypes(args.dtypes, list(DTYPES_BY_NAME))
     missing = [key for key, _ in args.inductor_config if not inductor_config_has(key)]
     if missing:
         raise UsageError(
@@ -476,6 +473,15 @@ def hunt(args: argparse.Namespace) -> int:
     for line in result.lines():
         print(line)
     return 1 if any(cause.known is None for cause in result.causes) else 0
+
+
+def _check_dtypes(names: list[str], known: list[str]) -> None:
+    """Refuse ``--dtypes`` naming a dtype the hunt does not draw, or an empty name (``,,``),
+    which would otherwise narrow nothing."""
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        said = "an empty name" if "" in unknown else f"unknown {', '.join(unknown)}"
+        raise UsageError(f"--dtypes: {said}; known: {', '.join(known)}")
 
 
 def _merge(args: argparse.Namespace) -> int:
