@@ -135,7 +135,8 @@ def _case_dir(given: Path) -> Path:
     """A case directory from a case's directory, its name under the default directory, or one
     of its files."""
     for candidate in (given, DEFAULT_DIR / given, given.parent):
-        if (candidate / REPRO_NAME).is_file():
+        # Whatever is there (a pipe included) is the case's: its header says whether it is a repro.
+        if os.path.lexists(candidate / REPRO_NAME):
             return candidate
     raise UsageError(f"no case at {given} (a directory holding {REPRO_NAME}; see '{PROG} list')")
 
@@ -164,26 +165,37 @@ def _list_arguments(parser: argparse.ArgumentParser) -> None:
 
 def list_cases(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
-    from pytest_torchcompile.repros.repro import header_fields
+    from pytest_torchcompile.repros.repro import NotARepro, header_fields
 
-    cases = _repros_of(args.directory)
     layout = TerminalLayout(shutil.get_terminal_size().columns)
-    for case in cases:
-        fields = header_fields(case / REPRO_NAME)
-        status = fields.get("status", "?").split(":")[0]
+    listed = skipped = 0
+    for case in _repros_of(args.directory):
         minified = case / MINIFIED_NAME
-        shrunk = (
-            f", minified to {header_fields(minified).get('ops', '?')} ops"
-            if minified.is_file()
-            else ""
-        )
-        for text, indent in (
-            (f"{case.name}  {status}  ({fields.get('ops', '?')} ops{shrunk})", ""),
-            (fields.get("case", ""), "  "),
-        ):
+        try:
+            fields = header_fields(case / REPRO_NAME)
+        except NotARepro as error:
+            skipped += 1
+            lines = [(f"{case.name}  not a repro ({error})", "")]
+        else:
+            listed += 1
+            try:
+                shrunk = (
+                    f", minified to {header_fields(minified)['ops']} ops"
+                    if os.path.lexists(minified)
+                    else ""
+                )
+            except NotARepro as error:
+                shrunk = f"; {MINIFIED_NAME} not a repro: {error}"
+            status = fields["status"].split(":")[0]
+            lines = [
+                (f"{case.name}  {status}  ({fields['ops']} ops{shrunk})", ""),
+                (fields["case"], "  "),
+            ]
+        for text, indent in lines:
             for line in layout.wrap(text, indent):
                 print(line)
-    for line in layout.wrap(f"{len(cases)} case(s) in {args.directory}", ""):
+    skipped_note = f", {skipped} not a repro" if skipped else ""
+    for line in layout.wrap(f"{listed} case(s) in {args.directory}{skipped_note}", ""):
         print(line)
     return 0
 
@@ -228,7 +240,7 @@ def rerun(args: argparse.Namespace) -> int:
     for case in _repros_of(args.directory):
         path = (
             case / MINIFIED_NAME
-            if args.minified and (case / MINIFIED_NAME).is_file()
+            if args.minified and os.path.lexists(case / MINIFIED_NAME)
             else case / REPRO_NAME
         )
         why = _not_a_repro(path)
@@ -303,7 +315,10 @@ def minify(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
     from pytest_torchcompile.minifying.search import minify_repro
 
-    if not args.repro.is_file():
+    # A repro is imported by its path, which Python's import machinery takes only with .py.
+    if args.repro.suffix != ".py":
+        raise UsageError(f"{args.repro} is no repro file: its name does not end in .py")
+    if not os.path.lexists(args.repro):
         raise UsageError(f"no such repro file: {args.repro}")
     if args.device is not None:
         # Here, not at the top: the torch-free verbs (merge) start without torch.
@@ -312,6 +327,10 @@ def minify(args: argparse.Namespace) -> int:
         visible = torch.cuda.device_count()
         if int(args.device.removeprefix("cuda:")) >= visible:
             raise UsageError(f"--device {args.device}: no such device ({visible} CUDA visible)")
+    # Told from its header before anything of it runs: minifying imports the file.
+    why = _not_a_repro(args.repro)
+    if why is not None:
+        raise UsageError(f"{args.repro} is no repro file of pytest-torchcompile: {why}")
     progress = ProgressLine(sys.stderr)
     result = minify_repro(
         args.repro,
@@ -343,27 +362,29 @@ def _not_a_repro(path: Path) -> str | None:
     """Why ``path`` is no repro file of pytest-torchcompile, told from its header comments
     without running it (a repro's states its case, status and ops), or None."""
     # Imported by the verbs that need it: the torch-free verbs (merge) start without torch.
-    from pytest_torchcompile.repros.repro import header_fields
+    from pytest_torchcompile.repros.repro import NotARepro, header_fields
 
     try:
-        fields = header_fields(path)
-    except (OSError, UnicodeDecodeError) as error:
-        return f"cannot read it: {error}"
-    if not {"case", "status", "ops"} <= fields.keys():
-        return "its header states no case, status and ops"
+        header_fields(path)
+    except NotARepro as error:
+        return str(error)
     return None
 
 
 def report(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
     from pytest_torchcompile.repros.bug_report import bug_report
+    from pytest_torchcompile.repros.repro import ReproBroken, repro_source
 
     case = _case_dir(args.case)
-    why = _not_a_repro(case / REPRO_NAME)
+    repro, written = case / REPRO_NAME, case / BUG_REPORT_NAME
+    why = _not_a_repro(repro)
     if why is not None:
-        raise UsageError(f"{case / REPRO_NAME} is no repro file of pytest-torchcompile: {why}")
-    written = case / BUG_REPORT_NAME
-    print(written.read_text() if written.is_file() else bug_report(case))
+        raise UsageError(f"{repro} is no repro file of pytest-torchcompile: {why}")
+    try:
+        print(repro_source(written) if os.path.lexists(written) else bug_report(repro))
+    except ReproBroken as error:
+        raise UsageError(f"{case}: {error}") from None
     return 0
 
 
@@ -403,7 +424,8 @@ def _hunt_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dtypes",
-        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+        # Empty items are kept for the verb to refuse: a value given is never [], all dtypes.
+        type=lambda text: [name.strip() for name in text.split(",")],
         default=[],
         metavar="NAME,...",
         help="draw inputs of these dtypes only, e.g. float32,bfloat16 (default: all)",
@@ -441,11 +463,7 @@ def hunt(args: argparse.Namespace) -> int:
     from pytest_torchcompile.hunt import hunt as run_hunt
     from pytest_torchcompile.torch_internals.config import inductor_config_has
 
-    unknown = [name for name in args.dtypes if name not in DTYPES_BY_NAME]
-    if unknown:
-        raise UsageError(
-            f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(DTYPES_BY_NAME)}"
-        )
+    _check_dtypes(args.dtypes, list(DTYPES_BY_NAME))
     missing = [key for key, _ in args.inductor_config if not inductor_config_has(key)]
     if missing:
         raise UsageError(
@@ -455,6 +473,15 @@ def hunt(args: argparse.Namespace) -> int:
     for line in result.lines():
         print(line)
     return 1 if any(cause.known is None for cause in result.causes) else 0
+
+
+def _check_dtypes(names: list[str], known: list[str]) -> None:
+    """Refuse ``--dtypes`` naming a dtype the hunt does not draw, or an empty name (``,,``),
+    which would otherwise narrow nothing."""
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        said = "an empty name" if "" in unknown else f"unknown {', '.join(unknown)}"
+        raise UsageError(f"--dtypes: {said}; known: {', '.join(known)}")
 
 
 def _merge(args: argparse.Namespace) -> int:
@@ -494,7 +521,8 @@ VERBS: tuple[Verb, ...] = (
         ),
         _minify_arguments,
         minify,
-        "0 once minified.py is written, 1 when nothing was, 3 when the repro cannot run",
+        "0 once minified.py is written, 1 when nothing was, 2 when the file is no repro of "
+        "pytest-torchcompile (it is not run), 3 when the repro cannot run",
     ),
     Verb(
         "report",
@@ -505,7 +533,8 @@ VERBS: tuple[Verb, ...] = (
         ),
         _report_arguments,
         report,
-        "0 once printed, 2 when the case is no repro of pytest-torchcompile",
+        "0 once printed, 2 when the case is no repro of pytest-torchcompile or one of its files "
+        "cannot be read",
     ),
     Verb(
         "merge",

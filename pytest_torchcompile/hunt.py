@@ -28,6 +28,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.strategies import SearchStrategy
 
 from pytest_torchcompile.checking.runner import CheckRunner
+from pytest_torchcompile.common.files import MINIFIED_NAME
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.settings import CheckSettings
@@ -36,7 +37,13 @@ from pytest_torchcompile.minifying.search import minify_repro
 from pytest_torchcompile.programs import ALL_DTYPES, Program, programs
 from pytest_torchcompile.reporting.grouping import root_causes
 from pytest_torchcompile.reporting.layout import TerminalLayout
-from pytest_torchcompile.repros.repro import ReproBroken, file_graph_ops, file_recorded_kind
+from pytest_torchcompile.repros.repro import (
+    NotARepro,
+    ReproBroken,
+    file_graph_ops,
+    file_recorded_kind,
+    header_fields,
+)
 from pytest_torchcompile.run.session import AccuracySession
 
 DTYPES_BY_NAME = {str(dtype).removeprefix("torch."): dtype for dtype in ALL_DTYPES}
@@ -132,12 +139,20 @@ def _case_ops(path: Path) -> tuple[str, list[str]] | None:
         return None
 
 
-def known_cases(directories: Sequence[Path]) -> dict[tuple[str, tuple[str, ...]], str]:
+def known_cases(
+    directories: Sequence[Path], progress: Callable[[str], None]
+) -> dict[tuple[str, tuple[str, ...]], str]:
     """The minimal graphs of known cases (each ``minified.py`` under ``directories``), by failure
-    kind and op set."""
+    kind and op set. A file whose header is no repro's (a pipe, a planted file) is said to
+    ``progress`` and read no further."""
     known: dict[tuple[str, tuple[str, ...]], str] = {}
     for directory in directories:
-        for minified in sorted(directory.glob("*/minified.py")):
+        for minified in sorted(directory.glob(f"*/{MINIFIED_NAME}")):
+            try:
+                header_fields(minified)
+            except NotARepro as error:
+                progress(f"--known: not a repro ({error}): {minified}")
+                continue
             found = _case_ops(minified)
             if found is not None:
                 known[(found[0], tuple(sorted(found[1])))] = minified.parent.name
@@ -247,7 +262,7 @@ def hunt(
         for result in failing
         if result.repro_path and result.repro_defect is None and result not in unreferenced
     ]
-    causes, unreduced = _reduce(findings, known_cases(known), minify_timeout, progress)
+    causes, unreduced = _reduce(findings, known_cases(known, progress), minify_timeout, progress)
     unconfirmed = sum(1 for result in session.results if result.status is Status.UNCONFIRMED)
     return HuntResult(
         seconds,

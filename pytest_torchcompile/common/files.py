@@ -57,9 +57,10 @@ class TooLarge(Exception):
     """A file named for reading is larger than what it holds can be."""
 
 
-def read_bounded(path: Path, limit: int) -> bytes:
+def read_bounded(path: Path, limit: int, head: bool = False) -> bytes:
     """The bytes of the regular file at ``path``, of at most ``limit`` bytes; raises
-    :class:`NotARegularFile` or :class:`TooLarge` (:class:`OSError` where it cannot be opened)."""
+    :class:`NotARegularFile` or :class:`TooLarge` (:class:`OSError` where it cannot be opened).
+    With ``head``, a longer file's first ``limit`` bytes, and the rest is never read."""
     # Opened without blocking: a pipe would wait for a writer before it could be looked at.
     handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     if not stat.S_ISREG(os.fstat(handle).st_mode):
@@ -67,7 +68,7 @@ def read_bounded(path: Path, limit: int) -> bytes:
         raise NotARegularFile(path)
     with os.fdopen(handle, "rb") as stream:
         # Read one byte past the limit: a file's size can change, or be untold, as it is read.
-        data = stream.read(limit + 1)
+        data = stream.read(limit if head else limit + 1)
     if len(data) > limit:
         raise TooLarge(path)
     return data

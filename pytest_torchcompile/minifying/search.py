@@ -505,7 +505,10 @@ def minify_repro(
     """
     started = time.perf_counter()
     path = Path(repro_path).resolve()
-    config_source = config_lines(path)
+    try:
+        config_source = config_lines(path)
+    except ReproBroken as error:
+        return _broken(error, started)
     judging = (
         IsolatedJudge(config_source, device=device, candidate_timeout_s=timeout_s, spares=spares)
         if isolate
@@ -515,9 +518,7 @@ def minify_repro(
         try:
             case = load_case(path)
         except ReproBroken as error:
-            return MinifyResult(
-                0, 0, time.perf_counter() - started, 0, StopReason.REPRO_BROKEN, note=str(error)
-            )
+            return _broken(error, started)
         query = stage_query(case)
         settings = query.settings
         try:
@@ -581,7 +582,7 @@ def minify_repro(
         with locked(path.parent):
             atomic_write(
                 report_path,
-                bug_report(path.parent, _outcome(reduction.verdict), ops).encode(),
+                bug_report(path, _outcome(reduction.verdict), ops).encode(),
                 within=path.parent,
             )
     except OSError as error:
@@ -663,6 +664,13 @@ def minify_in_fresh_process(
             tail = (run.stdout + run.stderr).strip().splitlines()[-3:]
             raise RuntimeError(f"the minifying process exited {run.returncode}: {' | '.join(tail)}")
         return MinifyResult(**json.loads(result_path.read_text()))
+
+
+def _broken(error: ReproBroken, started: float) -> MinifyResult:
+    """The result for a repro file that cannot be read or loaded: nothing was judged."""
+    return MinifyResult(
+        0, 0, time.perf_counter() - started, 0, StopReason.REPRO_BROKEN, note=str(error)
+    )
 
 
 def _note(reduction: Reduction, compiles: int, seconds: float) -> str:

@@ -5,30 +5,43 @@ pytest_torchcompile report``."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
-from pytest_torchcompile.common.files import MINIFIED_NAME, REPRO_NAME
+from pytest_torchcompile.common.files import MINIFIED_NAME
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.repros.repro import config_lines, graph_source, header_fields
+from pytest_torchcompile.repros.repro import (
+    NotARepro,
+    config_lines,
+    graph_source,
+    header_fields,
+    repro_source,
+)
 
 
-def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) -> str:
-    """The report of the case in ``case_dir``: of its ``minified.py`` where there is one.
+def bug_report(repro: Path, outcome: str = "", ops: list[str] | None = None) -> str:
+    """The report of the case of the repro file ``repro``: of the ``minified.py`` beside it
+    where there is one.
 
     ``outcome`` is what the compiled graph gave against the reference (the per-output table, or
-    the error), as the minifier last judged it; ``ops`` the distinct ops of the graph."""
-    minified = case_dir / MINIFIED_NAME
-    shown = minified if minified.is_file() else case_dir / REPRO_NAME
-    fields, original = header_fields(shown), header_fields(case_dir / REPRO_NAME)
-    kind = _kind(original.get("status", ""))
-    source = shown.read_text()
+    the error), as the minifier last judged it; ``ops`` the distinct ops of the graph. Raises
+    :class:`NotARepro` where ``repro`` is no repro, :class:`ReproBroken` where the file shown
+    cannot be read."""
+    original, minified = header_fields(repro), repro.with_name(MINIFIED_NAME)
+    shown, fields = repro, original
+    # A minified.py that is missing or no repro (a pipe, a planted file) is neither shown nor read
+    # past its header.
+    with contextlib.suppress(NotARepro):
+        shown, fields = minified, header_fields(minified)
+    kind = _kind(original["status"])
+    source = repro_source(shown)
     compact = not source.startswith("# pytest-torchcompile repro:")
     env = fields.get("env", "")
     # Where the graph's inputs live (a GPU host's environment names its GPU for CPU cases too).
     device = "CUDA" if re.search(r"'cuda(:\d+)?'", source) else "CPU"
-    culprit = ", ".join(ops) if ops else f"a {fields.get('ops', '?')}-op graph"
+    culprit = ", ".join(ops) if ops else f"a {fields['ops']}-op graph"
     title = (
         f"[inductor] wrong result from {culprit} on {device}"
         if kind == FailureKind.ACCURACY
@@ -40,9 +53,9 @@ def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) 
         "### Describe the bug",
         "",
         f"`torch.compile` (Inductor) {_what(kind)} for {culprit} on {device}, found by "
-        f"pytest-torchcompile in `{original.get('case', case_dir.name)}`"
+        f"pytest-torchcompile in `{original['case']}`"
         + (
-            f" and minified from {original.get('ops', '?')} ops to {fields.get('ops', '?')}."
+            f" and minified from {original['ops']} ops to {fields['ops']}."
             if shown == minified
             else " (not minified)."
         ),
@@ -62,7 +75,7 @@ def bug_report(case_dir: Path, outcome: str = "", ops: list[str] | None = None) 
             "needed"
             + (
                 "; its larger inputs are in `tensors/` beside it"
-                if (case_dir / "tensors").is_dir() and "_load('" in source
+                if (repro.parent / "tensors").is_dir() and "_load('" in source
                 else ""
             )
             + "):",

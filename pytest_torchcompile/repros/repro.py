@@ -39,8 +39,11 @@ import torch.fx
 
 from pytest_torchcompile.common.files import (
     REPRO_NAME,
+    NotARegularFile,
+    TooLarge,
     atomic_write,
     locked,
+    read_bounded,
     remove_stale_temporaries,
     replace_directory,
     temporary_prefix,
@@ -72,6 +75,17 @@ INLINE_NUMEL = 32
 """Tensors up to this many elements are written into the file; larger ones go to tensors/."""
 
 TENSOR_DIR = "tensors"
+
+HEADER_BYTES = 64 * 2**10
+"""The most of a file read to tell whether it is a repro: its header comments, never the rest."""
+
+MAX_REPRO_BYTES = 64 * 2**20
+"""The most a repro file, or its case's bug report, is read of: a larger one is refused."""
+
+
+class NotARepro(Exception):
+    """A file that is no repro file of pytest-torchcompile, told from its header without running
+    it or reading past the header: the message says why."""
 
 
 def slugify(nodeid: str, limit: int = 80) -> str:
@@ -475,7 +489,7 @@ def load_repro(path: str | os.PathLike[str]) -> LoadedRepro:
     title = next(
         (
             line.split(":", 1)[1].strip()
-            for line in path.read_text().splitlines()
+            for line in repro_source(path).splitlines()
             if line.startswith("# case:")
         ),
         path.parent.name,
@@ -531,21 +545,59 @@ def _build(module: ModuleType) -> tuple[torch.fx.GraphModule, list[Any]]:
 
 def header_fields(path: Path) -> dict[str, str]:
     """The fields of a repro file's header comment (``case``, ``status``, ``ops``, ``stage``,
-    ``env``, ...; ``note`` lines joined), read without running the file."""
+    ``env``, ...; ``note`` lines joined), read from its first ``HEADER_BYTES`` without running the
+    file. Raises :class:`NotARepro` where ``path`` is no regular file (a pipe is never opened for
+    reading), cannot be read, or its header is not UTF-8 or states no case, status and ops."""
     fields: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        if not line.startswith("#"):
-            break
+    for line in _header_lines(path):
         match = re.match(r"# (\w+):\s+(.*)", line)
         if match:
             name, value = match.groups()
             fields[name] = f"{fields[name]} {value}" if name in fields else value
+    if not {"case", "status", "ops"} <= fields.keys():
+        raise NotARepro("its header states no case, status and ops")
     return fields
+
+
+def _header_lines(path: Path) -> list[str]:
+    """The comment lines a file opens with, read from its first ``HEADER_BYTES``; raises
+    :class:`NotARepro` where they cannot be read as a header."""
+    try:
+        head = read_bounded(path, HEADER_BYTES, head=True)
+    except NotARegularFile:
+        raise NotARepro("it is not a regular file") from None
+    except OSError as error:
+        raise NotARepro(f"cannot read it: {error.strerror or error}") from None
+    lines = head.splitlines()
+    if len(head) == HEADER_BYTES:
+        lines.pop()  # the line the bound cuts is no line of the header
+    try:
+        return [
+            line.decode() for line in itertools.takewhile(lambda raw: raw.startswith(b"#"), lines)
+        ]
+    except UnicodeDecodeError:
+        raise NotARepro("its header is not UTF-8 text") from None
+
+
+def repro_source(path: Path) -> str:
+    """The text of a repro file, or of its case's bug report: a regular file of at most
+    ``MAX_REPRO_BYTES`` of UTF-8. Raises :class:`ReproBroken` saying why it cannot be read."""
+    try:
+        return read_bounded(path, MAX_REPRO_BYTES).decode()
+    except NotARegularFile:
+        why = "it is not a regular file"
+    except TooLarge:
+        why = f"it is larger than {MAX_REPRO_BYTES // 2**20} MiB"
+    except UnicodeDecodeError:
+        why = "it is not UTF-8 text"
+    except OSError as error:
+        why = error.strerror or str(error)
+    raise ReproBroken(f"{path.name} cannot be read: {why}")
 
 
 def graph_source(path: Path) -> str:
     """The graph module's code in a repro file (its ``class Repro``)."""
-    source = path.read_text()
+    source = repro_source(path)
     start = source.find("\nclass Repro(")
     end = source.find("\ndef make_inputs():", start)
     return source[start + 1 : end].rstrip() if start >= 0 and end >= 0 else ""
@@ -585,7 +637,7 @@ def file_graph_ops(path: Path) -> list[str]:
     Raises :class:`ReproBroken` where the file holds no graph that reads so."""
     try:
         tree = ast.parse(graph_source(path))
-    except (OSError, SyntaxError, ValueError) as error:
+    except (SyntaxError, ValueError) as error:
         raise ReproBroken(f"the repro file's graph cannot be read: {error}") from None
     forward = next(
         (
@@ -661,8 +713,8 @@ def file_recorded_kind(path: Path) -> str | None:
     """The failure kind a repro file records (its ``KIND = ...``, alone or among other names),
     read from its text; None where it states none."""
     try:
-        tree = ast.parse(path.read_text())
-    except (OSError, SyntaxError, ValueError):
+        tree = ast.parse(repro_source(path))
+    except (ReproBroken, SyntaxError, ValueError):
         return None
     for statement in tree.body:
         if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
@@ -681,8 +733,12 @@ def file_recorded_kind(path: Path) -> str | None:
 
 
 def config_lines(path: Path) -> str:
+    """The Inductor config lines of a repro file; raises :class:`ReproBroken` where it cannot be
+    read (:func:`repro_source`)."""
     return "\n".join(
-        line for line in path.read_text().splitlines() if line.startswith("torch._inductor.config.")
+        line
+        for line in repro_source(path).splitlines()
+        if line.startswith("torch._inductor.config.")
     )
 
 

@@ -64,6 +64,20 @@ def test_an_unknown_dtype_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
     assert "--dtypes: unknown complex32" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("given", [",,", "", "float32,,bfloat16", " "])
+def test_an_empty_dtype_name_is_a_usage_error(
+    given: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Never taken for no narrowing: the hunt would draw every dtype."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["hunt", "--dtypes", given, "--minutes", "0.001", "--dir", str(tmp_path)])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "pytest-torchcompile hunt: error: --dtypes: an empty name; known: "
+        + ", ".join(str(dtype).removeprefix("torch.") for dtype in ALL_DTYPES)
+    ]
+
+
 def test_a_short_hunt_checks_programs_and_counts_them(tmp_path: Path) -> None:
     """The lighter twin of test_the_hunt_finds_and_minifies_an_injected_bug: a budget of a few
     seconds, one-step programs, nothing minified."""

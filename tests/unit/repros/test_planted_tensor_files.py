@@ -73,7 +73,7 @@ def test_a_compact_file_and_its_bug_report_copy_load_tensors_as_data_only(
     tmp_path: Path, case_dir: Path
 ) -> None:
     marker = tmp_path / "ran"
-    pasted = re.search(r"```python\n(.*?)\n```", bug_report(case_dir), re.DOTALL)
+    pasted = re.search(r"```python\n(.*?)\n```", bug_report(case_dir / REPRO_NAME), re.DOTALL)
     assert pasted is not None
     (case_dir / "pasted.py").write_text(pasted.group(1))
     _plant(case_dir, marker)

@@ -83,11 +83,13 @@ def test_a_known_case_is_read_without_running_its_file(tmp_path: Path) -> None:
         ReproCase(make_fx(one_relu)(x), [x], FailureKind.ACCURACY, "t::relu"),
         known / "relu" / MINIFIED_NAME,
     )
+    # Below the header, which makes the file a repro: above it, the file would be none.
     source = path.read_text().replace(
         "class Repro(torch.nn.Module):",
         PLANTED.format(marker=str(marker)) + "class Repro(torch.nn.Module):",
     )
-    path.write_text(PLANTED.format(marker=str(marker)) + source)
+    path.write_text(source)
+    notes: list[str] = []
 
-    assert known_cases([known]) == {(FailureKind.ACCURACY, ("aten.relu",)): "relu"}
-    assert not marker.exists()
+    assert known_cases([known], notes.append) == {(FailureKind.ACCURACY, ("aten.relu",)): "relu"}
+    assert not marker.exists() and notes == []
