@@ -196,7 +196,7 @@ def _refuse_outputs_at_tests(config: pytest.Config, test_ids: Iterable[str]) -> 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
-    item.config.stash[SESSION_KEY].annotate_report(item, report)
+    item.config.stash[SESSION_KEY].annotate_report(item, report, call.excinfo)
     return report
 
 

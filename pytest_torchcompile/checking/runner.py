@@ -37,7 +37,7 @@ from pytest_torchcompile.common.leaves import shown_table
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.run_state import MinifyJob, RunState
 from pytest_torchcompile.common.settings import CheckSettings
-from pytest_torchcompile.common.verdict import Comparison, Status
+from pytest_torchcompile.common.verdict import CheckFailed, Comparison, Status
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import DYNAMO, POST_AOT, error_signature
@@ -188,7 +188,7 @@ class CheckRunner:
                 )
             )
         if failure is not None:
-            pytest.fail(failure, pytrace=False)
+            raise CheckFailed(failure, pytrace=False)
         return result
 
     def _check(
@@ -455,7 +455,7 @@ class CheckRunner:
             if result.status not in (Status.UNCONFIRMED, Status.HANDLED_ERROR)
         ]
         if confirmed:
-            pytest.fail(
+            raise CheckFailed(
                 graph_failures_message(
                     [failed[index] for index in confirmed],
                     [failures[index] for index in confirmed],

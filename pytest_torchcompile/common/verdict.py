@@ -7,6 +7,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+import pytest
+
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.leaves import FP64_RULE, INCONCLUSIVE, LeafResult
 
@@ -67,6 +69,18 @@ _FAILURE_KIND_OF = {
     Status.EAGER_FAIL: FailureKind.EAGER_ERROR,
 }
 """The one table between a check's status and the failure kind its repro records."""
+
+
+# pytest names its failure class only as pytest.fail.Exception, which the type checker cannot
+# take for a class.
+class CheckFailed(pytest.fail.Exception):  # type: ignore[name-defined]
+    """The failure a check raises into its test where the compiler is at fault. A baseline may
+    excuse this failure of a test, never another: an error of the test's own (its assertion, its
+    model's error in eager) fails the test as a plain run fails it."""
+
+    # Shown as pytest shows its own failures ("Failed: compile accuracy: ..."), which it is.
+    __module__ = "builtins"
+    __qualname__ = "Failed"
 
 
 DEFAULT_TOLERANCE = 1e-4

@@ -19,24 +19,32 @@ Each row is ``<test id><TAB><expected status>[<TAB><note>]``:
   surrounding spaces; a leading ``#`` or ``"``) is written as a JSON string, ``"...\t..."``, and
   read back as the id it stands for.
 - *expected status*: one of ``pass``, ``fail_accuracy``, ``fail_compile``, ``fail_runtime``,
-  ``eager_fail``, ``eager_nondeterministic``, ``out_of_memory``, ``unconfirmed``,
-  ``handled_error``, ``inconclusive``, ``no_fp64_reference``, ``not_judged`` (see
-  ``verdict.Status``), or
-  ``flaky``: a flaky test never fails the run; its result is still shown.
+  ``eager_nondeterministic``, ``out_of_memory``, ``unconfirmed``, ``handled_error``,
+  ``inconclusive``, ``no_fp64_reference``, ``not_judged`` (see ``verdict.Status``), or
+  ``flaky``: a flaky test never fails the run; its result is still shown. ``eager_fail`` is no
+  expected status (see below).
 - *note*: optional free text kept as written, e.g. a link to the upstream bug.
 
 Blank lines and lines starting with ``#`` are ignored. The header line
 ``# pytest-torchcompile baseline v1`` is optional when writing the file by hand; a header naming
 another version is rejected. Surrounding whitespace of each field is ignored, so a trailing space
 after a status is harmless. Loading stops at the first problem with a ``BaselineError`` that
-names the file and line: a row without a tab-separated status, an unknown status, or a test id
-listed twice.
+names the file and line: a row without a tab-separated status, an unknown status, a row
+``eager_fail``, or a test id listed twice.
 
-Rewriting the file (``write_baseline``) records this run's status of every test that ran, keeps
-the rows of tests that did not run, keeps every note, and leaves ``flaky`` rows flaky. Comment
+Rewriting the file (``write_baseline``) records this run's status of every test that ran a
+check the baseline gates, keeps the rows of the other tests, keeps every note, and leaves
+``flaky`` rows flaky.
+
+The baseline gates the compiler, not the tests: a check whose model raised in its eager run
+(``eager_fail``) failed as its test fails in a plain run (or the test handled the error, as a
+``pytest.raises`` around the call does), so the baseline neither records nor judges it, and the
+test's outcome is pytest's. A test is judged by its other checks (``gated_status``); one with no
+other has no outcome. Nor does a baseline excuse any failure of a test but the one a check raised
+(``CheckFailed``): a test's own error fails it whatever its row says. Comment
 lines other than the header are not preserved: put lasting remarks in a row's note.
 
-A test that ran several checks is judged by one status (``test_status``), the first present in
+A test that ran several checks is shown with one status (``test_status``), the first present in
 this order: ``fail_compile``, ``fail_runtime``, ``fail_accuracy``, ``eager_fail``,
 ``eager_nondeterministic``, ``out_of_memory``, ``unconfirmed``, ``handled_error``,
 ``inconclusive``, ``no_fp64_reference``, ``not_judged``, ``pass``. *Failing* below means any
@@ -134,6 +142,11 @@ STATUS_PRIORITY: tuple[Status, ...] = (
 )
 
 
+UNGATED_STATUSES = frozenset({Status.EAGER_FAIL})
+"""Statuses the baseline neither records nor judges: the model's own error in its eager run fails
+its test as a plain run does, whatever a row says; no verdict on the compiler."""
+
+
 class BaselineError(Exception):
     """The baseline file cannot be read or written; the message names the file (and line)."""
 
@@ -209,6 +222,13 @@ def test_status(results: Sequence[CaseResult]) -> Status:
 test_status.__test__ = False  # type: ignore[attr-defined]
 
 
+def gated_status(results: Sequence[CaseResult]) -> Status | None:
+    """The status the baseline judges a test by: :func:`test_status` of its checks but those of
+    :data:`UNGATED_STATUSES`; None where it has no other."""
+    gated = [result for result in results if result.status not in UNGATED_STATUSES]
+    return test_status(gated) if gated else None
+
+
 def _parse_expectation(text: str) -> Expectation | None:
     if text == FLAKY:
         return FLAKY
@@ -253,8 +273,13 @@ def _parse_row(raw: str, path: Path, line: int) -> BaselineEntry:
         raise BaselineError(f"{where}: malformed row {raw.strip()!r}: expected {_ROW_SHAPE}")
     test_id, status_text = _read_test_id(fields[0], where), fields[1]
     expected = _parse_expectation(status_text)
+    if expected in UNGATED_STATUSES:
+        raise BaselineError(
+            f"{where}: {test_id} has status {expected}, which no baseline records: the model's "
+            "own error fails its test as a plain run does; delete the row"
+        )
     if expected is None:
-        allowed = ", ".join([*(str(s) for s in Status), FLAKY])
+        allowed = ", ".join([*(str(s) for s in Status if s not in UNGATED_STATUSES), FLAKY])
         raise BaselineError(
             f"{where}: unknown status {status_text!r} for {test_id}; expected one of {allowed}"
         )
@@ -475,21 +500,24 @@ class Gate:
         )
 
     def decide(self, test_id: str, results: Sequence[CaseResult]) -> Decision | None:
-        """The test's outcome; None when it ran no check."""
-        if not results:
+        """The test's outcome; None when it ran no check the baseline gates."""
+        status = gated_status(results)
+        if status is None:
             return None
-        return decide(test_id, test_status(results), self.baseline, self.strict)
+        return decide(test_id, status, self.baseline, self.strict)
 
     def decisions(self, results: Iterable[CaseResult]) -> dict[str, Decision]:
-        """The outcome of every test with a check, by test id."""
+        """The outcome of every test with a check the baseline gates, by test id."""
         return {
-            test_id: decide(test_id, test_status(checks), self.baseline, self.strict)
+            test_id: decision
             for test_id, checks in sorted(_by_test(results).items())
+            if (decision := self.decide(test_id, checks)) is not None
         }
 
     def xfail_reason(self, test_id: str, results: Sequence[CaseResult]) -> str | None:
-        """Why a failing test counts as expected (a recorded failure, or a flaky row), with its repro
-        path and the baseline row; None when its failure, if any, is not excused."""
+        """Why a failure a check raised into its test counts as expected (a recorded failure, or a
+        flaky row), with its repro path and the baseline row; None when it is not excused. A test's
+        own failure is never excused: the caller asks for a failure its check raised only."""
         decision = self.decide(test_id, results)
         if decision is None or not is_failing(decision.status):
             return None
@@ -550,7 +578,9 @@ class Gate:
         """Record this run's statuses in the baseline file, dropping the rows of tests that no
         longer exist (``unknown``); a line saying what changed."""
         statuses = {
-            test_id: test_status(checks) for test_id, checks in sorted(_by_test(results).items())
+            test_id: status
+            for test_id, checks in sorted(_by_test(results).items())
+            if (status := gated_status(checks)) is not None
         }
         gone = {entry.test_id for entry in unknown}
         target = _target(self.path)

@@ -24,7 +24,7 @@ import shutil
 import sys
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
@@ -143,6 +143,7 @@ def load_report(path: Path) -> ShardReport:
             shard,
             run["exitstatus"],
             run["baseline_sha256"],
+            {f["nodeid"] for f in run["failed"] if f["by_check"]},
         )
         return ShardReport(
             path, data["plugin_version"], data["environment"], statuses, results, record, notes
@@ -170,7 +171,7 @@ REPORT_FIELDS: dict[str, Any] = {
         "selected": list[str],
         "deselected": list[str],
         "narrowed_files": list[str],
-        "failed": [{"nodeid": str, "when": str}],
+        "failed": [{"nodeid": str, "when": str, "by_check": bool}],
         "shard": dict[str, Any] | None,
         "exitstatus": pytest.ExitCode | None,
         "baseline_sha256": str | None,
@@ -350,8 +351,9 @@ def merge_reports(reports: Sequence[ShardReport], gate: Gate | None = None) -> M
     failed = list(
         dict.fromkeys(failure for report in reports for failure in report.record.failed_reports)
     )
+    by_check = set().union(*(report.record.failed_by_check for report in reports))
     if gate is not None:
-        failed = _not_excused(failed, results, gate)
+        failed = _not_excused(failed, results, gate, by_check)
     record = RunRecord(
         results,
         set().union(*collected),
@@ -361,6 +363,7 @@ def merge_reports(reports: Sequence[ShardReport], gate: Gate | None = None) -> M
         None,
         _merged_exitstatus(reports, failed),
         None if gate is None else file_digest(gate.path),
+        by_check,
     )
     return Merged(record, lines)
 
@@ -429,15 +432,22 @@ def _merged_exitstatus(
 
 
 def _not_excused(
-    failed: Sequence[tuple[str, str]], results: Sequence[CaseResult], gate: Gate
+    failed: Sequence[tuple[str, str]],
+    results: Sequence[CaseResult],
+    gate: Gate,
+    by_check: Collection[str],
 ) -> list[tuple[str, str]]:
+    """The failed reports that ``gate`` does not excuse: each but the call of a test its check
+    failed (``by_check``) where the baseline expects that failure."""
     by_test: dict[str, list[CaseResult]] = {}
     for result in results:
         by_test.setdefault(result.nodeid, []).append(result)
     return [
         (test_id, when)
         for test_id, when in failed
-        if when != "call" or gate.xfail_reason(test_id, by_test.get(test_id, [])) is None
+        if when != "call"
+        or test_id not in by_check
+        or gate.xfail_reason(test_id, by_test.get(test_id, [])) is None
     ]
 
 

@@ -31,7 +31,7 @@ from pytest_torchcompile.common.settings import (
     GatingSettings,
     marker_settings,
 )
-from pytest_torchcompile.common.verdict import Status, leaves_device_unusable
+from pytest_torchcompile.common.verdict import CheckFailed, Status, leaves_device_unusable
 from pytest_torchcompile.reporting.baseline import BaselineError, Decision, Gate, is_failing
 from pytest_torchcompile.reporting.cells import by_test
 from pytest_torchcompile.reporting.github import append_github_summary
@@ -79,6 +79,8 @@ class AccuracySession:
     _run_end: RunEnd | None = field(default=None, init=False, repr=False)
     _failed_reports: list[tuple[str, str]] = field(default_factory=list, init=False, repr=False)
     """(test id, phase) of every failed test report received, as pytest counts them."""
+    _failed_by_check: set[str] = field(default_factory=set, init=False, repr=False)
+    """The tests among them whose call a check failed (:meth:`annotate_report`)."""
     _environment: dict[str, Any] | None = field(default=None, init=False, repr=False)
     on_minify_job: Callable[[MinifyJob], None] | None = None
     """Told of each case queued for minification as soon as its repro is written."""
@@ -312,11 +314,18 @@ class AccuracySession:
         if any(path is not None for _, path in self._outputs):
             self.refuse_outputs_at(test_inputs(root, test_ids))
 
-    def annotate_report(self, item: pytest.Item, report: pytest.TestReport) -> None:
+    def annotate_report(
+        self,
+        item: pytest.Item,
+        report: pytest.TestReport,
+        raised: pytest.ExceptionInfo[BaseException] | None,
+    ) -> None:
         """Where the test ran, as its report is made: move the checks made since the last report
         onto the report (for the controller), and at the end of the call phase judge the test
-        against the baseline: a recorded (or flaky) failure becomes xfail with its repro path, a
-        new failure names the baseline."""
+        against the baseline: a failure its check raised (``raised``, the call's exception, is
+        :class:`CheckFailed`, or a repro test failed with its verdict) becomes xfail with its
+        repro path where the baseline records it (or the row is flaky); a new failure names the
+        baseline. A test's own failure stands, whatever its row says, as in a plain run."""
         pending = self._results[self._unreported :]
         del self._results[self._unreported :]
         mine = self._test_results.setdefault(item.nodeid, [])
@@ -330,18 +339,29 @@ class AccuracySession:
                 if result.graphs_judged is not None or result is made:
                     # The fixture records its own checks' properties as it makes them.
                     item.user_properties.extend(junit_properties(result))
+            by_check = report.failed and (
+                made is not None or (raised is not None and raised.errisinstance(CheckFailed))
+            )
+            if by_check:
+                setattr(report, FAILED_BY_CHECK_ATTRIBUTE, True)
             if self.gate is not None and mine and report.failed:
                 reason = self.gate.xfail_reason(item.nodeid, mine)
-                note = self.gate.failure_note(item.nodeid, mine)
-                if reason is not None:
+                if reason is not None and by_check:
                     report.outcome = "skipped"
                     report.wasxfail = TerminalLayout.of(item.config).public(reason)
                     if self.gating is not None and not self.gating.minify_expected:
                         self._drop_minify_jobs({result.case_id for result in mine})
-                elif note is not None:
-                    report.sections.append(
-                        ("compile accuracy baseline", _fitted(item.config, note))
+                else:
+                    note = (
+                        f"not excused: the test failed with its own error, as in a plain run; "
+                        f"{reason}"
+                        if reason is not None
+                        else self.gate.failure_note(item.nodeid, mine)
                     )
+                    if note is not None:
+                        report.sections.append(
+                            ("compile accuracy baseline", _fitted(item.config, note))
+                        )
         elif report.when == "teardown":
             self._test_results.pop(item.nodeid, None)
         if (
@@ -370,6 +390,8 @@ class AccuracySession:
         self._unreported = len(self._results)
         if report.failed and not hasattr(report, "wasxfail"):
             self._failed_reports.append((report.nodeid, report.when))
+            if getattr(report, FAILED_BY_CHECK_ATTRIBUTE, False):
+                self._failed_by_check.add(report.nodeid)
 
     def end_run(
         self,
@@ -396,6 +418,7 @@ class AccuracySession:
             self.shard,
             exitstatus,
             self.baseline_digest,
+            self._failed_by_check,
         )
         outputs = RunOutputs(gating.report, _github_summary(), html=gating.html)
         self._run_end = conclude_run(
@@ -433,6 +456,10 @@ class RunRecord:
     """pytest's exit status before the baseline's say; None where not known."""
     baseline_digest: str | None = None
     """The sha256 of the baseline file the run was judged against; None without one."""
+    failed_by_check: Collection[str] = ()
+    """The tests whose call a check failed (``CheckFailed``, a repro test's verdict): the one
+    failure of a test that a baseline excuses and a recording run records. Any other failed
+    report is the test's own, which fails the run as it fails a plain run."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON report's ``run`` object (schema: ``report``)."""
@@ -444,7 +471,12 @@ class RunRecord:
             "narrowed_files": sorted(self.narrowed_files),
             # Sorted, as the tests are: under xdist reports arrive in any order.
             "failed": [
-                {"nodeid": nodeid, "when": when} for nodeid, when in sorted(self.failed_reports)
+                {
+                    "nodeid": nodeid,
+                    "when": when,
+                    "by_check": when == "call" and nodeid in self.failed_by_check,
+                }
+                for nodeid, when in sorted(self.failed_reports)
             ],
             "exitstatus": self.exitstatus,
             "baseline_sha256": self.baseline_digest,
@@ -566,7 +598,7 @@ def conclude_run(
             "the baseline", gate.path, lambda: updated.append(gate.update_file(results, unknown))
         ):
             said.extend(updated)
-            recorded, line = recorded_failures(record.failed_reports, decisions or {})
+            recorded, line = recorded_failures(record, decisions or {})
             said.extend([line] if line else [])
     failures.extend(unwritten)
     lines.extend(wrapped for line in said for wrapped in layout.wrap(layout.shown(line), ""))
@@ -581,16 +613,20 @@ def conclude_run(
 
 
 def recorded_failures(
-    failed_reports: Sequence[tuple[str, str]], decisions: Mapping[str, Decision]
+    record: RunRecord, decisions: Mapping[str, Decision]
 ) -> tuple[int, str | None]:
     """After a recording run wrote the baseline: how many failed test reports are failures it
-    recorded (the call of a test whose status is failing) when they are all such, else 0;
-    and a line saying so (None when no test failed that way)."""
+    recorded (the call of a test that its check failed, whose status is failing) when they are
+    all such, else 0; and a line saying so (None when no test failed that way)."""
     failing = {test_id for test_id, decision in decisions.items() if is_failing(decision.status)}
-    recorded = sum(1 for test_id, when in failed_reports if when == "call" and test_id in failing)
+    recorded = sum(
+        1
+        for test_id, when in record.failed_reports
+        if when == "call" and test_id in failing and test_id in record.failed_by_check
+    )
     if not recorded:
         return 0, None
-    others = len(failed_reports) - recorded
+    others = len(record.failed_reports) - recorded
     line = (
         f"recording run: {recorded} test failure(s) from compile accuracy, recorded in the baseline: "
         "they do not fail this run"
@@ -599,6 +635,10 @@ def recorded_failures(
         return 0, f"{line}; {others} other test failure(s) do"
     return recorded, f"{line} (exit status 0)"
 
+
+FAILED_BY_CHECK_ATTRIBUTE = "torchcompile_failed_by_check"
+"""Set (True) on the report of a test call that a check failed, for the controller: xdist carries
+report attributes from workers to it."""
 
 RESULTS_ATTRIBUTE = "torchcompile_results"
 """Test report attribute with the checks made since the previous report, as a JSON list of

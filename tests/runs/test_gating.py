@@ -624,8 +624,8 @@ def test_gate_xfail_reason_and_failure_note(tmp_path: Path) -> None:
         f"compile accuracy flaky: fail_runtime (flaky in the baseline) (baseline {path}:3)"
     )
     assert gate.xfail_reason("t.py::c", [case("t.py::c", Status.PASS)]) is None
-    assert gate.failure_note("t.py::new", [case("t.py::new", Status.EAGER_FAIL)]) == (
-        f"NEW FAILURE: eager_fail, and the test is not in the baseline (baseline {path})"
+    assert gate.failure_note("t.py::new", [case("t.py::new", Status.OUT_OF_MEMORY)]) == (
+        f"NEW FAILURE: out_of_memory, and the test is not in the baseline (baseline {path})"
     )
     assert gate.decide("t.py::b", []) is None
 

@@ -171,8 +171,8 @@ def test_write_round_trip_keeps_untouched_rows_notes_and_flaky(tmp_path: Path) -
 
 def test_write_without_previous_creates_directories_and_sorts(tmp_path: Path) -> None:
     path = tmp_path / "ci" / "baseline.txt"
-    write_baseline(path, {"t.py::z": Status.PASS, "t.py::a": Status.EAGER_FAIL}, None)
-    assert path.read_text(encoding="utf-8") == f"{HEADER}\nt.py::a\teager_fail\nt.py::z\tpass\n"
+    write_baseline(path, {"t.py::z": Status.PASS, "t.py::a": Status.FAIL_RUNTIME}, None)
+    assert path.read_text(encoding="utf-8") == f"{HEADER}\nt.py::a\tfail_runtime\nt.py::z\tpass\n"
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
@@ -310,10 +310,10 @@ NOTED = BaselineEntry("t.py::a", Status.FAIL_ACCURACY, "https://bugs/1")
         ),
         (
             BaselineEntry("t.py::a", Status.PASS),
-            Status.EAGER_FAIL,
+            Status.OUT_OF_MEMORY,
             DecisionKind.NEW_FAILURE,
             True,
-            "eager_fail, the baseline expects pass",
+            "out_of_memory, the baseline expects pass",
         ),
         (
             NOTED,

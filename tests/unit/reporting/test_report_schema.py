@@ -42,7 +42,7 @@ RUN = {
     "selected": [],
     "deselected": [],
     "narrowed_files": [],
-    "failed": [{"nodeid": "t.py::a", "when": "call"}],
+    "failed": [{"nodeid": "t.py::a", "when": "call", "by_check": True}],
     "exitstatus": 1,
     "baseline_sha256": None,
 }
