@@ -260,7 +260,7 @@ class CheckRunner:
             )
         self.session.record(result)
         if record_property is not None:
-            for name, value in junit_properties(result):
+            for name, value in junit_properties(result, self.layout.public):
                 record_property(name, value)
         if not outcome.passed and result.status is not Status.UNCONFIRMED:
             return None, failure_message(result, outcome, self.layout)

@@ -6,17 +6,24 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from pytest_torchcompile.common.files import atomic_write
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.reporting.baseline import Decision, DecisionKind, is_failing
 from pytest_torchcompile.reporting.cells import by_test, format_ratio
 
+PATH_PROPERTIES = frozenset({"torchcompile_repro", "torchcompile_minified"})
+"""The properties that name a file: absolute paths on the machine that ran, for tools, as the JSON
+report's path fields are."""
 
-def junit_properties(result: CaseResult) -> list[tuple[str, str]]:
+
+def junit_properties(result: CaseResult, public: Callable[[str], str]) -> list[tuple[str, str]]:
     """``record_property`` pairs for one check; values that are absent (no repro, no minified
-    file, no case id, no ratio) are left out rather than written empty."""
+    file, no case id, no ratio) are left out rather than written empty. Every value but those of
+    :data:`PATH_PROPERTIES` is a message, written through ``public`` (``TerminalLayout.public``:
+    paths under the rootdir relative to it, the home directory as ``~``), as every report's
+    messages are."""
     minified = result.minify.path if result.minify else None
     candidates = [
         ("torchcompile_case", result.case_id),
@@ -36,18 +43,23 @@ def junit_properties(result: CaseResult) -> list[tuple[str, str]]:
         ("torchcompile_unchecked", "; ".join(result.unchecked) or None),
         ("torchcompile_unconfirmed", result.unconfirmed),
     ]
-    return [(name, value) for name, value in candidates if value is not None]
+    return [
+        (name, value if name in PATH_PROPERTIES else public(value))
+        for name, value in candidates
+        if value is not None
+    ]
 
 
 def junit_xml(
     results: Sequence[CaseResult],
     decisions: Mapping[str, Decision] | None,
     failed_reports: Sequence[tuple[str, str]],
+    public: Callable[[str], str],
     xfail_reasons: Mapping[str, str] | None = None,
 ) -> str:
     """A JUnit XML file of the run's tests, for a run pytest did not write one for (the merge of a
     split run's shards): a test case per test with a check or a failed report, with the checks'
-    :func:`junit_properties`; a failure where pytest counted one or the test fails the run against
+    :func:`junit_properties` (their messages through ``public``); a failure where pytest counted one or the test fails the run against
     the baseline, skipped (xfail) where the baseline expects its failure, its message the reason a
     single run's xfail gives (``xfail_reasons``: the baseline row and the repro path) where known."""
     checks = dict(by_test(results))
@@ -62,7 +74,9 @@ def junit_xml(
             ".".join([scope[0].removesuffix(".py").replace("/", "."), *scope[1:]]) if scope else ""
         )
         case = ET.SubElement(suite, "testcase", classname=classname, name=name)
-        properties = [pair for check in checks.get(nodeid, []) for pair in junit_properties(check)]
+        properties = [
+            pair for check in checks.get(nodeid, []) for pair in junit_properties(check, public)
+        ]
         if properties:
             holder = ET.SubElement(case, "properties")
             for key, value in properties:
@@ -101,7 +115,10 @@ def write_junit(
     results: Sequence[CaseResult],
     decisions: Mapping[str, Decision] | None,
     failed_reports: Sequence[tuple[str, str]],
+    public: Callable[[str], str],
     xfail_reasons: Mapping[str, str] | None = None,
 ) -> None:
     """Write :func:`junit_xml` to ``path`` atomically."""
-    atomic_write(path, junit_xml(results, decisions, failed_reports, xfail_reasons).encode())
+    atomic_write(
+        path, junit_xml(results, decisions, failed_reports, public, xfail_reasons).encode()
+    )

@@ -338,7 +338,9 @@ class AccuracySession:
             for result in pending:
                 if result.graphs_judged is not None or result is made:
                     # The fixture records its own checks' properties as it makes them.
-                    item.user_properties.extend(junit_properties(result))
+                    item.user_properties.extend(
+                        junit_properties(result, TerminalLayout.of(item.config).public)
+                    )
             by_check = report.failed and (
                 made is not None or (raised is not None and raised.errisinstance(CheckFailed))
             )
@@ -589,7 +591,9 @@ def conclude_run(
     if junit is not None and written(
         "the JUnit file",
         junit,
-        lambda: write_junit(junit, public, public_decisions, record.failed_reports, xfail_reasons),
+        lambda: write_junit(
+            junit, results, public_decisions, record.failed_reports, layout.public, xfail_reasons
+        ),
     ):
         said.append(f"JUnit file written to {junit}")
     if gate is not None and gate.update:

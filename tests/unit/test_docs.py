@@ -110,3 +110,29 @@ def test_the_baseline_statuses_listed_are_every_status_a_baseline_records() -> N
     recorded = [status for status in Status if status not in UNGATED_STATUSES]
     assert [str(status) for status in recorded if f"`{status}`" not in listed] == []
     assert [str(status) for status in UNGATED_STATUSES if f"`{status}`" in listed] == []
+
+
+def test_the_junit_properties_are_listed_with_those_that_hold_absolute_paths() -> None:
+    """docs/reports.md names every property a check carries, and as absolute paths exactly
+    those the writer keeps absolute: the rest are messages, relative to the rootdir."""
+    from pytest_torchcompile.common.results import CaseResult, MinifyResult, StopReason
+    from pytest_torchcompile.common.verdict import Status
+    from pytest_torchcompile.reporting.junit import PATH_PROPERTIES, junit_properties
+
+    every = CaseResult(
+        "t.py::t",
+        Status.UNCONFIRMED,
+        case_id="c",
+        worst_ratio=2.0,
+        repro_path="/r/repro.py",
+        graphs_judged=1,
+        unconfirmed="not reproduced",
+        unchecked=["graph 1: random ops"],
+        minify=MinifyResult(2, 1, 1.0, 1, StopReason.MINIMAL, path="/r/minified.py"),
+    )
+    written = [name for name, _ in junit_properties(every, str)]
+    section = (ROOT / "docs" / "reports.md").read_text().split("## JUnit and GitHub", 1)[1]
+    listed = " ".join(section.split("- When `GITHUB_STEP_SUMMARY`", 1)[0].split())
+    assert [name for name in written if f"`{name}`" not in listed] == []
+    absolute = listed.split("Of these, ", 1)[1].split(" hold absolute paths", 1)[0]
+    assert set(re.findall(r"`(\w+)`", absolute)) == PATH_PROPERTIES

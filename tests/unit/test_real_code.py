@@ -27,6 +27,7 @@ from pytest_torchcompile.reporting.cells import checks_summary
 from pytest_torchcompile.reporting.github import github_summary_markdown
 from pytest_torchcompile.reporting.json_report import json_report
 from pytest_torchcompile.reporting.junit import junit_properties
+from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.repros.repro import load_repro, repro_defect, write_repro
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
@@ -188,7 +189,9 @@ def test_not_judged_checks_are_counted_apart_in_every_report() -> None:
     assert report["counts"]["checks"]["not_judged"] == 1 and report["counts"]["checks"]["pass"] == 1
     assert report["counts"]["tests"]["not_judged"] == 1
     assert "1 not_judged" in github_summary_markdown(results, None)
-    assert ("torchcompile_status", "not_judged") in junit_properties(results[1])
+    assert ("torchcompile_status", "not_judged") in junit_properties(
+        results[1], TerminalLayout().public
+    )
     assert baseline.test_status(results) is Status.NOT_JUDGED and not baseline.is_failing(
         Status.NOT_JUDGED
     )

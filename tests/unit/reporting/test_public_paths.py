@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from pytest_torchcompile.common.results import CaseResult, MinifyResult, StopReason
+from pytest_torchcompile.common.settings import CheckSettings
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.reporting.baseline import Gate
 from pytest_torchcompile.reporting.layout import TerminalLayout
-from pytest_torchcompile.run.session import RunOutputs, RunRecord, conclude_run
+from pytest_torchcompile.run.session import AccuracySession, RunOutputs, RunRecord, conclude_run
 
 
 def test_no_absolute_path_of_the_machine_is_made_public(
@@ -90,4 +91,32 @@ def test_the_reports_name_no_absolute_path_but_in_the_json_reports_path_fields(
     assert checked["minify"]["note"] == (
         "minifying raised OSError; unminified repro kept: "
         ".compile-accuracy/tests_test_m.py__test_bad/repro.py"
+    )
+
+
+def test_a_tests_junit_properties_keep_its_files_absolute_and_name_other_paths_relative(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest's JUnit file, as the merged one: the properties of a test's plain graphs, which the
+    session puts on the test as it ends."""
+    monkeypatch.setattr(request.node, "user_properties", [])
+    root, nodeid = request.config.rootpath, request.node.nodeid
+    repro = root / ".compile-accuracy" / "case" / "repro.py"
+    check = CaseResult(
+        nodeid,
+        Status.PASS,
+        repro_path=str(repro),
+        graphs_judged=1,
+        unchecked=[f"graph 1 (forward) from {root}/tests/m.py:9 (helper): random ops"],
+    )
+    session = AccuracySession(True, tmp_path, CheckSettings(), lambda: {})
+    session.record(check)
+    report = pytest.TestReport(nodeid, ("t.py", 1, "t"), {}, "passed", None, "call")
+
+    session.annotate_report(request.node, report, None)
+
+    properties = dict(request.node.user_properties)
+    assert properties["torchcompile_repro"] == str(repro)
+    assert properties["torchcompile_unchecked"] == (
+        "graph 1 (forward) from tests/m.py:9 (helper): random ops"
     )

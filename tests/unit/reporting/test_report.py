@@ -158,7 +158,9 @@ def test_a_case_left_unminified_says_why_not_how_many_ops(stop: StopReason, labe
     assert not any("373" in line for line in lines)
     assert result.minify.summary_line("t.py::a") == f"not minified t.py::a: {label}: the details"
     assert f"not minified: {label}" in github_summary_markdown([result], None)
-    assert ("torchcompile_minify_stop", str(stop)) in junit_properties(result)
+    assert ("torchcompile_minify_stop", str(stop)) in junit_properties(
+        result, TerminalLayout().public
+    )
 
 
 def test_terminal_baseline_column_counts_and_notable_tests() -> None:
@@ -584,7 +586,7 @@ def test_append_github_summary_keeps_earlier_sections(tmp_path: Path) -> None:
 
 
 def test_junit_properties_of_a_failing_check() -> None:
-    assert junit_properties(failing_case()) == [
+    assert junit_properties(failing_case(), TerminalLayout().public) == [
         ("torchcompile_case", "graph 0"),
         ("torchcompile_status", "fail_accuracy"),
         ("torchcompile_worst_ratio", "50.00"),
@@ -602,7 +604,7 @@ def test_junit_properties_leave_out_what_is_absent() -> None:
         reference="fp32 (cosine)",
         minify=MinifyResult(5, 5, 1.0, 2, StopReason.NOT_REPRODUCED, path=None),
     )
-    assert junit_properties(result) == [
+    assert junit_properties(result, TerminalLayout().public) == [
         ("torchcompile_status", "no_fp64_reference"),
         ("torchcompile_minify_stop", "not_reproduced"),
         ("torchcompile_reference", "fp32 (cosine)"),
@@ -654,7 +656,7 @@ def test_plain_graphs_in_the_summary_line_github_and_junit() -> None:
         table_rows(markdown)[1]
         == "| `tests/p.py::test_p` | - | pass | 1.50 | 3 judged, 1 unchecked | - | - | - | - |"
     )
-    assert junit_properties(plain_results()[1]) == [
+    assert junit_properties(plain_results()[1], TerminalLayout().public) == [
         ("torchcompile_status", "pass"),
         ("torchcompile_worst_ratio", "1.50"),
         ("torchcompile_reference", "fp64"),
