@@ -1,10 +1,11 @@
 """What every report format shows of a run's checks: ratios, minify lines, counts and their
 summaries, checks grouped by test in sorted order (runs under pytest-xdist, whose results arrive
-in any order, then compare cleanly)."""
+in any order, then compare cleanly), text with its control characters escaped."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from itertools import groupby
@@ -12,6 +13,19 @@ from itertools import groupby
 from pytest_torchcompile.common.results import CaseResult, MinifyResult, StopReason
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.reporting.baseline import Decision, DecisionKind
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+_CONTROL_BUT_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def printable(text: str, lines: bool = False) -> str:
+    """``text`` with its control characters escaped visibly (``\\x1b``, ``\\t``), as pytest shows
+    them in test ids, and the code points no UTF-8 file or XML 1.0 document holds (a lone
+    surrogate, ``\\ufffe``): a test id or message holding an ANSI escape or a bell must not drive
+    a terminal, nor reach a page, a Markdown summary or an XML file (which they would make
+    invalid). With ``lines``, line breaks and tabs are kept, for a format that shows them."""
+    control = _CONTROL_BUT_LINES if lines else _CONTROL
+    return control.sub(lambda match: repr(match.group())[1:-1], text)
 
 
 def format_ratio(ratio: float | None) -> str:

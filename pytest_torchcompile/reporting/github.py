@@ -14,6 +14,7 @@ from pytest_torchcompile.reporting.cells import (
     format_graphs,
     format_minify,
     format_ratio,
+    printable,
     sorted_by_test,
     status_summary,
 )
@@ -21,7 +22,7 @@ from pytest_torchcompile.reporting.grouping import root_causes
 
 
 def _markdown_cell(text: str, code: bool = False) -> str:
-    text = text.replace("\r", " ").replace("\n", " ")
+    text = printable(text.replace("\r", " ").replace("\n", " "), lines=True)
     if code and "`" not in text:
         text = f"`{text}`"
     # GitHub splits table cells on "|" even inside code spans unless it is escaped.
@@ -65,7 +66,7 @@ def _root_causes_markdown(results: Sequence[CaseResult]) -> str:
         return ""
     lines = [f"\n**Root causes:** {len(groups)}\n"]
     for group in groups[:GITHUB_ROOT_CAUSES]:
-        ops = ", ".join(f"`{op}`" for op in group.ops)
+        ops = ", ".join(_markdown_cell(op, code=True) for op in group.ops)
         tests = "1 test" if len(group.tests) == 1 else f"{len(group.tests)} tests"
         lines.append(
             f"- {_markdown_cell(group.stage_summary or group.stage)} (ops {ops}, "

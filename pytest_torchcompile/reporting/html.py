@@ -5,10 +5,10 @@ no network), its stage and its files, linked relative to the page."""
 
 from __future__ import annotations
 
+import html
 import math
 import os
 from collections.abc import Mapping, Sequence
-from html import escape
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -24,6 +24,7 @@ from pytest_torchcompile.reporting.cells import (
     format_minify,
     format_ratio,
     kind_counts,
+    printable,
     status_summary,
 )
 from pytest_torchcompile.reporting.grouping import root_causes
@@ -64,6 +65,13 @@ def _priority(checks: Sequence[CaseResult], decision: Decision | None) -> int:
     return _OTHER_FAILING if is_failing(test_status(checks)) else _THE_REST
 
 
+def _text(text: str) -> str:
+    """``text`` as the page shows it, every text of it: as text, never markup, and its control
+    characters but line breaks and tabs escaped visibly (:func:`cells.printable`): an ANSI
+    escape or a bell in a test's error reaches no browser."""
+    return html.escape(printable(text, lines=True))
+
+
 def _status_class(status: Status | str) -> str:
     if status in (Status.PASS, "ok", "improved"):
         return "good"
@@ -83,8 +91,8 @@ def _link(path: str | None, page_dir: Path) -> str:
     except ValueError:  # another drive
         relative = str(target)
     return (
-        f'<a href="{escape(quote(Path(relative).as_posix()))}">'
-        f"<code>{escape(Path(relative).as_posix())}</code></a>"
+        f'<a href="{_text(quote(Path(relative).as_posix()))}">'
+        f"<code>{_text(Path(relative).as_posix())}</code></a>"
     )
 
 
@@ -97,10 +105,10 @@ def _leaf_table(leaves: Sequence[LeafResult]) -> str:
     rows = []
     for leaf in leaves:
         cells = [
-            f"<td><code>{escape(leaf.path)}</code></td>",
-            f"<td>{escape('x'.join(map(str, leaf.shape)) or 'scalar')}</td>",
-            f"<td>{escape(leaf.dtype)}</td>",
-            f"<td>{escape(leaf.rule)}{'' if leaf.passed else ' <b>FAIL</b>'}</td>",
+            f"<td><code>{_text(leaf.path)}</code></td>",
+            f"<td>{_text('x'.join(map(str, leaf.shape)) or 'scalar')}</td>",
+            f"<td>{_text(leaf.dtype)}</td>",
+            f"<td>{_text(leaf.rule)}{'' if leaf.passed else ' <b>FAIL</b>'}</td>",
             *(
                 f'<td class="num">{"-" if value is None else f"{value:.3e}"}</td>'
                 for value in (leaf.rmse_compiled, leaf.rmse_eager)
@@ -110,8 +118,8 @@ def _leaf_table(leaves: Sequence[LeafResult]) -> str:
         row_class = "" if leaf.passed else ' class="fail"'
         rows.append(f"<tr{row_class}>{''.join(cells)}</tr>")
         if leaf.detail and not leaf.passed:
-            rows.append(f'<tr><td colspan="7" class="muted">{escape(leaf.detail)}</td></tr>')
-    head = "".join(f"<th>{escape(name)}</th>" for name in header)
+            rows.append(f'<tr><td colspan="7" class="muted">{_text(leaf.detail)}</td></tr>')
+    head = "".join(f"<th>{_text(name)}</th>" for name in header)
     return f'<div class="scroll"><table class="errors"><tr>{head}</tr>{"".join(rows)}</table></div>'
 
 
@@ -139,7 +147,7 @@ def _log_ratio(ratio: float | None) -> float:
 
 def _svg(body: str, label: str) -> str:
     return (
-        f'<svg viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img" aria-label="{escape(label)}" '
+        f'<svg viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img" aria-label="{_text(label)}" '
         f'xmlns="http://www.w3.org/2000/svg" font-size="12" font-family="sans-serif">{body}</svg>'
     )
 
@@ -163,12 +171,12 @@ def deviation_caption(points: Sequence[Deviation]) -> str:
     masked = sum(point.passed for point in after[1:])
     text = (
         f"The deviation starts at intermediate {first + 1} of {len(points)}, "
-        f"<code>{escape(start.value)}</code> ({escape(start.op)}, {_error_text(start.ratio)})"
+        f"<code>{_text(start.value)}</code> ({_text(start.op)}, {_error_text(start.ratio)})"
     )
     if len(starts) > 1:
         text += f", and at {len(starts) - 1} more values"
     text += (
-        f"; it grows to {_ratio_text(worst.ratio)}x at <code>{escape(worst.value)}</code>"
+        f"; it grows to {_ratio_text(worst.ratio)}x at <code>{_text(worst.value)}</code>"
         if worst is not start
         else ""
     )
@@ -213,7 +221,7 @@ def deviation_svg(points: Sequence[Deviation]) -> str:
         title = f"{point.value} ({point.op}): {_error_text(point.ratio)}"
         parts.append(
             f'<circle class="{"pass" if point.passed else "deviates"}" cx="{x(index):.1f}" '
-            f'cy="{y(value):.1f}" r="{radius}" fill="{colour}"><title>{escape(title)}</title>'
+            f'cy="{y(value):.1f}" r="{radius}" fill="{colour}"><title>{_text(title)}</title>'
             "</circle>"
         )
     for index, point in enumerate(points):
@@ -222,7 +230,7 @@ def deviation_svg(points: Sequence[Deviation]) -> str:
                 f'<line class="starts" x1="{x(index):.1f}" x2="{x(index):.1f}" y1="{_TOP}" '
                 f'y2="{_TOP + plot_h}" stroke="#c62828" stroke-dasharray="2 2"/>'
                 f'<text x="{x(index) + 4:.1f}" y="{_TOP + 12}" fill="#c62828">starts: '
-                f"{escape(point.value)} ({escape(point.op)})</text>"
+                f"{_text(point.value)} ({_text(point.op)})</text>"
             )
             break
     parts.append(
@@ -291,16 +299,16 @@ def _minify_part(minify: MinifyResult, page_dir: Path) -> str:
     if minify.trajectory:
         parts.append(
             '<div class="figure trajectory"><h4>Minifier trajectory</h4>'
-            f'<p class="caption">{escape(format_minify(minify))}</p>'
+            f'<p class="caption">{_text(format_minify(minify))}</p>'
             f"{trajectory_svg(minify.trajectory)}</div>"
         )
     facts = [
-        ("minify", escape(format_minify(minify))),
-        ("stage", escape(minify.stage_summary) if minify.stage_summary else ""),
+        ("minify", _text(format_minify(minify))),
+        ("stage", _text(minify.stage_summary) if minify.stage_summary else ""),
         ("minified", _link(minify.path, page_dir) if minify.path else ""),
         ("kernel", _link(minify.kernel_path, page_dir) if minify.kernel_path else ""),
         ("bug report", _link(minify.bug_report_path, page_dir) if minify.bug_report_path else ""),
-        ("note", escape(minify.note)),
+        ("note", _text(minify.note)),
     ]
     return "".join(parts) + _facts(facts)
 
@@ -330,7 +338,7 @@ def where_it_starts(minify: MinifyResult | None) -> str:
 
 
 def _facts(facts: Sequence[tuple[str, str]]) -> str:
-    shown = "".join(f"<dt>{escape(name)}</dt><dd>{value}</dd>" for name, value in facts if value)
+    shown = "".join(f"<dt>{_text(name)}</dt><dd>{value}</dd>" for name, value in facts if value)
     return f"<dl>{shown}</dl>" if shown else ""
 
 
@@ -340,18 +348,18 @@ def _check_section(
     status = str(check.status)
     head = (
         f'<section class="case" id="{anchor}"><h3><span class="chip {_status_class(check.status)}">'
-        f"{escape(status)}</span> <code>{escape(check.nodeid)}</code></h3>"
+        f"{_text(status)}</span> <code>{_text(check.nodeid)}</code></h3>"
     )
     facts = [
-        ("baseline", escape(f"{decision.kind.label}: {decision.message}") if decision else ""),
-        ("message", escape(check.message)),
-        ("graph", escape(check.graph) if check.graph else ""),
-        ("reference", escape(check.reference) if check.reference != "fp64" else ""),
-        ("where", escape(where_it_starts(check.minify))),
+        ("baseline", _text(f"{decision.kind.label}: {decision.message}") if decision else ""),
+        ("message", _text(check.message)),
+        ("graph", _text(check.graph) if check.graph else ""),
+        ("reference", _text(check.reference) if check.reference != "fp64" else ""),
+        ("where", _text(where_it_starts(check.minify))),
         ("worst ratio", _ratio_text(check.worst_ratio) if check.worst_ratio is not None else ""),
         ("repro", _link(check.repro_path, page_dir) if check.repro_path else ""),
-        ("unconfirmed", escape(check.unconfirmed or "")),
-        ("repro not written", escape(check.repro_unwritten or "")),
+        ("unconfirmed", _text(check.unconfirmed or "")),
+        ("repro not written", _text(check.repro_unwritten or "")),
     ]
     body = _facts(facts)
     if check.leaves:
@@ -381,7 +389,7 @@ def html_report(
         status = test_status(checks)
         test_counts[status] = test_counts.get(status, 0) + 1
     chips = "".join(
-        f'<span class="chip {_status_class(status)}">{count} {escape(str(status))}</span>'
+        f'<span class="chip {_status_class(status)}">{count} {_text(str(status))}</span>'
         for status in Status
         if (count := test_counts.get(status, 0))
     )
@@ -389,7 +397,7 @@ def html_report(
     if decisions is not None:
         outcomes = kind_counts(decisions)
         outcome_chips = "".join(
-            f'<span class="chip {_status_class(str(kind))}">{count} {escape(kind.label)}</span>'
+            f'<span class="chip {_status_class(str(kind))}">{count} {_text(kind.label)}</span>'
             for kind in DecisionKind
             if (count := outcomes[str(kind)])
         )
@@ -407,20 +415,20 @@ def html_report(
         decision = (decisions or {}).get(nodeid)
         status = test_status(checks)
         target = next((anchors[id(check)] for check in checks if id(check) in anchors), None)
-        name = f"<code>{escape(nodeid)}</code>"
+        name = f"<code>{_text(nodeid)}</code>"
         shown = f'<a href="#{target}">{name}</a>' if target else name
         ratios = [check.worst_ratio for check in checks if check.worst_ratio is not None]
         rows.append(
             f'<tr class="{"fail" if is_failing(status) else ""}">'
-            f'<td><span class="chip {_status_class(status)}">{escape(str(status))}</span></td>'
+            f'<td><span class="chip {_status_class(status)}">{_text(str(status))}</span></td>'
             f'<td class="num">{_ratio_text(max(ratios) if ratios else None)}</td>'
-            f"<td>{escape(decision.kind.label) if decision else '-'}</td>"
+            f"<td>{_text(decision.kind.label) if decision else '-'}</td>"
             f"<td>{shown}</td></tr>"
         )
     causes = root_causes(results)
     cause_items = "".join(
-        f"<li>{escape(cause.stage_summary or cause.stage)} (ops "
-        f"{escape(', '.join(cause.ops))}, {escape(cause.failure_type)}): "
+        f"<li>{_text(cause.stage_summary or cause.stage)} (ops "
+        f"{_text(', '.join(cause.ops))}, {_text(cause.failure_type)}): "
         f"{len(cause.tests)} test{'s' if len(cause.tests) != 1 else ''}</li>"
         for cause in causes
     )
@@ -428,7 +436,7 @@ def html_report(
         f"{name} {environment[name]}" for name in ("torch", "python", "cpu") if name in environment
     )
     baseline_line = (
-        f'<p>Baseline: {escape(baseline_summary(decisions))}</p><div class="chips">'
+        f'<p>Baseline: {_text(baseline_summary(decisions))}</p><div class="chips">'
         f"{outcome_chips}</div>"
         if decisions is not None
         else ""
@@ -436,11 +444,11 @@ def html_report(
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>compile accuracy: {escape(status_summary(results))}</title>
+<title>compile accuracy: {_text(status_summary(results))}</title>
 <style>{_STYLE}</style></head>
 <body><main>
 <h1>pytest-torchcompile: compile accuracy</h1>
-<p id="summary">{escape(status_summary(results))}</p>
+<p id="summary">{_text(status_summary(results))}</p>
 <div class="chips" id="statuses">{chips}</div>
 {baseline_line}
 <h2>Tests</h2>
@@ -449,7 +457,7 @@ def html_report(
 <p class="muted">ratio: worst rmse(compiled, fp64) / rmse(eager, fp64) of the outputs.</p>
 {f"<h2>Root causes</h2><ul>{cause_items}</ul>" if cause_items else ""}
 {f"<h2>Failing checks</h2>{''.join(sections)}" if sections else ""}
-<p class="muted">{escape(versions)}</p>
+<p class="muted">{_text(versions)}</p>
 </main></body></html>
 """
 

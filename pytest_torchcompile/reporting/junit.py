@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pytest_torchcompile.common.files import atomic_write
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.reporting.baseline import Decision, DecisionKind, is_failing
-from pytest_torchcompile.reporting.cells import by_test, format_ratio
+from pytest_torchcompile.reporting.cells import by_test, format_ratio, printable
 
 PATH_PROPERTIES = frozenset({"torchcompile_repro", "torchcompile_minified"})
 """The properties that name a file: absolute paths on the machine that ran, for tools, as the JSON
@@ -23,7 +23,8 @@ def junit_properties(result: CaseResult, public: Callable[[str], str]) -> list[t
     file, no case id, no ratio) are left out rather than written empty. Every value but those of
     :data:`PATH_PROPERTIES` is a message, written through ``public`` (``TerminalLayout.public``:
     paths under the rootdir relative to it, the home directory as ``~``), as every report's
-    messages are."""
+    messages are; every value with its control characters escaped (:func:`cells.printable`),
+    which XML 1.0 does not hold."""
     minified = result.minify.path if result.minify else None
     candidates = [
         ("torchcompile_case", result.case_id),
@@ -44,7 +45,7 @@ def junit_properties(result: CaseResult, public: Callable[[str], str]) -> list[t
         ("torchcompile_unconfirmed", result.unconfirmed),
     ]
     return [
-        (name, value if name in PATH_PROPERTIES else public(value))
+        (name, printable(value if name in PATH_PROPERTIES else public(value), lines=True))
         for name, value in candidates
         if value is not None
     ]
@@ -59,9 +60,11 @@ def junit_xml(
 ) -> str:
     """A JUnit XML file of the run's tests, for a run pytest did not write one for (the merge of a
     split run's shards): a test case per test with a check or a failed report, with the checks'
-    :func:`junit_properties` (their messages through ``public``); a failure where pytest counted one or the test fails the run against
-    the baseline, skipped (xfail) where the baseline expects its failure, its message the reason a
-    single run's xfail gives (``xfail_reasons``: the baseline row and the repro path) where known."""
+    :func:`junit_properties` (their messages through ``public``); a failure where pytest counted
+    one or the test fails the run against the baseline, skipped (xfail) where the baseline
+    expects its failure, its message the reason a single run's xfail gives (``xfail_reasons``:
+    the baseline row and the repro path) where known. Every text with its control characters
+    escaped, as pytest's own JUnit writer escapes them: XML 1.0 holds none."""
     checks = dict(by_test(results))
     failed: dict[str, list[str]] = {}
     for nodeid, when in failed_reports:
@@ -73,7 +76,9 @@ def junit_xml(
         classname = (
             ".".join([scope[0].removesuffix(".py").replace("/", "."), *scope[1:]]) if scope else ""
         )
-        case = ET.SubElement(suite, "testcase", classname=classname, name=name)
+        case = ET.SubElement(
+            suite, "testcase", classname=printable(classname), name=printable(name)
+        )
         properties = [
             pair for check in checks.get(nodeid, []) for pair in junit_properties(check, public)
         ]
@@ -86,19 +91,18 @@ def junit_xml(
             reasons = [f"failed in {when}" for when in failed.get(nodeid, [])]
             if decision is not None:
                 reasons.append(f"compile accuracy {decision.kind.label}: {decision.message}")
-            ET.SubElement(case, "failure", message="; ".join(reasons))
+            ET.SubElement(case, "failure", message=printable("; ".join(reasons), lines=True))
             counts["failures"] += 1
         elif (
             decision is not None
             and decision.kind in (DecisionKind.EXPECTED_FAILURE, DecisionKind.FLAKY)
             and is_failing(decision.status)
         ):
-            reason = (xfail_reasons or {}).get(nodeid)
+            reason = (xfail_reasons or {}).get(nodeid) or (
+                f"compile accuracy {decision.kind.label}: {decision.message}"
+            )
             ET.SubElement(
-                case,
-                "skipped",
-                type="pytest.xfail",
-                message=reason or f"compile accuracy {decision.kind.label}: {decision.message}",
+                case, "skipped", type="pytest.xfail", message=printable(reason, lines=True)
             )
             counts["skipped"] += 1
     suite.set("tests", str(len(suite)))

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from pytest_torchcompile.reporting.cells import printable
+
 MAX_WIDTH = 120
 """The terminal section wraps its text to the terminal's width, and to no more than this."""
 
@@ -46,18 +48,10 @@ class _PathWrapper(textwrap.TextWrapper):
         reversed_chunks[-1] = chunk[end:]
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-
 _FIGURE_AND_UNIT = re.compile(r"(?<=\d) (?=(?:s|ms|ops?|compiles?|MiB|GiB)\b)")
 """The space between a figure and its unit (``13.5 s``, ``3 compiles``): never a line break."""
 _KEPT_SPACE = "\ue000"
 """Stands for such a space while a line is wrapped: textwrap breaks at ASCII whitespace only."""
-
-
-def printable(text: str) -> str:
-    """``text`` with its control characters escaped (``\\x1b``, ``\\t``), as pytest shows them
-    in test ids: a test id or message holding an ANSI escape must not drive the terminal."""
-    return _CONTROL.sub(lambda match: repr(match.group())[1:-1], text)
 
 
 @dataclass(frozen=True)

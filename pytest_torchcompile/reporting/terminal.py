@@ -18,9 +18,10 @@ from pytest_torchcompile.reporting.cells import (
     format_seconds,
     graph_counts,
     graphs_text,
+    printable,
 )
 from pytest_torchcompile.reporting.grouping import root_cause_lines
-from pytest_torchcompile.reporting.layout import TerminalLayout, printable
+from pytest_torchcompile.reporting.layout import TerminalLayout
 
 # Outcomes listed one by one under the terminal table: the ones a reader has to act on or know.
 _NOTABLE_KINDS = (

@@ -33,7 +33,7 @@ from pytest_torchcompile.common.settings import (
 )
 from pytest_torchcompile.common.verdict import CheckFailed, Status, leaves_device_unusable
 from pytest_torchcompile.reporting.baseline import BaselineError, Decision, Gate, is_failing
-from pytest_torchcompile.reporting.cells import by_test
+from pytest_torchcompile.reporting.cells import by_test, printable
 from pytest_torchcompile.reporting.github import append_github_summary
 from pytest_torchcompile.reporting.html import write_html_report
 from pytest_torchcompile.reporting.json_report import write_json_report
@@ -350,7 +350,7 @@ class AccuracySession:
                 reason = self.gate.xfail_reason(item.nodeid, mine)
                 if reason is not None and by_check:
                     report.outcome = "skipped"
-                    report.wasxfail = TerminalLayout.of(item.config).public(reason)
+                    report.wasxfail = printable(TerminalLayout.of(item.config).public(reason))
                     if self.gating is not None and not self.gating.minify_expected:
                         self._drop_minify_jobs({result.case_id for result in mine})
                 else:
