@@ -34,15 +34,15 @@ names the file and line: a row without a tab-separated status, an unknown status
 
 Rewriting the file (``write_baseline``) records this run's status of every test that ran a
 check the baseline gates, keeps the rows of the other tests, keeps every note, and leaves
-``flaky`` rows flaky.
+``flaky`` rows flaky. Comment lines other than the header are not preserved: put lasting remarks
+in a row's note.
 
 The baseline gates the compiler, not the tests: a check whose model raised in its eager run
 (``eager_fail``) failed as its test fails in a plain run (or the test handled the error, as a
 ``pytest.raises`` around the call does), so the baseline neither records nor judges it, and the
 test's outcome is pytest's. A test is judged by its other checks (``gated_status``); one with no
 other has no outcome. Nor does a baseline excuse any failure of a test but the one a check raised
-(``CheckFailed``): a test's own error fails it whatever its row says. Comment
-lines other than the header are not preserved: put lasting remarks in a row's note.
+(``CheckFailed``): a test's own error fails it whatever its row says.
 
 A test that ran several checks is shown with one status (``test_status``), the first present in
 this order: ``fail_compile``, ``fail_runtime``, ``fail_accuracy``, ``eager_fail``,
@@ -229,13 +229,24 @@ def gated_status(results: Sequence[CaseResult]) -> Status | None:
     return test_status(gated) if gated else None
 
 
-def _parse_expectation(text: str) -> Expectation | None:
+def _expectation(text: str, test_id: str, where: str) -> Expectation:
+    """The expected status a row's field names; :class:`BaselineError` for a status unknown or
+    one no baseline records (:data:`UNGATED_STATUSES`)."""
     if text == FLAKY:
         return FLAKY
     try:
-        return Status(text)
+        status = Status(text)
     except ValueError:
-        return None
+        allowed = ", ".join([*(str(s) for s in Status if s not in UNGATED_STATUSES), FLAKY])
+        raise BaselineError(
+            f"{where}: unknown status {text!r} for {test_id}; expected one of {allowed}"
+        ) from None
+    if status in UNGATED_STATUSES:
+        raise BaselineError(
+            f"{where}: {test_id} has status {status}, which no baseline records: the model's "
+            "own error fails its test as a plain run does; delete the row"
+        )
+    return status
 
 
 def _stored_test_id(test_id: str) -> str:
@@ -271,18 +282,8 @@ def _parse_row(raw: str, path: Path, line: int) -> BaselineEntry:
     fields = [field.strip() for field in raw.split("\t", 2)]
     if len(fields) < 2 or not fields[0] or not fields[1]:
         raise BaselineError(f"{where}: malformed row {raw.strip()!r}: expected {_ROW_SHAPE}")
-    test_id, status_text = _read_test_id(fields[0], where), fields[1]
-    expected = _parse_expectation(status_text)
-    if expected in UNGATED_STATUSES:
-        raise BaselineError(
-            f"{where}: {test_id} has status {expected}, which no baseline records: the model's "
-            "own error fails its test as a plain run does; delete the row"
-        )
-    if expected is None:
-        allowed = ", ".join([*(str(s) for s in Status if s not in UNGATED_STATUSES), FLAKY])
-        raise BaselineError(
-            f"{where}: unknown status {status_text!r} for {test_id}; expected one of {allowed}"
-        )
+    test_id = _read_test_id(fields[0], where)
+    expected = _expectation(fields[1], test_id, where)
     note = fields[2] if len(fields) == 3 else ""
     return BaselineEntry(test_id, expected, note, line)
 

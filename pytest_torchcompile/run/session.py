@@ -347,23 +347,7 @@ class AccuracySession:
             if by_check:
                 setattr(report, FAILED_BY_CHECK_ATTRIBUTE, True)
             if self.gate is not None and mine and report.failed:
-                reason = self.gate.xfail_reason(item.nodeid, mine)
-                if reason is not None and by_check:
-                    report.outcome = "skipped"
-                    report.wasxfail = printable(TerminalLayout.of(item.config).public(reason))
-                    if self.gating is not None and not self.gating.minify_expected:
-                        self._drop_minify_jobs({result.case_id for result in mine})
-                else:
-                    note = (
-                        f"not excused: the test failed with its own error, as in a plain run; "
-                        f"{reason}"
-                        if reason is not None
-                        else self.gate.failure_note(item.nodeid, mine)
-                    )
-                    if note is not None:
-                        report.sections.append(
-                            ("compile accuracy baseline", _fitted(item.config, note))
-                        )
+                self._gate_failure(self.gate, item, report, mine, by_check)
         elif report.when == "teardown":
             self._test_results.pop(item.nodeid, None)
         if (
@@ -383,6 +367,31 @@ class AccuracySession:
             )
         if pending:
             setattr(report, RESULTS_ATTRIBUTE, json.dumps([result.to_dict() for result in pending]))
+
+    def _gate_failure(
+        self,
+        gate: Gate,
+        item: pytest.Item,
+        report: pytest.TestReport,
+        mine: Sequence[CaseResult],
+        by_check: bool,
+    ) -> None:
+        """A failed call against the baseline: xfail where its check failed it and the baseline
+        expects that failure; else a section naming the baseline's word on it."""
+        reason = gate.xfail_reason(item.nodeid, mine)
+        if reason is not None and by_check:
+            report.outcome = "skipped"
+            report.wasxfail = printable(TerminalLayout.of(item.config).public(reason))
+            if self.gating is not None and not self.gating.minify_expected:
+                self._drop_minify_jobs({result.case_id for result in mine})
+            return
+        note = (
+            f"not excused: the test failed with its own error, as in a plain run; {reason}"
+            if reason is not None
+            else gate.failure_note(item.nodeid, mine)
+        )
+        if note is not None:
+            report.sections.append(("compile accuracy baseline", _fitted(item.config, note)))
 
     def receive_report(self, report: pytest.TestReport) -> None:
         """On the controller (or the only process): take the checks a report carries."""
