@@ -418,6 +418,10 @@ MOST_MINIFY_TIMEOUT_S = 86400.0
 """A day, the longest budget for minifying one case: each candidate's reply from the judging
 process is awaited that long, and the wait of the operating system's poll ends at about 24 days
 (2**31 milliseconds), a longer one an OverflowError."""
+MOST_STEPS = 1000
+"""The most SGD steps of a training check (``steps=``): every run of the check (eager twice,
+compiled, fp64) takes each step, so the count multiplies the check's time (1000 steps of a
+two-layer MLP take seconds; ``steps=10**400`` would hold the run for good)."""
 
 OPTIONS: tuple[Option, ...] = (
     Option(
@@ -818,7 +822,7 @@ KEYWORD_ALLOWED: dict[str, Allowed] = {
     "fullgraph": KEYWORD_FLAG,
     "backward": KEYWORD_FLAG,
     "loss_fn": OfType("a function or None", (Callable, type(None))),  # type: ignore[arg-type]
-    "steps": Number(whole=True),
+    "steps": Number(whole=True, most=MOST_STEPS),
     "lr": Number(),
     "sizes": InputSets("a list of argument tuples, one per extra call, like [(x[:3],)], or None"),
     "check_str": Pattern(),

@@ -103,6 +103,8 @@ def test_an_option_reads_the_text_it_takes(name: str, given: str, value: Any) ->
         ("tol", True),
         ("steps", -1),
         ("steps", 1.5),
+        ("steps", 1001),
+        pytest.param("steps", 10**400, id="steps-400-digits"),
         ("lr", math.inf),
         pytest.param("tol", 10**400, id="tol-400-digits"),
         ("seed", 0.5),
@@ -161,6 +163,7 @@ def test_a_keyword_takes_what_its_option_takes_as_a_value() -> None:
     [
         ("seed", 2**64 - 1),
         ("seed", -(2**63)),
+        ("steps", 1000),
         ("sizes", [(1,), [2, 3]]),
         ("sizes", ((1,),)),
         ("sizes", None),
