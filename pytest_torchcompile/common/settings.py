@@ -398,10 +398,6 @@ class Option:
         return self.name.replace("-", "_")
 
     @property
-    def cli(self) -> str:
-        return f"--{self.name}"
-
-    @property
     def old_dest(self) -> str | None:
         return None if self.old_name is None else self.old_name.replace("-", "_")
 
@@ -642,26 +638,27 @@ def _add_flags(group: pytest.OptionGroup, name: str, dest: str, option: Option, 
         group.addoption(f"--{name}", default=None, dest=dest, metavar=option.metavar, help=help)
 
 
-def _given(config: pytest.Config, option: Option) -> tuple[Any, str]:
+def _given(config: pytest.Config, option: Option) -> tuple[Any, str] | None:
     """What the command line, else the ini file, gives for ``option`` under its name or its old
-    one: the command line's value (None when not given) and the ini's text ("" when unset)."""
-    value = config.getoption(option.dest)
-    if value is None and option.old_dest is not None:
-        value = config.getoption(option.old_dest)
-    ini = config.getini(option.dest)
-    if ini == "" and option.old_dest is not None:
-        ini = config.getini(option.old_dest)
-    return value, ini
+    one, with where as the user wrote it (the flag, or ``ini`` and the key), so that a value not
+    taken is named as given; None where neither gives it."""
+    for dest, flag in ((option.dest, option.name), (option.old_dest, option.old_name)):
+        value = None if dest is None else config.getoption(dest)
+        if value is not None:
+            return value, f"--{flag}"
+    for dest in (option.dest, option.old_dest):
+        ini = "" if dest is None else config.getini(dest)
+        if ini != "":
+            return ini, f"ini {dest}"
+    return None
 
 
 def option_value(config: pytest.Config, option: Option) -> Any:
     """Command line over ini over the environment over default; a usage error for a value the
     option does not take."""
-    value, ini = _given(config, option)
-    if value is not None:
-        return checked(option.allowed, value, option.cli)
-    if ini != "":
-        return checked(option.allowed, ini, f"ini {option.dest}")
+    given = _given(config, option)
+    if given is not None:
+        return checked(option.allowed, *given)
     if option.env is not None:
         return environment_value(option.env, option.allowed, option.default)
     return option.default
@@ -749,11 +746,11 @@ def check_compiler_names(config: pytest.Config, compiler_names: CompilerNames) -
     """A usage error where the command line or the ini file names a backend or a mode that the
     installed torch does not know; torch is not asked about the defaults."""
     for option in OPTIONS:
-        value = option_value(config, option)
-        if value != option.default:
-            given, _ = _given(config, option)
-            where = option.cli if given is not None else f"ini {option.dest}"
-            check_compiler_name(option.allowed, value, where, compiler_names)
+        given = _given(config, option)
+        if given is not None:
+            value = checked(option.allowed, *given)
+            if value != option.default:
+                check_compiler_name(option.allowed, value, given[1], compiler_names)
 
 
 LEASE_ENV = "PYTEST_TORCHCOMPILE_LEASE_S"

@@ -309,3 +309,49 @@ def test_the_lease_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch)
     assert settings.lease_s() == 2.5
     monkeypatch.delenv(settings.LEASE_ENV)
     assert settings.lease_s() == settings.DEFAULT_LEASE_S
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "where"),
+    [
+        (["--compile-threads", "abc"], "", "--compile-threads"),
+        (["--compile-minify-timeout", "-1"], "", "--compile-minify-timeout"),
+        (["--compile-minify-workers", "x"], "", "--compile-minify-workers"),
+        (["--compile-devices", "x"], "", "--compile-devices"),
+        (["--compile-accuracy-threads", "abc"], "", "--compile-accuracy-threads"),
+        ([], "compile_threads = abc", "ini compile_threads"),
+        ([], "compile_minify_timeout = 0", "ini compile_minify_timeout"),
+        ([], "compile_accuracy_threads = abc", "ini compile_accuracy_threads"),
+    ],
+)
+def test_a_value_not_taken_is_named_as_given_under_an_old_name(
+    args: list[str], ini: str, where: str, pytester: pytest.Pytester
+) -> None:
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    config = pytester.parseconfig(*args)
+    with pytest.raises(pytest.UsageError) as refused:
+        settings.check_run_settings(config)
+    assert str(refused.value).startswith(f"{where}: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "where"),
+    [
+        (["--compile-mode", "max-autotun"], "", "--compile-mode"),
+        (["--compile-backend", "inductr"], "", "--compile-backend"),
+        ([], "compile_mode = max-autotun", "ini compile_mode"),
+        ([], "compile_accuracy_mode = max-autotun", "ini compile_accuracy_mode"),
+    ],
+)
+def test_a_compiler_name_not_known_is_named_as_given_under_an_old_name(
+    args: list[str], ini: str, where: str, pytester: pytest.Pytester
+) -> None:
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    config = pytester.parseconfig(*args)
+
+    def names(keyword: str) -> list[str]:
+        return ["inductor", "default", "max-autotune"]
+
+    with pytest.raises(pytest.UsageError) as refused:
+        settings.check_compiler_names(config, names)
+    assert str(refused.value).startswith(f"{where}: ")
