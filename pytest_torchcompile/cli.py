@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import pytest
+
 from pytest_torchcompile.common.files import BUG_REPORT_NAME, MINIFIED_NAME, REPRO_NAME
 from pytest_torchcompile.common.results import MinifyProgress, ProgressThrottle, StopReason
-from pytest_torchcompile.common.settings import Allowed, NotAllowed, Number, option
+from pytest_torchcompile.common.settings import Allowed, NotAllowed, Number, option, setup_modules
 from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.merge import merge, merge_arguments, merge_usage_error
 
@@ -311,6 +313,15 @@ class ProgressLine:
             self.stream.flush()
 
 
+def _setup_checked() -> None:
+    """A usage error where ``PYTEST_TORCHCOMPILE_SETUP`` names a module or file not there, before
+    a judging process fails to start on it."""
+    try:
+        setup_modules()
+    except pytest.UsageError as error:
+        raise UsageError(str(error)) from None
+
+
 def minify(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
     from pytest_torchcompile.minifying.search import minify_repro
@@ -320,6 +331,7 @@ def minify(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.repro} is no repro file: its name does not end in .py")
     if not os.path.lexists(args.repro):
         raise UsageError(f"no such repro file: {args.repro}")
+    _setup_checked()
     if args.device is not None:
         # Here, not at the top: the torch-free verbs (merge) start without torch.
         import torch
@@ -469,6 +481,7 @@ def hunt(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--inductor-config: {missing[0]!r} is no key of this torch's Inductor config"
         )
+    _setup_checked()
     result = run_hunt(**hunt_options(args), progress=lambda line: print(line, file=sys.stderr))
     for line in result.lines():
         print(line)

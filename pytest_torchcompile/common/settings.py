@@ -11,10 +11,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import importlib.machinery
+import importlib.util
 import math
 import numbers
 import os
 import re
+import sys
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -289,6 +292,70 @@ class Pattern(Allowed):
         return given
 
 
+SETUP_ENV = "PYTEST_TORCHCOMPILE_SETUP"
+"""Modules (``package.module``) or files (``path/to/setup.py``), comma-separated, that a judging
+process imports before it judges anything: custom backends, op registrations, Inductor passes
+or lowerings that the process which found the failure had and a fresh process lacks."""
+
+
+def setup_entries(text: str) -> tuple[str, ...]:
+    """The modules and files of :data:`SETUP_ENV`'s text, blank entries left out."""
+    return tuple(filter(None, (part.strip() for part in text.split(","))))
+
+
+def is_setup_file(entry: str) -> bool:
+    """Whether an entry of :data:`SETUP_ENV` names a file rather than a module."""
+    return entry.endswith(".py") or os.sep in entry
+
+
+@dataclass(frozen=True)
+class SetupModules(Allowed):
+    """:data:`SETUP_ENV`'s entries: each module one the import system finds, each file one that
+    exists. Nothing is imported to tell: an import at the run's start would run the module's
+    code in the tests' process, which a plain run does not; the judging processes import them."""
+
+    describe: str = (
+        "comma-separated modules that can be imported (package.module) or files that exist "
+        "(path/to/setup.py)"
+    )
+
+    def __call__(self, given: Any) -> tuple[str, ...]:
+        if not isinstance(given, str):
+            raise NotAllowed
+        entries = setup_entries(given)
+        for entry in entries:
+            if is_setup_file(entry):
+                if not Path(entry).is_file():
+                    raise NotAllowed(f"no file {entry}")
+            elif not _findable(entry):
+                raise NotAllowed(f"no module {entry} can be found")
+        return entries
+
+
+def _findable(name: str) -> bool:
+    """Whether the import system finds module ``name`` (dotted) with nothing imported."""
+    parts = name.split(".")
+    return all(part.isidentifier() for part in parts) and (
+        name in sys.modules or _spec(name) is not None
+    )
+
+
+def _spec(name: str) -> importlib.machinery.ModuleSpec | None:
+    """Module ``name``'s spec: a top-level one, or one under a package imported already, from the
+    import system's finders (which import nothing then); one under a package not imported, from
+    the package's directories."""
+    package = name.rpartition(".")[0]
+    if not package or package in sys.modules:
+        try:
+            return importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return None
+    parent = _spec(package)
+    if parent is None or parent.submodule_search_locations is None:
+        return None
+    return importlib.machinery.PathFinder.find_spec(name, list(parent.submodule_search_locations))
+
+
 @dataclass(frozen=True)
 class ConfigPatches(Allowed):
     """Inductor config values by dotted name: a dict with a name for every key. Here only its
@@ -335,16 +402,17 @@ ConfigHas = Callable[[str], bool]
 
 
 def checked(allowed: Allowed, given: Any, where: str) -> Any:
-    """``allowed(given)``, or a usage error in one line: the setting (``where``), the value and
-    what it takes."""
+    """``allowed(given)``, or a usage error in one line: the setting (``where``), the value, the
+    part of it refused where :class:`NotAllowed` names one, and what it takes."""
     try:
         return allowed(given)
-    except NotAllowed:
-        raise pytest.UsageError(refused(where, given, allowed.describe)) from None
+    except NotAllowed as error:
+        raise pytest.UsageError(refused(where, given, allowed.describe, str(error))) from None
 
 
-def refused(where: str, given: Any, expected: str) -> str:
-    return f"{where}: {given!r} is not allowed; expected {expected}"
+def refused(where: str, given: Any, expected: str, why: str = "") -> str:
+    because = f" ({why})" if why else ""
+    return f"{where}: {given!r} is not allowed{because}; expected {expected}"
 
 
 def check_compiler_name(
@@ -763,6 +831,13 @@ def lease_s() -> float:
     return float(environment_value(LEASE_ENV, Number(above=True), DEFAULT_LEASE_S))
 
 
+def setup_modules() -> tuple[str, ...]:
+    """``PYTEST_TORCHCOMPILE_SETUP``'s modules and files; a usage error for one not there, on
+    which every judging process would fail to start."""
+    entries: tuple[str, ...] = environment_value(SETUP_ENV, SetupModules(), ())
+    return entries
+
+
 CONCURRENT_PROBE_ENV = "PYTEST_TORCHCOMPILE_CONCURRENT_PROBE"
 """``0`` probes every graph in this process (as a comparison, or where a second process per
 pytest process is unwelcome); ``1`` probes every graph that can be in a child, whatever its size
@@ -783,6 +858,7 @@ def check_run_settings(config: pytest.Config) -> None:
         option_value(config, option)
     lease_s()
     concurrent_probe()
+    setup_modules()
     environment_value(FULL_TABLE_VARIABLE, ZERO_OR_ONE, None)
 
 

@@ -240,6 +240,27 @@ def test_what_the_installed_torch_or_the_file_refuses_is_a_usage_error(
     assert fnmatch.fnmatchcase(line, f"pytest-torchcompile {argv[0]}: error: {said}")
 
 
+@pytest.mark.parametrize("argv", [["minify", "case/repro.py"], ["hunt", "--minutes", "0.001"]])
+def test_a_setup_module_not_there_is_a_usage_error_before_any_judging(
+    argv: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTEST_TORCHCOMPILE_SETUP", "no_such_module_xyz")
+    (tmp_path / "case").mkdir()
+    (tmp_path / "case" / "repro.py").write_text("print('never run')\n")
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        f"pytest-torchcompile {argv[0]}: error: PYTEST_TORCHCOMPILE_SETUP: "
+        "'no_such_module_xyz' is not allowed (no module no_such_module_xyz can be found)"
+    )
+
+
 HEADER = """\
 # case:    tests/m.py::test_a :: graph 0 (inference)
 # status:  fail_accuracy: 1 of 1 outputs deviate

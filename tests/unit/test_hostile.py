@@ -428,12 +428,12 @@ isolation.judge_graph = killed_once
 def test_a_judging_process_killed_during_minification_is_named_in_the_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_torchcompile.judging.isolation.config import SETUP_VARIABLE
+    from pytest_torchcompile.common.settings import SETUP_ENV
     from pytest_torchcompile.minifying.search import minify_repro
 
     setup = tmp_path / "killed_once.py"
     setup.write_text(KILLED_ONCE)
-    monkeypatch.setenv(SETUP_VARIABLE, str(setup))
+    monkeypatch.setenv(SETUP_ENV, str(setup))
     monkeypatch.setenv("KILLED_ONCE_MARKER", str(tmp_path / "killed"))
     x = torch.randn(8)
     case = ReproCase(

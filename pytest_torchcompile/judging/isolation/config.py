@@ -14,29 +14,23 @@ from typing import Any
 
 import torch
 
+from pytest_torchcompile.common.settings import SETUP_ENV, is_setup_file, setup_entries
 from pytest_torchcompile.torch_internals.config import inductor_config_has
 
 CONFIG_PREFIX = "torch._inductor.config."
 
-SETUP_VARIABLE = "PYTEST_TORCHCOMPILE_SETUP"
-"""Modules (``package.module``) or files (``path/to/setup.py``), comma-separated, that a judging
-process imports before it judges anything: custom backends, op registrations, Inductor passes
-or lowerings that the process which found the failure had and a fresh process lacks."""
-
 
 def import_setup_modules() -> None:
-    """Import what :data:`SETUP_VARIABLE` names (once per process: imports are cached)."""
-    for entry in filter(
-        None, (part.strip() for part in os.environ.get(SETUP_VARIABLE, "").split(","))
-    ):
-        if entry.endswith(".py") or os.sep in entry:
+    """Import what :data:`SETUP_ENV` names (once per process: imports are cached)."""
+    for entry in setup_entries(os.environ.get(SETUP_ENV, "")):
+        if is_setup_file(entry):
             path = Path(entry).resolve()
             name = f"_pytest_torchcompile_setup_{path.stem}"
             if name in sys.modules:
                 continue
             spec = importlib.util.spec_from_file_location(name, path)
             if spec is None or spec.loader is None:
-                raise ImportError(f"{SETUP_VARIABLE}: cannot import {entry}")
+                raise ImportError(f"{SETUP_ENV}: cannot import {entry}")
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             spec.loader.exec_module(module)

@@ -4,6 +4,8 @@ does not take is a usage error in one line naming the setting, the value and wha
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -355,3 +357,53 @@ def test_a_compiler_name_not_known_is_named_as_given_under_an_old_name(
     with pytest.raises(pytest.UsageError) as refused:
         settings.check_compiler_names(config, names)
     assert str(refused.value).startswith(f"{where}: ")
+
+
+SETUP_TAKES = (
+    "comma-separated modules that can be imported (package.module) or files that exist "
+    "(path/to/setup.py)"
+)
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [
+        ("no_such_module_xyz", "no module no_such_module_xyz can be found"),
+        ("json, no_such_module_xyz", "no module no_such_module_xyz can be found"),
+        ("json.no_such_submodule", "no module json.no_such_submodule can be found"),
+        ("pytest_torchcompile.no_such", "no module pytest_torchcompile.no_such can be found"),
+        ("math.sub", "no module math.sub can be found"),
+        ("not-a-module", "no module not-a-module can be found"),
+        ("missing_setup.py", "no file missing_setup.py"),
+        ("tools/missing_setup.py", "no file tools/missing_setup.py"),
+    ],
+)
+def test_a_setup_module_that_cannot_be_found_is_refused_before_the_run(
+    given: str, why: str, pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(settings.SETUP_ENV, given)
+    with pytest.raises(pytest.UsageError) as refused:
+        settings.check_run_settings(pytestconfig)
+    assert str(refused.value) == (
+        f"PYTEST_TORCHCOMPILE_SETUP: {given!r} is not allowed ({why}); expected {SETUP_TAKES}"
+    )
+
+
+def test_setup_modules_are_found_without_being_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "setup_package_never_imported"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise AssertionError('imported')\n")
+    (package / "ops.py").write_text("raise AssertionError('imported')\n")
+    (tmp_path / "register.py").write_text("raise AssertionError('imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    given = " setup_package_never_imported.ops, register.py, json.decoder,, "
+    allowed = settings.SetupModules()
+    assert settings.checked(allowed, given, settings.SETUP_ENV) == (
+        "setup_package_never_imported.ops",
+        "register.py",
+        "json.decoder",
+    )
+    assert "setup_package_never_imported" not in sys.modules

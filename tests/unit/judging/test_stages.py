@@ -15,10 +15,10 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import CaseResult, MinifyResult, StopReason
+from pytest_torchcompile.common.settings import SETUP_ENV
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.judging import stages
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation.config import SETUP_VARIABLE
 from pytest_torchcompile.minifying.search import minify_repro
 from pytest_torchcompile.reporting.github import github_summary_markdown
 from pytest_torchcompile.reporting.grouping import root_cause_lines, root_causes
@@ -76,7 +76,7 @@ def test_a_lowering_mutant_installed_by_the_setup_hook_is_attributed_to_the_lowe
 ) -> None:
     setup = tmp_path / "abs_mutant.py"
     setup.write_text(ABS_LOWERING_MUTANT)
-    monkeypatch.setenv(SETUP_VARIABLE, str(setup))
+    monkeypatch.setenv(SETUP_ENV, str(setup))
     repro = write_case(sin_op_exp(torch.abs), [torch.randn(64)], tmp_path)
 
     result = minify_repro(repro)  # the judging child imports the mutant; this process has none
@@ -97,7 +97,7 @@ def test_without_the_setup_hook_the_lowering_mutant_does_not_reproduce(tmp_path:
 def test_a_setup_module_that_fails_to_import_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(SETUP_VARIABLE, "no_such_setup_module_anywhere")
+    monkeypatch.setenv(SETUP_ENV, "no_such_setup_module_anywhere")
     repro = write_case(sin_op_exp(torch.relu), [torch.randn(16)], tmp_path, config_source=RELU_BUG)
 
     result = minify_repro(repro)
