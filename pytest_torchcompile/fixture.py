@@ -50,9 +50,7 @@ class CompileAccuracy:
         error for a keyword given a value it does not take."""
         __tracebackhide__ = True
         try:
-            return self._state.settings_for(
-                self._item.get_closest_marker("inductor_repro"), overrides
-            )
+            return self._state.settings_for(self._item, overrides)
         except pytest.UsageError as error:
             raise pytest.UsageError(str(error)) from None
 

@@ -255,7 +255,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     scope = settings.option_value(item.config, settings.option("compile-accuracy-scope"))
     watch = scope == "all" or marker is not None
     try:
-        test_settings = state.settings_for(marker, {})
+        test_settings = state.settings_for(item, {})
     except pytest.UsageError as error:
         # The test's own error, in one line: the plugin's frames say nothing to its author.
         raise pytest.fail.Exception(str(error), pytrace=False) from None

@@ -75,7 +75,6 @@ class CheckSettings(CheckOptions):
     minify: bool = True
     minify_timeout: float = 300.0
     check_str: str | None = None
-    kind: str | None = None
 
     def check_options(self) -> CheckOptions:
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(CheckOptions)}
@@ -99,7 +98,8 @@ class CheckSettings(CheckOptions):
         unknown = set(overrides) - KEYWORDS
         if unknown:
             raise pytest.UsageError(
-                f"unknown compile-accuracy option(s) {sorted(unknown)}; known: {sorted(KEYWORDS)}"
+                f"{source}: unknown compile-accuracy option(s) {sorted(unknown)}; "
+                f"known: {sorted(KEYWORDS)}"
             )
         values = {
             name: checked(KEYWORD_ALLOWED[name], given, f"{source}({name}=...)")
@@ -862,19 +862,33 @@ def check_run_settings(config: pytest.Config) -> None:
     environment_value(FULL_TABLE_VARIABLE, ZERO_OR_ONE, None)
 
 
+REPRO_KIND = "kind"
+"""The marker's keyword that names the failure kind a generated repro test's file records (its
+``KIND``), for the session to read the test's result by. No setting: the marker of any other
+test cannot give it."""
+
+
 def marker_settings(
     base: CheckSettings,
     marker: pytest.Mark | None,
     compiler_names: CompilerNames | None = None,
     config_has: ConfigHas | None = None,
+    repro_test: bool = False,
 ) -> CheckSettings:
+    """``base`` with the marker's keywords; ``repro_test``: the marker is a generated repro
+    test's, whose :data:`REPRO_KIND` is no setting."""
     if marker is None:
         return base
     if marker.args:
         raise pytest.UsageError(
             f"@pytest.mark.inductor_repro takes keyword arguments only ({sorted(KEYWORDS)})"
         )
-    return base.replace(marker.kwargs, "@pytest.mark.inductor_repro", compiler_names, config_has)
+    given = {
+        name: value
+        for name, value in marker.kwargs.items()
+        if not (repro_test and name == REPRO_KIND)
+    }
+    return base.replace(given, "@pytest.mark.inductor_repro", compiler_names, config_has)
 
 
 KEYWORD_ALLOWED: dict[str, Allowed] = {
@@ -899,7 +913,6 @@ KEYWORD_ALLOWED: dict[str, Allowed] = {
     "lr": Number(),
     "sizes": InputSets("a list of argument tuples, one per extra call, like [(x[:3],)], or None"),
     "check_str": Pattern(),
-    "kind": OfType("a failure kind or None", (str, type(None))),
 }
 """What each keyword of the marker and the fixture takes: its option's, where it has one (a bool
 alone where the option takes words for one too)."""

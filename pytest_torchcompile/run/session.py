@@ -25,6 +25,7 @@ from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import CaseResult, MinifyResult
 from pytest_torchcompile.common.run_state import Checker, MinifyJob
 from pytest_torchcompile.common.settings import (
+    REPRO_KIND,
     CheckSettings,
     CompilerNames,
     ConfigHas,
@@ -109,11 +110,14 @@ class AccuracySession:
         ):
             self._sigterm_handler = signal.signal(signal.SIGTERM, signal.default_int_handler)
 
-    def settings_for(self, marker: pytest.Mark | None, overrides: dict[str, Any]) -> CheckSettings:
-        """A check's settings: the run's, the marker's over them, ``overrides`` (the fixture's
-        keywords) over both; a usage error for a keyword given a value it does not take."""
+    def settings_for(self, item: pytest.Item, overrides: dict[str, Any]) -> CheckSettings:
+        """The settings of a check in test ``item``: the run's, its marker's over them,
+        ``overrides`` (the fixture's keywords) over both; a usage error for a keyword given a
+        value it does not take."""
         names, config_has = self.compiler_names, self.config_has
-        return marker_settings(self.base_settings, marker, names, config_has).replace(
+        marker = item.get_closest_marker("inductor_repro")
+        repro_test = recorded_kind(item) is not None
+        return marker_settings(self.base_settings, marker, names, config_has, repro_test).replace(
             overrides, compiler_names=names, config_has=config_has
         )
 
@@ -715,14 +719,28 @@ of each."""
 _REPRO_VERDICT = re.compile(rf"^(?:E\s+)?({'|'.join(REPRO_STATUSES)})\b", re.MULTILINE)
 
 
+def recorded_kind(item: pytest.Item) -> str | None:
+    """The failure kind a generated repro test records: its marker's ``kind``, where the test is
+    its repro file's own (``test_repro``, in a module whose ``KIND`` is that kind, one a repro is
+    written with); None for any other test, whose marker cannot give ``kind``."""
+    marker = item.get_closest_marker("inductor_repro")
+    kind = marker.kwargs.get(REPRO_KIND) if marker is not None else None
+    if (
+        kind in REPRO_STATUSES
+        and getattr(item, "originalname", None) == "test_repro"
+        and getattr(getattr(item, "module", None), "KIND", None) == kind
+    ):
+        return str(kind)
+    return None
+
+
 def repro_test_result(item: pytest.Item, report: pytest.TestReport) -> CaseResult | None:
     """The check of a generated repro test (``pytest repro.py``), which judges its graph itself
     rather than through the fixture: ``pass`` when it passes (the bug is fixed), the recorded
     failure kind of its marker when it reproduces, the kind it printed when it fails differently.
     None for any other test, and for a repro test that failed for an unrelated reason."""
-    marker = item.get_closest_marker("inductor_repro")
-    kind = marker.kwargs.get("kind") if marker is not None else None
-    if kind not in REPRO_STATUSES:
+    kind = recorded_kind(item)
+    if kind is None:
         return None
     path = Path(str(item.path))
 

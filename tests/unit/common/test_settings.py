@@ -407,3 +407,13 @@ def test_setup_modules_are_found_without_being_imported(
         "json.decoder",
     )
     assert "setup_package_never_imported" not in sys.modules
+
+
+@pytest.mark.parametrize("source", ["compile_accuracy", "@pytest.mark.inductor_repro"])
+def test_kind_is_no_setting_a_user_can_give(source: str) -> None:
+    assert "kind" not in KEYWORDS
+    with pytest.raises(pytest.UsageError) as refused:
+        CheckSettings().replace({"kind": "accuracy"}, source)
+    assert str(refused.value) == (
+        f"{source}: unknown compile-accuracy option(s) ['kind']; known: {sorted(KEYWORDS)}"
+    )
