@@ -68,15 +68,19 @@ class CompileAccuracy:
             item.user_properties.append((name, value))
 
         hypothesis_test = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
-        return self._state.check(
-            item.nodeid,
-            fn,
-            args,
-            kwargs or {},
-            self.settings(**overrides),
-            record_property,
-            supersede=hypothesis_test,
-        )
+        try:
+            return self._state.check(
+                item.nodeid,
+                fn,
+                args,
+                kwargs or {},
+                self.settings(**overrides),
+                record_property,
+                supersede=hypothesis_test,
+            )
+        except settings.ConfigValueRefused as refused:
+            source = settings.FIXTURE if "inductor_config" in overrides else settings.MARKER
+            raise pytest.UsageError(refused.line(source)) from None
 
 
 @pytest.fixture(scope="session")

@@ -75,6 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
         shard=shard_of(config),
         compiler_names=_compiler_names if enabled else None,
         config_has=_config_has if enabled else None,
+        config_refusal=_config_refusal if enabled else None,
     )
     # pytest's own JUnit file (its junitxml plugin's option, absent where the plugin is off).
     junit = getattr(config.option, "xmlpath", None)
@@ -140,6 +141,13 @@ def _config_has(name: str) -> bool:
     from pytest_torchcompile.torch_internals.config import inductor_config_has
 
     return inductor_config_has(name)
+
+
+def _config_refusal(name: str, value: Any) -> str | None:
+    # As _config_has.
+    from pytest_torchcompile.torch_internals.config import inductor_config_refusal
+
+    return inductor_config_refusal(name, value)
 
 
 def _environment() -> dict[str, Any]:

@@ -36,7 +36,12 @@ from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.leaves import shown_table
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.run_state import MinifyJob, RunState
-from pytest_torchcompile.common.settings import CheckSettings
+from pytest_torchcompile.common.settings import (
+    MARKER,
+    CheckSettings,
+    ConfigValueRefused,
+    refused_config_value,
+)
 from pytest_torchcompile.common.verdict import CheckFailed, Comparison, Status
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
 from pytest_torchcompile.judging.case import ReproCase
@@ -226,6 +231,7 @@ class CheckRunner:
                 )
             )
             raise
+        refuse_config_value(settings, outcome)
         result = CaseResult(
             nodeid=nodeid,
             status=outcome.status,
@@ -442,13 +448,18 @@ class CheckRunner:
                 # The test's call returned: whatever a compiled graph raised into it, it handled.
                 handled = True
             finally:
-                failures = checker.failures + checker.error_failures(handled)
+                failures, refusal = config_failures_apart(
+                    settings, checker.failures + checker.error_failures(handled)
+                )
                 failed = self._graph_failures(nodeid, failures, settings) if failures else []
                 self.session.record(*failed)
                 rest = other_graphs_result(nodeid, checker, failures)
                 if rest is not None:
                     self.session.record(rest)
                 checker.release()
+                if refusal is not None:
+                    # In place of what the compile raised into the test: the setting's line alone.
+                    raise pytest.fail.Exception(refusal.line(MARKER), pytrace=False) from None
         confirmed = [
             index
             for index, result in enumerate(failed)
@@ -496,6 +507,46 @@ class CheckRunner:
                     )
                 results.append(result)
         return results
+
+
+def config_value_refused(
+    settings: CheckSettings, error: BaseException | None
+) -> ConfigValueRefused | None:
+    """The usage error where ``error``, a compile's, names a value of the settings'
+    ``inductor_config`` (:func:`refused_config_value`); None where it names none."""
+    if error is None or not settings.inductor_config:
+        return None
+    name = refused_config_value(settings.inductor_config, f"{type(error).__name__}: {error}")
+    if name is None:
+        return None
+    signature = error_signature(error, max_chars=300)
+    return ConfigValueRefused(name, settings.inductor_config[name], signature)
+
+
+def refuse_config_value(settings: CheckSettings, outcome: CheckOutcome) -> None:
+    """Raise :class:`ConfigValueRefused` where a check failed to compile on a value of its
+    ``inductor_config``: no result of the model's, no repro."""
+    if outcome.status is Status.FAIL_COMPILE:
+        graphs = outcome.failing_graphs
+        refusal = config_value_refused(
+            settings, graphs[0].graph.compile_error if graphs else outcome.error
+        )
+        if refusal is not None:
+            raise refusal
+
+
+def config_failures_apart(
+    settings: CheckSettings, failures: list[GraphFailure]
+) -> tuple[list[GraphFailure], ConfigValueRefused | None]:
+    """A test's failing plain graphs, less those whose compile raised on a value of the marker's
+    ``inductor_config`` (no result of the compiler's, no repro), and the first such refusal."""
+    refusals = {
+        id(failure): refusal
+        for failure in failures
+        if (refusal := config_value_refused(settings, failure.graph.compile_error))
+    }
+    kept = [failure for failure in failures if id(failure) not in refusals]
+    return kept, next(iter(refusals.values()), None)
 
 
 def other_graphs_result(

@@ -29,6 +29,10 @@ from pytest_torchcompile.common.devices import DEVICES_ENV, parse_devices
 from pytest_torchcompile.common.leaves import FULL_TABLE_VARIABLE
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, TRAINING_TOLERANCE
 
+MARKER = "@pytest.mark.inductor_repro"
+FIXTURE = "compile_accuracy"
+"""The sources of a check's settings besides the run's, as messages name them."""
+
 
 @dataclass(frozen=True)
 class CheckOptions:
@@ -85,14 +89,16 @@ class CheckSettings(CheckOptions):
     def replace(
         self,
         overrides: Mapping[str, Any],
-        source: str = "compile_accuracy",
+        source: str = FIXTURE,
         compiler_names: CompilerNames | None = None,
         config_has: ConfigHas | None = None,
+        config_refusal: ConfigRefusal | None = None,
     ) -> CheckSettings:
         """These settings with ``overrides``, keywords that ``source`` (the marker, the fixture)
         gave: a usage error for an unknown one or a value it does not take; with
-        ``compiler_names``, also for a backend or mode the installed torch does not know, and with
-        ``config_has``, for an Inductor config name it does not know."""
+        ``compiler_names``, also for a backend or mode the installed torch does not know, with
+        ``config_has``, for an Inductor config name it does not know, and with
+        ``config_refusal``, for an Inductor config value not of the type torch declares."""
         if not overrides:
             return self
         unknown = set(overrides) - KEYWORDS
@@ -111,9 +117,7 @@ class CheckSettings(CheckOptions):
                     KEYWORD_ALLOWED[name], value, f"{source}({name}=...)", compiler_names
                 )
         if config_has is not None and "inductor_config" in values:
-            check_config_names(
-                values["inductor_config"], f"{source}(inductor_config=...)", config_has
-            )
+            check_config(values["inductor_config"], source, config_has, config_refusal)
         return dataclasses.replace(self, **values)
 
 
@@ -360,7 +364,7 @@ def _spec(name: str) -> importlib.machinery.ModuleSpec | None:
 class ConfigPatches(Allowed):
     """Inductor config values by dotted name: a dict with a name for every key. Here only its
     form is checked, as this module imports no torch: whether the installed torch's config has
-    each name is :func:`check_config_names`'s to say."""
+    each name, and takes each value's type, is :func:`check_config`'s to say."""
 
     describe: str = "a dict of Inductor config values by dotted name"
 
@@ -399,6 +403,9 @@ CompilerNames = Callable[[str], Collection[str]]
 """The names the installed ``torch.compile`` takes for a keyword (``backend``, ``mode``)."""
 ConfigHas = Callable[[str], bool]
 """Whether the installed torch's Inductor config has a value of that dotted name."""
+ConfigRefusal = Callable[[str, Any], str | None]
+"""What the installed torch's Inductor config value of that dotted name takes, where the value
+given is not of it; None where it is, or where torch does not say."""
 
 
 def checked(allowed: Allowed, given: Any, where: str) -> Any:
@@ -433,14 +440,66 @@ def check_compiler_name(
     raise pytest.UsageError(refused(where, value, f"{allowed.describe} this torch knows{listed}"))
 
 
-def check_config_names(patches: Mapping[str, Any], where: str, config_has: ConfigHas) -> None:
-    """A usage error for the first name of ``patches`` that the installed torch's Inductor
-    config does not have."""
-    for name in patches:
+def check_config(
+    patches: Mapping[str, Any],
+    source: str,
+    config_has: ConfigHas,
+    config_refusal: ConfigRefusal | None = None,
+) -> None:
+    """A usage error for the first name of ``patches`` (an ``inductor_config`` that ``source``
+    gave) that the installed torch's Inductor config does not have, or, with
+    ``config_refusal``, whose value is not of the type it declares."""
+    for name, value in patches.items():
         if not config_has(name):
             raise pytest.UsageError(
-                refused(where, name, "a dotted name in this torch's Inductor config")
+                refused(
+                    f"{source}(inductor_config=...)",
+                    name,
+                    "a dotted name in this torch's Inductor config",
+                )
             )
+        takes = None if config_refusal is None else config_refusal(name, value)
+        if takes is not None:
+            raise pytest.UsageError(refused(config_where(source, name), value, takes))
+
+
+def config_where(source: str, name: str) -> str:
+    """How a message names the value of Inductor config ``name`` that ``source`` gave."""
+    return f"{source}(inductor_config={{{name!r}: ...}})"
+
+
+def refused_config_value(patches: Mapping[str, Any], error: str) -> str | None:
+    """The name of the value of ``patches`` that a compile's ``error`` names, name and value
+    together, as Inductor's refusal of a value it does not take does (``unrecognized config
+    cpp.inject_relu_bug_TESTING_ONLY = 'acuracy'``): the setting's fault, not the model's. None
+    where it names none."""
+    return next(
+        (
+            name
+            for name, value in patches.items()
+            if name in error
+            and (repr(value) in error or (isinstance(value, str) and value and value in error))
+        ),
+        None,
+    )
+
+
+class ConfigValueRefused(Exception):
+    """A compile raised on a value of a check's ``inductor_config`` (:func:`refused_config_value`):
+    a usage error of the setting, which the code that knows the setting's source says."""
+
+    def __init__(self, name: str, value: Any, error: str) -> None:
+        super().__init__(name, value, error)
+        self.name, self.value, self.error = name, value, error
+
+    def line(self, source: str) -> str:
+        """The usage error in one line, naming the value as ``source`` gave it."""
+        return refused(
+            config_where(source, self.name),
+            self.value,
+            "a value this torch's Inductor takes for it",
+            f"compiling raised {self.error}",
+        )
 
 
 @dataclass(frozen=True)
@@ -874,21 +933,20 @@ def marker_settings(
     compiler_names: CompilerNames | None = None,
     config_has: ConfigHas | None = None,
     repro_test: bool = False,
+    config_refusal: ConfigRefusal | None = None,
 ) -> CheckSettings:
     """``base`` with the marker's keywords; ``repro_test``: the marker is a generated repro
     test's, whose :data:`REPRO_KIND` is no setting."""
     if marker is None:
         return base
     if marker.args:
-        raise pytest.UsageError(
-            f"@pytest.mark.inductor_repro takes keyword arguments only ({sorted(KEYWORDS)})"
-        )
+        raise pytest.UsageError(f"{MARKER} takes keyword arguments only ({sorted(KEYWORDS)})")
     given = {
         name: value
         for name, value in marker.kwargs.items()
         if not (repro_test and name == REPRO_KIND)
     }
-    return base.replace(given, "@pytest.mark.inductor_repro", compiler_names, config_has)
+    return base.replace(given, MARKER, compiler_names, config_has, config_refusal)
 
 
 KEYWORD_ALLOWED: dict[str, Allowed] = {

@@ -25,10 +25,12 @@ from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import CaseResult, MinifyResult
 from pytest_torchcompile.common.run_state import Checker, MinifyJob
 from pytest_torchcompile.common.settings import (
+    FIXTURE,
     REPRO_KIND,
     CheckSettings,
     CompilerNames,
     ConfigHas,
+    ConfigRefusal,
     GatingSettings,
     marker_settings,
 )
@@ -68,6 +70,10 @@ class AccuracySession:
     config_has: ConfigHas | None = None
     """Whether the installed torch's Inductor config has a name, asked of each name of a marker's
     or the fixture's ``inductor_config``; given where tests are checked, as ``compiler_names``."""
+    config_refusal: ConfigRefusal | None = None
+    """What the installed torch's Inductor config takes for a name, asked of each value of a
+    marker's or the fixture's ``inductor_config``; given where tests are checked, as
+    ``compiler_names``."""
     _results: list[CaseResult] = field(default_factory=list, init=False, repr=False)
     _minify_jobs: list[MinifyJob] = field(default_factory=list, init=False, repr=False)
     """Cases found in this process and not yet handed to the minify phase's queue."""
@@ -114,11 +120,11 @@ class AccuracySession:
         """The settings of a check in test ``item``: the run's, its marker's over them,
         ``overrides`` (the fixture's keywords) over both; a usage error for a keyword given a
         value it does not take."""
-        names, config_has = self.compiler_names, self.config_has
+        names, has, refusal = self.compiler_names, self.config_has, self.config_refusal
         marker = item.get_closest_marker("inductor_repro")
         repro_test = recorded_kind(item) is not None
-        return marker_settings(self.base_settings, marker, names, config_has, repro_test).replace(
-            overrides, compiler_names=names, config_has=config_has
+        return marker_settings(self.base_settings, marker, names, has, repro_test, refusal).replace(
+            overrides, FIXTURE, names, has, refusal
         )
 
     def check(

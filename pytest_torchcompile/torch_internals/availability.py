@@ -24,6 +24,7 @@ from pytest_torchcompile.torch_internals.config import (
     default_test_missing,
     defaults_missing,
     overrides_missing,
+    types_missing,
 )
 from pytest_torchcompile.torch_internals.decomposed import decomposed_missing
 from pytest_torchcompile.torch_internals.fingerprint import lowering_tables_missing
@@ -107,6 +108,11 @@ _FEATURES = (
     ),
     _Feature(
         "the non-default Inductor config in the JSON report", "it is left out", default_test_missing
+    ),
+    _Feature(
+        "checking the type of each inductor_config value a marker or the fixture gives",
+        "a value of another type is left to the compile",
+        types_missing,
     ),
     _Feature(
         "telling graphs that draw random numbers",

@@ -5,7 +5,10 @@ from __future__ import annotations
 import ast
 import contextlib
 import contextvars
+import types
+import typing
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
@@ -211,6 +214,81 @@ def inductor_config_has(name: str) -> bool:
 
     entries = _entries()
     return name in (entries if entries is not None else inductor_config_module.get_config_copy())
+
+
+def types_missing() -> str | None:
+    """The internal :func:`inductor_config_refusal` reads that this torch lacks; None where it has
+    it."""
+    return _entry_field_missing("value_type")
+
+
+_SCALARS: dict[Any, str] = {
+    bool: "a bool",
+    int: "an int",
+    float: "a float",
+    str: "a str",
+    type(None): "None",
+}
+
+
+def inductor_config_refusal(name: str, value: Any) -> str | None:
+    """What the Inductor config value ``name`` (dotted) takes where ``value`` is not of it, by the
+    type this torch declares for it (its annotation, else its default's type): a bool, an int, a
+    float, a str, None, a ``Literal``'s values, or a union of these. None where ``value`` is of
+    it, and where the type has another form (a list, a dict, a callable, a class of torch's, a
+    default of None with no annotation) or this torch keeps none (:func:`types_missing`): such a
+    value is left to the compile."""
+    entries = _entries() if types_missing() is None else None
+    declared = getattr((entries or {}).get(name), "value_type", None)
+    # A default of None with no annotation declares no type: any value is the user's guess.
+    taken = None if declared is type(None) else _alternatives(declared)
+    if not taken or any(_takes(alternative, value) for alternative in taken):
+        return None
+    return f"{_described(taken)}, as this torch's Inductor config declares it"
+
+
+@dataclass(frozen=True)
+class _Literal:
+    value: Any
+
+
+def _alternatives(declared: Any) -> list[Any] | None:
+    """The scalar types and literal values (:class:`_Literal`) a declared type takes; None where
+    it has another form."""
+    if isinstance(declared, type) and declared in _SCALARS:
+        return [declared]
+    origin = typing.get_origin(declared)
+    if origin is typing.Literal:
+        return [_Literal(value) for value in typing.get_args(declared)]
+    if origin not in (typing.Union, types.UnionType):
+        return None
+    alternatives: list[Any] = []
+    for argument in typing.get_args(declared):
+        part = _alternatives(argument)
+        if part is None:
+            return None
+        alternatives += part
+    return alternatives
+
+
+def _takes(alternative: Any, value: Any) -> bool:
+    # A bool is an int to Python, not to a config that declares one of them; an int is a float.
+    if isinstance(alternative, _Literal):
+        return type(value) is type(alternative.value) and bool(value == alternative.value)
+    if alternative is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if alternative is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, alternative)
+
+
+def _described(taken: list[Any]) -> str:
+    """What ``taken`` (:func:`_alternatives`) holds, in words: its types, its literal values as
+    one choice, None last."""
+    scalars = [_SCALARS[a] for a in taken if a in (bool, int, float, str)]
+    values = [repr(a.value) for a in taken if isinstance(a, _Literal)]
+    choice = [f"one of {', '.join(values)}"] if values else []
+    return " or ".join([*scalars, *choice, *(["None"] if type(None) in taken else [])])
 
 
 def inductor_config_default(name: str) -> Any:

@@ -197,6 +197,66 @@ def test_an_inductor_config_name_the_installed_torch_does_not_know_is_refused() 
     assert replaced.inductor_config == {"triton.cudagraphs": True}
 
 
+def _refusal(name: str, value: Any) -> str | None:
+    return "a bool" if name == "triton.cudagraphs" and not isinstance(value, bool) else None
+
+
+@pytest.mark.parametrize("source", ["compile_accuracy", "@pytest.mark.inductor_repro"])
+def test_an_inductor_config_value_not_of_its_type_is_refused(source: str) -> None:
+    with pytest.raises(pytest.UsageError) as refused:
+        CheckSettings().replace(
+            {"inductor_config": {"cpp.simdlen": 4, "triton.cudagraphs": "yes"}},
+            source,
+            config_has=_config_has,
+            config_refusal=_refusal,
+        )
+    assert str(refused.value) == (
+        f"{source}(inductor_config={{'triton.cudagraphs': ...}}): 'yes' is not allowed; "
+        "expected a bool"
+    )
+    replaced = CheckSettings().replace(
+        {"inductor_config": {"triton.cudagraphs": False}},
+        config_has=_config_has,
+        config_refusal=_refusal,
+    )
+    assert replaced.inductor_config == {"triton.cudagraphs": False}
+
+
+UNRECOGNIZED = (
+    "InductorError: AssertionError: unrecognized config cpp.inject_relu_bug_TESTING_ONLY = "
+    "'acuracy'"
+)
+
+
+@pytest.mark.parametrize(
+    ("patches", "error", "named"),
+    [
+        (
+            {"cpp.simdlen": 4, "cpp.inject_relu_bug_TESTING_ONLY": "acuracy"},
+            UNRECOGNIZED,
+            "cpp.inject_relu_bug_TESTING_ONLY",
+        ),
+        ({"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"}, "CppCompileError: C++", None),
+        ({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}, UNRECOGNIZED, None),
+        ({"cpp.simdlen": 4}, "RuntimeError: cpp.inject_relu_bug_TESTING_ONLY", None),
+        ({"cpp.inject_relu_bug_TESTING_ONLY": ""}, UNRECOGNIZED, None),
+    ],
+)
+def test_a_compile_error_naming_a_config_value_is_the_settings(
+    patches: dict[str, Any], error: str, named: str | None
+) -> None:
+    assert settings.refused_config_value(patches, error) == named
+
+
+def test_a_config_value_the_compile_raised_on_is_named_with_its_source() -> None:
+    refused = settings.ConfigValueRefused("cpp.x", "acuracy", "InductorError: bad")
+    assert refused.line("compile_accuracy") == (
+        "compile_accuracy(inductor_config={'cpp.x': ...}): 'acuracy' is not allowed "
+        "(compiling raised InductorError: bad); expected a value this torch's Inductor takes "
+        "for it"
+    )
+
+
 def _names(keyword: str) -> list[str]:
     return {"backend": ["eager", "inductor"], "mode": ["default", "max-autotune"]}[keyword]
 

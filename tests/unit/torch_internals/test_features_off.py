@@ -26,6 +26,7 @@ from pytest_torchcompile.torch_internals.config import (
     config_values,
     inductor_config_diff,
     inductor_config_has,
+    inductor_config_refusal,
 )
 from pytest_torchcompile.torch_internals.environment import report_environment
 from pytest_torchcompile.torch_internals.interception import intercept_inductor
@@ -107,6 +108,17 @@ def test_without_config_defaults_stage_steps_are_not_tried(monkeypatch: pytest.M
         == "torch._inductor.config._config[name].default"
     )
     assert inductor_config_has("cpp.simdlen")
+
+
+def test_without_declared_config_types_values_are_left_to_the_compile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(vars(inductor_config_module), "_config", entries_without("value_type"))
+    assert (
+        the_feature_off("checking the type of each inductor_config value").internal
+        == "torch._inductor.config._config[name].value_type"
+    )
+    assert inductor_config_refusal("freezing", "yes") is None
 
 
 def test_without_a_config_entry_table_the_config_is_read_from_its_copy(
