@@ -126,13 +126,16 @@ class Bench:
     device: str
     timeout_s: float
     primed_caches: bool
+    site: Path | None = None
+    """A folder put first on every process's path (its ``sitecustomize.py`` runs at start-up):
+    how a bug in the installed compiler reaches every process, children included."""
 
     def environment(self, cache_name: str) -> dict[str, str]:
         """A contender's environment: this checkout importable, a fresh Inductor cache of its own."""
-        return {
-            **_environment(),
-            "TORCHINDUCTOR_CACHE_DIR": str(self.workdir / f"cache-{cache_name}"),
-        }
+        env = _environment()
+        if self.site is not None:
+            env["PYTHONPATH"] = f"{self.site}{os.pathsep}{env['PYTHONPATH']}"
+        return {**env, "TORCHINDUCTOR_CACHE_DIR": str(self.workdir / f"cache-{cache_name}")}
 
     def timed(self, command: list[str], cwd: Path, cache_name: str) -> tuple[float, str]:
         """Run a contender with a fresh Inductor cache of its own; its wall time and its output."""
