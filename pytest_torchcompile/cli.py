@@ -471,8 +471,8 @@ def _config_entry(text: str) -> tuple[str, object]:
 
 def hunt(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
-    from pytest_torchcompile.hunt import DTYPES_BY_NAME, hunt_options
-    from pytest_torchcompile.hunt import hunt as run_hunt
+    from pytest_torchcompile.hunting.hunt import DTYPES_BY_NAME, hunt_options
+    from pytest_torchcompile.hunting.hunt import hunt as run_hunt
     from pytest_torchcompile.torch_internals.config import inductor_config_has
 
     _check_dtypes(args.dtypes, list(DTYPES_BY_NAME))

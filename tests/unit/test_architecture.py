@@ -16,6 +16,7 @@ ROOT = pytest_torchcompile.__name__
 
 LAYERS = (
     "",
+    "hunting",
     "run",
     "minifying",
     "checking",

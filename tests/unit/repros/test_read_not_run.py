@@ -13,7 +13,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.common.files import MINIFIED_NAME, REPRO_NAME
 from pytest_torchcompile.common.kinds import FailureKind
-from pytest_torchcompile.hunt import known_cases
+from pytest_torchcompile.hunting.causes import known_cases
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import DYNAMO
 from pytest_torchcompile.judging.stages import graph_ops

@@ -1,7 +1,7 @@
 from math import inf, nan
 
 import torch
-from pytest_torchcompile.programs import filled
+from pytest_torchcompile.strategies import filled
 
 def program(x0, x1):
     v0 = x0.to(torch.float64)

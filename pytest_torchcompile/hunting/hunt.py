@@ -1,11 +1,11 @@
-"""The hunt: draw programs (``programs.programs``) for a time budget, check each as the fixture
-does, and reduce what fails to its distinct root causes.
+"""The hunt: draw programs (``drawing.programs``) for a time budget, check each as the fixture
+does, and reduce what fails to its distinct root causes (``causes``).
 
 Each program is checked by the plugin's own check (``CheckRunner.check``: eager twice, the fp64
 reference, the compiled run, the masked-deviation probe), its failing graph written as a repro
 and an accuracy failure confirmed in a fresh process. Confirmed failures are then minified
 (``minify_repro``: the 1-minimal graph, its stage, ``bug_report.md``) and grouped by the
-signature runs group by (``run.grouping``). A failure whose graph holds every op of a cause
+signature runs group by (``reporting.grouping``). A failure whose graph holds every op of a cause
 already minified, with its failure type, is counted against that cause without a minification of
 its own; a cause whose minimal ops and failure type match a known case (``minified.py`` of a
 repro directory given as known) is reported as known.
@@ -28,48 +28,26 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.strategies import SearchStrategy
 
 from pytest_torchcompile.checking.runner import CheckRunner
-from pytest_torchcompile.common.files import MINIFIED_NAME
-from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.settings import CheckSettings
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.minifying.search import minify_repro
-from pytest_torchcompile.programs import ALL_DTYPES, Program, programs
-from pytest_torchcompile.reporting.grouping import root_causes
-from pytest_torchcompile.reporting.layout import TerminalLayout
-from pytest_torchcompile.repros.repro import (
-    NotARepro,
-    ReproBroken,
-    file_graph_ops,
-    file_recorded_kind,
-    header_fields,
+from pytest_torchcompile.hunting.causes import (
+    PROGRAM_NAME,
+    HuntCause,
+    known_cases,
+    reduce_findings,
 )
+from pytest_torchcompile.hunting.drawing import programs
+from pytest_torchcompile.hunting.program import ALL_DTYPES, Program
+from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.session import AccuracySession
 
 DTYPES_BY_NAME = {str(dtype).removeprefix("torch."): dtype for dtype in ALL_DTYPES}
 """The dtypes a hunt's inputs may be narrowed to, by the names the command line takes."""
 
-PROGRAM_NAME = "program.py"
-"""Beside each finding's repro: the drawn program that failed, as a script."""
-
 
 class _BudgetSpent(BaseException):
     """Ends the drawing when the budget is spent (a BaseException: hypothesis does not shrink it)."""
-
-
-@dataclass
-class Cause:
-    """One root cause: its signature, the programs that showed it, its files."""
-
-    signature: str
-    failure_type: str
-    ops: list[str]
-    programs: list[str] = field(default_factory=list)
-    minified: str | None = None
-    bug_report: str | None = None
-    program: str | None = None
-    known: str | None = None
-    """The known case it matches, if any."""
 
 
 @dataclass
@@ -81,7 +59,7 @@ class HuntResult:
     unconfirmed: int
     invalid: list[str]
     """Programs eager could not run (a defect of the generator): their errors."""
-    causes: list[Cause]
+    causes: list[HuntCause]
     unreduced: list[str]
     """Findings that could not be minified and attributed: their repros."""
     unreferenced: list[str] = field(default_factory=list)
@@ -106,57 +84,28 @@ class HuntResult:
                 f"programs eager could not run: {len(self.invalid)} (first: {self.invalid[0][:40]})"
             )
         for cause in self.causes:
-            known = f" (known: {cause.known})" if cause.known else ""
-            lines.append(
-                f"[{len(cause.programs)} programs] {cause.failure_type}: {', '.join(cause.ops)}{known}"
-            )
-            for label, path in (
-                ("minified", cause.minified),
-                ("bug report", cause.bug_report),
-                ("program", cause.program),
-            ):
-                if path:
-                    lines.append(f"  {label}: {_shown(path)}")
+            lines += _cause_lines(cause)
         lines += [f"not reduced: {_shown(path)}" for path in self.unreduced]
         return lines
+
+
+def _cause_lines(cause: HuntCause) -> list[str]:
+    known = f" (known: {cause.known})" if cause.known else ""
+    files = (
+        ("minified", cause.minified),
+        ("bug report", cause.bug_report),
+        ("program", cause.program),
+    )
+    return [
+        f"[{len(cause.programs)} programs] {cause.failure_type}: {', '.join(cause.ops)}{known}",
+        *(f"  {label}: {_shown(path)}" for label, path in files if path),
+    ]
 
 
 def _shown(path: str) -> str:
     """A path relative to the working directory where it lies under it."""
     relative = os.path.relpath(path)
     return path if relative.startswith("..") else relative
-
-
-def _case_ops(path: Path) -> tuple[str, list[str]] | None:
-    """The failure kind and the ops of a repro file's graph, read from its text: a known case
-    may be anyone's file, and reading it runs none of its code. None where it states neither."""
-    kind = file_recorded_kind(path)
-    if kind not in set(FailureKind):
-        return None
-    try:
-        return FailureKind(kind), file_graph_ops(path)
-    except ReproBroken:
-        return None
-
-
-def known_cases(
-    directories: Sequence[Path], progress: Callable[[str], None]
-) -> dict[tuple[str, tuple[str, ...]], str]:
-    """The minimal graphs of known cases (each ``minified.py`` under ``directories``), by failure
-    kind and op set. A file whose header is no repro's (a pipe, a planted file) is said to
-    ``progress`` and read no further."""
-    known: dict[tuple[str, tuple[str, ...]], str] = {}
-    for directory in directories:
-        for minified in sorted(directory.glob(f"*/{MINIFIED_NAME}")):
-            try:
-                header_fields(minified)
-            except NotARepro as error:
-                progress(f"--known: not a repro ({error}): {minified}")
-                continue
-            found = _case_ops(minified)
-            if found is not None:
-                known[(found[0], tuple(sorted(found[1])))] = minified.parent.name
-    return known
 
 
 @dataclass
@@ -206,6 +155,52 @@ def _draw_and_check(
         check()
 
 
+def _check_programs(
+    session: AccuracySession, deadline: float, seed: int, drawing: SearchStrategy[Program]
+) -> _Drawn:
+    """Check the programs ``drawing`` draws until ``deadline``, as the fixture checks a model."""
+    # Repro headers name paths under the working directory relative to it, as a run's name them
+    # relative to its rootdir.
+    runner = CheckRunner.start(
+        session, TerminalLayout(root=Path.cwd()), trace_log=False, probe_child=False
+    )
+    drawn = _Drawn()
+    try:
+        _draw_and_check(runner, session, deadline, seed, drawing, drawn)
+    finally:
+        runner.close()
+    return drawn
+
+
+def _keep_programs(failing: list[CaseResult], drawn: _Drawn) -> None:
+    """Write each failing program beside its repro, as a script."""
+    programs_by_id = dict(drawn.checked)
+    for result in failing:
+        if result.repro_path:
+            Path(result.repro_path).with_name(PROGRAM_NAME).write_text(
+                programs_by_id[result.nodeid].script()
+            )
+
+
+def _unreferenced(failing: list[CaseResult]) -> list[CaseResult]:
+    """Accuracy failures judged without the fp64 reference (the cosine check against eager): not
+    counted, as an ill-conditioned program fails it where the compiled result is the closer."""
+    return [
+        result
+        for result in failing
+        if result.status is Status.FAIL_ACCURACY and result.reference != "fp64"
+    ]
+
+
+def _findings(failing: list[CaseResult], unreferenced: list[CaseResult]) -> list[CaseResult]:
+    """The failures the hunt counts: a sound repro written, judged against fp64."""
+    return [
+        result
+        for result in failing
+        if result.repro_path and result.repro_defect is None and result not in unreferenced
+    ]
+
+
 def hunt(
     minutes: float,
     directory: Path,
@@ -222,7 +217,7 @@ def hunt(
     """Hunt for ``minutes``, writing every finding under ``directory``; then reduce. The
     masked-deviation probe (``intermediates``) is off unless asked for: it compiles every
     program twice, halving the programs checked. ``dtypes`` and ``specials`` narrow the programs
-    drawn (:func:`programs.programs`): the dtypes of their inputs, and whether their floating
+    drawn (:func:`drawing.programs`): the dtypes of their inputs, and whether their floating
     inputs hold NaNs, infinities, negative zeros and subnormals."""
     started = time.monotonic()
     base = CheckSettings(
@@ -231,38 +226,16 @@ def hunt(
         inductor_config=dict(inductor_config or {}),
     )
     session = AccuracySession(True, directory, base, dict)
-    # Repro headers name paths under the working directory relative to it, as a run's name them
-    # relative to its rootdir.
-    runner = CheckRunner.start(
-        session, TerminalLayout(root=Path.cwd()), trace_log=False, probe_child=False
-    )
-    drawn = _Drawn()
-    try:
-        drawing = programs(max_ops=max_ops, dtypes=dtypes, specials=specials)
-        _draw_and_check(runner, session, started + minutes * 60, seed, drawing, drawn)
-    finally:
-        runner.close()
+    drawing = programs(max_ops=max_ops, dtypes=dtypes, specials=specials)
+    drawn = _check_programs(session, started + minutes * 60, seed, drawing)
     seconds = time.monotonic() - started
-    programs_by_id = dict(drawn.checked)
     failing = [result for result in session.results if result.status.is_compiler_failure]
-    for result in failing:
-        if result.repro_path:
-            Path(result.repro_path).with_name(PROGRAM_NAME).write_text(
-                programs_by_id[result.nodeid].script()
-            )
-    # An accuracy failure judged without the fp64 reference (the cosine check against eager) is
-    # not counted: an ill-conditioned program fails it where the compiled result is the closer.
-    unreferenced = [
-        result
-        for result in failing
-        if result.status is Status.FAIL_ACCURACY and result.reference != "fp64"
-    ]
-    findings = [
-        result
-        for result in failing
-        if result.repro_path and result.repro_defect is None and result not in unreferenced
-    ]
-    causes, unreduced = _reduce(findings, known_cases(known, progress), minify_timeout, progress)
+    _keep_programs(failing, drawn)
+    unreferenced = _unreferenced(failing)
+    findings = _findings(failing, unreferenced)
+    causes, unreduced = reduce_findings(
+        findings, known_cases(known, progress), minify_timeout, progress
+    )
     unconfirmed = sum(1 for result in session.results if result.status is Status.UNCONFIRMED)
     return HuntResult(
         seconds,
@@ -274,66 +247,6 @@ def hunt(
         unreduced,
         [result.repro_path or result.nodeid for result in unreferenced],
     )
-
-
-def _reduce(
-    findings: list[CaseResult],
-    known: dict[tuple[str, tuple[str, ...]], str],
-    minify_timeout: float,
-    progress: Callable[[str], None],
-) -> tuple[list[Cause], list[str]]:
-    causes: dict[str, Cause] = {}
-    unreduced: list[str] = []
-    for result in findings:
-        path = Path(result.repro_path or "")
-        found = _case_ops(path)
-        if found is None:
-            unreduced.append(str(path))
-            continue
-        kind, ops = found
-        covered = next(
-            (
-                cause
-                for cause in causes.values()
-                if cause.failure_type == kind and set(cause.ops) <= set(ops)
-            ),
-            None,
-        )
-        if covered is not None:
-            covered.programs.append(result.nodeid)
-            continue
-        progress(f"minifying {path.parent.name} ({len(ops)} distinct ops)")
-        result.minify = minify_repro(path, timeout_s=minify_timeout)
-        signature = result.minify.signature
-        if signature is None or result.minify.path is None:
-            unreduced.append(str(path))
-            continue
-        cause = causes.get(signature)
-        if cause is None:
-            minimal = _case_ops(Path(result.minify.path))
-            kind_ops = (kind, tuple(sorted(minimal[1] if minimal else result.minify.ops)))
-            cause = causes[signature] = Cause(
-                signature,
-                kind,
-                list(minimal[1] if minimal else result.minify.ops),
-                minified=result.minify.path,
-                bug_report=result.minify.bug_report_path,
-                program=str(path.with_name(PROGRAM_NAME)),
-                known=known.get(kind_ops),
-            )
-        cause.programs.append(result.nodeid)
-    # The order run summaries use: the causes breaking most programs first.
-    order = [
-        group.signature for group in root_causes([r for r in findings if r.minify is not None])
-    ]
-    ranked = sorted(
-        causes.values(),
-        key=lambda cause: (
-            -len(cause.programs),
-            order.index(cause.signature) if cause.signature in order else 0,
-        ),
-    )
-    return ranked, unreduced
 
 
 def hunt_options(args: Any) -> dict[str, Any]:

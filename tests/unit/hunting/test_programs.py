@@ -1,4 +1,4 @@
-"""Property tests for the program strategies (pytest_torchcompile.programs)."""
+"""Property tests for the program strategy (pytest_torchcompile.hunting.drawing)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, find, given, settings
 
-from pytest_torchcompile.programs import ALL_DTYPES, Program, programs
+from pytest_torchcompile.hunting.drawing import programs
+from pytest_torchcompile.hunting.program import ALL_DTYPES, Program
 
 # No example database: these tests must not write .hypothesis/ into the checkout.
 many = settings(
@@ -81,7 +82,7 @@ def test_shrinking_gives_a_one_step_program_of_one_small_input() -> None:
 
 SHRINK_A_SCAN_AND_AN_ADDITION = """
 from hypothesis import Phase, find, settings
-from pytest_torchcompile.programs import programs
+from pytest_torchcompile.hunting.drawing import programs
 
 found = find(
     programs(),
@@ -102,7 +103,9 @@ def test_shrinking_keeps_the_steps_a_failure_needs() -> None:
 
     In a fresh process, as a hunt draws: in one that compiled before (another test's
     ``torch.compile``), the same derandomized search draws other programs from its 83rd on, for
-    a cause not found yet, and stopped at six steps."""
+    a cause not found yet, and stopped at six steps. The script imports the strategy's module
+    alone: hypothesis draws constants from the modules loaded, and a process that imports the
+    public ``strategies`` (the input strategies too) stops at six steps as well."""
     done = subprocess.run(
         [sys.executable, "-c", SHRINK_A_SCAN_AND_AN_ADDITION],
         capture_output=True,
@@ -179,7 +182,7 @@ def test_special_values_reach_literal_and_filled_inputs_and_their_scripts(tmp_pa
     assert any(
         not bool(x.isfinite().all()) for x in filled_one.make_inputs() if x.is_floating_point()
     )
-    assert "from pytest_torchcompile.programs import filled" in filled_one.script()
+    assert "from pytest_torchcompile.strategies import filled" in filled_one.script()
     exec(compile(filled_one.script(), "program.py", "exec"), {})
     assert "pytest_torchcompile" not in literal.script() or "filled(" in literal.script()
     assert not any(

@@ -1,5 +1,5 @@
-"""The hunt (pytest_torchcompile.hunt, ``python -m pytest_torchcompile hunt``): drawn programs
-checked as the fixture checks them, failures minified and grouped by root cause."""
+"""The hunt (pytest_torchcompile.hunting.hunt, ``python -m pytest_torchcompile hunt``): drawn
+programs checked as the fixture checks them, failures minified and grouped by root cause."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from pytest_torchcompile.cli import main, parser
-from pytest_torchcompile.hunt import PROGRAM_NAME, hunt, hunt_options
-from pytest_torchcompile.programs import ALL_DTYPES
+from pytest_torchcompile.hunting.causes import PROGRAM_NAME
+from pytest_torchcompile.hunting.hunt import hunt, hunt_options
+from pytest_torchcompile.hunting.program import ALL_DTYPES
 from pytest_torchcompile.repros.repro import header_fields
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
