@@ -21,9 +21,9 @@ from pytest_torchcompile.hunting.ops.reductions import matmul, order, reduction,
 from pytest_torchcompile.hunting.ops.windows import window
 from pytest_torchcompile.hunting.ops.writes import in_place
 
-Op = Callable[[Builder, Value], bool]
+_Op = Callable[[Builder, Value], bool]
 
-OPS: tuple[Op, ...] = (
+OPS: tuple[_Op, ...] = (
     unary,
     binary,
     with_scalar,
@@ -42,4 +42,4 @@ OPS: tuple[Op, ...] = (
 )
 """In the order hypothesis shrinks towards: the first, unary ops."""
 
-__all__ = ["OPS", "Op", "unary"]
+__all__ = ["OPS", "unary"]
