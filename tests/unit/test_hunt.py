@@ -11,7 +11,7 @@ import torch
 from pytest_torchcompile.cli import main, parser
 from pytest_torchcompile.hunt import PROGRAM_NAME, hunt, hunt_options
 from pytest_torchcompile.programs import ALL_DTYPES
-from pytest_torchcompile.repros.repro import header_fields
+from pytest_torchcompile.repros.reading import header_fields
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 
