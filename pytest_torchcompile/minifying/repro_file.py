@@ -99,15 +99,7 @@ def minify_repro(
         try:
             found = _search(case, judge, started, timeout_s, progress, find_stage)
         except IsolationError as error:
-            return MinifyResult(
-                case.op_count,
-                case.op_count,
-                time.perf_counter() - started,
-                0,
-                StopReason.CRASHED,
-                note=str(error),
-                judge_deaths=list(judge.deaths),
-            )
+            return _crashed(case, error, started, list(judge.deaths))
     if found.reduction.gm is None:
         return _unreduced(found.reduction, found.seconds, list(judge.deaths))
     return _written(path, case, found, list(judge.deaths), started)
@@ -155,6 +147,21 @@ def _search(
         else None
     )
     return _Found(reduction, kernel, seconds, stage, query.failure.type_name)
+
+
+def _crashed(
+    case: ReproCase, error: IsolationError, started: float, deaths: list[str]
+) -> MinifyResult:
+    """The result where the judging process died past what it survives: nothing was reduced."""
+    return MinifyResult(
+        case.op_count,
+        case.op_count,
+        time.perf_counter() - started,
+        0,
+        StopReason.CRASHED,
+        note=str(error),
+        judge_deaths=deaths,
+    )
 
 
 def _unreduced(reduction: Reduction, seconds: float, deaths: list[str]) -> MinifyResult:
