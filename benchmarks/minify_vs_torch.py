@@ -176,7 +176,7 @@ def run_ours(bench: Bench, repro: Path, isolate: bool) -> Run:
     device = "cuda:0" if bench.device == "cuda" else None
     script = (
         "import dataclasses, json, sys; from pathlib import Path; "
-        "from pytest_torchcompile.minifying.search import minify_repro; "
+        "from pytest_torchcompile.minifying.repro_file import minify_repro; "
         # Torch's minifier does not look for the stage of the failure: neither does this run.
         f"r = minify_repro(Path(sys.argv[1]), isolate={isolate}, device={device!r}, find_stage=False); "
         "print('RESULT ' + json.dumps(dataclasses.asdict(r)))"

@@ -27,9 +27,10 @@ from typing import Any, TextIO
 
 import pytest
 
+from pytest_torchcompile.common.allowed import Allowed, NotAllowed, Number
 from pytest_torchcompile.common.files import BUG_REPORT_NAME, MINIFIED_NAME, REPRO_NAME
+from pytest_torchcompile.common.options import option, setup_modules
 from pytest_torchcompile.common.results import MinifyProgress, ProgressThrottle, StopReason
-from pytest_torchcompile.common.settings import Allowed, NotAllowed, Number, option, setup_modules
 from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.merge import merge, merge_arguments, merge_usage_error
 
@@ -54,6 +55,8 @@ RERUN_OUTCOMES = {0: "fixed", 1: "reproduced", 2: "fails differently", 3: "canno
 NOT_A_REPRO = 4
 """``rerun``'s outcome, and exit status, for a file that is no repro of pytest-torchcompile: it
 is not run."""
+
+RERUN_WORDS = {**RERUN_OUTCOMES, NOT_A_REPRO: "not a repro"}
 
 RERUN_PRECEDENCE = (1, 2, 3, NOT_A_REPRO, 0)
 """``rerun``'s exit status: the first of these outcomes that any file had."""
@@ -167,7 +170,7 @@ def _list_arguments(parser: argparse.ArgumentParser) -> None:
 
 def list_cases(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
-    from pytest_torchcompile.repros.repro import NotARepro, header_fields
+    from pytest_torchcompile.repros.reading import NotARepro, header_fields
 
     layout = TerminalLayout(shutil.get_terminal_size().columns)
     listed = skipped = 0
@@ -238,30 +241,36 @@ def _run_repro(path: Path, timeout_s: float) -> int | None:
 
 def rerun(args: argparse.Namespace) -> int:
     outcomes: Counter[int] = Counter()
-    words = {**RERUN_OUTCOMES, NOT_A_REPRO: "not a repro"}
     for case in _repros_of(args.directory):
         path = (
             case / MINIFIED_NAME
             if args.minified and os.path.lexists(case / MINIFIED_NAME)
             else case / REPRO_NAME
         )
-        why = _not_a_repro(path)
-        if why is not None:
-            outcomes[NOT_A_REPRO] += 1
-            print(f"{words[NOT_A_REPRO]} ({why}): {case / path.name}")
-            continue
-        status = _run_repro(path, args.timeout)
-        timed_out = f" (timed out after {args.timeout:g} s)" if status is None else ""
-        status = status if status in RERUN_OUTCOMES else 3
-        outcomes[status] += 1
-        print(f"{words[status]}{timed_out}: {case / path.name}")
+        outcome, said = _rerun_one(path, args.timeout)
+        outcomes[outcome] += 1
+        print(f"{said}: {case / path.name}")
     print(
         ", ".join(
-            f"{outcomes[status]} {words[status]}" for status in RERUN_PRECEDENCE if outcomes[status]
+            f"{outcomes[status]} {RERUN_WORDS[status]}"
+            for status in RERUN_PRECEDENCE
+            if outcomes[status]
         )
         or "no repros"
     )
     return next((status for status in RERUN_PRECEDENCE if outcomes[status]), 0)
+
+
+def _rerun_one(path: Path, timeout_s: float) -> tuple[int, str]:
+    """The outcome of running one repro file, or :data:`NOT_A_REPRO` for a file that is none (not
+    run), and what is said of it."""
+    why = _not_a_repro(path)
+    if why is not None:
+        return NOT_A_REPRO, f"{RERUN_WORDS[NOT_A_REPRO]} ({why})"
+    status = _run_repro(path, timeout_s)
+    timed_out = f" (timed out after {timeout_s:g} s)" if status is None else ""
+    outcome = status if status in RERUN_OUTCOMES else 3
+    return outcome, f"{RERUN_WORDS[outcome]}{timed_out}"
 
 
 def _minify_arguments(parser: argparse.ArgumentParser) -> None:
@@ -324,7 +333,7 @@ def _setup_checked() -> None:
 
 def minify(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
-    from pytest_torchcompile.minifying.search import minify_repro
+    from pytest_torchcompile.minifying.repro_file import minify_repro
 
     # A repro is imported by its path, which Python's import machinery takes only with .py.
     if args.repro.suffix != ".py":
@@ -374,7 +383,7 @@ def _not_a_repro(path: Path) -> str | None:
     """Why ``path`` is no repro file of pytest-torchcompile, told from its header comments
     without running it (a repro's states its case, status and ops), or None."""
     # Imported by the verbs that need it: the torch-free verbs (merge) start without torch.
-    from pytest_torchcompile.repros.repro import NotARepro, header_fields
+    from pytest_torchcompile.repros.reading import NotARepro, header_fields
 
     try:
         header_fields(path)
@@ -385,8 +394,9 @@ def _not_a_repro(path: Path) -> str | None:
 
 def report(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
+    from pytest_torchcompile.judging.judge import ReproBroken
     from pytest_torchcompile.repros.bug_report import bug_report
-    from pytest_torchcompile.repros.repro import ReproBroken, repro_source
+    from pytest_torchcompile.repros.reading import repro_source
 
     case = _case_dir(args.case)
     repro, written = case / REPRO_NAME, case / BUG_REPORT_NAME

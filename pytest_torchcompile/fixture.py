@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_torchcompile.common import settings
+from pytest_torchcompile.common import allowed, settings
 from pytest_torchcompile.run.session import CURRENT_ITEM_KEY, SESSION_KEY, AccuracySession
 
 
@@ -78,7 +78,7 @@ class CompileAccuracy:
                 record_property,
                 supersede=hypothesis_test,
             )
-        except settings.ConfigValueRefused as refused:
+        except allowed.ConfigValueRefused as refused:
             source = settings.FIXTURE if "inductor_config" in overrides else settings.MARKER
             raise pytest.UsageError(refused.line(source)) from None
 

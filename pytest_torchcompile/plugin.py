@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_torchcompile import fixture
-from pytest_torchcompile.common import settings
+from pytest_torchcompile.common import options, settings
 from pytest_torchcompile.common.roles import Role, role_of
 from pytest_torchcompile.minifying.phase import configure as configure_minify_phase
 from pytest_torchcompile.minifying.phase import run_minify_phase
@@ -48,7 +48,7 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    settings.add_options(parser)
+    options.add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -59,11 +59,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(fixture, fixture.__name__)
     config.addinivalue_line("markers", settings.MARKER_HELP)
     config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped when none is visible")
-    settings.check_run_settings(config)
-    enabled = bool(settings.option_value(config, settings.option("compile-accuracy")))
+    options.check_run_settings(config)
+    enabled = bool(options.option_value(config, options.option("compile-accuracy")))
     if enabled:
-        settings.check_compiler_names(config, _compiler_names)
-    directory = settings.option_value(config, settings.option("compile-accuracy-dir"))
+        options.check_compiler_names(config, _compiler_names)
+    directory = options.option_value(config, options.option("compile-accuracy-dir"))
     root = Path(directory) if directory else Path(config.rootpath) / ".compile-accuracy"
     if not root.is_absolute():
         root = Path(config.rootpath) / root
@@ -101,7 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
             config.stash[SESSION_KEY],
             _layout(config),
             trace_log=bool(
-                settings.option_value(config, settings.option("compile-accuracy-trace-log"))
+                options.option_value(config, options.option("compile-accuracy-trace-log"))
             ),
             probe_child=not config.option.collectonly
             and config.stash[SESSION_KEY].base_settings.intermediates,
@@ -166,7 +166,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def _tell_deprecated_names(config: pytest.Config) -> None:
     # Printed, not warned: a run under -W error must not fail for an old option name.
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    for message in settings.deprecated_uses(config):
+    for message in options.deprecated_uses(config):
         line = f"PytestTorchcompileDeprecation: {message}"
         if reporter is not None:
             reporter.write_line(line, yellow=True)
@@ -260,7 +260,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     state = item.config.stash[SESSION_KEY]
     item.config.stash[CURRENT_ITEM_KEY] = item
     marker = item.get_closest_marker("inductor_repro")
-    scope = settings.option_value(item.config, settings.option("compile-accuracy-scope"))
+    scope = options.option_value(item.config, options.option("compile-accuracy-scope"))
     watch = scope == "all" or marker is not None
     try:
         test_settings = state.settings_for(item, {})

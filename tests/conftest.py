@@ -204,7 +204,7 @@ def probe_children() -> Iterator[ProbeChildren]:
 @pytest.fixture
 def child_verdicts(monkeypatch: pytest.MonkeyPatch) -> list[GraphVerdict]:
     """Every probe verdict a child gives, with probes sent to a child whatever their size."""
-    from pytest_torchcompile.common.settings import CONCURRENT_PROBE_ENV
+    from pytest_torchcompile.common.options import CONCURRENT_PROBE_ENV
     from pytest_torchcompile.judging.isolation.parent import IsolatedJudge
 
     monkeypatch.setenv(CONCURRENT_PROBE_ENV, "1")

@@ -25,7 +25,7 @@ from pytest_torchcompile.judging.isolation.protocol import (
     JudgeSettings,
 )
 from pytest_torchcompile.judging.judge import same_failure
-from pytest_torchcompile.repros.repro import load_case
+from pytest_torchcompile.repros.loading import load_case
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import torch.fx
 
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.leaves import LeafResult
-from pytest_torchcompile.common.settings import concurrent_probe
+from pytest_torchcompile.common.options import concurrent_probe
 from pytest_torchcompile.judging.capture import CapturedGraph, TensorSpec, input_spec
 from pytest_torchcompile.judging.isolation.parent import IsolatedJudge, IsolationError
 from pytest_torchcompile.judging.isolation.protocol import (

@@ -31,24 +31,21 @@ from pytest_torchcompile.checking.model import (
     unjudgeable_input,
 )
 from pytest_torchcompile.checking.plain import SAME_PRECISION, GraphChecker, GraphFailure
+from pytest_torchcompile.common.allowed import ConfigValueRefused, refused_config_value
 from pytest_torchcompile.common.files import unusable_directory, unwritable_directory
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.leaves import shown_table
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.run_state import MinifyJob, RunState
-from pytest_torchcompile.common.settings import (
-    MARKER,
-    CheckSettings,
-    ConfigValueRefused,
-    refused_config_value,
-)
+from pytest_torchcompile.common.settings import MARKER, CheckSettings
 from pytest_torchcompile.common.verdict import CheckFailed, Comparison, Status
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import DYNAMO, POST_AOT, error_signature
 from pytest_torchcompile.reporting.junit import junit_properties
 from pytest_torchcompile.reporting.layout import TerminalLayout
-from pytest_torchcompile.repros.repro import repro_defect, slugify, write_case
+from pytest_torchcompile.repros.loading import repro_defect
+from pytest_torchcompile.repros.repro import slugify, write_case
 from pytest_torchcompile.torch_internals.availability import core_missing, features_off
 from pytest_torchcompile.torch_internals.compiling import (
     compiler_imported,

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pytest_torchcompile.common import roles, settings
+from pytest_torchcompile.common import options, roles
 
 LIMITED_KEY = pytest.StashKey[int]()
 """The threads :func:`configure` gave this process, when it limited them."""
@@ -40,7 +40,7 @@ def cpus() -> int:
 def override(config: pytest.Config) -> int | None:
     """The user's threads per process: ``--compile-accuracy-threads`` (or its ini key), else
     ``PYTEST_TORCHCOMPILE_THREADS``; None when neither is given."""
-    threads: int | None = settings.option_value(config, settings.option("compile-accuracy-threads"))
+    threads: int | None = options.option_value(config, options.option("compile-accuracy-threads"))
     return threads
 
 

@@ -182,15 +182,33 @@ def clashing_paths(
         if path is None:
             continue
         real = os.path.realpath(path)
-        with contextlib.suppress(OSError):
-            mode = os.stat(real).st_mode
-            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                continue
-        for other, other_output in seen.get(real, []):
-            if other != setting and (output or other_output):
-                what = "an input and an output" if not (output and other_output) else "two outputs"
-                return f"{other} and {setting} name one path, for {what}: {path}"
+        if _written_through(real):
+            continue
+        clash = _clash(seen.get(real, []), setting, output)
+        if clash is not None:
+            other, what = clash
+            return f"{other} and {setting} name one path, for {what}: {path}"
         seen.setdefault(real, []).append((setting, output))
+    return None
+
+
+def _written_through(real: str) -> bool:
+    """Whether what is at ``real`` is a device or a pipe; a path that cannot be looked at is
+    taken for a file."""
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _clash(earlier: list[tuple[str, bool]], setting: str, output: bool) -> tuple[str, str] | None:
+    """The first of the ``earlier`` settings at a path that ``setting`` (an output where
+    ``output``) clashes with, and for what; None where none does."""
+    for other, other_output in earlier:
+        if other != setting and (output or other_output):
+            what = "an input and an output" if not (output and other_output) else "two outputs"
+            return other, what
     return None
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from pytest_torchcompile.common.files import MINIFIED_NAME
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import CaseResult, MinifyResult
-from pytest_torchcompile.minifying.search import minify_repro
+from pytest_torchcompile.judging.judge import ReproBroken
+from pytest_torchcompile.minifying.repro_file import minify_repro
 from pytest_torchcompile.reporting.grouping import root_causes
-from pytest_torchcompile.repros.repro import (
+from pytest_torchcompile.repros.reading import (
     NotARepro,
-    ReproBroken,
     file_graph_ops,
     file_recorded_kind,
     header_fields,

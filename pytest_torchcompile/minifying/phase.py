@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_torchcompile.common import budget, settings
+from pytest_torchcompile.common import allowed, budget, options
 from pytest_torchcompile.common.devices import device_index
 from pytest_torchcompile.common.files import UnsafePath, make_directory, unusable_directory
 from pytest_torchcompile.common.results import (
@@ -48,7 +48,7 @@ Minifier = Callable[..., MinifyResult]
 
 MINIFIER_KEY = pytest.StashKey[Minifier]()
 """A minifier set here (by a conftest's ``pytest_configure``, in every process of the run) is
-called instead of ``search.minify_repro``, with its signature: a seam for tests and experiments."""
+called instead of ``repro_file.minify_repro``, with its signature: a seam for tests and experiments."""
 
 
 def load_minifier(
@@ -58,14 +58,14 @@ def load_minifier(
     if chosen is not None and state.devices_lost_in is None:
         return chosen
     # Imported only where a case is minified: a run that minifies nothing does not import torch.
-    from pytest_torchcompile.minifying import search
+    from pytest_torchcompile.minifying import repro_file
 
     if state.devices_lost_in is not None:
-        return search.minify_in_fresh_process
+        return repro_file.minify_in_fresh_process
     return (
-        search.minify_repro
+        repro_file.minify_repro
         if spares is None
-        else functools.partial(search.minify_repro, spares=spares)
+        else functools.partial(repro_file.minify_repro, spares=spares)
     )
 
 
@@ -80,24 +80,8 @@ def configure(config: pytest.Config, state: RunState) -> None:
         for directory in (state.repro_root, state.repro_root / QUEUE_DIR)
         if not directory.exists()
     ]
-    unusable = unusable_directory(state.repro_root)
-    if unusable is None:
-        try:
-            make_directory(state.repro_root / QUEUE_DIR, within=state.repro_root)
-        except UnsafePath as error:
-            unusable = str(error)
-    if unusable is not None:
-        raise pytest.UsageError(
-            f"compile accuracy: cannot write in the repro directory {state.repro_root}: "
-            f"{unusable}; give a writable one with --compile-accuracy-dir"
-        )
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and RUN_KEY in workerinput:
-        run_id, queue_dir = workerinput[RUN_KEY], Path(workerinput[QUEUE_KEY])
-        worker: str | None = str(workerinput.get("workerid", "gw0"))
-    else:
-        run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        queue_dir, worker = state.repro_root / QUEUE_DIR / run_id, None
+    _make_queue_root(state.repro_root)
+    run_id, queue_dir, worker = _run_and_queue(config, state.repro_root)
     coordinator = Coordinator(config, state, run_id, queue_dir, worker, created=created)
     coordinator.device = _select_device(listed, worker)
     budget.configure(config, _limit_this_process)
@@ -124,7 +108,7 @@ def _prestart_judge(coordinator: Coordinator, job: MinifyJob) -> None:
     # Imported only once a case is queued: a run that queues none does not import torch.
     from pytest_torchcompile.checking.runner import CheckRunner
     from pytest_torchcompile.judging.isolation.parent import SpareChildren
-    from pytest_torchcompile.repros.repro import config_lines
+    from pytest_torchcompile.repros.reading import config_lines
 
     if coordinator.state.devices_lost_in is None and MINIFIER_KEY not in coordinator.config.stash:
         if coordinator.spares is None:
@@ -142,14 +126,41 @@ def _prestart_judge(coordinator: Coordinator, job: MinifyJob) -> None:
         coordinator.spares.prestart(config_source, coordinator.device)
 
 
+def _make_queue_root(repro_root: Path) -> None:
+    """Make the repro directory and its queue directory; a usage error where they cannot be
+    written."""
+    unusable = unusable_directory(repro_root)
+    if unusable is None:
+        try:
+            make_directory(repro_root / QUEUE_DIR, within=repro_root)
+        except UnsafePath as error:
+            unusable = str(error)
+    if unusable is not None:
+        raise pytest.UsageError(
+            f"compile accuracy: cannot write in the repro directory {repro_root}: "
+            f"{unusable}; give a writable one with --compile-accuracy-dir"
+        )
+
+
+def _run_and_queue(config: pytest.Config, repro_root: Path) -> tuple[str, Path, str | None]:
+    """This run's id, its queue directory and this process's xdist worker id: the controller's,
+    handed to a worker, or made here by a process that runs alone (no worker id)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and RUN_KEY in workerinput:
+        worker = str(workerinput.get("workerid", "gw0"))
+        return workerinput[RUN_KEY], Path(workerinput[QUEUE_KEY]), worker
+    run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    return run_id, repro_root / QUEUE_DIR / run_id, None
+
+
 def _listed_devices(config: pytest.Config) -> list[int]:
     """The CUDA devices the run lists; a usage error, before the run makes anything, for one this
     machine does not show (the xdist controller asks too, so its workers never start)."""
-    devices = settings.option("compile-accuracy-devices")
-    listed = list(settings.option_value(config, devices))
+    devices = options.option("compile-accuracy-devices")
+    listed = list(options.option_value(config, devices))
     if listed:
-        visible = settings.Devices(visible=_cuda_devices())
-        settings.option_value(config, dataclasses.replace(devices, allowed=visible))
+        visible = allowed.Devices(visible=_cuda_devices())
+        options.option_value(config, dataclasses.replace(devices, allowed=visible))
     return listed
 
 
@@ -215,7 +226,7 @@ def run_minify_phase(config: pytest.Config, state: RunState) -> bool:
         coordinator.remove_queue()
         return False
     minifiers: list[Minifier] = []
-    cap: int = settings.option_value(config, settings.option("compile-accuracy-minify-workers"))
+    cap: int = options.option_value(config, options.option("compile-accuracy-minify-workers"))
 
     def run_job(job: dict[str, Any]) -> MinifyResult:
         assert coordinator.queue is not None and coordinator.me is not None

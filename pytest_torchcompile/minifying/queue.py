@@ -38,7 +38,7 @@ from typing import Any
 
 import filelock
 
-from pytest_torchcompile.common import settings
+from pytest_torchcompile.common import options
 from pytest_torchcompile.common.files import (
     NotARegularFile,
     TooLarge,
@@ -126,7 +126,7 @@ class WorkQueue:
         """``within``: the repro directory; the queue's directories below it must be real ones
         (a symbolic link there is refused, not followed)."""
         self.directory = Path(directory)
-        self.lease_s = settings.lease_s() if lease_s is None else lease_s
+        self.lease_s = options.lease_s() if lease_s is None else lease_s
         self.beat_s = max(0.05, min(2.0, self.lease_s / 5))
         self.poll_s = poll_s
         self.jobs_dir = self.directory / "jobs"

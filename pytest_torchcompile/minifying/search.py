@@ -12,53 +12,26 @@ debugging is the fallback, and a last pass proves the result 1-minimal.
 
 from __future__ import annotations
 
-import functools
 import itertools
-import json
 import math
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.fx
 
-from pytest_torchcompile.common.files import (
-    BUG_REPORT_NAME,
-    KERNEL_NAME,
-    MINIFIED_NAME,
-    atomic_write,
-    locked,
-)
 from pytest_torchcompile.common.kinds import FailureKind
-from pytest_torchcompile.common.leaves import shown_table
 from pytest_torchcompile.common.results import (
     Deviation,
     MinifyProgress,
-    MinifyResult,
     MinifyStep,
     StopReason,
 )
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.judging.isolation.parent import (
-    InProcessJudge,
-    IsolatedJudge,
-    IsolationError,
-    SpareChildren,
-)
-from pytest_torchcompile.judging.isolation.protocol import (
-    JudgeSettings,
-    StageQuery,
-)
 from pytest_torchcompile.judging.judge import (
-    DYNAMO,
     GraphVerdict,
-    ReproBroken,
     error_signature,
     same_failure,
 )
@@ -68,10 +41,7 @@ from pytest_torchcompile.judging.slicing import (
     Selection,
     output_index,
 )
-from pytest_torchcompile.judging.stages import ExpectedFailure, StageAttribution, graph_ops, op_name
-from pytest_torchcompile.repros.bug_report import bug_report
-from pytest_torchcompile.repros.repro import config_lines, load_case, write_minified
-from pytest_torchcompile.torch_internals.compiling import cpp_kernels
+from pytest_torchcompile.judging.stages import op_name
 
 GraphJudge = Callable[[torch.fx.GraphModule, list[Any]], GraphVerdict]
 """Compiles and judges one candidate graph on its inputs."""
@@ -81,10 +51,6 @@ LOCATE_BYTES_LIMIT = 1 << 30
 times over with the references) is skipped for delta debugging."""
 
 
-ATTRIBUTABLE = (FailureKind.ACCURACY, FailureKind.COMPILE_ERROR, FailureKind.RUNTIME_ERROR)
-"""Failures whose stage is looked for: a case recorded as a crash of the judging process would
-crash it again at every stage."""
-
 SPREAD_MIN_OPS = 20
 """A deviation that shows in at least this many ops, starting at none that fails alone or with
 its neighbours (:data:`SPREAD_RADIUS`), is taken for accumulated rounding: the search stops
@@ -93,9 +59,6 @@ there instead of reducing a graph that fails only nearly whole."""
 SPREAD_RADIUS = 2
 """How far around the first op where a deviation shows a failing window is looked for before
 the deviation is called spread (a fusion bug fails with its ops within a step or two)."""
-
-FRESH_PROCESS_GRACE_S = 120.0
-"""Beyond its time budget, how long a minifying process may take to start and write its files."""
 
 
 @dataclass
@@ -281,15 +244,7 @@ def _failing_core(search: _Search) -> tuple[Selection | None, str]:
     for root in roots[:ROOTS_TRIED_ALONE]:
         if search.fails(frozenset({root})):
             return frozenset({root}), f"{locating} ({root}); it fails alone"
-    if (
-        roots
-        and deviating >= SPREAD_MIN_OPS
-        and _grow_window(search, roots[0], universe, SPREAD_RADIUS) is None
-    ):
-        raise _Spread(
-            f"spread over {deviating} ops, consistent with accumulated rounding (where it first shows, "
-            f"{', '.join(roots[:ROOTS_TRIED_ALONE])}, fails neither alone nor with its neighbours)"
-        )
+    _refuse_spread(search, roots, deviating, universe)
     window = _grow_window(search, roots[0], universe) if roots else None
     if window is not None:
         return window, (
@@ -297,6 +252,19 @@ def _failing_core(search: _Search) -> tuple[Selection | None, str]:
             f"({search.slicer.op_count(window)} ops)"
         )
     return universe, "delta debugging (no single culprit was located)"
+
+
+def _refuse_spread(search: _Search, roots: list[str], deviating: int, universe: Selection) -> None:
+    """:class:`_Spread` where the deviation shows in at least :data:`SPREAD_MIN_OPS` ops and
+    where it first shows fails neither alone nor within :data:`SPREAD_RADIUS` of its neighbours."""
+    if not roots or deviating < SPREAD_MIN_OPS:
+        return
+    if _grow_window(search, roots[0], universe, SPREAD_RADIUS) is not None:
+        return
+    raise _Spread(
+        f"spread over {deviating} ops, consistent with accumulated rounding (where it first shows, "
+        f"{', '.join(roots[:ROOTS_TRIED_ALONE])}, fails neither alone nor with its neighbours)"
+    )
 
 
 def _why_not_reproduced(verdict: GraphVerdict) -> tuple[StopReason, str]:
@@ -326,15 +294,7 @@ def _locate_divergence(search: _Search) -> tuple[list[str], int]:
     if not observed or sum(slicer.values[node].nbytes for node in observed) > LOCATE_BYTES_LIMIT:
         return [], 0
     verdict = search.judge_graph(probe, probe_inputs)
-    # A torch-level graph in a training call also returns its gradients: those follow the outputs,
-    # and the inputs the graph writes into follow them.
-    diverged = {
-        observed[index]
-        for leaf in verdict.leaves
-        if not leaf.passed
-        and (index := output_index(leaf.path)) is not None
-        and index < len(observed)
-    }
+    diverged = _diverged(observed, verdict)
     failing_outputs = diverged & slicer.outputs
     if verdict.failure == FailureKind.ACCURACY and failing_outputs:
         search.record(search.everything, verdict)
@@ -349,6 +309,19 @@ def _locate_divergence(search: _Search) -> tuple[list[str], int]:
     roots = slicer.divergence_roots(diverged, failing_outputs)
     search.deviation = _deviation(slicer, observed, verdict, set(roots))
     return roots, len({slicer.unit_of[node] for node in diverged})
+
+
+def _diverged(observed: list[torch.fx.Node], verdict: GraphVerdict) -> set[torch.fx.Node]:
+    """The observed values the locate run's verdict fails."""
+    # A torch-level graph in a training call also returns its gradients: those follow the outputs,
+    # and the inputs the graph writes into follow them.
+    return {
+        observed[index]
+        for leaf in verdict.leaves
+        if not leaf.passed
+        and (index := output_index(leaf.path)) is not None
+        and index < len(observed)
+    }
 
 
 def _deviation(
@@ -413,24 +386,33 @@ def _ddmin(search: _Search, selection: Selection) -> Selection:
     units = search.slicer.ordered(selection)
     granularity = 2
     while len(units) >= 2:
-        chunks = _chunks(units, granularity)
-        subset = next((chunk for chunk in chunks if search.fails(frozenset(chunk))), None)
-        if subset is not None:
-            units, granularity = subset, 2
-            continue
-        complements = (
-            [[unit for unit in units if unit not in chunk] for chunk in chunks]
-            if granularity > 2
-            else []
-        )
-        complement = next((rest for rest in complements if search.fails(frozenset(rest))), None)
-        if complement is not None:
-            units, granularity = complement, max(granularity - 1, 2)
+        reduced = _ddmin_step(search, units, granularity)
+        if reduced is not None:
+            units, granularity = reduced
             continue
         if granularity >= len(units):
             break
         granularity = min(len(units), granularity * 2)
     return frozenset(units)
+
+
+def _ddmin_step(
+    search: _Search, units: list[str], granularity: int
+) -> tuple[list[str], int] | None:
+    """One reduction of delta debugging: a chunk of ``units`` that fails (searched on from
+    granularity 2), else the rest without one chunk that fails (searched on with one chunk
+    fewer); None where none fails."""
+    chunks = _chunks(units, granularity)
+    subset = next((chunk for chunk in chunks if search.fails(frozenset(chunk))), None)
+    if subset is not None:
+        return subset, 2
+    if granularity <= 2:
+        return None  # the complements of two chunks are the chunks
+    for chunk in chunks:
+        rest = [unit for unit in units if unit not in chunk]
+        if search.fails(frozenset(rest)):
+            return rest, max(granularity - 1, 2)
+    return None
 
 
 def _chunks(units: list[str], count: int) -> list[list[str]]:
@@ -480,255 +462,3 @@ def _why_each_op_stays(search: _Search, minimal: Selection) -> str:
 
 def _shortened(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-# --- repro files -------------------------------------------------------------------------------
-
-
-def minify_repro(
-    repro_path: Path,
-    *,
-    timeout_s: float = 300.0,
-    progress: Callable[[MinifyProgress], None] | None = None,
-    isolate: bool = True,
-    device: str | None = None,
-    find_stage: bool = True,
-    spares: SpareChildren | None = None,
-) -> MinifyResult:
-    """Minify the case of a repro file; write ``minified.py`` and the generated kernel beside it.
-
-    Candidates are judged in a warm child process (``isolate``) on ``device`` ("cuda:N"), so that
-    a crashing or hanging candidate cannot take this process down. ``repro.py`` is only read,
-    and every file written is replaced atomically: nothing is lost if the minifier dies. With
-    ``find_stage``, the stage of the stack that introduces the failure is looked for too (see
-    ``stages``), in the same child, which may be one prestarted in ``spares``.
-    """
-    started = time.perf_counter()
-    path = Path(repro_path).resolve()
-    try:
-        config_source = config_lines(path)
-    except ReproBroken as error:
-        return _broken(error, started)
-    judging = (
-        IsolatedJudge(config_source, device=device, candidate_timeout_s=timeout_s, spares=spares)
-        if isolate
-        else InProcessJudge(config_source)
-    )
-    with judging as judge:
-        try:
-            case = load_case(path)
-        except ReproBroken as error:
-            return _broken(error, started)
-        query = stage_query(case)
-        settings = query.settings
-        try:
-            reduction = minify_graph(
-                case,
-                functools.partial(judge, settings=settings),
-                budget_s=timeout_s - (time.perf_counter() - started),
-                progress=progress,
-            )
-            kernel = (
-                judge.kernel_source(reduction.gm, reduction.inputs, settings)
-                if reduction.gm is not None
-                else None
-            )
-            seconds = time.perf_counter() - started
-            stage = (
-                judge.attribute_stage(reduction.gm, reduction.inputs, query)
-                if reduction.gm is not None and find_stage and case.kind in ATTRIBUTABLE
-                else None
-            )
-        except IsolationError as error:
-            return MinifyResult(
-                case.op_count,
-                case.op_count,
-                time.perf_counter() - started,
-                0,
-                StopReason.CRASHED,
-                note=str(error),
-                judge_deaths=list(judge.deaths),
-            )
-    if reduction.gm is None:
-        return MinifyResult(
-            reduction.ops_before,
-            reduction.ops_after,
-            seconds,
-            reduction.compiles,
-            reduction.stop,
-            note=reduction.how,
-            judge_deaths=list(judge.deaths),
-            deviation=reduction.deviation,
-            trajectory=reduction.trajectory,
-        )
-    compiles = reduction.compiles + 1  # the kernel's
-    note = _note(reduction, compiles, seconds)
-    # A torch-level graph's comment shows the post-AOT graphs it lowers to, not a kernel file.
-    if case.level == DYNAMO:
-        generated, comment = None, kernel or ""
-    else:
-        generated = _generated_code(kernel)
-        comment = generated[0] if generated else ""
-    ops = graph_ops(reduction.gm)
-    report_path = path.with_name(BUG_REPORT_NAME)
-    try:
-        # Only into the case directory itself: a symbolic link there (at tensors/) is not followed.
-        minified = write_minified(
-            _minified_case(case, reduction, note, comment, stage),
-            path.with_name(MINIFIED_NAME),
-            within=path.parent,
-        )
-        kernel_path = _write_kernel(generated, path.parent)
-        with locked(path.parent):
-            atomic_write(
-                report_path,
-                bug_report(path, _outcome(reduction.verdict), ops).encode(),
-                within=path.parent,
-            )
-    except OSError as error:
-        # The directory turned read-only or full since the repro was written: the minifier did
-        # its work, the disk refused it.
-        return MinifyResult(
-            reduction.ops_before,
-            reduction.ops_after,
-            seconds,
-            compiles,
-            StopReason.UNWRITTEN,
-            note=f"{error.strerror or error} in {path.parent}; unminified repro kept: {path}",
-            ops=ops,
-            judge_deaths=list(judge.deaths),
-        )
-    result = MinifyResult(
-        reduction.ops_before,
-        reduction.ops_after,
-        seconds,
-        compiles,
-        reduction.stop,
-        str(minified),
-        str(kernel_path) if kernel_path else None,
-        note,
-        ops,
-        failure_type=query.failure.type_name,
-        judge_deaths=list(judge.deaths),
-        bug_report_path=str(report_path),
-        deviation=reduction.deviation,
-        trajectory=reduction.trajectory,
-    )
-    if stage is not None:
-        result.stage, result.stage_summary = stage.stage, stage.summary
-        result.stage_compiles, result.stage_seconds = (
-            stage.compiles,
-            time.perf_counter() - started - seconds,
-        )
-    return result
-
-
-def stage_query(case: ReproCase) -> StageQuery:
-    """How the stage of a case's failure is looked for: judged as its candidates are."""
-    return StageQuery(
-        JudgeSettings.for_minifying(case),
-        ExpectedFailure(case.kind, case.expected_error, case.error_pattern),
-    )
-
-
-def minify_in_fresh_process(
-    repro_path: Path,
-    *,
-    timeout_s: float = 300.0,
-    progress: Callable[[MinifyProgress], None] | None = None,
-    isolate: bool = True,
-    device: str | None = None,
-) -> MinifyResult:
-    """:func:`minify_repro` run by ``python -m pytest_torchcompile`` in a new process, for a
-    process whose device a device-side error has made unusable: the reducer itself runs the
-    graph eagerly to feed its candidates. ``progress`` is not reported across processes."""
-    with tempfile.TemporaryDirectory(prefix="pytest-torchcompile-") as scratch:
-        result_path = Path(scratch) / "result.json"
-        command = [
-            sys.executable,
-            "-m",
-            "pytest_torchcompile",
-            "minify",
-            str(repro_path),
-            "--timeout",
-            str(timeout_s),
-            "--result-json",
-            str(result_path),
-        ]
-        command += [] if isolate else ["--no-isolate"]
-        command += ["--device", device] if device is not None else []
-        run = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout_s + FRESH_PROCESS_GRACE_S
-        )
-        if not result_path.is_file():
-            tail = (run.stdout + run.stderr).strip().splitlines()[-3:]
-            raise RuntimeError(f"the minifying process exited {run.returncode}: {' | '.join(tail)}")
-        return MinifyResult(**json.loads(result_path.read_text()))
-
-
-def _broken(error: ReproBroken, started: float) -> MinifyResult:
-    """The result for a repro file that cannot be read or loaded: nothing was judged."""
-    return MinifyResult(
-        0, 0, time.perf_counter() - started, 0, StopReason.REPRO_BROKEN, note=str(error)
-    )
-
-
-def _note(reduction: Reduction, compiles: int, seconds: float) -> str:
-    summary = f"{reduction.ops_before} -> {reduction.ops_after} ops in {seconds:.1f} s, {compiles} compiles"
-    if reduction.stop is not StopReason.MINIMAL:
-        return f"NOT MINIMAL: {reduction.how}; the smallest failing graph found so far ({summary})"
-    return (
-        f"minified by pytest-torchcompile ({summary}): {reduction.how}; "
-        "1-minimal: without any one of its ops it no longer fails"
-        + (f"; {reduction.needs}" if reduction.needs else "")
-    )
-
-
-def _outcome(verdict: GraphVerdict | None) -> str:
-    """What the minimal graph gave, for its bug report: the per-output table, or the error."""
-    if verdict is None:
-        return ""
-    if verdict.leaves:
-        return shown_table(verdict.leaves)
-    return verdict.error or ""
-
-
-def _minified_case(
-    case: ReproCase,
-    reduction: Reduction,
-    note: str,
-    generated_code: str,
-    stage: StageAttribution | None,
-) -> ReproCase:
-    assert reduction.gm is not None
-    label = "" if reduction.stop is StopReason.MINIMAL else f", {reduction.stop.label}"
-    return replace(
-        case,
-        gm=reduction.gm,
-        inputs=reduction.inputs,
-        check_non_float=JudgeSettings.for_minifying(case).check_non_float,
-        symbolic_sizes=[],
-        notes=[*case.notes, note],
-        generated_code=generated_code,
-        stage=stage.summary if stage is not None else "",
-        status_line=f"{case.status_line or case.kind} (minified {reduction.ops_before} -> {reduction.ops_after} ops{label})",
-    )
-
-
-def _generated_code(source: str | None) -> tuple[str, str] | None:
-    """The code Inductor generated for the minified graph and its file suffix: the C++ kernels on
-    a CPU; on a GPU the whole module, whose Triton kernels are Python."""
-    if source is None:
-        return None
-    cpp = cpp_kernels(source)
-    return (cpp, ".cpp") if cpp else (source, ".py")
-
-
-def _write_kernel(generated: tuple[str, str] | None, directory: Path) -> Path | None:
-    if generated is None:
-        return None
-    code, suffix = generated
-    path = directory / f"{KERNEL_NAME}{suffix}"
-    with locked(directory):
-        atomic_write(path, code.encode(), within=directory)
-    return path

@@ -12,7 +12,7 @@ from pathlib import Path
 from pytest_torchcompile.common.files import MINIFIED_NAME
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.repros.repro import (
+from pytest_torchcompile.repros.reading import (
     NotARepro,
     config_lines,
     graph_source,
@@ -69,45 +69,53 @@ def bug_report(repro: Path, outcome: str = "", ops: list[str] | None = None) -> 
         "### Repro",
         "",
     ]
-    if compact:
-        lines += [
-            f"`python {shown.name}` exits 1 while the bug reproduces, 0 once fixed (only torch "
-            "needed"
-            + (
-                "; its larger inputs are in `tensors/` beside it"
-                if (repro.parent / "tensors").is_dir() and "_load('" in source
-                else ""
-            )
-            + "):",
-            "",
-            "```python",
-            source.strip(),
-            "```",
-        ]
-    else:
-        config = config_lines(shown)
-        lines += [
-            "The graph (the whole repro is attached: "
-            f"`python {shown.name}` exits 1 while the bug reproduces, 0 once fixed):",
-            "",
-            "```python",
-            graph_source(shown) or f"# see {shown.name}",
-            "```",
-            *(
-                [
-                    "",
-                    "Inductor config that differs from the defaults:",
-                    "",
-                    "```python",
-                    config,
-                    "```",
-                ]
-                if config
-                else []
-            ),
-        ]
+    lines += _compact_repro(repro, shown, source) if compact else _full_repro(shown)
     lines += ["", "### Versions", "", env or "unknown", ""]
     return "\n".join(lines)
+
+
+def _compact_repro(repro: Path, shown: Path, source: str) -> list[str]:
+    """The Repro section of a compact file's report: the whole file, which reads on its own."""
+    return [
+        f"`python {shown.name}` exits 1 while the bug reproduces, 0 once fixed (only torch "
+        "needed"
+        + (
+            "; its larger inputs are in `tensors/` beside it"
+            if (repro.parent / "tensors").is_dir() and "_load('" in source
+            else ""
+        )
+        + "):",
+        "",
+        "```python",
+        source.strip(),
+        "```",
+    ]
+
+
+def _full_repro(shown: Path) -> list[str]:
+    """The Repro section of a full repro's report: its graph and the Inductor config it needs,
+    the whole file attached."""
+    config = config_lines(shown)
+    return [
+        "The graph (the whole repro is attached: "
+        f"`python {shown.name}` exits 1 while the bug reproduces, 0 once fixed):",
+        "",
+        "```python",
+        graph_source(shown) or f"# see {shown.name}",
+        "```",
+        *(
+            [
+                "",
+                "Inductor config that differs from the defaults:",
+                "",
+                "```python",
+                config,
+                "```",
+            ]
+            if config
+            else []
+        ),
+    ]
 
 
 def _kind(status: str) -> str:

@@ -57,6 +57,11 @@ RULE_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {
 
 def compact_obstacle(case: ReproCase) -> str | None:
     """Why ``case`` needs the full form, or None."""
+    return _graph_obstacle(case) or _values_obstacle(case)
+
+
+def _graph_obstacle(case: ReproCase) -> str | None:
+    """Why the compact form cannot hold ``case``'s graph or its kind of failure, or None."""
     if case.level not in (POST_AOT, DYNAMO):
         return f"a graph of level {case.level}"
     if "delitem" in _operators(case.gm):
@@ -69,6 +74,12 @@ def compact_obstacle(case: ReproCase) -> str | None:
         return "ops that a module outside torch registers"
     if draws_random(case.gm):
         return "random ops, which the full form seeds alike"
+    return None
+
+
+def _values_obstacle(case: ReproCase) -> str | None:
+    """Why the compact form cannot write ``case``'s inputs or judge what its graph computes from
+    them, or None."""
     for value in case.inputs:
         if (obstacle := _input_obstacle(value, case.level)) is not None:
             return obstacle
@@ -212,7 +223,62 @@ def render_compact(
         if "cuda" in devices
         else ""
     )
-    written = mutated_inputs(case.gm, case.inputs) if case.kind == FailureKind.ACCURACY else []
+    code = _code(case)
+    rule_functions = "\n".join(embedded_source(function) for function in RULE_FUNCTIONS[case.kind])
+    graph_code = _strip_init(module_source).rstrip()
+    return "\n".join(
+        [
+            *header,
+            *_compact_imports(case, code, rule_functions, graph_code),
+            "",
+            *([config, ""] if config else []),
+            precision + graph_code,
+            "",
+            _make_inputs(input_expressions),
+            _compact_settings(case, code),
+            "# --- only torch needed: the fp64 rule of pytest-torchcompile (PyTorch's same()), eager, fp64 and Inductor ---",
+            rule_functions,
+            code.code,
+            code.last + footer,
+        ]
+    )
+
+
+def _compact_imports(
+    case: ReproCase, code: _Code, rule_functions: str, graph_code: str
+) -> list[str]:
+    """The compact file's imports, and the hook that makes an error of the file itself exit 3."""
+    return [
+        f"import {', '.join(_standard_modules_used(rule_functions, code.code))}, "
+        "torch._inductor.compile_fx  # with it torch._inductor.config",
+        *([code.imports] if code.imports else []),
+        *(["import torch._functorch.config"] if case.level == DYNAMO else []),
+        *(
+            f"import {module}  # registers {', '.join(ops)}"
+            for module, ops in _registering_modules(case).items()
+        ),
+        "sys.excepthook = lambda *error: (sys.__excepthook__(*error), os._exit(3))  # exit 3: the repro cannot run",
+        *(["from torch import device"] if "device(" in graph_code else []),
+    ]
+
+
+def _make_inputs(input_expressions: Sequence[str]) -> str:
+    """The compact file's ``make_inputs``: on one line where the inputs fit."""
+    inputs = ", ".join(input_expressions)
+    if len(inputs) < 80:
+        return f"def make_inputs():\n    return [{inputs}]"
+    return (
+        "def make_inputs():\n    return [\n"
+        + "".join(f"        {e},\n" for e in input_expressions)
+        + "    ]"
+    )
+
+
+def _compact_settings(case: ReproCase, code: _Code) -> str:
+    """The names the compact judging code reads, assigned on one line: what the kind of failure
+    needs, the outputs the user sees, the in-place operators a torch-level graph calls."""
+    accuracy = case.kind == FailureKind.ACCURACY
+    written = mutated_inputs(case.gm, case.inputs) if accuracy else []
     settings_of: dict[str, Any] = (
         {
             "KIND": str(case.kind),
@@ -220,7 +286,7 @@ def render_compact(
             "CHECK_NON_FLOAT": case.check_non_float,
             "WRITTEN_INPUTS": written,
         }
-        if case.kind == FailureKind.ACCURACY
+        if accuracy
         else {
             "KIND": str(case.kind),
             "EXPECTED_ERROR": case.expected_error,
@@ -231,50 +297,17 @@ def render_compact(
     visible = visible_outputs(case.gm)
     if visible is not None:
         settings_of["VISIBLE_OUTPUTS"] = visible
-    code = _code(case)
     if code.traced:
         settings_of["IN_PLACE_OPERATORS"] = frozenset(_in_place_operators(case.gm))
     names, values = list(settings_of), list(settings_of.values())
-    settings = (
+    return (
         f"{', '.join(names)} = {', '.join(repr(value) for value in values)}"
         + ("  # judged after the outputs, as the graph left them" if written else "")
         + (
             "\nNON_FLOAT_FAILURE = True  # the failure is in integer or bool outputs"
-            if case.kind == FailureKind.ACCURACY and case.non_float_failure
+            if accuracy and case.non_float_failure
             else ""
         )
-    )
-    inputs = ", ".join(input_expressions)
-    rule_functions = "\n".join(embedded_source(function) for function in RULE_FUNCTIONS[case.kind])
-    graph_code = _strip_init(module_source).rstrip()
-    return "\n".join(
-        [
-            *header,
-            f"import {', '.join(_standard_modules_used(rule_functions, code.code))}, "
-            "torch._inductor.compile_fx  # with it torch._inductor.config",
-            *([code.imports] if code.imports else []),
-            *(["import torch._functorch.config"] if case.level == DYNAMO else []),
-            *(
-                f"import {module}  # registers {', '.join(ops)}"
-                for module, ops in _registering_modules(case).items()
-            ),
-            "sys.excepthook = lambda *error: (sys.__excepthook__(*error), os._exit(3))  # exit 3: the repro cannot run",
-            *(["from torch import device"] if "device(" in graph_code else []),
-            "",
-            *([config, ""] if config else []),
-            precision + graph_code,
-            "",
-            f"def make_inputs():\n    return [{inputs}]"
-            if len(inputs) < 80
-            else "def make_inputs():\n    return [\n"
-            + "".join(f"        {e},\n" for e in input_expressions)
-            + "    ]",
-            settings,
-            "# --- only torch needed: the fp64 rule of pytest-torchcompile (PyTorch's same()), eager, fp64 and Inductor ---",
-            rule_functions,
-            code.code,
-            code.last + footer,
-        ]
     )
 
 

@@ -20,7 +20,7 @@ import importlib.util
 import inspect
 import re
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -67,33 +67,41 @@ def embedded_source(code: ModuleType | Callable[..., Any], imports: bool = True)
 def _embedded(source: str, imports: bool) -> str:
     tree = ast.parse(source)
     left_out: set[int] = set()
-
-    def leave_out(node: ast.stmt) -> None:
+    for node in _left_out(tree, imports):
         left_out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    kept = [line for number, line in enumerate(source.splitlines(), 1) if number not in left_out]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
 
+
+def _left_out(tree: ast.Module, imports: bool) -> Iterator[ast.stmt]:
+    """The statements of ``tree`` that a repro does not embed (see :func:`embedded_source`)."""
     for statement in tree.body:
         if _type_checking_block(statement) or (
             not imports and isinstance(statement, ast.Import | ast.ImportFrom)
         ):
-            leave_out(statement)
+            yield statement
     for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.ImportFrom)
-            and node.module
-            and node.module.split(".")[0] in ("__future__", PACKAGE)
-        ):
-            leave_out(node)
-        body = getattr(node, "body", None)
-        # A docstring that is the whole body stays: the body would be empty without it.
-        if (
-            isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef)
-            and body
-            and len(body) > 1
-            and ast.get_docstring(node) is not None
-        ):
-            leave_out(body[0])
-    kept = [line for number, line in enumerate(source.splitlines(), 1) if number not in left_out]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+        if isinstance(node, ast.ImportFrom) and _future_or_own(node.module):
+            yield node
+        docstring = _docstring_left_out(node)
+        if docstring is not None:
+            yield docstring
+
+
+def _future_or_own(module: str | None) -> bool:
+    """Whether an import from ``module`` is one a repro leaves out: ``__future__``'s, or the
+    plugin's (whose code the repro embeds)."""
+    return module is not None and module.split(".")[0] in ("__future__", PACKAGE)
+
+
+def _docstring_left_out(node: ast.AST) -> ast.stmt | None:
+    """The docstring of a module, class or function, unless it is the whole body (which would be
+    empty without it)."""
+    if not isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef):
+        return None
+    if len(node.body) > 1 and ast.get_docstring(node) is not None:
+        return node.body[0]
+    return None
 
 
 def _type_checking_block(node: ast.stmt) -> bool:
@@ -199,37 +207,42 @@ def _imports(*sources: str) -> list[_Import]:
     found: list[_Import] = []
     for source in sources:
         for node in ast.parse(source).body:
-            statements: list[_Import] = []
-            if isinstance(node, ast.Import):
-                statements = [("import", alias.name, "", alias.asname) for alias in node.names]
-            elif (
-                isinstance(node, ast.ImportFrom)
-                and node.module
-                and node.level == 0
-                and node.module.split(".")[0] not in ("__future__", PACKAGE)
-            ):
-                statements = [
-                    ("from", node.module, alias.name, alias.asname)
-                    for alias in node.names
-                    if (node.module, alias.name) != ("typing", "TYPE_CHECKING")
-                ]
-            found += [statement for statement in statements if statement not in found]
+            found += [statement for statement in _kept_imports(node) if statement not in found]
     return found
+
+
+def _kept_imports(node: ast.stmt) -> list[_Import]:
+    """The imports of one top-level statement that a repro keeps."""
+    if isinstance(node, ast.Import):
+        return [("import", alias.name, "", alias.asname) for alias in node.names]
+    if (
+        not isinstance(node, ast.ImportFrom)
+        or node.module is None
+        or node.level != 0
+        or _future_or_own(node.module)
+    ):
+        return []
+    return [
+        ("from", node.module, alias.name, alias.asname)
+        for alias in node.names
+        if (node.module, alias.name) != ("typing", "TYPE_CHECKING")
+    ]
 
 
 def _import_lines(statements: list[_Import]) -> str:
     """``statements`` as import lines: plain imports, then one line per module imported from,
     each group the standard library's first and sorted by module."""
 
-    def order(module: str) -> tuple[bool, str]:
-        return module.split(".")[0] == "torch", module
-
     lines = [
         f"import {module}" + (f" as {alias}" if alias else "")
-        for kind, module, _, alias in sorted(statements, key=lambda statement: order(statement[1]))
+        for kind, module, _, alias in sorted(
+            statements, key=lambda statement: _import_order(statement[1])
+        )
         if kind == "import"
     ]
-    modules = sorted({module for kind, module, _, _ in statements if kind == "from"}, key=order)
+    modules = sorted(
+        {module for kind, module, _, _ in statements if kind == "from"}, key=_import_order
+    )
     for module in modules:
         names = [
             name + (f" as {alias}" if alias else "")
@@ -238,3 +251,8 @@ def _import_lines(statements: list[_Import]) -> str:
         ]
         lines.append(f"from {module} import {', '.join(names)}")
     return "\n".join(lines)
+
+
+def _import_order(module: str) -> tuple[bool, str]:
+    """Where the imports of ``module`` go: the standard library's first, then torch's, by name."""
+    return module.split(".")[0] == "torch", module

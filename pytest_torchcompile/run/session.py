@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pytest_torchcompile.common.allowed import CompilerNames, ConfigHas, ConfigRefusal
 from pytest_torchcompile.common.files import clashing_paths, refusal
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import CaseResult, MinifyResult
@@ -28,9 +29,6 @@ from pytest_torchcompile.common.settings import (
     FIXTURE,
     REPRO_KIND,
     CheckSettings,
-    CompilerNames,
-    ConfigHas,
-    ConfigRefusal,
     GatingSettings,
     marker_settings,
 )

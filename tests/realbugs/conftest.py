@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_torchcompile.common.settings import option, option_value
+from pytest_torchcompile.common.options import option, option_value
 
 MARKER = (
     "realbug(issue, fixed_in=None): a real Inductor bug, pytorch/pytorch#<issue>; fixed_in: the "

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pytest_torchcompile.common import budget, settings
+from pytest_torchcompile.common import budget, options
 
 SEEN = """
 import os, subprocess, sys, torch
@@ -50,7 +50,7 @@ def test_xdist_workers_share_the_cpus_with_their_compile_workers_and_children(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in (settings.THREADS_ENV, *budget.CHILD_ENV):
+    for name in (options.THREADS_ENV, *budget.CHILD_ENV):
         monkeypatch.delenv(name, raising=False)
     _run(pytester, None).assert_outcomes(passed=2)
 
@@ -61,7 +61,7 @@ def test_the_command_line_overrides_the_environment_and_the_share(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # 2: within a 2-core machine (OpenMP caps a child's threads at the cores), not its share of 1
-    monkeypatch.setenv(settings.THREADS_ENV, "5")
+    monkeypatch.setenv(options.THREADS_ENV, "5")
     _run(pytester, 2, "--compile-accuracy-threads", "2").assert_outcomes(passed=2)
 
 

@@ -25,7 +25,8 @@ from pytest_torchcompile.judging.isolation.parent import InProcessJudge
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
 from pytest_torchcompile.judging.judge import DYNAMO, POST_AOT
 from pytest_torchcompile.minifying.search import minify_graph
-from pytest_torchcompile.repros.repro import load_repro, write_repro
+from pytest_torchcompile.repros.loading import load_repro
+from pytest_torchcompile.repros.repro import write_repro
 
 pytest_plugins = ["pytester"]
 

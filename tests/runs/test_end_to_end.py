@@ -240,7 +240,8 @@ def test_an_op_on_constants_alone_survives_into_the_repro(tmp_path: Path) -> Non
     import torch.fx
 
     from pytest_torchcompile.judging.case import ReproCase
-    from pytest_torchcompile.repros.repro import load_repro, write_repro
+    from pytest_torchcompile.repros.loading import load_repro
+    from pytest_torchcompile.repros.repro import write_repro
 
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
@@ -265,7 +266,7 @@ def test_host_copies_are_written_back_on_their_recorded_device() -> None:
 
     from pytest_torchcompile.judging.capture import HostTensor, copy_to_host
     from pytest_torchcompile.judging.case import ReproCase
-    from pytest_torchcompile.repros.repro import render_repro
+    from pytest_torchcompile.repros.rendering import render_repro
 
     graph = torch.fx.Graph()
     x = graph.placeholder("x")

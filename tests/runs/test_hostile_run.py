@@ -303,7 +303,7 @@ def test_ctrl_c_in_the_minify_phase_ends_cleanly_with_the_summary(
     ] * 2
     repros = sorted((pytester.path / ".compile-accuracy").glob("*/repro.py"))
     assert len(repros) == 2
-    code = "import sys; from pytest_torchcompile.repros.repro import load_repro; [load_repro(p) for p in sys.argv[1:]]"
+    code = "import sys; from pytest_torchcompile.repros.loading import load_repro; [load_repro(p) for p in sys.argv[1:]]"
     loaded = subprocess.run(
         [sys.executable, "-c", code, *map(str, repros)], capture_output=True, text=True, timeout=300
     )

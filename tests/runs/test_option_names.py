@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_torchcompile.common.settings import OPTIONS
+from pytest_torchcompile.common.options import OPTIONS
 
 SHOW_SETTINGS = """
-from pytest_torchcompile.common import settings
+from pytest_torchcompile.common import options, settings
 
 def test_settings(request):
     base = settings.session_settings(request.config)
-    threads = settings.option_value(request.config, settings.option("compile-accuracy-threads"))
+    threads = options.option_value(request.config, options.option("compile-accuracy-threads"))
     assert (base.mode, base.minify, base.minify_timeout, threads) == ("reduce-overhead", False, 7.0, 1)
 """
 

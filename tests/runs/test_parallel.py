@@ -25,6 +25,7 @@ from processes import run_together
 from pytest_torchcompile.common.devices import device_index, parse_devices
 from pytest_torchcompile.common.results import MinifyResult, StopReason
 from pytest_torchcompile.common.run_state import MinifyJob
+from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.minifying.queue import (
     CRASHED,
     DONE,
@@ -111,7 +112,7 @@ def op_counts(paths: list[Path]) -> list[int]:
     """Load repro files in a fresh interpreter (loading imports torch._dynamo, which pytester's
     sys.modules snapshot would later drop from this one)."""
     code = (
-        "import sys; from pytest_torchcompile.repros.repro import load_repro; "
+        "import sys; from pytest_torchcompile.repros.loading import load_repro; "
         "print(*[load_repro(p).case.op_count for p in sys.argv[1:]])"
     )
     run = subprocess.run(
@@ -425,7 +426,7 @@ def _write_repros(root: str, index: int, all_written: Any) -> None:
     case_of = {}
     for nodeid in (f"test_a.py::test_{index}", "test_same.py::test_x", "test_same.py::test_x"):
         gm = torch.fx.symbolic_trace(_Model(index))
-        case = repro.ReproCase(
+        case = ReproCase(
             gm=gm,
             inputs=[torch.full((4, 8), float(index))],
             kind="accuracy",
@@ -448,7 +449,7 @@ def test_eight_processes_write_repros_at_once(tmp_path: Path) -> None:
         claimed.update(mine)
     assert len(claimed) == 24
     assert sum(name.startswith("test_same.py__test_x") for name in claimed) == 16
-    ops = repro.ReproCase(torch.fx.symbolic_trace(_Model(0)), [], "accuracy", "").op_count
+    ops = ReproCase(torch.fx.symbolic_trace(_Model(0)), [], "accuracy", "").op_count
     for name, index in [*claimed.items(), ("shared", None)]:
         loaded = repro.load_repro(root / name / "repro.py")
         assert loaded.case.op_count == ops

@@ -27,8 +27,9 @@ from pytest_torchcompile.common.verdict import Comparison, Status
 from pytest_torchcompile.judging.capture import _user_frame
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
-from pytest_torchcompile.minifying.search import minify_repro
-from pytest_torchcompile.repros.repro import load_case, write_repro
+from pytest_torchcompile.minifying.repro_file import minify_repro
+from pytest_torchcompile.repros.loading import load_case
+from pytest_torchcompile.repros.repro import write_repro
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 

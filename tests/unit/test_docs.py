@@ -95,7 +95,7 @@ def test_every_verb_is_in_the_verb_table() -> None:
 
 
 def test_every_option_is_in_the_option_table() -> None:
-    from pytest_torchcompile.common.settings import OPTIONS
+    from pytest_torchcompile.common.options import OPTIONS
 
     text = USAGE.read_text()
     assert [option.name for option in OPTIONS if f"`--{option.name}" not in text] == []

@@ -32,7 +32,7 @@ from pytest_torchcompile.reporting.baseline import (
     load_baseline,
     write_baseline,
 )
-from pytest_torchcompile.repros import repro
+from pytest_torchcompile.repros import loading, rendering, repro
 from pytest_torchcompile.run.session import AccuracySession
 
 OWNER = "this run"
@@ -59,7 +59,7 @@ def _case(title: str = "test_a.py::test_x :: graph 0", offset: float = 0.0) -> R
 
 
 def _run_repro_output(path: Path) -> torch.Tensor:
-    loaded = repro.load_repro(path)
+    loaded = loading.load_repro(path)
     return loaded.module.Repro()(*loaded.case.inputs)
 
 
@@ -111,7 +111,7 @@ def test_a_linked_tensors_directory_in_a_case_directory_is_refused(tmp_path: Pat
 
 
 def test_a_linked_kernel_file_is_replaced_not_written_through(tmp_path: Path) -> None:
-    from pytest_torchcompile.minifying.search import _write_kernel
+    from pytest_torchcompile.minifying.repro_file import _write_kernel
 
     case_dir, outside = tmp_path / "case", tmp_path / "outside.cpp"
     case_dir.mkdir()
@@ -130,11 +130,11 @@ def test_a_test_id_with_a_newline_stays_in_its_comment(tmp_path: Path) -> None:
     case = _case(title)
     case.status_line = "fail_compile: RuntimeError: first line\nimport os; os._exit(9)"
     case.notes = ["a note\nwith a second line"]
-    source, _ = repro.render_repro(case)
+    source, _ = rendering.render_repro(case)
     header = source[: source.index("from __future__")].splitlines()
     assert header and all(line.startswith("#") or not line.strip() for line in header), header
     path = repro.write_repro(case, tmp_path / "case" / "repro.py")
-    loaded = repro.load_repro(path)
+    loaded = loading.load_repro(path)
     assert (
         loaded.case.title
         == "test_a.py::test_x[a\\nraise SystemExit('live code')\\r\\u2028b] :: graph 0"
@@ -428,8 +428,8 @@ isolation.judge_graph = killed_once
 def test_a_judging_process_killed_during_minification_is_named_in_the_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_torchcompile.common.settings import SETUP_ENV
-    from pytest_torchcompile.minifying.search import minify_repro
+    from pytest_torchcompile.common.allowed import SETUP_ENV
+    from pytest_torchcompile.minifying.repro_file import minify_repro
 
     setup = tmp_path / "killed_once.py"
     setup.write_text(KILLED_ONCE)
@@ -507,7 +507,7 @@ def test_a_planted_tensor_file_is_loaded_as_data_only(tmp_path: Path) -> None:
 
     torch.save({"t": Payload()}, tensor)
     with pytest.raises(ReproBroken, match=r"Weights only load failed"):
-        repro.load_repro(path)
+        loading.load_repro(path)
     assert not marker.exists()
 
 
@@ -525,7 +525,7 @@ def test_a_module_planted_in_a_case_directory_is_not_imported(tmp_path: Path, mo
     path = repro.write_repro(_case(), tmp_path / "case" / "repro.py")
     marker = tmp_path / "imported"
     (path.parent / f"{module}.py").write_text(PLANTED.format(marker=str(marker)))
-    repro.load_repro(path)
+    loading.load_repro(path)
     for cwd in (tmp_path, path.parent):
         run = subprocess.run(
             [sys.executable, str(path)], capture_output=True, text=True, cwd=cwd, timeout=300

@@ -28,7 +28,8 @@ from pytest_torchcompile.reporting.github import github_summary_markdown
 from pytest_torchcompile.reporting.json_report import json_report
 from pytest_torchcompile.reporting.junit import junit_properties
 from pytest_torchcompile.reporting.layout import TerminalLayout
-from pytest_torchcompile.repros.repro import load_repro, repro_defect, write_repro
+from pytest_torchcompile.repros.loading import load_repro, repro_defect
+from pytest_torchcompile.repros.repro import write_repro
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 

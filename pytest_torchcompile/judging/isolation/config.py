@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile.common.settings import SETUP_ENV, is_setup_file, setup_entries
+from pytest_torchcompile.common.allowed import SETUP_ENV, is_setup_file, setup_entries
 from pytest_torchcompile.torch_internals.config import inductor_config_has
 
 CONFIG_PREFIX = "torch._inductor.config."

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from pytest_torchcompile.checking.runner import CheckRunner
-from pytest_torchcompile.common.settings import CheckSettings, ConfigValueRefused
+from pytest_torchcompile.common.allowed import ConfigValueRefused
+from pytest_torchcompile.common.settings import CheckSettings
 from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.session import AccuracySession
 from pytest_torchcompile.torch_internals.compiling import reset

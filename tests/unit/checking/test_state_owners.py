@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from pytest_torchcompile.checking.masked import ProbeChildren
+from pytest_torchcompile.common.options import CONCURRENT_PROBE_ENV
 from pytest_torchcompile.common.run_state import MinifyJob
-from pytest_torchcompile.common.settings import CONCURRENT_PROBE_ENV
 from pytest_torchcompile.judging.isolation.parent import CHILD_MODULE
 from pytest_torchcompile.run.session import SESSION_KEY
 from pytest_torchcompile.torch_internals.compiling import import_compiler

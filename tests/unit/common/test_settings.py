@@ -10,21 +10,17 @@ from typing import Any
 
 import pytest
 
-from pytest_torchcompile.common import settings
-from pytest_torchcompile.common.settings import (
-    KEYWORD_ALLOWED,
-    KEYWORDS,
-    CheckSettings,
-    check_compiler_name,
-    option,
-)
+from pytest_torchcompile.common import allowed, options, settings
+from pytest_torchcompile.common.allowed import check_compiler_name
+from pytest_torchcompile.common.options import option
+from pytest_torchcompile.common.settings import KEYWORD_ALLOWED, KEYWORDS, CheckSettings
 
 
 def test_every_keyword_says_what_it_takes() -> None:
     assert set(KEYWORD_ALLOWED) == KEYWORDS
-    for item in settings.OPTIONS:
+    for item in options.OPTIONS:
         if item.setting is not None:
-            flag = isinstance(item.allowed, settings.Flag)
+            flag = isinstance(item.allowed, allowed.Flag)
             assert KEYWORD_ALLOWED[item.setting] is (
                 settings.KEYWORD_FLAG if flag else item.allowed
             )
@@ -65,12 +61,10 @@ def test_every_keyword_says_what_it_takes() -> None:
     ],
 )
 def test_an_option_refuses_text_it_does_not_take(name: str, given: str) -> None:
-    allowed = option(name).allowed
+    takes = option(name).allowed
     with pytest.raises(pytest.UsageError) as refused:
-        settings.checked(allowed, given, f"--{name}")
-    assert str(refused.value) == (
-        f"--{name}: {given!r} is not allowed; expected {allowed.describe}"
-    )
+        allowed.checked(takes, given, f"--{name}")
+    assert str(refused.value) == (f"--{name}: {given!r} is not allowed; expected {takes.describe}")
 
 
 @pytest.mark.parametrize(
@@ -93,7 +87,7 @@ def test_an_option_refuses_text_it_does_not_take(name: str, given: str) -> None:
     ],
 )
 def test_an_option_reads_the_text_it_takes(name: str, given: str, value: Any) -> None:
-    assert settings.checked(option(name).allowed, given, name) == value
+    assert allowed.checked(option(name).allowed, given, name) == value
 
 
 @pytest.mark.parametrize(
@@ -245,11 +239,11 @@ UNRECOGNIZED = (
 def test_a_compile_error_naming_a_config_value_is_the_settings(
     patches: dict[str, Any], error: str, named: str | None
 ) -> None:
-    assert settings.refused_config_value(patches, error) == named
+    assert allowed.refused_config_value(patches, error) == named
 
 
 def test_a_config_value_the_compile_raised_on_is_named_with_its_source() -> None:
-    refused = settings.ConfigValueRefused("cpp.x", "acuracy", "InductorError: bad")
+    refused = allowed.ConfigValueRefused("cpp.x", "acuracy", "InductorError: bad")
     assert refused.line("compile_accuracy") == (
         "compile_accuracy(inductor_config={'cpp.x': ...}): 'acuracy' is not allowed "
         "(compiling raised InductorError: bad); expected a value this torch's Inductor takes "
@@ -305,12 +299,12 @@ def test_a_device_this_machine_does_not_show_is_refused(
     visible: int, given: str, expected: str
 ) -> None:
     with pytest.raises(pytest.UsageError) as refused:
-        settings.checked(settings.Devices(visible=visible), given, "--compile-accuracy-devices")
+        allowed.checked(allowed.Devices(visible=visible), given, "--compile-accuracy-devices")
     assert str(refused.value) == (
         f"--compile-accuracy-devices: {given!r} is not allowed; expected {expected}"
     )
-    assert settings.checked(settings.Devices(visible=visible), "", "devices") == ()
-    assert settings.checked(settings.Devices(visible=8), given, "devices")
+    assert allowed.checked(allowed.Devices(visible=visible), "", "devices") == ()
+    assert allowed.checked(allowed.Devices(visible=8), given, "devices")
 
 
 @pytest.mark.parametrize(
@@ -341,10 +335,10 @@ def test_a_variable_it_does_not_take_is_refused_before_the_run(
         "PYTEST_TORCHCOMPILE_FULL_TABLE",
     ):
         monkeypatch.delenv(variable, raising=False)
-    settings.check_run_settings(pytestconfig)
+    options.check_run_settings(pytestconfig)
     monkeypatch.setenv(name, given)
     with pytest.raises(pytest.UsageError) as refused:
-        settings.check_run_settings(pytestconfig)
+        options.check_run_settings(pytestconfig)
     assert str(refused.value) == f"{name}: {given!r} is not allowed; expected {expected}"
 
 
@@ -352,25 +346,25 @@ def test_a_variable_it_does_not_take_is_refused_before_the_run(
 def test_the_concurrent_probe_is_read_from_the_environment(
     given: str, chosen: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(settings.CONCURRENT_PROBE_ENV, given)
-    assert settings.concurrent_probe() == chosen
+    monkeypatch.setenv(options.CONCURRENT_PROBE_ENV, given)
+    assert options.concurrent_probe() == chosen
 
 
 @pytest.mark.parametrize("given", ["abc", "0", "-1", "nan", "inf"])
 def test_a_lease_it_does_not_take_is_refused(given: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(settings.LEASE_ENV, given)
+    monkeypatch.setenv(options.LEASE_ENV, given)
     with pytest.raises(pytest.UsageError) as refused:
-        settings.lease_s()
+        options.lease_s()
     assert str(refused.value) == (
         f"PYTEST_TORCHCOMPILE_LEASE_S: {given!r} is not allowed; expected a finite number > 0"
     )
 
 
 def test_the_lease_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(settings.LEASE_ENV, " 2.5 ")
-    assert settings.lease_s() == 2.5
-    monkeypatch.delenv(settings.LEASE_ENV)
-    assert settings.lease_s() == settings.DEFAULT_LEASE_S
+    monkeypatch.setenv(options.LEASE_ENV, " 2.5 ")
+    assert options.lease_s() == 2.5
+    monkeypatch.delenv(options.LEASE_ENV)
+    assert options.lease_s() == options.DEFAULT_LEASE_S
 
 
 @pytest.mark.parametrize(
@@ -392,7 +386,7 @@ def test_a_value_not_taken_is_named_as_given_under_an_old_name(
     pytester.makeini(f"[pytest]\n{ini}\n")
     config = pytester.parseconfig(*args)
     with pytest.raises(pytest.UsageError) as refused:
-        settings.check_run_settings(config)
+        options.check_run_settings(config)
     assert str(refused.value).startswith(f"{where}: ")
 
 
@@ -415,7 +409,7 @@ def test_a_compiler_name_not_known_is_named_as_given_under_an_old_name(
         return ["inductor", "default", "max-autotune"]
 
     with pytest.raises(pytest.UsageError) as refused:
-        settings.check_compiler_names(config, names)
+        options.check_compiler_names(config, names)
     assert str(refused.value).startswith(f"{where}: ")
 
 
@@ -441,9 +435,9 @@ SETUP_TAKES = (
 def test_a_setup_module_that_cannot_be_found_is_refused_before_the_run(
     given: str, why: str, pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(settings.SETUP_ENV, given)
+    monkeypatch.setenv(allowed.SETUP_ENV, given)
     with pytest.raises(pytest.UsageError) as refused:
-        settings.check_run_settings(pytestconfig)
+        options.check_run_settings(pytestconfig)
     assert str(refused.value) == (
         f"PYTEST_TORCHCOMPILE_SETUP: {given!r} is not allowed ({why}); expected {SETUP_TAKES}"
     )
@@ -460,8 +454,8 @@ def test_setup_modules_are_found_without_being_imported(
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     given = " setup_package_never_imported.ops, register.py, json.decoder,, "
-    allowed = settings.SetupModules()
-    assert settings.checked(allowed, given, settings.SETUP_ENV) == (
+    takes = allowed.SetupModules()
+    assert allowed.checked(takes, given, allowed.SETUP_ENV) == (
         "setup_package_never_imported.ops",
         "register.py",
         "json.decoder",

@@ -12,7 +12,7 @@ from pytest_torchcompile.cli import main, parser
 from pytest_torchcompile.hunting.causes import PROGRAM_NAME
 from pytest_torchcompile.hunting.hunt import hunt, hunt_options
 from pytest_torchcompile.hunting.program import ALL_DTYPES
-from pytest_torchcompile.repros.repro import header_fields
+from pytest_torchcompile.repros.reading import header_fields
 
 RELU_BUG = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 

@@ -45,7 +45,8 @@ from pytest_torchcompile.judging.isolation.protocol import (
 )
 from pytest_torchcompile.judging.isolation.tasks import judge_candidate, kernel_source
 from pytest_torchcompile.judging.judge import GraphVerdict
-from pytest_torchcompile.minifying.search import minify_graph, minify_repro
+from pytest_torchcompile.minifying.repro_file import minify_repro
+from pytest_torchcompile.minifying.search import minify_graph
 from pytest_torchcompile.repros.repro import write_repro
 from pytest_torchcompile.torch_internals.config import inductor_config_diff
 

@@ -13,13 +13,13 @@ import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from pytest_torchcompile.common.allowed import SETUP_ENV
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import CaseResult, MinifyResult, StopReason
-from pytest_torchcompile.common.settings import SETUP_ENV
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.judging import stages
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.minifying.search import minify_repro
+from pytest_torchcompile.minifying.repro_file import minify_repro
 from pytest_torchcompile.reporting.github import github_summary_markdown
 from pytest_torchcompile.reporting.grouping import root_cause_lines, root_causes
 from pytest_torchcompile.repros.repro import write_repro

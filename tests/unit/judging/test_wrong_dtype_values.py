@@ -21,8 +21,9 @@ from pytest_torchcompile.common.verdict import Comparison
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import judge_graph
 from pytest_torchcompile.judging.tensor_comparison import compare_tensor
-from pytest_torchcompile.minifying.search import minify_repro
-from pytest_torchcompile.repros.repro import load_case, write_repro
+from pytest_torchcompile.minifying.repro_file import minify_repro
+from pytest_torchcompile.repros.loading import load_case
+from pytest_torchcompile.repros.repro import write_repro
 
 WIDENED_ADD = """
 import torch

@@ -28,13 +28,10 @@ from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.parent import InProcessJudge
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
 from pytest_torchcompile.judging.judge import GraphVerdict, judge_graph
-from pytest_torchcompile.minifying.search import (
-    GraphSlicer,
-    minify_graph,
-    minify_in_fresh_process,
-    minify_repro,
-)
-from pytest_torchcompile.repros.repro import load_case, repro_defect, write_repro
+from pytest_torchcompile.minifying.repro_file import minify_in_fresh_process, minify_repro
+from pytest_torchcompile.minifying.search import GraphSlicer, minify_graph
+from pytest_torchcompile.repros.loading import load_case, repro_defect
+from pytest_torchcompile.repros.repro import write_repro
 from pytest_torchcompile.torch_internals.config import inductor_config, inductor_config_diff
 
 aten = torch.ops.aten
@@ -566,7 +563,7 @@ def test_a_repro_whose_graph_fails_eagerly_is_a_defect_unless_memory_ran_out(
             "no room for a second copy"
         )
 
-    monkeypatch.setattr("pytest_torchcompile.repros.repro.load_case", out_of_memory)
+    monkeypatch.setattr("pytest_torchcompile.repros.loading.load_case", out_of_memory)
     assert repro_defect(good) is None
 
 

@@ -12,7 +12,7 @@ from pytest_torchcompile.common.files import BUG_REPORT_NAME, MINIFIED_NAME
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import StopReason
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.minifying.search import minify_repro
+from pytest_torchcompile.minifying.repro_file import minify_repro
 from pytest_torchcompile.repros.repro import write_repro
 
 

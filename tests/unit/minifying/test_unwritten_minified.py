@@ -15,7 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import StopReason
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.minifying import search
+from pytest_torchcompile.minifying import repro_file
 from pytest_torchcompile.repros.repro import write_repro
 
 
@@ -39,8 +39,8 @@ def test_a_minified_case_whose_files_cannot_be_written_says_so(
     def read_only(*args: object, **kwargs: object) -> Path:
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(repro.parent / "minified.py"))
 
-    monkeypatch.setattr(search, "write_minified", read_only)
-    result = search.minify_repro(repro, isolate=False, find_stage=False)
+    monkeypatch.setattr(repro_file, "write_minified", read_only)
+    result = repro_file.minify_repro(repro, isolate=False, find_stage=False)
     assert result.stop is StopReason.UNWRITTEN and result.path is None
     assert result.summary_line("test_x") == (
         f"not minified test_x: its files could not be written: Read-only file system in {repro.parent}; "

@@ -31,12 +31,9 @@ from pytest_torchcompile.repros.compact import (
     compact_disagreement,
     compact_obstacle,
 )
-from pytest_torchcompile.repros.repro import (
-    load_case,
-    load_repro,
-    render_repro,
-    write_minified,
-)
+from pytest_torchcompile.repros.loading import load_case, load_repro
+from pytest_torchcompile.repros.rendering import render_repro
+from pytest_torchcompile.repros.repro import write_minified
 from pytest_torchcompile.repros.runtime import embedded_source, read_module
 from pytest_torchcompile.torch_internals.graph_compile import VISIBLE_OUTPUTS_KEY
 from tests.unit.repros.test_embedded import names_defined_twice, pyflakes_messages, top_level_names

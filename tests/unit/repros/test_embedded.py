@@ -15,7 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import DYNAMO
-from pytest_torchcompile.repros.repro import render_repro
+from pytest_torchcompile.repros.rendering import render_repro
 from pytest_torchcompile.repros.runtime import (
     ENTRY,
     HEAD,

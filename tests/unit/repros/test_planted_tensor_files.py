@@ -18,7 +18,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from pytest_torchcompile.common.files import MINIFIED_NAME, REPRO_NAME
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.repros import repro
+from pytest_torchcompile.judging.judge import ReproBroken
+from pytest_torchcompile.repros import loading, repro
 from pytest_torchcompile.repros.bug_report import bug_report
 
 PLANTED = "open({marker!r}, 'w').close()\n"
@@ -91,6 +92,6 @@ def test_the_plugin_reads_a_planted_tensor_file_as_data_only(
     _plant(case_dir, marker)
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     for name in (MINIFIED_NAME, REPRO_NAME):
-        with pytest.raises(repro.ReproBroken, match="Weights only load failed"):
-            repro.load_case(case_dir / name)
+        with pytest.raises(ReproBroken, match="Weights only load failed"):
+            loading.load_case(case_dir / name)
     assert not marker.exists()

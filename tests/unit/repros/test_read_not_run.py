@@ -17,13 +17,9 @@ from pytest_torchcompile.hunting.causes import known_cases
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import DYNAMO
 from pytest_torchcompile.judging.stages import graph_ops
-from pytest_torchcompile.repros.repro import (
-    file_graph_ops,
-    file_recorded_kind,
-    load_case,
-    write_minified,
-    write_repro,
-)
+from pytest_torchcompile.repros.loading import load_case
+from pytest_torchcompile.repros.reading import file_graph_ops, file_recorded_kind
+from pytest_torchcompile.repros.repro import write_minified, write_repro
 
 PLANTED = "open({marker!r}, 'w').close()\n"
 

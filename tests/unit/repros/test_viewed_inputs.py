@@ -12,7 +12,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from pytest_torchcompile.common.files import MINIFIED_NAME
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging.case import ReproCase
-from pytest_torchcompile.repros.repro import load_case, write_minified, write_repro
+from pytest_torchcompile.repros.loading import load_case
+from pytest_torchcompile.repros.repro import write_minified, write_repro
 
 
 def affine(x: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -18,7 +18,8 @@ from pytest_torchcompile.common.files import MINIFIED_NAME
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.slicing import GraphSlicer
-from pytest_torchcompile.repros.repro import load_case, write_minified, write_repro
+from pytest_torchcompile.repros.loading import load_case
+from pytest_torchcompile.repros.repro import write_minified, write_repro
 from pytest_torchcompile.torch_internals import graph_pickling
 from pytest_torchcompile.torch_internals.graph_compile import visible_outputs, with_visible_outputs
 
