@@ -52,9 +52,9 @@ from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.processes import own_start, pid_alive
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, out_of_memory
 from pytest_torchcompile.judging import judge as standalone
-from pytest_torchcompile.judging.capture import HostTensor
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.copies import clone_values
+from pytest_torchcompile.judging.host_copy import HostTensor
 from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.judge import ReproBroken, error_signature
 from pytest_torchcompile.judging.stages import qualified_op_name
