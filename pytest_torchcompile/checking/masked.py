@@ -22,7 +22,7 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.common.kinds import FailureKind
-from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.leaves import LeafResult, LeafRule
 from pytest_torchcompile.common.options import concurrent_probe
 from pytest_torchcompile.judging.capture import CapturedGraph, TensorSpec, input_spec
 from pytest_torchcompile.judging.isolation.parent import IsolatedJudge, IsolationError
@@ -322,7 +322,7 @@ def deviates_on_its_own(
     if verdict.failure != FailureKind.ACCURACY:
         return False
     only_non_finite = all(
-        leaf.rule == "non-finite pattern" for leaf in verdict.leaves if not leaf.passed
+        leaf.rule == LeafRule.NON_FINITE for leaf in verdict.leaves if not leaf.passed
     )
     return not (only_non_finite and graph_inputs_finite and not _all_finite(cut_inputs))
 

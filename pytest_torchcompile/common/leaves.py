@@ -5,6 +5,7 @@ module whole, and the processes that only report results read it too."""
 
 from __future__ import annotations
 
+import enum
 import math
 import os
 from dataclasses import dataclass
@@ -15,15 +16,34 @@ failure message); ``0`` or unset: the rows :func:`summarized_leaves` keeps. A ru
 takes no other value; a repro file, which runs without the plugin, reads any other as ``1``."""
 
 
-FP64_RULE = "fp64 rmse"
-"""The rule of an output judged against the fp64 reference relative to eager's own error
-(``judging.rule.leaf_verdict`` names it so: that module stands alone in repro files)."""
+class LeafRule(enum.StrEnum):
+    """By which part of the rule an output leaf was judged: the table's ``rule`` column, a JSON
+    report's ``rule``. ``judging.rule.leaf_verdict`` spells the values out (compact repro files
+    embed it without this module); a member equals its string."""
 
-
-INCONCLUSIVE = "inconclusive"
-"""The rule of an output that the fp64 rule fails but that no result in its dtype can be judged
-by (an overflow at the edge of the dtype's range, or one eager itself made): it passes, as no evidence
-of a compiler defect, and its detail says why."""
+    FP64 = "fp64 rmse"
+    """A floating output judged against the fp64 reference relative to eager's own error."""
+    ALLCLOSE = "allclose"
+    """A floating output close to eager's within the tolerance."""
+    EMPTY = "empty"
+    EXACT = "exact"
+    """An integer or bool output (or a plain value): eager's, fp64's, or within the flips rounding
+    makes."""
+    NOT_CHECKED = "not checked (non-floating)"
+    """An integer or bool output of a check that leaves those unjudged."""
+    NON_FINITE = "non-finite pattern"
+    """Compiled code's NaNs and infinities differ from eager's, not as fp64's do."""
+    COSINE = "cosine vs eager (no fp64 reference)"
+    """The same-precision check where no fp64 reference exists."""
+    COSINE_KEPT = "cosine vs eager (the fp64 run kept its dtype)"
+    """The same-precision check where the fp64 run computed the output in eager's dtype."""
+    METADATA = "metadata"
+    """A result of another shape, dtype, type or count than eager's."""
+    NOT_COMPARED = "not compared (opaque object)"
+    INCONCLUSIVE = "inconclusive"
+    """An output that the fp64 rule fails but that no result in its dtype can be judged by (an
+    overflow at the edge of the dtype's range, or one eager itself made; a discontinuous one): it
+    passes, as no evidence of a compiler defect, and its detail says why."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +54,7 @@ class LeafResult:
     shape: tuple[int, ...]
     dtype: str
     passed: bool
-    rule: str
+    rule: LeafRule
     rmse_compiled: float | None = None
     rmse_eager: float | None = None
     multiplier: float | None = None
@@ -66,23 +86,27 @@ def format_table(leaves: list[LeafResult], width: int | None = None) -> str:
         "max|err|",
         "at",
     )
-    rows = [header]
-    for leaf in leaves:
-        ratio = leaf.ratio
-        rows.append(
-            (
-                leaf.path,
-                "x".join(str(s) for s in leaf.shape) or "scalar",
-                leaf.dtype,
-                leaf.rule + ("" if leaf.passed else " FAIL"),
-                "-" if leaf.rmse_compiled is None else f"{leaf.rmse_compiled:.3e}",
-                "-" if leaf.rmse_eager is None else f"{leaf.rmse_eager:.3e}",
-                "-" if ratio is None else f"{ratio:.1f}",
-                "-" if leaf.max_abs_error is None else f"{leaf.max_abs_error:.3e}",
-                "-" if leaf.max_error_index is None else str(list(leaf.max_error_index)),
-            )
-        )
+    rows = [header, *(_row(leaf) for leaf in leaves)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    shown, left_out = _columns_within(header, widths, width)
+    lines = ["  ".join(row[i].ljust(widths[i]) for i in shown).rstrip() for row in rows]
+    if left_out:
+        lines.append(
+            f"(left out at this width: {', '.join(reversed(left_out))}; in the repro file and "
+            "the JSON report)"
+        )
+    return "\n".join(lines + _failure_details(leaves))
+
+
+def _failure_details(leaves: list[LeafResult]) -> list[str]:
+    """The lines under a failure's table: what each failing leaf's detail says."""
+    return [f"  {leaf.path}: {leaf.detail}" for leaf in leaves if leaf.detail and not leaf.passed]
+
+
+def _columns_within(
+    header: tuple[str, ...], widths: list[int], width: int | None
+) -> tuple[list[int], list[str]]:
+    """The columns of :func:`format_table` shown within ``width``, and those left out."""
     shown = list(range(len(header)))
     left_out = []
     # What a narrow terminal goes without, first to last (the repro file and the JSON report
@@ -92,16 +116,23 @@ def format_table(leaves: list[LeafResult], width: int | None = None) -> str:
             break
         shown.remove(header.index(name))
         left_out.append(name)
-    lines = ["  ".join(row[i].ljust(widths[i]) for i in shown).rstrip() for row in rows]
-    if left_out:
-        lines.append(
-            f"(left out at this width: {', '.join(reversed(left_out))}; in the repro file and "
-            "the JSON report)"
-        )
-    details = [
-        f"  {leaf.path}: {leaf.detail}" for leaf in leaves if leaf.detail and not leaf.passed
-    ]
-    return "\n".join(lines + details)
+    return shown, left_out
+
+
+def _row(leaf: LeafResult) -> tuple[str, ...]:
+    """A leaf's cells in the table of :func:`format_table`: ``-`` where it has no figure."""
+    ratio = leaf.ratio
+    return (
+        leaf.path,
+        "x".join(str(s) for s in leaf.shape) or "scalar",
+        leaf.dtype,
+        leaf.rule + ("" if leaf.passed else " FAIL"),
+        "-" if leaf.rmse_compiled is None else f"{leaf.rmse_compiled:.3e}",
+        "-" if leaf.rmse_eager is None else f"{leaf.rmse_eager:.3e}",
+        "-" if ratio is None else f"{ratio:.1f}",
+        "-" if leaf.max_abs_error is None else f"{leaf.max_abs_error:.3e}",
+        "-" if leaf.max_error_index is None else str(list(leaf.max_error_index)),
+    )
 
 
 def summarized_leaves(

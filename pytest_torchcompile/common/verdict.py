@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_torchcompile.common.kinds import FailureKind
-from pytest_torchcompile.common.leaves import FP64_RULE, INCONCLUSIVE, LeafResult
+from pytest_torchcompile.common.leaves import LeafResult, LeafRule
 
 
 class Status(enum.StrEnum):
@@ -107,23 +107,24 @@ class Comparison:
     def failing_by_fp64_rule(self) -> list[str]:
         """The paths of the outputs that fail by the fp64 rule: those a second legitimate
         evaluation's error can overturn (a failure of another rule it cannot)."""
-        return [leaf.path for leaf in self.failing if leaf.rule == FP64_RULE]
+        return [leaf.path for leaf in self.failing if leaf.rule == LeafRule.FP64]
 
     @property
     def fails_only_in_non_float(self) -> bool:
         """Some output fails, and each failing one is non-floating (an integer or bool output,
-        judged by the rule "exact", or one eager gives so that compiled code gives in another
+        judged by the rule :attr:`LeafRule.EXACT`, or one eager gives so that compiled code gives in another
         dtype, whose values its repro judges after a fix of the dtype): no floating output is
         wrong."""
         return bool(self.failing) and all(
-            leaf.rule == "exact" or (leaf.rule == "metadata" and _non_floating(leaf.dtype))
+            leaf.rule == LeafRule.EXACT
+            or (leaf.rule == LeafRule.METADATA and _non_floating(leaf.dtype))
             for leaf in self.failing
         )
 
     @property
     def inconclusive(self) -> list[LeafResult]:
-        """The outputs that passed as inconclusive (:data:`leaves.INCONCLUSIVE`)."""
-        return [leaf for leaf in self.leaves if leaf.rule == INCONCLUSIVE]
+        """The outputs that passed as inconclusive (:attr:`LeafRule.INCONCLUSIVE`)."""
+        return [leaf for leaf in self.leaves if leaf.rule == LeafRule.INCONCLUSIVE]
 
     @property
     def worst_ratio(self) -> float | None:

@@ -6,9 +6,6 @@ import contextlib
 import copy
 import functools
 import itertools
-import operator
-import sysconfig
-import traceback
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -17,9 +14,12 @@ from typing import Any
 import torch
 import torch.fx
 
+from pytest_torchcompile.judging.call_site import user_frame
 from pytest_torchcompile.judging.copies import clone_values
+from pytest_torchcompile.judging.dynamo_level import names_every_op, writes_into_constants
+from pytest_torchcompile.judging.host_copy import HostCopy, copy_to_host, graph_constants
 from pytest_torchcompile.judging.judge import devices_of, synchronize
-from pytest_torchcompile.judging.mutation import IN_PLACE_OPERATORS, changed
+from pytest_torchcompile.judging.mutation import changed
 from pytest_torchcompile.judging.seeding import draws_random, rng_states
 from pytest_torchcompile.torch_internals.compiling import compile_errors_suppressed
 from pytest_torchcompile.torch_internals.config import inductor_config_source
@@ -67,7 +67,7 @@ def plain_graph(gm: torch.fx.GraphModule) -> tuple[torch.fx.Graph, dict[str, Any
         attribute = attribute_read(node.target) if node.op == "call_function" else None
         if attribute is not None:
             env[node].target, env[node].args = getattr, (env[node].args[0], attribute)
-    return graph, _constants(gm, ("get_attr", "call_module"))
+    return graph, graph_constants(gm, ("get_attr", "call_module"))
 
 
 @dataclass
@@ -179,6 +179,17 @@ class DynamoGraph:
         return f"torch-level graph {self.index} from {self.location}"
 
     @property
+    def lowers_random_ops(self) -> bool:
+        """Whether a post-AOT graph lowered from it draws random numbers."""
+        return any(lowered.has_random_ops for lowered in self.lowered)
+
+    @property
+    def records_calls(self) -> bool:
+        """Whether its calls can be recorded: those of every graph lowered from it can
+        (:func:`unrecordable`)."""
+        return all(lowered.unrecordable is None for lowered in self.lowered)
+
+    @property
     def config_source(self) -> str:
         """The Inductor config its post-AOT graphs were compiled under (the mode's included)."""
         return self.lowered[0].config_source if self.lowered else inductor_config_source()
@@ -189,7 +200,7 @@ class DynamoGraph:
         (its eager and fp64 runs would write into the user's own), and a repro file can hold it."""
         return (
             bool(self.lowered)
-            and not any(g.has_random_ops for g in self.lowered)
+            and not self.lowers_random_ops
             and not writes_into_constants(self.gm)
             and self.reproducible_standalone()
         )
@@ -197,123 +208,7 @@ class DynamoGraph:
     def reproducible_standalone(self) -> bool:
         """Whether a repro file can hold it: no nn.Module calls, and every op a torch or builtin
         function that the file's code can name."""
-        return all(
-            node.op != "call_module" and (node.op != "call_function" or _nameable(node.target))
-            for node in self.gm.graph.nodes
-        )
-
-
-def writes_into_constants(gm: torch.fx.GraphModule) -> bool:
-    """Whether a torch-level graph may write into a tensor it holds as an attribute: a compiled
-    optimizer step holds the parameters it updates so (Dynamo's static addresses). Any value
-    computed from such a tensor counts as a view of it."""
-    held = {node for node in gm.graph.nodes if node.op == "get_attr"}
-    for node in gm.graph.nodes:
-        if node.op not in ("call_function", "call_method") or not held.intersection(
-            node.all_input_nodes
-        ):
-            continue
-        written = _nodes(node.kwargs.get("out"))
-        if node.args and _writes_first_argument(node):
-            written |= _nodes(node.args[0])
-        if held & written:
-            return True
-        held.add(node)
-    return False
-
-
-def _nodes(argument: Any) -> set[torch.fx.Node]:
-    """The nodes an argument names, itself or in a list or tuple (a foreach op's)."""
-    found: list[torch.fx.Node] = []
-    torch.fx.node.map_arg(argument, found.append)
-    return set(found)
-
-
-def _writes_first_argument(node: torch.fx.Node) -> bool:
-    """Whether a torch-level call writes into its first argument: an in-place method or function
-    (named with a trailing underscore, as torch names them: ``add_``, ``_foreach_add_``), an
-    in-place operator or item assignment."""
-    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-    if not isinstance(name, str):
-        return False
-    return (
-        name in IN_PLACE_OPERATORS
-        or name == "__setitem__"
-        or (name.endswith("_") and not name.endswith("__"))
-    )
-
-
-def _nameable(target: Any) -> bool:
-    module = getattr(target, "__module__", None) or ""
-    return module.split(".")[0] in ("torch", "_operator", "operator", "builtins", "math")
-
-
-@dataclass(frozen=True)
-class HostTensor:
-    """A host copy of an accelerator tensor that is written back to ``device`` in a repro."""
-
-    data: torch.Tensor
-    device: torch.device
-    requires_grad: bool
-
-
-@dataclass(frozen=True)
-class HostCopy:
-    gm: torch.fx.GraphModule
-    inputs: list[Any]
-    devices: frozenset[torch.device]
-
-    def devices_usable(self) -> bool:
-        """False once a device-side error has made the devices unusable to this process."""
-        try:
-            synchronize(set(self.devices))
-        except RuntimeError:
-            return False
-        return True
-
-
-def _to_host(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and value.device.type != "cpu":
-        return HostTensor(value.detach().cpu(), value.device, value.requires_grad)
-    return value
-
-
-def _constants(gm: torch.fx.GraphModule, ops: tuple[str, ...] = ("get_attr",)) -> dict[str, Any]:
-    """What ``gm``'s nodes of these kinds (constants; submodules too with ``call_module``) name."""
-    return {
-        str(node.target): operator.attrgetter(str(node.target))(gm)
-        for node in gm.graph.nodes
-        if node.op in ops
-    }
-
-
-def _constant_devices(gm: torch.fx.GraphModule) -> set[torch.device]:
-    devices: set[torch.device] = set()
-    for value in _constants(gm).values():
-        devices |= (
-            _constant_devices(value)
-            if isinstance(value, torch.fx.GraphModule)
-            else devices_of([value])
-        )
-    return devices
-
-
-def _graph_on_host(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    attributes = {
-        target: _graph_on_host(value)
-        if isinstance(value, torch.fx.GraphModule)
-        else _to_host(value)
-        for target, value in _constants(gm).items()
-    }
-    return torch.fx.GraphModule(attributes, copy.deepcopy(gm.graph))
-
-
-def copy_to_host(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> HostCopy | None:
-    """``gm`` and ``inputs`` in host memory, or None when nothing of them is on an accelerator."""
-    devices = devices_of(inputs) | _constant_devices(gm)
-    if not devices:
-        return None
-    return HostCopy(_graph_on_host(gm), [_to_host(v) for v in inputs], frozenset(devices))
+        return names_every_op(self.gm)
 
 
 @dataclass(frozen=True)
@@ -362,42 +257,32 @@ def input_signature(values: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else v for v in values)
 
 
-_LIBRARY_PARTS = ("/torch/", "/pytest_torchcompile/", "/_pytest/", "/pluggy/")
+def _copies_by_id(
+    args: Sequence[Any], copies: Sequence[Any]
+) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+    """The copies a torch-level call made of its tensor inputs, each with the input, by the
+    input's id (:attr:`GraphCapture._copies`)."""
+    return {
+        id(value): (value, copied)
+        for value, copied in zip(args, copies, strict=False)
+        if isinstance(value, torch.Tensor)
+    }
 
 
-def _is_library(name: str, python_own: tuple[str, ...], installed: tuple[str, ...]) -> bool:
-    """Whether a frame's file (``/``-separated) is torch's, this plugin's, pytest's or Python's own
-    (``contextlib`` wraps the functions Inductor compiles under ``options=`` or ``mode=``), not
-    the user's."""
-    if name.startswith("<frozen ") or any(part in name for part in _LIBRARY_PARTS):
-        return True
-    return name.startswith(python_own) and not name.startswith(installed)
-
-
-def _user_frame() -> str:
-    """The innermost stack frame outside the libraries: where the compiled code lives."""
-    paths = {key: value.replace("\\", "/") + "/" for key, value in sysconfig.get_paths().items()}
-    python_own, installed = (
-        (paths["stdlib"], paths["platstdlib"]),
-        (paths["purelib"], paths["platlib"]),
+def _plain_strided(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is a plain, strided, unquantized tensor, whose memory a copy holds."""
+    return (
+        type(tensor.detach()) is torch.Tensor
+        and tensor.layout == torch.strided
+        and not tensor.is_quantized
     )
-    for frame in reversed(traceback.extract_stack()):
-        name = frame.filename.replace("\\", "/")
-        if not _is_library(name, python_own, installed):
-            return f"{name}:{frame.lineno} ({frame.name})"
-    return "<unknown>"
 
 
 def _alike(value: torch.Tensor, other: torch.Tensor) -> bool:
     """Whether ``other`` holds what a copy of ``value`` would: its layout and its elements."""
-    plain = all(
-        type(tensor.detach()) is torch.Tensor
-        and tensor.layout == torch.strided
-        and not tensor.is_quantized
-        for tensor in (value, other)
-    )
     return (
-        plain
+        _plain_strided(value)
+        and _plain_strided(other)
         and value.dtype == other.dtype
         and value.device == other.device
         and value.shape == other.shape
@@ -406,6 +291,14 @@ def _alike(value: torch.Tensor, other: torch.Tensor) -> bool:
         and (value.is_neg(), value.is_conj()) == (other.is_neg(), other.is_conj())
         and not changed(value, other)
     )
+
+
+def _graph_kind(kwargs: dict[str, Any]) -> str:
+    """Which of a training step's graphs, or an inference graph, Inductor was handed (its
+    compile's keyword arguments)."""
+    if kwargs.get("is_backward"):
+        return "backward"
+    return "inference" if kwargs.get("is_inference") else "forward"
 
 
 class GraphCapture:
@@ -506,27 +399,14 @@ class GraphCapture:
         kwargs: dict[str, Any],
         compile_fn: Callable[[], Any],
     ) -> Any:
-        kind = (
-            "backward"
-            if kwargs.get("is_backward")
-            else ("inference" if kwargs.get("is_inference") else "forward")
-        )
-        # A backward graph compiles at its first call, after its torch-level graph's compile
-        # returned: Inductor's id of the compile, which its forward graph had, tells whose it is.
-        owner = (
-            self._compiling
-            if self._compiling is not None
-            else self._owners.get(kwargs.get("graph_id"))
-        )
-        if owner is not None and kwargs.get("graph_id") is not None:
-            self._owners[kwargs["graph_id"]] = owner
+        owner = self._owner(kwargs.get("graph_id"))
         unrecorded = unrecordable(example_inputs)
         record = CapturedGraph(
             index=next(self._counter),
             gm=private_copy(gm),
-            kind=kind,
+            kind=_graph_kind(kwargs),
             symbolic_sizes=symbolic_sizes(example_inputs),
-            location=_user_frame(),
+            location=user_frame(),
             input_specs=[] if unrecorded else [input_spec(v) for v in example_inputs],
             config_source=inductor_config_source(cpu_threads=not devices_of(example_inputs)),
             dynamo=owner,
@@ -549,6 +429,16 @@ class GraphCapture:
         record.compiled = compiled
         # Dynamo guards on devices: every call of this compiled graph finds its inputs there.
         return self._wrap(record, compiled, devices_of(example_inputs))
+
+    def _owner(self, graph_id: Any) -> DynamoGraph | None:
+        """The torch-level graph an Inductor compile of id ``graph_id`` was lowered from, if any.
+
+        A backward graph compiles at its first call, after its torch-level graph's compile
+        returned: Inductor's id of the compile, which its forward graph had, tells whose it is."""
+        owner = self._compiling if self._compiling is not None else self._owners.get(graph_id)
+        if owner is not None and graph_id is not None:
+            self._owners[graph_id] = owner
+        return owner
 
     def _wrap(self, record: CapturedGraph, compiled: Any, devices: set[torch.device]) -> Any:
         capture = self
@@ -614,7 +504,7 @@ class GraphCapture:
         record = DynamoGraph(
             next(self._dynamo_counter),
             *plain_graph(gm),
-            _user_frame(),
+            user_frame(),
             watch_round=self._round if self.watching else -1,
         )
         if self.watching:
@@ -631,19 +521,12 @@ class GraphCapture:
             if not capture.watching:
                 return compiled(*args)
             capture._enlist(record, capture.dynamo_graphs, capture._dynamo_counter)
-            if any(lowered.unrecordable is not None for lowered in record.lowered):
+            if not record.records_calls:
                 return compiled(*args)
             fresh, inputs = capture._note_call(record.calls, args, keep_grad=True)
-            if fresh and any(lowered.has_random_ops for lowered in record.lowered):
+            if fresh and record.lowers_random_ops:
                 record.rng_before_call = rng_states()
-            outer, capture._copies = (
-                capture._copies,
-                {
-                    id(value): (value, copied)
-                    for value, copied in zip(args, inputs, strict=False)
-                    if isinstance(value, torch.Tensor)
-                },
-            )
+            outer, capture._copies = capture._copies, _copies_by_id(args, inputs)
             try:
                 outputs = compiled(*args)
             finally:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile.common.leaves import INCONCLUSIVE
+from pytest_torchcompile.common.leaves import LeafRule
 from pytest_torchcompile.common.verdict import Comparison
 from pytest_torchcompile.judging.reordering import noise_floors, raise_floors
 
@@ -76,15 +76,7 @@ def conditioned(
     failing = comparison.failing_by_fp64_rule
     if not failing:
         return comparison, {}
-    nudged_errors: dict[str, float] = {}
-    for seed in range(1, NUDGED_RUNS + 1):
-        try:
-            results = nudged_run(seed)
-        except Exception:  # a computation that refuses nudged values: no sample, nothing lost
-            continue
-        for path, error in noise_floors(results, reference, reference, None).items():
-            if path in failing:
-                nudged_errors[path] = max(error, nudged_errors.get(path, 0.0))
+    nudged_errors = _nudged_errors(nudged_run, reference, failing)
     raise_floors(floors, deciding, nudged_errors, NUDGED_FLOOR)
     discontinuous = {
         leaf.path: nudged_errors[leaf.path]
@@ -94,6 +86,23 @@ def conditioned(
         and nudged_errors[leaf.path] >= CONDITIONING_SPREAD * leaf.rmse_eager
     }
     return judged_discontinuous(judge(floors, deciding), discontinuous), discontinuous
+
+
+def _nudged_errors(
+    nudged_run: Callable[[int], dict[str, Any]], reference: dict[str, Any], failing: list[str]
+) -> dict[str, float]:
+    """The largest error from fp64 of each ``failing`` output over :data:`NUDGED_RUNS` runs on
+    nudged inputs and weights (:func:`conditioned`)."""
+    nudged_errors: dict[str, float] = {}
+    for seed in range(1, NUDGED_RUNS + 1):
+        try:
+            results = nudged_run(seed)
+        except Exception:  # a computation that refuses nudged values: no sample, nothing lost
+            continue
+        for path, error in noise_floors(results, reference, reference, None).items():
+            if path in failing:
+                nudged_errors[path] = max(error, nudged_errors.get(path, 0.0))
+    return nudged_errors
 
 
 def judged_discontinuous(comparison: Comparison, discontinuous: dict[str, float]) -> Comparison:
@@ -106,7 +115,7 @@ def judged_discontinuous(comparison: Comparison, discontinuous: dict[str, float]
         dataclasses.replace(
             leaf,
             passed=True,
-            rule=INCONCLUSIVE,
+            rule=LeafRule.INCONCLUSIVE,
             detail=(
                 f"discontinuous here: inputs and weights nudged by a unit in the last place move "
                 f"it {discontinuous[leaf.path]:.3e} from fp64, eager {leaf.rmse_eager:.3e}, "

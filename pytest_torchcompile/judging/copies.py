@@ -60,27 +60,31 @@ def traced_layout(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[Any] 
     traced = [node.meta.get("val") for node in gm.graph.nodes if node.op == "placeholder"]
     if len(traced) != len(inputs):
         return None
-    relaid = list(inputs)
-    for index, (value, fake) in enumerate(zip(inputs, traced, strict=True)):
-        if not (
-            isinstance(value, torch.Tensor)
-            and isinstance(fake, torch.Tensor)
-            and value.layout == torch.strided
-            and fake.layout == torch.strided
-        ):
-            continue
-        stride = tuple(fake.stride())
-        if (
-            not all(type(size) is int for size in (*fake.shape, *stride))
-            or tuple(fake.shape) != tuple(value.shape)
-            or stride == value.stride()
-        ):
-            continue
-        copy = torch.empty_strided(value.shape, stride, dtype=value.dtype, device=value.device)
-        relaid[index] = viewed(
-            copy.copy_(unviewed(value.detach())), value.is_neg(), value.is_conj()
-        ).requires_grad_(value.requires_grad)
+    relaid = [_as_traced(value, fake) for value, fake in zip(inputs, traced, strict=True)]
     return relaid if any(new is not old for new, old in zip(relaid, inputs, strict=True)) else None
+
+
+def _as_traced(value: Any, fake: Any) -> Any:
+    """``value``, or a copy of it laid out as ``fake`` was traced where that layout differs and
+    is concrete (:func:`traced_layout`)."""
+    if not (
+        isinstance(value, torch.Tensor)
+        and isinstance(fake, torch.Tensor)
+        and value.layout == torch.strided
+        and fake.layout == torch.strided
+    ):
+        return value
+    stride = tuple(fake.stride())
+    if (
+        not all(type(size) is int for size in (*fake.shape, *stride))
+        or tuple(fake.shape) != tuple(value.shape)
+        or stride == value.stride()
+    ):
+        return value
+    copy = torch.empty_strided(value.shape, stride, dtype=value.dtype, device=value.device)
+    return viewed(
+        copy.copy_(unviewed(value.detach())), value.is_neg(), value.is_conj()
+    ).requires_grad_(value.requires_grad)
 
 
 def widened(value: Any) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from pytest_torchcompile.common.kinds import FailureKind
-from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.leaves import LeafResult, LeafRule
 from pytest_torchcompile.judging.copies import clone_values
 from pytest_torchcompile.judging.mutation import mutated_inputs
 from pytest_torchcompile.judging.precision import full_fp32_precision
@@ -143,7 +143,7 @@ def compare_graph_outputs(
                 (),
                 "",
                 False,
-                "metadata",
+                LeafRule.METADATA,
                 detail=f"compiled returned {len(outputs)} results, eager {len(eager)}",
             )
         ]
@@ -224,6 +224,30 @@ def _judge(
         )
     except Exception as error:
         return GraphVerdict(FailureKind.EAGER_ERROR, error=error_signature(error))
+    outputs = _compiled_results(gm, inputs, compiler, level, backward, mutated)
+    if isinstance(outputs, GraphVerdict):
+        return outputs
+    leaves = _judged_results(
+        gm, inputs, outputs, eager, fp64, tol, check_non_float, backward, mutated
+    )
+    failed = any(not leaf.passed for leaf in leaves)
+    return GraphVerdict(
+        FailureKind.ACCURACY if failed else None,
+        leaves,
+        reference="fp64" if fp64 is not None else "cosine",
+    )
+
+
+def _compiled_results(
+    gm: torch.fx.GraphModule,
+    inputs: Sequence[Any],
+    compiler: Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]] | None,
+    level: str,
+    backward: bool,
+    mutated: Sequence[int],
+) -> list[Any] | GraphVerdict:
+    """The compiled graph's results as :func:`run_graph` returns them, or the verdict of its
+    compile or runtime error."""
     try:
         if compiler is None:
             compiler = compile_dynamo_graph if level == DYNAMO else compile_graph
@@ -237,35 +261,40 @@ def _judge(
         synchronize(devices_of([*inputs, *outputs]))
     except Exception as error:
         return GraphVerdict(FailureKind.RUNTIME_ERROR, error=error_signature(error))
+    return outputs
+
+
+def _judged_results(
+    gm: torch.fx.GraphModule,
+    inputs: Sequence[Any],
+    outputs: Sequence[Any],
+    eager: Sequence[Any],
+    fp64: Sequence[Any] | None,
+    tol: float,
+    check_non_float: bool,
+    backward: bool,
+    mutated: Sequence[int],
+) -> list[LeafResult]:
+    """The compiled results judged (:func:`compare_graph_outputs`), but for the elements that are
+    no values: memory no op wrote and, in a failing training graph, gradients through a NaN."""
     unjudged = unwritten_elements(gm, inputs, backward, mutated)
     not_values = generator_state_outputs(gm)
-    leaves = compare_graph_outputs(
-        outputs,
-        eager,
-        fp64,
-        tol,
-        check_non_float,
-        unjudged=unjudged,
-        mutated=mutated,
-        not_values=not_values,
-    )
-    if backward and any(not leaf.passed for leaf in leaves):
-        # Found only for a failing training graph: it costs two more forward and backward runs.
-        through_nan = nan_dependent_gradients(gm, inputs, mutated, eager)
-        if through_nan is not None:
-            leaves = compare_graph_outputs(
-                outputs,
-                eager,
-                fp64,
-                tol,
-                check_non_float,
-                unjudged=either(unjudged, through_nan),
-                mutated=mutated,
-                not_values=not_values,
-            )
-    failed = any(not leaf.passed for leaf in leaves)
-    return GraphVerdict(
-        FailureKind.ACCURACY if failed else None,
-        leaves,
-        reference="fp64" if fp64 is not None else "cosine",
-    )
+
+    def judged(unjudged: Sequence[torch.Tensor | None] | None) -> list[LeafResult]:
+        return compare_graph_outputs(
+            outputs,
+            eager,
+            fp64,
+            tol,
+            check_non_float,
+            unjudged=unjudged,
+            mutated=mutated,
+            not_values=not_values,
+        )
+
+    leaves = judged(unjudged)
+    if not backward or all(leaf.passed for leaf in leaves):
+        return leaves
+    # Found only for a failing training graph: it costs two more forward and backward runs.
+    through_nan = nan_dependent_gradients(gm, inputs, mutated, eager)
+    return leaves if through_nan is None else judged(either(unjudged, through_nan))

@@ -12,12 +12,12 @@ module walks nested outputs and compares them leaf by leaf.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
 
-from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.leaves import LeafResult, LeafRule
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, Comparison
 from pytest_torchcompile.judging.rule import comparable
 from pytest_torchcompile.judging.tensor_comparison import (
@@ -41,33 +41,52 @@ def flatten_outputs(value: Any, path: str = "out", depth: int = 0) -> Iterator[t
 
     Other objects (a transformers ``DynamicCache``, say) are looked into through their attributes,
     so the tensors they hold are judged like any output."""
-    if isinstance(value, (torch.Tensor, *PLAIN_VALUES)):
+    items = None if isinstance(value, (torch.Tensor, *PLAIN_VALUES)) else _items(value, depth)
+    if items is None:
         yield path, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from flatten_outputs(item, f"{path}[{key!r}]", depth + 1)
-    elif isinstance(value, tuple) and hasattr(value, "_fields"):
-        for key in value._fields:
-            yield from flatten_outputs(getattr(value, key), f"{path}.{key}", depth + 1)
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            yield from flatten_outputs(item, f"{path}[{index}]", depth + 1)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for field in dataclasses.fields(value):
-            yield from flatten_outputs(
-                getattr(value, field.name), f"{path}.{field.name}", depth + 1
-            )
-    elif (
+        return
+    for step, item in items:
+        yield from flatten_outputs(item, path + step, depth + 1)
+
+
+def _items(value: Any, depth: int) -> Iterator[tuple[str, Any]] | None:
+    """What a nested output holds, each item with the step its path takes (``[0]``, ``.logits``);
+    None for a leaf (:func:`flatten_outputs`)."""
+    if isinstance(value, dict):
+        return _indexed(value.items())
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return _fields(value, value._fields)
+    if isinstance(value, list | tuple):
+        return _indexed(enumerate(value))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _fields(value, (field.name for field in dataclasses.fields(value)))
+    if _looked_into(value, depth):
+        return _attributes(value)
+    return None
+
+
+def _indexed(pairs: Iterable[tuple[Any, Any]]) -> Iterator[tuple[str, Any]]:
+    return ((f"[{key!r}]", item) for key, item in pairs)
+
+
+def _fields(value: Any, names: Iterable[str]) -> Iterator[tuple[str, Any]]:
+    return ((f".{name}", getattr(value, name)) for name in names)
+
+
+def _attributes(value: Any) -> Iterator[tuple[str, Any]]:
+    return ((f".{key}", item) for key, item in vars(value).items() if not key.startswith("_"))
+
+
+def _looked_into(value: Any, depth: int) -> bool:
+    """Whether an object of no known nesting is looked into through its public attributes: one
+    that holds some, not too deep (objects refer to one another), and no class, module or
+    callable."""
+    return (
         hasattr(value, "__dict__")
         and depth < MAX_OBJECT_DEPTH
         and not isinstance(value, (type, torch.nn.Module))
         and not callable(value)
-    ):
-        for key, item in vars(value).items():
-            if not key.startswith("_"):
-                yield from flatten_outputs(item, f"{path}.{key}", depth + 1)
-    else:
-        yield path, value
+    )
 
 
 def compare_outputs(
@@ -89,16 +108,10 @@ def compare_outputs(
     compiled_leaves = list(flatten_outputs(compiled, root))
     eager_leaves = list(flatten_outputs(eager, root))
     reference_leaves = list(flatten_outputs(reference, root)) if reference is not None else None
-    paths = [path for path, _ in eager_leaves]
-    if [path for path, _ in compiled_leaves] != paths or (
-        reference_leaves is not None and [path for path, _ in reference_leaves] != paths
-    ):
-        return Comparison(
-            [],
-            "output structure differs: compiled "
-            f"{[path for path, _ in compiled_leaves]} vs eager {paths}",
-        )
-    references = [value for _, value in reference_leaves or []] or [None] * len(paths)
+    structure_error = _structure_error(compiled_leaves, eager_leaves, reference_leaves)
+    if structure_error is not None:
+        return Comparison([], structure_error)
+    references = [value for _, value in reference_leaves or []] or [None] * len(eager_leaves)
     return Comparison(
         [
             _compare_leaf(
@@ -108,15 +121,34 @@ def compare_outputs(
                 reference_value,
                 tol,
                 check_non_float,
-                (unjudged or {}).get(path),
-                (noise or {}).get(path),
-                (noise_from or {}).get(path),
+                _at(unjudged, path),
+                _at(noise, path),
+                _at(noise_from, path),
             )
             for (path, compiled_value), (_, eager_value), reference_value in zip(
                 compiled_leaves, eager_leaves, references, strict=True
             )
         ]
     )
+
+
+def _structure_error(
+    compiled: list[tuple[str, Any]],
+    eager: list[tuple[str, Any]],
+    reference: list[tuple[str, Any]] | None,
+) -> str | None:
+    """How compiled outputs (or fp64's) are nested unlike eager's, or None where alike."""
+    paths = [path for path, _ in eager]
+    if [path for path, _ in compiled] == paths and (
+        reference is None or [path for path, _ in reference] == paths
+    ):
+        return None
+    return f"output structure differs: compiled {[path for path, _ in compiled]} vs eager {paths}"
+
+
+def _at(by_path: dict[str, Any] | None, path: str) -> Any:
+    """What an optional table by leaf path holds for ``path``, or None."""
+    return None if by_path is None else by_path.get(path)
 
 
 def _compare_leaf(
@@ -136,7 +168,7 @@ def _compare_leaf(
         if not isinstance(compiled, torch.Tensor):
             detail = f"compiled gave {type(compiled).__name__}"
             return LeafResult(
-                path, tuple(eager.shape), str(eager.dtype), False, "metadata", detail=detail
+                path, tuple(eager.shape), str(eager.dtype), False, LeafRule.METADATA, detail=detail
             )
         return compare_tensor(
             path,
@@ -165,14 +197,14 @@ def _compare_plain_value(
             check_non_float,
         )
     if not isinstance(eager, PLAIN_VALUES):
-        return LeafResult(path, (), type(eager).__name__, True, "not compared (opaque object)")
+        return LeafResult(path, (), type(eager).__name__, True, LeafRule.NOT_COMPARED)
     same = compiled == eager
     return LeafResult(
         path,
         (),
         type(eager).__name__,
         bool(same) or not check_non_float,
-        "exact",
+        LeafRule.EXACT,
         detail="" if same else f"compiled {compiled!r} != eager {eager!r}",
     )
 
@@ -196,20 +228,20 @@ def first_disagreement(first: Any, second: Any, tol: float, root: str = "out") -
     if [p for p, _ in first_leaves] != [p for p, _ in second_leaves]:
         return f"{root} (its structure)"
     for (path, a), (_, b) in zip(first_leaves, second_leaves, strict=True):
-        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-            if a.shape != b.shape or a.dtype != b.dtype:
-                return path
-            if a.is_floating_point() or a.is_complex():
-                if not torch.allclose(
-                    comparable(a.detach()),
-                    comparable(b.detach().to(a.device)),
-                    atol=tol,
-                    rtol=tol,
-                    equal_nan=True,
-                ):
-                    return path
-            elif not torch.equal(a, b.to(a.device)):
-                return path
-        elif isinstance(a, PLAIN_VALUES) and a != b:
+        if _leaf_disagrees(a, b, tol):
             return path
     return None
+
+
+def _leaf_disagrees(a: Any, b: Any, tol: float) -> bool:
+    """:func:`first_disagreement` of one leaf."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return isinstance(a, PLAIN_VALUES) and a != b
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return True
+    b = b.detach().to(a.device)
+    if a.is_floating_point() or a.is_complex():
+        return not torch.allclose(
+            comparable(a.detach()), comparable(b), atol=tol, rtol=tol, equal_nan=True
+        )
+    return not torch.equal(a, b)

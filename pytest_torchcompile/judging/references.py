@@ -35,26 +35,40 @@ def run_graph(
     them. ``copied``: ``inputs`` are already such copies, made for this run alone (detached, the
     floating ones that require grad leaves that do), and are used as they are."""
     if not backward:
-        # A graph that writes into no argument runs on the inputs themselves: a copy of them
-        # (a model's weights) would sit beside the copy the caller keeps.
-        args = list(inputs) if copied or not may_write(module) else clone_values(inputs)
-        with torch.no_grad():
-            return [*module(*args), *(args[index] for index in mutated)]
+        return _run_forward(module, inputs, mutated, copied)
     args = list(inputs) if copied else clone_values(inputs, keep_grad=True)
     written = [args[index] for index in mutated]
     with torch.enable_grad():
         outputs = list(module(*args))
         wrt = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-        floating = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]
-        if not floating:
-            return [o.detach() if isinstance(o, torch.Tensor) else o for o in [*outputs, *written]]
-        loss = torch.stack([o.float().sum() for o in floating]).sum()
-        grads = torch.autograd.grad(loss, wrt, allow_unused=True)
-    return (
-        [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]
-        + [g if g is not None else torch.zeros_like(a) for a, g in zip(wrt, grads, strict=True)]
-        + [value.detach() for value in written]
-    )
+        gradients = _gradients(outputs, wrt)
+    return [*_detached(outputs), *gradients, *_detached(written)]
+
+
+def _run_forward(
+    module: Callable[..., Any], inputs: Sequence[Any], mutated: Sequence[int], copied: bool
+) -> list[Any]:
+    """:func:`run_graph` without the backward."""
+    # A graph that writes into no argument runs on the inputs themselves: a copy of them (a
+    # model's weights) would sit beside the copy the caller keeps.
+    args = list(inputs) if copied or not may_write(module) else clone_values(inputs)
+    with torch.no_grad():
+        return [*module(*args), *(args[index] for index in mutated)]
+
+
+def _gradients(outputs: Sequence[Any], wrt: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The gradients of the summed floating outputs with respect to ``wrt``, zeros where none
+    flows; none where no output requires grad."""
+    floating = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]
+    if not floating:
+        return []
+    loss = torch.stack([o.float().sum() for o in floating]).sum()
+    grads = torch.autograd.grad(loss, wrt, allow_unused=True)
+    return [g if g is not None else torch.zeros_like(a) for a, g in zip(wrt, grads, strict=True)]
+
+
+def _detached(values: Sequence[Any]) -> list[Any]:
+    return [v.detach() if isinstance(v, torch.Tensor) else v for v in values]
 
 
 def reference_outputs(
@@ -157,8 +171,10 @@ def either(
     first: Sequence[torch.Tensor | None] | None, second: Sequence[torch.Tensor | None] | None
 ) -> list[torch.Tensor | None] | None:
     """Per result, the elements that one list of masks or the other marks."""
-    if first is None or second is None:
-        return None if first is None and second is None else list(first or second or ())
+    if first is None:
+        return None if second is None else list(second)
+    if second is None:
+        return list(first)
     return [
         a if b is None else b if a is None else a | b for a, b in zip(first, second, strict=True)
     ]

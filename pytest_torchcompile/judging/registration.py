@@ -19,13 +19,7 @@ def register_ops(required: Sequence[tuple[str, str | None, str | None]]) -> str 
         namespace, name = qualname.split("::", 1)
         if module is not None and not _has_op(namespace, name):
             try:
-                try:
-                    importlib.import_module(module)
-                except ModuleNotFoundError:
-                    if not search_path or search_path in sys.path:
-                        raise
-                    sys.path.append(search_path)
-                    importlib.import_module(module)
+                _import_registering(module, search_path)
             except Exception as error:
                 return (
                     f"op torch.ops.{namespace}.{name} is registered by module {module}, which does not "
@@ -39,6 +33,17 @@ def register_ops(required: Sequence[tuple[str, str | None, str | None]]) -> str 
             )
             return f"op torch.ops.{namespace}.{name} is missing: {where}"
     return None
+
+
+def _import_registering(module: str, search_path: str | None) -> None:
+    """Import ``module``, from ``search_path`` where it is not found on ``sys.path``."""
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError:
+        if not search_path or search_path in sys.path:
+            raise
+        sys.path.append(search_path)
+        importlib.import_module(module)
 
 
 def _has_op(namespace: str, name: str) -> bool:

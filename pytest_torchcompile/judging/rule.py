@@ -13,6 +13,8 @@ import re
 
 import torch
 
+from pytest_torchcompile.common.leaves import LeafRule
+
 
 # fmt: off
 # Embedded in compact repro files (repros/compact.py), which stay within the line count of
@@ -30,6 +32,8 @@ def wider_than_float8(dtype: torch.dtype) -> torch.dtype | None: return (torch.f
 def comparable(value: torch.Tensor) -> torch.Tensor: return value.to(wider) if (wider := wider_than_float8(value.dtype)) is not None else torch.view_as_real(value.resolve_conj().resolve_neg()) if value.is_complex() else value.resolve_neg()
 
 
+# The rules it names are LeafRule's values, spelled out: a compact file embeds this function
+# without common/leaves.py (a LeafRule equals its string; tests/unit/judging holds them equal).
 def leaf_verdict(compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor | None, tol: float,
                  check_non_float: bool = True) -> tuple[bool, str, tuple[float, ...]]:
     """Whether ``compiled`` passes, by which part of the rule, and the figures it weighed.
@@ -138,7 +142,7 @@ def inconclusive_reason(
 
     The compact form of a minified repro judges by :func:`leaf_verdict` alone: its graph failed
     this fuller rule, and stays failed without it."""
-    if reference is None or how != "non-finite pattern":
+    if reference is None or how != LeafRule.NON_FINITE:
         return None
     dtype = str(eager.dtype).replace("torch.", "")
     if _overflow_at_range_edge(compiled, eager, reference):

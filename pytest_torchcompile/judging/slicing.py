@@ -40,6 +40,32 @@ class _RecordingInterpreter(torch.fx.Interpreter):
         return result
 
 
+def _unit_of_each(nodes: Sequence[torch.fx.Node]) -> dict[torch.fx.Node, str]:
+    """The unit (see :class:`GraphSlicer`) of each op node, named after its op: a ``getitem``
+    that unpacks another unit's result belongs to that unit."""
+    unit_of: dict[torch.fx.Node, str] = {}
+    for node in nodes:
+        if node.op not in OP_NODES:
+            continue
+        source = node.args[0] if node.args else None
+        unpacks = (
+            node.target is operator.getitem
+            and isinstance(source, torch.fx.Node)
+            and source in unit_of
+        )
+        unit_of[node] = unit_of[source] if unpacks else node.name  # type: ignore[index]
+    return unit_of
+
+
+def _consumers_of_each(producers: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The units that read a value of each unit, from the units each reads of (``producers``)."""
+    consumers: dict[str, set[str]] = {unit: set() for unit in producers}
+    for unit, read in producers.items():
+        for producer in read:
+            consumers[producer].add(unit)
+    return consumers
+
+
 class GraphSlicer:
     """Cuts candidate graphs out of one graph, feeding every cut edge with its real value.
 
@@ -54,26 +80,26 @@ class GraphSlicer:
         self.gm = gm
         nodes = list(gm.graph.nodes)
         self._position = {node: index for index, node in enumerate(nodes)}
+        self.unit_of = _unit_of_each(nodes)
         self.units: dict[str, list[torch.fx.Node]] = {}
-        self.unit_of: dict[torch.fx.Node, str] = {}
-        for node in nodes:
-            if node.op not in OP_NODES:
-                continue
-            source = node.args[0] if node.args else None
-            unpacks = (
-                node.target is operator.getitem
-                and isinstance(source, torch.fx.Node)
-                and source in self.unit_of
-            )
-            unit = self.unit_of[source] if unpacks else node.name  # type: ignore[index]
+        for node, unit in self.unit_of.items():
             self.units.setdefault(unit, []).append(node)
-            self.unit_of[node] = unit
         self.order = list(self.units)
         self._rank = {unit: index for index, unit in enumerate(self.order)}
         self.outputs = {
             node for node in nodes if node.op == "output" for node in node.all_input_nodes
         }
-        self.producers = {
+        self.producers = self._producers_of_each()
+        self.consumers = _consumers_of_each(self.producers)
+        self.values = (
+            self._eager_values(inputs)
+            if inputs is not None
+            else {node: node.meta.get("val") for node in nodes}
+        )
+
+    def _producers_of_each(self) -> dict[str, set[str]]:
+        """The units each unit reads a value of."""
+        return {
             unit: {
                 self.unit_of[arg]
                 for node in members
@@ -82,15 +108,6 @@ class GraphSlicer:
             }
             for unit, members in self.units.items()
         }
-        self.consumers: dict[str, set[str]] = {unit: set() for unit in self.units}
-        for unit, producers in self.producers.items():
-            for producer in producers:
-                self.consumers[producer].add(unit)
-        self.values = (
-            self._eager_values(inputs)
-            if inputs is not None
-            else {node: node.meta.get("val") for node in nodes}
-        )
 
     def _eager_values(self, inputs: Sequence[Any]) -> dict[torch.fx.Node, Any]:
         interpreter = _RecordingInterpreter(self.gm)
@@ -240,21 +257,21 @@ class GraphSlicer:
         bases: dict[torch.fx.Node, torch.fx.Node] = {}
         for node in self.unit_of:
             base = node.args[0] if node.args else None
-            if (
-                not isinstance(base, torch.fx.Node)
-                or not is_view_op(node.target)
-                or node.target is torch.ops.aten.as_strided.default
-            ):
-                continue
-            value, base_value = self.values.get(node), self.values.get(base)
-            if (
-                isinstance(value, torch.Tensor)
-                and isinstance(base_value, torch.Tensor)
-                and value.dtype == base_value.dtype
-                and value.numel() == base_value.numel()
-            ):
+            if isinstance(base, torch.fx.Node) and self._rearranges_all_of(node, base):
                 bases[node] = base
         return bases
+
+    def _rearranges_all_of(self, node: torch.fx.Node, base: torch.fx.Node) -> bool:
+        """Whether ``node`` is a view of ``base`` holding all of its elements in its dtype."""
+        if not is_view_op(node.target) or node.target is torch.ops.aten.as_strided.default:
+            return False
+        value, base_value = self.values.get(node), self.values.get(base)
+        return (
+            isinstance(value, torch.Tensor)
+            and isinstance(base_value, torch.Tensor)
+            and value.dtype == base_value.dtype
+            and value.numel() == base_value.numel()
+        )
 
     def neighbourhood(self, centre: str, radius: int, within: Selection) -> Selection:
         """Units at most ``radius`` producer/consumer steps from ``centre``, inside ``within``."""

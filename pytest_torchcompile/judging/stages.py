@@ -12,6 +12,7 @@ leaving vectorisation out cures it. The graph is minimal, so this costs a few sm
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -310,19 +311,7 @@ def _culprit(stages: _Stages, step: str, compiler: Compiler, everything: _Skippe
     bisector does, in log2(parts) compiles; its last part is then switched off alone, and each
     other part alone, so that a part is named only where it alone is shown to be at fault."""
     parts = everything.seen
-    passing, failing = 0, len(parts)
-    while failing - passing > 1:
-        middle = (passing + failing) // 2
-        skipped = parts[:middle]
-        label = skipped[0] if middle == 1 else f"{skipped[0]} .. {skipped[-1]}"
-        if stages.fails(
-            f"{step} {label}",
-            compiler,
-            skip=_Skipper(everything.backend, everything.subsystem, set(skipped)),
-        ):
-            passing = middle
-        else:
-            failing = middle
+    failing = _curing_prefix(stages, step, compiler, everything)
     if failing == 0:
         return _Culprit([])
     last = parts[failing - 1]
@@ -338,14 +327,40 @@ def _culprit(stages: _Stages, step: str, compiler: Compiler, everything: _Skippe
         return _Culprit(
             [], f"switching off {parts[0]} .. {last} together removes it; {last} alone does not"
         )
-    others = [part for part in parts if part != last]
-    if len(parts) <= _MOST_PARTS_TRIED_ALONE:
-        curing = [part for part in others if cures(part)]
-        if curing:
-            return _Culprit(
-                [], f"switching off {last} alone removes it, and so does {', '.join(curing)} alone"
-            )
+    curing = _others_curing(parts, last, cures)
+    if curing:
+        return _Culprit(
+            [], f"switching off {last} alone removes it, and so does {', '.join(curing)} alone"
+        )
     return _Culprit([last])
+
+
+def _others_curing(parts: list[str], last: str, cures: Callable[[str], bool]) -> list[str]:
+    """The parts other than ``last`` whose switching off alone cures the failure too; none
+    tried beyond :data:`_MOST_PARTS_TRIED_ALONE` parts."""
+    if len(parts) > _MOST_PARTS_TRIED_ALONE:
+        return []
+    return [part for part in parts if part != last and cures(part)]
+
+
+def _curing_prefix(stages: _Stages, step: str, compiler: Compiler, everything: _Skipper) -> int:
+    """The length of the shortest prefix of the parts :func:`_culprit` weighs whose switching off
+    cures the failure, found by bisection (0: none was needed, which a flaky failure gives)."""
+    parts = everything.seen
+    passing, failing = 0, len(parts)
+    while failing - passing > 1:
+        middle = (passing + failing) // 2
+        skipped = parts[:middle]
+        label = skipped[0] if middle == 1 else f"{skipped[0]} .. {skipped[-1]}"
+        if stages.fails(
+            f"{step} {label}",
+            compiler,
+            skip=_Skipper(everything.backend, everything.subsystem, set(skipped)),
+        ):
+            passing = middle
+        else:
+            failing = middle
+    return failing
 
 
 def _op_names(reprs: Iterable[str]) -> list[str]:
@@ -362,35 +377,77 @@ def _op_names(reprs: Iterable[str]) -> list[str]:
 def _within_inductor(
     stages: _Stages, compiler: Compiler, passes: Sequence[str], config: dict[str, Any]
 ) -> StageAttribution:
+    finders = (
+        functools.partial(_in_pass_subsystem, stages, compiler, passes),
+        functools.partial(_graph_pass, stages, compiler),
+        functools.partial(_in_fusion, stages, compiler),
+        functools.partial(_in_lowerings, stages, compiler, config),
+        functools.partial(_in_config, stages, compiler, config),
+    )
+    for finder in finders:
+        found = finder()
+        if found is not None:
+            return found
+    return stages.result(
+        "inductor",
+        "deviation appears in Inductor; no subsystem it can switch off "
+        "(graph passes, fusion, lowerings, config) isolates it",
+    )
+
+
+def _in_pass_subsystem(
+    stages: _Stages, compiler: Compiler, passes: Sequence[str]
+) -> StageAttribution | None:
+    """The first of Inductor's subsystems of graph passes whose switching off cures the failure,
+    with the pass that alone does where one does (:func:`_culprit`); None where none cures it."""
     for subsystem in passes:
         everything = _Skipper("inductor", subsystem)
-        if not stages.fails(f"inductor without {subsystem}", compiler, skip=everything):
-            culprit = _culprit(stages, "inductor without", compiler, everything)
-            label = subsystem.replace("_", "-").replace("-passes", " passes")
-            detail = (
-                f": {', '.join(culprit.named)}"
-                if culprit.named
-                else f" ({culprit.shown}; no one pass alone shown at fault)"
-                if culprit.shown
-                else ""
-            )
-            return stages.result(
-                f"inductor.{subsystem}",
-                f"deviation appears in Inductor's {label}{detail}",
-                culprit.named,
-            )
-    found = _graph_pass(stages, compiler)
-    if found is not None:
-        return found
+        if stages.fails(f"inductor without {subsystem}", compiler, skip=everything):
+            continue
+        culprit = _culprit(stages, "inductor without", compiler, everything)
+        label = subsystem.replace("_", "-").replace("-passes", " passes")
+        detail = (
+            f": {', '.join(culprit.named)}"
+            if culprit.named
+            else f" ({culprit.shown}; no one pass alone shown at fault)"
+            if culprit.shown
+            else ""
+        )
+        return stages.result(
+            f"inductor.{subsystem}",
+            f"deviation appears in Inductor's {label}{detail}",
+            culprit.named,
+        )
+    return None
+
+
+def _in_fusion(stages: _Stages, compiler: Compiler) -> StageAttribution | None:
+    """Inductor's fusion of kernels where keeping every op in a kernel of its own cures the
+    failure of a graph of more than one op; else None."""
     if _op_count(stages.gm) > 1 and not stages.fails(
         "inductor without fusion", compiler, config={"max_fusion_size": 1}
     ):
         return stages.result(
             "inductor.fusion", "deviation appears when Inductor fuses its kernels (scheduler)"
         )
+    return None
+
+
+def _in_lowerings(
+    stages: _Stages, compiler: Compiler, config: dict[str, Any]
+) -> StageAttribution | None:
+    """The lowering at fault where every op falling back to aten cures the failure; else None."""
     everything = _Skipper("inductor", "lowerings")
-    if not stages.fails("inductor with every op falling back to aten", compiler, skip=everything):
-        return _lowered(stages, compiler, everything, config)
+    if stages.fails("inductor with every op falling back to aten", compiler, skip=everything):
+        return None
+    return _lowered(stages, compiler, everything, config)
+
+
+def _in_config(
+    stages: _Stages, compiler: Compiler, config: dict[str, Any]
+) -> StageAttribution | None:
+    """The Inductor config whose default (one the case sets) or whose change (one the bisector
+    tries) cures the failure; else None."""
     for name, value in _non_codegen_config(config):
         if not stages.fails_at_default(name, compiler):
             return stages.result(
@@ -405,11 +462,7 @@ def _within_inductor(
                 f"deviation disappears with Inductor config {_assignments(change)}",
                 [_assignments(change)],
             )
-    return stages.result(
-        "inductor",
-        "deviation appears in Inductor; no subsystem it can switch off "
-        "(graph passes, fusion, lowerings, config) isolates it",
-    )
+    return None
 
 
 def _graph_pass(stages: _Stages, compiler: Compiler) -> StageAttribution | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile.common.leaves import FP64_RULE, INCONCLUSIVE, LeafResult
+from pytest_torchcompile.common.leaves import LeafResult, LeafRule
 from pytest_torchcompile.judging.rule import (
     RESOLUTION_EPSILONS,
     comparable,
@@ -77,20 +77,44 @@ def compare_tensor(
     channels-last inputs)."""
     shape = tuple(eager.shape)
     dtype = str(eager.dtype).replace("torch.", "")
-    # Judged where the compiled tensor is: a probe returns hundreds of activations, and copying
-    # them to the host to judge them there cost a CNN's probe seconds. A device without float64
-    # (MPS) is judged on the host.
-    judged_on = compiled.device if compiled.device.type in ("cpu", "cuda") else torch.device("cpu")
-    compiled = compiled.detach().to(judged_on)
-    eager = eager.detach().to(judged_on)
-    reference = reference.detach().to(judged_on) if reference is not None else None
+    compiled, eager, reference = _on_judging_device(compiled, eager, reference)
     if tuple(compiled.shape) != shape or compiled.dtype != eager.dtype:
         gave = (
             f"compiled gave {tuple(compiled.shape)} {compiled.dtype}, eager {shape} {eager.dtype}"
         )
         if tuple(compiled.shape) != shape:
-            return LeafResult(path, shape, dtype, False, "metadata", detail=gave)
+            return LeafResult(path, shape, dtype, False, LeafRule.METADATA, detail=gave)
         return _wrong_dtype(path, dtype, gave, compiled, eager, reference, tol)
+    return _compare_alike(path, compiled, eager, reference, tol, check_non_float, noise, noise_from)
+
+
+def _on_judging_device(
+    compiled: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The three results, detached, where they are judged: where the compiled tensor is (a probe
+    returns hundreds of activations, and copying them to the host to judge them there cost a
+    CNN's probe seconds); on the host for a device without float64 (MPS)."""
+    judged_on = compiled.device if compiled.device.type in ("cpu", "cuda") else torch.device("cpu")
+    return (
+        compiled.detach().to(judged_on),
+        eager.detach().to(judged_on),
+        reference.detach().to(judged_on) if reference is not None else None,
+    )
+
+
+def _compare_alike(
+    path: str,
+    compiled: torch.Tensor,
+    eager: torch.Tensor,
+    reference: torch.Tensor | None,
+    tol: float,
+    check_non_float: bool,
+    noise: float | None,
+    noise_from: str | None,
+) -> LeafResult:
+    """:func:`compare_tensor` of a compiled result of eager's shape and dtype."""
+    shape = tuple(eager.shape)
+    dtype = str(eager.dtype).replace("torch.", "")
     # Judged as the format's values, in a dtype that holds them and has the kernels the rule
     # needs; the format's resolution stays its own.
     result_dtype = eager.dtype
@@ -99,19 +123,17 @@ def compare_tensor(
     kept = precision_kept(eager, reference)
     reference = None if kept else reference
     passed, how, figures = leaf_verdict(compiled, eager, reference, tol, check_non_float)
-    how = (
-        f"cosine vs eager (the fp64 run kept {dtype})" if kept and how.startswith("cosine") else how
-    )
-    if how in ("not checked (non-floating)", "empty", "allclose"):
-        return LeafResult(path, shape, dtype, passed, how)
-    if how == "exact":
+    rule = LeafRule.COSINE_KEPT if kept and how == LeafRule.COSINE else LeafRule(how)
+    if rule in (LeafRule.NOT_CHECKED, LeafRule.EMPTY, LeafRule.ALLCLOSE):
+        return LeafResult(path, shape, dtype, passed, rule)
+    if rule is LeafRule.EXACT:
         return _exact_result(path, shape, dtype, compiled, eager, passed, figures)
-    if how == "non-finite pattern":
+    if rule is LeafRule.NON_FINITE:
         return _non_finite_result(path, shape, dtype, compiled, eager, reference, tol)
     if reference is None:
         worst, where = _worst_element(compiled, eager)
         detail = f"cosine similarity {figures[0]:.5f}"
-        return LeafResult(path, shape, dtype, passed, how, None, None, None, worst, where, detail)
+        return LeafResult(path, shape, dtype, passed, rule, None, None, None, worst, where, detail)
     return _fp64_result(
         path,
         shape,
@@ -137,7 +159,7 @@ def _exact_result(
     passed: bool,
     figures: tuple[float, ...],
 ) -> LeafResult:
-    """An integer or bool result, judged by the rule "exact"."""
+    """An integer or bool result, judged by the rule :attr:`LeafRule.EXACT`."""
     worst, where = _worst_element(compiled, eager)
     detail = _exact_detail(int((compiled != eager).sum()), eager.numel(), passed, figures)
     return LeafResult(
@@ -145,7 +167,7 @@ def _exact_result(
         shape,
         dtype,
         passed,
-        "exact",
+        LeafRule.EXACT,
         max_abs_error=worst,
         max_error_index=where,
         detail=detail,
@@ -163,15 +185,14 @@ def _non_finite_result(
 ) -> LeafResult:
     """A result whose NaNs and infinities differ from eager's not as fp64's do: it fails, unless
     no result in its dtype could be judged (:func:`rule.inconclusive_reason`)."""
-    how = "non-finite pattern"
     worst, where = _worst_element(compiled, eager)
-    reason = inconclusive_reason(compiled, eager, reference, how, tol)
+    reason = inconclusive_reason(compiled, eager, reference, LeafRule.NON_FINITE, tol)
     return LeafResult(
         path,
         shape,
         dtype,
         reason is not None,
-        how if reason is None else INCONCLUSIVE,
+        LeafRule.NON_FINITE if reason is None else LeafRule.INCONCLUSIVE,
         max_abs_error=worst,
         max_error_index=where,
         detail=(
@@ -219,7 +240,7 @@ def _fp64_result(
         shape,
         dtype,
         passed,
-        FP64_RULE,
+        LeafRule.FP64,
         rmse_compiled=compiled_error,
         rmse_eager=eager_error,
         multiplier=multiplier,
@@ -275,16 +296,7 @@ def _wrong_dtype(
     changes none), else in a dtype that holds both,
     where values out of the expected range differ as they are (torch promotes no float8 dtype:
     its wider dtype, :func:`rule.wider_than_float8`, stands for it)."""
-    fits = (compiled.is_floating_point() and eager.is_floating_point()) or _cast_keeps(
-        compiled, eager.dtype
-    )
-    common = (
-        eager.dtype
-        if fits
-        else torch.promote_types(
-            *(wider_than_float8(value.dtype) or value.dtype for value in (compiled, eager))
-        )
-    )
+    common = _dtype_holding_both(compiled, eager)
     if reference is not None and common.is_complex and not reference.is_complex():
         reference = reference.to(torch.promote_types(reference.dtype, common))
     values = compare_tensor(
@@ -296,13 +308,25 @@ def _wrong_dtype(
         values.shape,
         dtype,
         False,
-        "metadata",
+        LeafRule.METADATA,
         rmse_compiled=values.rmse_compiled,
         rmse_eager=values.rmse_eager,
         multiplier=values.multiplier,
         max_abs_error=values.max_abs_error,
         max_error_index=values.max_error_index,
         detail=f"{gave}; as {str(common).replace('torch.', '')} the values {verdict}",
+    )
+
+
+def _dtype_holding_both(compiled: torch.Tensor, eager: torch.Tensor) -> torch.dtype:
+    """The dtype a result of the wrong dtype is judged in (:func:`_wrong_dtype`)."""
+    fits = (compiled.is_floating_point() and eager.is_floating_point()) or _cast_keeps(
+        compiled, eager.dtype
+    )
+    if fits:
+        return eager.dtype
+    return torch.promote_types(
+        *(wider_than_float8(value.dtype) or value.dtype for value in (compiled, eager))
     )
 
 

@@ -24,8 +24,8 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.judging import judge as standalone
-from pytest_torchcompile.judging.capture import HostTensor
 from pytest_torchcompile.judging.case import ReproCase
+from pytest_torchcompile.judging.host_copy import HostTensor
 from pytest_torchcompile.repros.compact import (
     render_compact,
 )

@@ -80,19 +80,23 @@ def _digest(text: str) -> str:
 def _module_code(module_name: str, namespace: dict[str, Any]) -> Iterator[str]:
     for name, value in sorted(namespace.items()):
         if isinstance(value, type):
-            if value.__module__ != module_name:
-                continue
-            for member_name, member in sorted(vars(value).items()):
-                if isinstance(member, (staticmethod, classmethod)):
-                    member = member.__func__
-                elif isinstance(member, property):
-                    member = member.fget
-                if isinstance(member, functools.partial) and _ROUTED_ORIGINAL in member.keywords:
-                    continue
-                if _is_code(member):
-                    yield f"{name}.{member_name} = {_code_identity(member)}"
+            if value.__module__ == module_name:
+                yield from _class_code(name, value)
         elif _is_code(value):
             yield f"{name} = {_code_identity(value)}"
+
+
+def _class_code(name: str, cls: type) -> Iterator[str]:
+    """The code of a class's methods, static and class methods and property getters."""
+    for member_name, member in sorted(vars(cls).items()):
+        if isinstance(member, (staticmethod, classmethod)):
+            member = member.__func__
+        elif isinstance(member, property):
+            member = member.fget
+        if isinstance(member, functools.partial) and _ROUTED_ORIGINAL in member.keywords:
+            continue
+        if _is_code(member):
+            yield f"{name}.{member_name} = {_code_identity(member)}"
 
 
 _ROUTED_ORIGINAL = "_original_impl"

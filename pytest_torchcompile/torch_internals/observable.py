@@ -61,16 +61,22 @@ def _present() -> list[tuple[Any, str]]:
         for name in names
         if hasattr(sys.modules[module], name)
     ]
+    return present + _present_metrics()
+
+
+def _present_metrics() -> list[tuple[Any, str]]:
+    """The records of Inductor's metrics module, where it is imported: its public counters and
+    tables."""
     metrics = sys.modules.get(_METRICS)
-    if metrics is not None:
-        present += [
-            (metrics, name)
-            for name, value in vars(metrics).items()
-            if name.islower()
-            and not name.startswith("_")
-            and isinstance(value, int | float | list | dict | set)
-        ]
-    return present
+    if metrics is None:
+        return []
+    return [
+        (metrics, name)
+        for name, value in vars(metrics).items()
+        if name.islower()
+        and not name.startswith("_")
+        and isinstance(value, int | float | list | dict | set)
+    ]
 
 
 class _Count:
@@ -103,17 +109,23 @@ def _restore(module: Any, name: str, saved: Any) -> None:
         if saved.start is not None:
             setattr(module, name, itertools.count(saved.start))
     elif isinstance(current, dict):
-        for key in [key for key in current if key not in saved]:
-            del current[key]
-        for key, value in saved.items():
-            if isinstance(current.get(key), dict | list | set):
-                _refill(current[key], value)
-            else:
-                current[key] = value
+        _restore_table(current, saved)
     elif isinstance(current, list | set | collections.deque):
         _refill(current, saved)
     else:
         setattr(module, name, saved)
+
+
+def _restore_table(current: dict[Any, Any], saved: dict[Any, Any]) -> None:
+    """A dict record holding ``saved``'s keys and values again, each inner container the same
+    object."""
+    for key in [key for key in current if key not in saved]:
+        del current[key]
+    for key, value in saved.items():
+        if isinstance(current.get(key), dict | list | set):
+            _refill(current[key], value)
+        else:
+            current[key] = value
 
 
 def _refill(container: Any, saved: Any) -> None:

@@ -101,12 +101,30 @@ def _op_module(target: Any, qualname: str) -> str | None:
     namespace, name = qualname.split("::", 1)
     if isinstance(target, torch._ops.HigherOrderOperator):
         return type(target).__module__
-    if namespace == "prims":
-        # Inductor's prims (the low-memory max pool MaxPool2d lowers to, say) exist only once
-        # this module is imported; compiling imports it, tracing a repro's graph does not.
-        inductor_prims = sys.modules.get(_INDUCTOR_PRIMS) or _imported(_INDUCTOR_PRIMS)
-        if inductor_prims is not None and name in vars(inductor_prims):
-            return inductor_prims.__name__
+    found = (
+        (_inductor_prim_module(name) if namespace == "prims" else None)
+        or _custom_op_module(qualname)
+        or _registering_module(qualname)
+    )
+    if found is not None:
+        return found
+    top_level = sys.modules.get(namespace)
+    return namespace if top_level is not None and getattr(top_level, "__file__", None) else None
+
+
+def _inductor_prim_module(name: str) -> str | None:
+    """Inductor's prims module where it defines the prim ``name``."""
+    # Inductor's prims (the low-memory max pool MaxPool2d lowers to, say) exist only once this
+    # module is imported; compiling imports it, tracing a repro's graph does not.
+    inductor_prims = sys.modules.get(_INDUCTOR_PRIMS) or _imported(_INDUCTOR_PRIMS)
+    if inductor_prims is not None and name in vars(inductor_prims):
+        return inductor_prims.__name__
+    return None
+
+
+def _custom_op_module(qualname: str) -> str | None:
+    """The module whose function defined the custom op (``torch.library.custom_op``), outside
+    torch and ``__main__``."""
     opdef = getattr(getattr(torch._library, "custom_ops", None), "OPDEFS", {}).get(qualname)
     defined_by = getattr(getattr(opdef, "_init_fn", None), "__module__", None)
     if (
@@ -115,6 +133,12 @@ def _op_module(target: Any, qualname: str) -> str | None:
         and not defined_by.startswith("torch.")
     ):
         return defined_by
+    return None
+
+
+def _registering_module(qualname: str) -> str | None:
+    """The module of the file the dispatcher says registered the op, where that is no file of
+    torch's that registers ops on behalf of another module (:data:`_LIBRARY_FILES`)."""
     dispatch_dump = getattr(torch._C, "_dispatch_dump", None)
     try:
         dump = dispatch_dump(qualname) if dispatch_dump is not None else ""
@@ -122,11 +146,8 @@ def _op_module(target: Any, qualname: str) -> str | None:
         dump = ""
     registered = re.search(r"^debug: registered at (.+\.py):\d+$", dump, re.MULTILINE)
     if registered and not _LIBRARY_FILES.search(registered.group(1).replace("\\", "/")):
-        module = _module_of_file(registered.group(1))
-        if module is not None:
-            return module
-    top_level = sys.modules.get(namespace)
-    return namespace if top_level is not None and getattr(top_level, "__file__", None) else None
+        return _module_of_file(registered.group(1))
+    return None
 
 
 _INDUCTOR_PRIMS = "torch._inductor.inductor_prims"
@@ -323,18 +344,32 @@ def can_mask_a_deviation(target: Any, inputs: list[Any], result: Any) -> bool:
         return False
     if name in _SELECTING_OR_SATURATING or rounds_to_steps(target):
         return True
-    results = [
+    results = _tensors_of(result)
+    return _narrows(results, floating) or _drops_elements(name, results, floating)
+
+
+def _tensors_of(result: Any) -> list[torch.Tensor]:
+    """The tensors an op returned, alone or among several results."""
+    return [
         value
         for value in (result if isinstance(result, (tuple, list)) else (result,))
         if isinstance(value, torch.Tensor)
     ]
+
+
+def _narrows(results: list[torch.Tensor], floating: list[torch.Tensor]) -> bool:
+    """Whether a result is not floating, or in a coarser dtype than the finest floating input."""
     finest = min(torch.finfo(value.dtype).eps for value in floating)
-    if any(
+    return any(
         not (value.is_floating_point() or value.is_complex())
         or torch.finfo(value.dtype).eps > finest
         for value in results
-    ):
-        return True
+    )
+
+
+def _drops_elements(name: str, results: list[torch.Tensor], floating: list[torch.Tensor]) -> bool:
+    """Whether the results hold fewer elements than the largest floating input, for an op that
+    does not read every input element into them anyway (:data:`_FULL_SUPPORT_REDUCTIONS`)."""
     # A complex element holds two real ones (a real-to-complex FFT keeps every input element).
     return name not in _FULL_SUPPORT_REDUCTIONS and sum(
         value.numel() * (2 if value.is_complex() else 1) for value in results

@@ -33,6 +33,18 @@ def draws_random_numbers(
     schema = getattr(target, "_schema", None)
     if schema is None:
         return True
+    given = _arguments_given(schema, args, kwargs)
+    dropout = "dropout_p" if "dropout_p" in given else "p" if "train" in given else None
+    if dropout is None:
+        return True
+    probability, training = given[dropout], given.get("train", True)
+    return not (training is False or (isinstance(probability, int | float) and probability == 0))
+
+
+def _arguments_given(
+    schema: Any, args: Sequence[Any], kwargs: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Every argument of a call by its name in the op's ``schema``, defaults included."""
     given = {
         argument.name: argument.default_value
         for argument in schema.arguments
@@ -40,11 +52,7 @@ def draws_random_numbers(
     }
     given.update(zip((argument.name for argument in schema.arguments), args, strict=False))
     given.update(kwargs or {})
-    dropout = "dropout_p" if "dropout_p" in given else "p" if "train" in given else None
-    if dropout is None:
-        return True
-    probability, training = given[dropout], given.get("train", True)
-    return not (training is False or (isinstance(probability, int | float) and probability == 0))
+    return given
 
 
 GENERATOR_STATE = frozenset({"philox_seed", "philox_offset", "rng_state"})
@@ -60,24 +68,28 @@ def generator_state_outputs(gm: Any) -> list[int]:
     if graph is None:
         return []
     (returned,) = [node.args[0] for node in graph.nodes if node.op == "output"]
-    positions = []
-    for position, node in enumerate(returned if isinstance(returned, list | tuple) else ()):
-        if (
-            isinstance(node, torch.fx.Node)
-            and node.target is operator.getitem
-            and isinstance(node.args[0], torch.fx.Node)
-            and isinstance(node.args[0].target, torch._ops.OpOverload)
-            and is_random_op(node.args[0].target)
-        ):
-            returns = node.args[0].target._schema.returns
-            index = node.args[1]
-            if (
-                isinstance(index, int)
-                and index < len(returns)
-                and returns[index].name in GENERATOR_STATE
-            ):
-                positions.append(position)
-    return positions
+    return [
+        position
+        for position, node in enumerate(returned if isinstance(returned, list | tuple) else ())
+        if _is_generator_state(node)
+    ]
+
+
+def _is_generator_state(node: Any) -> bool:
+    """Whether a graph's output is a random op's :data:`GENERATOR_STATE`."""
+    if not (
+        isinstance(node, torch.fx.Node)
+        and node.target is operator.getitem
+        and isinstance(node.args[0], torch.fx.Node)
+        and isinstance(node.args[0].target, torch._ops.OpOverload)
+        and is_random_op(node.args[0].target)
+    ):
+        return False
+    returns = node.args[0].target._schema.returns
+    index = node.args[1]
+    return (
+        isinstance(index, int) and index < len(returns) and returns[index].name in GENERATOR_STATE
+    )
 
 
 def random_tag_missing() -> str | None:

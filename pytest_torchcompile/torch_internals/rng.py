@@ -66,23 +66,32 @@ def replaying_random_draws(draws: Sequence[tuple[Any, Any]]) -> Iterator[None]:
             if not pending or pending[0][0] is not func:
                 raise RandomDrawMismatch(f"{func} is not the random op the recorded run drew next")
             _, recorded = pending.pop(0)
-            values = list(out) if isinstance(out, (tuple, list)) else [out]
-            if func is torch.ops.aten.native_dropout.default and args[2]:
-                mask = recorded[1]
-                values = [args[0] * mask * (1.0 / (1.0 - args[1])), mask.clone()]
-            else:
-                for value, drawn in zip(values, recorded, strict=True):
-                    if isinstance(value, torch.Tensor):
-                        if value.shape != drawn.shape:
-                            raise RandomDrawMismatch(
-                                f"{func} drew shape {tuple(value.shape)}, "
-                                f"recorded {tuple(drawn.shape)}"
-                            )
-                        with torch.no_grad():
-                            value.copy_(drawn)
-            return tuple(values) if isinstance(out, (tuple, list)) else values[0]
+            return _replayed(func, args, out, recorded)
 
     with Replay():
         yield
     if pending:
         raise RandomDrawMismatch(f"{len(pending)} recorded random draw(s) were not made again")
+
+
+def _replayed(func: Any, args: Any, out: Any, recorded: Any) -> Any:
+    """A random op's results ``out`` made what the recorded run drew (``recorded``), in their
+    own dtype; a dropout's output recomputed from the recorded mask."""
+    values = list(out) if isinstance(out, (tuple, list)) else [out]
+    if func is torch.ops.aten.native_dropout.default and args[2]:
+        mask = recorded[1]
+        values = [args[0] * mask * (1.0 / (1.0 - args[1])), mask.clone()]
+    else:
+        for value, drawn in zip(values, recorded, strict=True):
+            if isinstance(value, torch.Tensor):
+                _copy_drawn(func, value, drawn)
+    return tuple(values) if isinstance(out, (tuple, list)) else values[0]
+
+
+def _copy_drawn(func: Any, value: torch.Tensor, drawn: torch.Tensor) -> None:
+    if value.shape != drawn.shape:
+        raise RandomDrawMismatch(
+            f"{func} drew shape {tuple(value.shape)}, recorded {tuple(drawn.shape)}"
+        )
+    with torch.no_grad():
+        value.copy_(drawn)

@@ -59,12 +59,16 @@ def filling_unwritten(fill: float, allocated: list[int]) -> Iterator[None]:
                 and isinstance(result, torch.Tensor)
                 and result.numel()
             ):
-                exact = result.is_floating_point() or result.is_complex()
-                result.fill_(
-                    fill if exact else bool(whole) if result.dtype == torch.bool else whole
-                )
+                result.fill_(_fill_of(result, fill, whole))
                 allocated.append(result.numel())
             return result
 
     with FillingMode():
         yield
+
+
+def _fill_of(result: torch.Tensor, fill: float, whole: int) -> float | int | bool:
+    """What fills ``result``: ``fill`` where its dtype holds it, else its whole part (``whole``)."""
+    if result.is_floating_point() or result.is_complex():
+        return fill
+    return bool(whole) if result.dtype == torch.bool else whole

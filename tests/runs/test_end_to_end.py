@@ -264,8 +264,8 @@ def test_host_copies_are_written_back_on_their_recorded_device() -> None:
     import torch
     import torch.fx
 
-    from pytest_torchcompile.judging.capture import HostTensor, copy_to_host
     from pytest_torchcompile.judging.case import ReproCase
+    from pytest_torchcompile.judging.host_copy import HostTensor, copy_to_host
     from pytest_torchcompile.repros.rendering import render_repro
 
     graph = torch.fx.Graph()

@@ -24,7 +24,7 @@ from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.results import StopReason
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import Comparison, Status
-from pytest_torchcompile.judging.capture import _user_frame
+from pytest_torchcompile.judging.call_site import user_frame
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation.protocol import JudgeSettings
 from pytest_torchcompile.minifying.repro_file import minify_repro
@@ -192,7 +192,7 @@ def library_context() -> Iterator[None]:
 
 def test_the_graph_location_skips_python_own_frames_such_as_contextlib() -> None:
     # As Inductor under options= or mode=: the function it runs is wrapped by a context manager.
-    wrapped = library_context()(_user_frame)
+    wrapped = library_context()(user_frame)
     line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
     where = wrapped()
     assert where.endswith(

@@ -125,11 +125,7 @@ def _serve(
         except EOFError:
             return
         if isinstance(request, Prepare):
-            prepared[request.graph.key] = _prepare(
-                request.graph, request.candidate, setup.single_visible_cuda_device
-            )
-            while len(prepared) > PREPARED_KEPT:
-                prepared.popitem(last=False)
+            _keep_prepared(prepared, request, setup.single_visible_cuda_device)
             continue
         if isinstance(request, WarmUp):
             with contextlib.suppress(Exception):
@@ -137,21 +133,35 @@ def _serve(
             continue
         if not isinstance(request, Judge | Kernel | Stage | JudgePrepared):
             # A request this process cannot read is an error, answered as one: never a judging.
-            replies.send(
-                Unjudged(
-                    GraphVerdict(
-                        FailureKind.JUDGE_ERROR,
-                        error=f"UnknownRequest: "
-                        f"{type(request).__name__} is no request of protocol "
-                        f"version {PROTOCOL_VERSION}",
-                    )
-                )
-            )
+            replies.send(_unknown(request))
             continue
         reply = _answer(request, setup, patches, prepared)
         replies.send(reply)
         if isinstance(reply, Judged) and reply.poisoned:
             return
+
+
+def _keep_prepared(
+    prepared: OrderedDict[int, _Prepared], request: Prepare, single_visible_cuda_device: bool
+) -> None:
+    """Prepare the graph ``request`` sends, kept among the last :data:`PREPARED_KEPT`."""
+    prepared[request.graph.key] = _prepare(
+        request.graph, request.candidate, single_visible_cuda_device
+    )
+    while len(prepared) > PREPARED_KEPT:
+        prepared.popitem(last=False)
+
+
+def _unknown(request: object) -> Unjudged:
+    """The answer to a request that is none of this protocol version's."""
+    return Unjudged(
+        GraphVerdict(
+            FailureKind.JUDGE_ERROR,
+            error=f"UnknownRequest: "
+            f"{type(request).__name__} is no request of protocol "
+            f"version {PROTOCOL_VERSION}",
+        )
+    )
 
 
 def _answer(
@@ -240,16 +250,9 @@ def _judge_prepared(
             FailureKind.JUDGE_ERROR,
             error="NotPrepared: the judging process no longer holds that graph",
         )
-    own = compiler_fingerprint([name for name in request.fingerprint if "[" not in name])
-    differing = sorted(
-        name for name, digest in request.fingerprint.items() if own.get(name, digest) != digest
-    )
-    if differing:
-        return GraphVerdict(
-            FailureKind.JUDGE_ERROR,
-            error=f"ForeignCompilerCode: the compiler code of the process that "
-            f"sent the graph differs here: {', '.join(differing[:5])}",
-        )
+    foreign = _foreign_compiler_code(request.fingerprint)
+    if foreign is not None:
+        return foreign
     if entry.unusable is not None:
         return entry.unusable
     assert entry.gm is not None and entry.compiled is not None
@@ -269,6 +272,22 @@ def _judge_prepared(
         )
     except Exception as error:
         return GraphVerdict(FailureKind.JUDGE_ERROR, error=error_signature(error))
+
+
+def _foreign_compiler_code(fingerprint: dict[str, str]) -> GraphVerdict | None:
+    """The error where the compiler code of the process that prepared a graph (its
+    ``fingerprint``) differs from this process's, or None."""
+    own = compiler_fingerprint([name for name in fingerprint if "[" not in name])
+    differing = sorted(
+        name for name, digest in fingerprint.items() if own.get(name, digest) != digest
+    )
+    if not differing:
+        return None
+    return GraphVerdict(
+        FailureKind.JUDGE_ERROR,
+        error=f"ForeignCompilerCode: the compiler code of the process that "
+        f"sent the graph differs here: {', '.join(differing[:5])}",
+    )
 
 
 def _decode_candidate(

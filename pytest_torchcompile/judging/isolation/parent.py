@@ -129,11 +129,9 @@ def _thread_environment() -> tuple[str | None, ...]:
     return tuple(os.environ.get(name) for name in budget.CHILD_ENV)
 
 
-def _spawn_child(setup: ChildSetup | None, device: str | None, log_path: Path) -> _Child:
-    """A started judging child; ``setup``, where given, is sent at once (None: the child
-    imports the compiler and waits for one)."""
-    requests_read, requests_write = os.pipe()
-    replies_read, replies_write = os.pipe()
+def _child_environment(cuda_index: int | None) -> dict[str, str]:
+    """This process's environment for a judging child that judges on the GPU of that index (of
+    those this process sees), or on the host (None)."""
     env = dict(os.environ)
     # The child imports what this process can: the package, and test modules that define
     # verdict functions.
@@ -141,15 +139,26 @@ def _spawn_child(setup: ChildSetup | None, device: str | None, log_path: Path) -
         [entry for entry in sys.path if entry and os.path.isdir(entry)]
         + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
     )
-    index = _cuda_index(device)
-    if index is not None:
+    if cuda_index is not None:
         # The index counts the GPUs this process sees, which CUDA_VISIBLE_DEVICES may narrow.
         visible = [
             entry.strip()
             for entry in env.get("CUDA_VISIBLE_DEVICES", "").split(",")
             if entry.strip()
         ]
-        env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
+        env["CUDA_VISIBLE_DEVICES"] = (
+            visible[cuda_index] if cuda_index < len(visible) else str(cuda_index)
+        )
+    return env
+
+
+def _spawn_child(setup: ChildSetup | None, device: str | None, log_path: Path) -> _Child:
+    """A started judging child; ``setup``, where given, is sent at once (None: the child
+    imports the compiler and waits for one)."""
+    requests_read, requests_write = os.pipe()
+    replies_read, replies_write = os.pipe()
+    index = _cuda_index(device)
+    env = _child_environment(index)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [

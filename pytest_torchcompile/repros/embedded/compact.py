@@ -66,6 +66,8 @@ def compile_whole_stack(gm, inputs):  # as torch.compile compiles a Dynamo graph
     return (lambda compiled: lambda args: compiled(*args))(torch.compile(gm, backend="inductor", fullgraph=True, dynamic=False))
 
 
+# Rules compared as plain strings: a compact file carries no common/leaves.py, whose LeafRule
+# equals its string.
 def check_accuracy(trace, compile_graph):
     try: eager, reference = references(gm := trace(Repro()), inputs := make_inputs())
     except Exception as error: return print("REPRO BROKEN:", repr(error)) or 3

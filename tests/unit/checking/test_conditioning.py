@@ -14,7 +14,7 @@ from torch._inductor import config, lowering
 
 from pytest_torchcompile.checking.model import EAGER_SPREAD_FLOOR, _EagerRuns, check_model
 from pytest_torchcompile.checking.plain import GraphChecker, _Judgement
-from pytest_torchcompile.common.leaves import INCONCLUSIVE, LeafResult
+from pytest_torchcompile.common.leaves import LeafResult, LeafRule
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, Comparison, Status
 from pytest_torchcompile.judging.conditioning import (
@@ -173,7 +173,9 @@ def _leaf(compiled: float) -> LeafResult:
 def test_a_discontinuous_output_within_the_cap_is_inconclusive() -> None:
     nudged = 4.9e-4  # hgnetv2_b0's bias gradient: eager 3.6e-6, compiled 1.9e-3
     (within,) = judged_discontinuous(Comparison([_leaf(1.9e-3)]), {"grad['bias']": nudged}).leaves
-    assert within.passed and within.rule == INCONCLUSIVE and "discontinuous" in within.detail
+    assert (
+        within.passed and within.rule == LeafRule.INCONCLUSIVE and "discontinuous" in within.detail
+    )
     (beyond,) = judged_discontinuous(
         Comparison([_leaf(DISCONTINUITY_CAP * nudged * 1.01)]), {"grad['bias']": nudged}
     ).leaves

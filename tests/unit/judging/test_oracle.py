@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.leaves import (
-    FP64_RULE,
     LeafResult,
+    LeafRule,
     format_table,
     summarized_leaves,
 )
@@ -301,9 +301,23 @@ def test_a_comparison_eager_rounded_the_other_way_passes_where_compiled_gives_fp
     assert not compare_tensor("out", torch.tensor([1, 2, 4]), integers, None, 1e-4).passed
 
 
-def test_the_rule_a_repro_names_is_the_one_the_plugin_overturns_by_noise() -> None:
-    """rule.py stands alone in repro files and spells its rules out; the plugin's name for the
-    fp64 rule must be the same string."""
+def test_each_rule_a_repro_names_is_a_leaf_rule() -> None:
+    """rule.py stands alone in compact repro files and spells its rules out; each must be a
+    LeafRule's value, and the plugin's leaf carries the member."""
     reference = torch.linspace(-1, 1, 64, dtype=torch.float64)
-    _, rule_name, _ = leaf_verdict((reference + 0.5).float(), reference.float(), reference, 1e-6)
-    assert rule_name == FP64_RULE
+    eager = reference.float()
+    integers = torch.tensor([1, 2, 3])
+    cases = {
+        LeafRule.FP64: ((reference + 0.5).float(), eager, reference),
+        LeafRule.ALLCLOSE: (eager, eager, reference),
+        LeafRule.EMPTY: (torch.zeros(0), torch.zeros(0), torch.zeros(0, dtype=torch.float64)),
+        LeafRule.EXACT: (integers, integers, integers),
+        LeafRule.NON_FINITE: (eager.clone().fill_(math.nan), eager, reference),
+        LeafRule.COSINE: ((reference + 0.5).float(), eager, None),
+    }
+    for expected, (compiled, eager_value, fp64) in cases.items():
+        _, rule_name, _ = leaf_verdict(compiled, eager_value, fp64, 1e-6)
+        assert rule_name == expected and rule_name in {rule.value for rule in LeafRule}
+        assert compare_tensor("out", compiled, eager_value, fp64, 1e-6).rule is expected
+    _, unchecked, _ = leaf_verdict(integers, integers, integers, 1e-6, check_non_float=False)
+    assert unchecked == LeafRule.NOT_CHECKED

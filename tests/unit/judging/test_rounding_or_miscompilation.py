@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_torchcompile.common.leaves import INCONCLUSIVE
+from pytest_torchcompile.common.leaves import LeafRule
 from pytest_torchcompile.common.verdict import Comparison
 from pytest_torchcompile.judging.reordering import channels_last, noise_floors, reversed_batch
 from pytest_torchcompile.judging.tensor_comparison import compare_tensor
@@ -70,7 +70,7 @@ def test_non_finite_values_only_where_eager_itself_overflowed_are_inconclusive()
 
     leaf = compare_tensor("out", compiled, eager, reference, TOL)
 
-    assert (leaf.passed, leaf.rule) == (True, INCONCLUSIVE)
+    assert (leaf.passed, leaf.rule) == (True, LeafRule.INCONCLUSIVE)
     assert leaf.detail.startswith(
         "eager itself overflows in float16 (40 values non-finite where fp64 is finite)"
     )
@@ -110,7 +110,7 @@ def test_an_overflow_at_the_edge_of_float16_is_inconclusive() -> None:
 
     leaf = compare_tensor("out", compiled, eager, reference, TOL)
 
-    assert (leaf.passed, leaf.rule) == (True, INCONCLUSIVE)
+    assert (leaf.passed, leaf.rule) == (True, LeafRule.INCONCLUSIVE)
     assert leaf.detail.startswith(
         "overflow at the edge of float16's range; compiled has 1 non-finite"
     )
@@ -253,9 +253,9 @@ def test_an_output_whose_precision_the_graph_fixes_is_judged_against_eager_not_a
 
     leaf = compare_tensor("out", compiled, eager, eager.clone(), TOL)
 
-    assert (leaf.passed, leaf.rule) == (True, "cosine vs eager (the fp64 run kept float32)")
+    assert (leaf.passed, leaf.rule) == (True, "cosine vs eager (the fp64 run kept its dtype)")
     wrong = compare_tensor("out", compiled + 1, eager, eager.clone(), TOL)
-    assert (wrong.passed, wrong.rule) == (False, "cosine vs eager (the fp64 run kept float32)")
+    assert (wrong.passed, wrong.rule) == (False, "cosine vs eager (the fp64 run kept its dtype)")
 
 
 def test_an_exact_output_of_an_fp64_run_still_fails_a_small_wrong_value() -> None:
