@@ -44,7 +44,7 @@ NEIGHBOURHOOD_RADII = (0, 1, 2, 4)
 
 
 @dataclass
-class MaskedDivergence:
+class MaskedDeviation:
     """The first op whose compiled value deviates although the graph's outputs pass."""
 
     node: str
@@ -222,12 +222,12 @@ PROBE_TIMEOUT_S = 1800.0
 little before, and a compile this process made would have no limit at all."""
 
 
-def find_masked_divergence(
+def find_masked_deviation(
     gm: torch.fx.GraphModule,
     inputs: Sequence[Any],
     tol: float,
     prepared: PreparedProbe | None = None,
-) -> MaskedDivergence | None:
+) -> MaskedDeviation | None:
     """One compile of ``gm`` returning the floating intermediates a later op can mask
     (``prepared``: compiled in a child); where some deviate, one more compile of the ops where the
     deviations start, each alone and with its neighbours, side by side, to confirm that one
@@ -273,7 +273,7 @@ def find_masked_divergence(
         return None
     (root, window), (candidate, candidate_inputs) = windows[first], cuts[first]
     node = next(n for n in slicer.units[root] if n in diverged)
-    return MaskedDivergence(
+    return MaskedDeviation(
         root, diverged[node], candidate, candidate_inputs, slicer.op_count(window)
     )
 

@@ -22,13 +22,16 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.checking.aside import aside
+from pytest_torchcompile.checking.attribution import TORCH_LEVEL_NOTE
+from pytest_torchcompile.checking.floors import EAGER_SPREAD_FLOOR
 from pytest_torchcompile.checking.masked import (
     ConcurrentProbes,
     ProbeChildren,
     device_of,
-    find_masked_divergence,
+    find_masked_deviation,
 )
-from pytest_torchcompile.checking.model import EAGER_SPREAD_FLOOR, TORCH_LEVEL_NOTE, fp64_bytes
+from pytest_torchcompile.checking.outcome import GraphOutcome
+from pytest_torchcompile.checking.runs import fp64_bytes
 from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.verdict import Comparison, Status, out_of_memory
 from pytest_torchcompile.judging.capture import (
@@ -80,27 +83,6 @@ from pytest_torchcompile.torch_internals.rng import (
 )
 
 
-@dataclass
-class GraphFailure:
-    graph: CapturedGraph
-    inputs: list[Any]
-    status: Status
-    message: str
-    leaves: list[LeafResult] = field(default_factory=list)
-    gm: torch.fx.GraphModule | None = None
-    note: str = ""
-    fallback_random: bool = False
-    dynamo: DynamoGraph | None = None
-    reference: str = "fp64"
-    """``fp64``, or the label of the same-precision check the graph was judged by without it."""
-    non_float_only: bool = False
-    """The graph's own failing outputs are all non-floating, though ``leaves`` hold its training
-    call's floating gradients too (the indices a forward graph saves, wrong)."""
-    recurs: bool = False
-    """The test's compiled code, run again on the same inputs, fails again: the deviation recurs
-    in this process (see :attr:`~pytest_torchcompile.checking.model.CheckOutcome.recurs`)."""
-
-
 class GraphChecker:
     """Judges each (graph, input shapes) pair once; collects failures for the running test."""
 
@@ -131,7 +113,7 @@ class GraphChecker:
         self.capture = capture if capture is not None else GraphCapture(watching=False)
         """Where the watched compiles are recorded: a run's own (the checking runner's), so
         that code compiled in one test and called in another is judged there too."""
-        self.failures: list[GraphFailure] = []
+        self.failures: list[GraphOutcome] = []
         self.unchecked: list[str] = []
         """What could not be judged (a graph, or a judged graph's intermediates), each
         ``"<graph label>: <reason>"``."""
@@ -266,13 +248,13 @@ class GraphChecker:
         if failing:
             note = SIDE_RANDOM_NOTE if graph.has_random_ops else ""
             self._failed(
-                GraphFailure(
-                    graph,
-                    inputs,
-                    Status.FAIL_ACCURACY,
-                    f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the {_rule(reference)}"
+                GraphOutcome(
+                    graph=graph,
+                    inputs=inputs,
+                    status=Status.FAIL_ACCURACY,
+                    message=f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the {_rule(reference)}"
                     + (f"; {note}" if note else ""),
-                    leaves,
+                    leaves=leaves,
                     fallback_random=graph.has_random_ops,
                     reference=reference,
                     recurs=_recurs(graph, inputs, mutated, judged),
@@ -288,7 +270,7 @@ class GraphChecker:
             # and a probe compiles anew for every one.
             self._probed.add(graph.index)
             try:
-                divergence = find_masked_divergence(
+                deviation = find_masked_deviation(
                     graph.gm, inputs, tol, self.probes.prepared.get(graph.index)
                 )
             except Exception as error:  # a defect of the probe, which must not fail the test's call
@@ -297,20 +279,20 @@ class GraphChecker:
                     f"({error_signature(error, max_chars=300)})"
                 )
                 return
-            if divergence is not None:
+            if deviation is not None:
                 self._failed(
-                    GraphFailure(
-                        graph,
-                        divergence.inputs,
-                        Status.FAIL_ACCURACY,
-                        f"{graph.label}: {divergence.message}",
-                        [divergence.shown_leaf],
-                        divergence.gm,
-                        divergence.note,
+                    GraphOutcome(
+                        graph=graph,
+                        inputs=deviation.inputs,
+                        status=Status.FAIL_ACCURACY,
+                        message=f"{graph.label}: {deviation.message}",
+                        leaves=[deviation.shown_leaf],
+                        gm=deviation.gm,
+                        note=deviation.note,
                     )
                 )
 
-    def _failed(self, failure: GraphFailure) -> None:
+    def _failed(self, failure: GraphOutcome) -> None:
         self.failures.append(failure)
         if self.on_deviation is not None:
             config_source = (
@@ -318,7 +300,7 @@ class GraphChecker:
                 if failure.dynamo is not None
                 else failure.graph.config_source
             )
-            self.on_deviation(config_source, device_of(failure.inputs))
+            self.on_deviation(config_source, device_of(failure.inputs or []))
 
     def _observe_torch_level(
         self, graph: DynamoGraph, inputs: list[Any], outputs: Any, given: list[Any]
@@ -373,12 +355,12 @@ class GraphChecker:
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
             self._failed(
-                GraphFailure(
-                    graph.lowered[0],
-                    inputs,
-                    Status.FAIL_ACCURACY,
-                    f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the {_rule(reference)}",
-                    leaves,
+                GraphOutcome(
+                    graph=graph.lowered[0],
+                    inputs=inputs,
+                    status=Status.FAIL_ACCURACY,
+                    message=f"{len(failing)} of {len(leaves)} outputs of {graph.label} deviate beyond the {_rule(reference)}",
+                    leaves=leaves,
                     note=TORCH_LEVEL_NOTE,
                     dynamo=graph,
                     reference=reference,
@@ -490,14 +472,14 @@ class GraphChecker:
         failing = [leaf for leaf in leaves if not leaf.passed]
         if failing:
             self._failed(
-                GraphFailure(
-                    graph.lowered[0],
-                    inputs,
-                    Status.FAIL_ACCURACY,
-                    f"{len(failing)} of {len(leaves)} gradients{' and written inputs' if mutated else ''} of "
+                GraphOutcome(
+                    graph=graph.lowered[0],
+                    inputs=inputs,
+                    status=Status.FAIL_ACCURACY,
+                    message=f"{len(failing)} of {len(leaves)} gradients{' and written inputs' if mutated else ''} of "
                     f"{graph.label} deviate beyond the {_rule(reference)} (its compiled forward and backward against "
                     "eager's)",
-                    leaves,
+                    leaves=leaves,
                     note=TRAINING_NOTE,
                     dynamo=graph,
                     reference=reference,
@@ -584,7 +566,7 @@ class GraphChecker:
             index for index, failure in enumerate(self.failures) if id(failure.graph) in lowered
         ]
 
-    def error_failures(self, handled: bool) -> list[GraphFailure]:
+    def error_failures(self, handled: bool) -> list[GraphOutcome]:
         """Graphs that failed to compile or whose compiled code raised; where the test ``handled``
         what they raised into it (its call returned), each is the test's (a ``pytest.raises``
         around a compile it expects to fail), reported as such. A compile error Dynamo suppressed
@@ -602,41 +584,41 @@ class GraphChecker:
             elif error is not None and handled and not graph.compile_error_suppressed:
                 doing = "compiling" if graph.compile_error is not None else "running"
                 failures.append(
-                    GraphFailure(
-                        graph,
-                        [],
-                        Status.HANDLED_ERROR,
-                        f"{graph.label} raised {doing} "
+                    GraphOutcome(
+                        graph=graph,
+                        inputs=[],
+                        status=Status.HANDLED_ERROR,
+                        message=f"{graph.label} raised {doing} "
                         f"({error_signature(error, max_chars=300)}), "
                         "and the test handled the error",
                     )
                 )
             elif out_of_memory(error):
                 failures.append(
-                    GraphFailure(
-                        graph,
-                        [],
-                        Status.OUT_OF_MEMORY,
-                        f"{graph.label} ran out of memory "
+                    GraphOutcome(
+                        graph=graph,
+                        inputs=[],
+                        status=Status.OUT_OF_MEMORY,
+                        message=f"{graph.label} ran out of memory "
                         f"{'compiling' if graph.compile_error else 'running'}",
                     )
                 )
             elif graph.compile_error is not None:
                 failures.append(
-                    GraphFailure(
-                        graph,
-                        graph.synthesized_inputs(),
-                        Status.FAIL_COMPILE,
-                        f"Inductor failed to compile {graph.label}",
+                    GraphOutcome(
+                        graph=graph,
+                        inputs=graph.synthesized_inputs(),
+                        status=Status.FAIL_COMPILE,
+                        message=f"Inductor failed to compile {graph.label}",
                     )
                 )
             elif graph.runtime_error is not None and graph.runtime_inputs is not None:
                 failures.append(
-                    GraphFailure(
-                        graph,
-                        graph.runtime_inputs,
-                        Status.FAIL_RUNTIME,
-                        f"compiled code raised in {graph.label}",
+                    GraphOutcome(
+                        graph=graph,
+                        inputs=graph.runtime_inputs,
+                        status=Status.FAIL_RUNTIME,
+                        message=f"compiled code raised in {graph.label}",
                     )
                 )
         return failures

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from pytest_torchcompile.checking.aside import aside
+from pytest_torchcompile.checking.compiled import CompiledCache
 from pytest_torchcompile.checking.confirmation import Confirmer, settle
 from pytest_torchcompile.checking.masked import (
     ProbeChildren,
@@ -22,15 +23,15 @@ from pytest_torchcompile.checking.masked import (
     device_of,
     graph_device,
 )
-from pytest_torchcompile.checking.model import (
+from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.checking.outcome import (
     CheckOutcome,
-    CompiledCache,
     EagerRunError,
-    check_model,
-    model_tensors,
-    unjudgeable_input,
+    FailingGraph,
+    GraphOutcome,
 )
-from pytest_torchcompile.checking.plain import SAME_PRECISION, GraphChecker, GraphFailure
+from pytest_torchcompile.checking.plain import SAME_PRECISION, GraphChecker
+from pytest_torchcompile.checking.runs import model_tensors, unjudgeable_input
 from pytest_torchcompile.common.files import unusable_directory, unwritable_directory
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.leaves import shown_table
@@ -253,17 +254,7 @@ class CheckRunner:
                 )
                 if note
             ]
-            self._record_failing_graph(
-                result,
-                failing.graph,
-                failing.inputs,
-                settings,
-                notes,
-                failing.gm,
-                failing.dynamo,
-                failing.non_float_only,
-                outcome.recurs,
-            )
+            self._record_failing_graph(result, failing, settings, notes, outcome.recurs)
         self.session.record(result)
         if record_property is not None:
             for name, value in junit_properties(result, self.layout.public):
@@ -336,20 +327,16 @@ class CheckRunner:
     def _record_failing_graph(
         self,
         result: CaseResult,
-        graph: CapturedGraph,
-        inputs: list[Any] | None,
+        failing: FailingGraph,
         settings: CheckSettings,
         notes: list[str],
-        gm: torch.fx.GraphModule | None = None,
-        dynamo: DynamoGraph | None = None,
-        non_float_only: bool = False,
-        recurs: bool = False,
+        recurs: bool,
     ) -> None:
-        """``non_float_only``: the graph's own failing outputs are all non-floating, though the
-        check's may not be (:attr:`FailingGraph.non_float_only`,
-        :attr:`GraphFailure.non_float_only`). ``recurs``: the check's compiled code, run again
-        on the same inputs, failed again (:attr:`CheckOutcome.recurs`,
-        :attr:`GraphFailure.recurs`)."""
+        """``result``'s repro written from ``failing``, confirmed in a fresh process and queued
+        for minifying. ``recurs``: the check's compiled code, run again on the same inputs,
+        failed again (:attr:`CheckOutcome.recurs`)."""
+        graph, inputs, gm, dynamo = failing.graph, failing.inputs, failing.gm, failing.dynamo
+        non_float_only = failing.non_float_only
         result.graph = dynamo.label if dynamo is not None else graph.label
         if result.status is Status.FAIL_RUNTIME and graph.host_copy is not None and gm is None:
             # The failing call's own copy, readable even where the error left the device unusable.
@@ -476,7 +463,7 @@ class CheckRunner:
             )
 
     def _graph_failures(
-        self, nodeid: str, failures: list[GraphFailure], settings: CheckSettings
+        self, nodeid: str, failures: list[GraphOutcome], settings: CheckSettings
     ) -> list[CaseResult]:
         """A result per failing graph of a test, its repro written and confirmed where it is the
         compiler's."""
@@ -494,17 +481,8 @@ class CheckRunner:
                     graphs_judged=1,
                 )
                 if failure.status.is_compiler_failure:
-                    self._record_failing_graph(
-                        result,
-                        failure.graph,
-                        failure.inputs,
-                        settings,
-                        [failure.note] if failure.note else [],
-                        failure.gm,
-                        failure.dynamo,
-                        failure.non_float_only,
-                        failure.recurs,
-                    )
+                    notes = [failure.note] if failure.note else []
+                    self._record_failing_graph(result, failure, settings, notes, failure.recurs)
                 results.append(result)
         return results
 
@@ -536,8 +514,8 @@ def refuse_config_value(settings: CheckSettings, outcome: CheckOutcome) -> None:
 
 
 def config_failures_apart(
-    settings: CheckSettings, failures: list[GraphFailure]
-) -> tuple[list[GraphFailure], ConfigValueRefused | None]:
+    settings: CheckSettings, failures: list[GraphOutcome]
+) -> tuple[list[GraphOutcome], ConfigValueRefused | None]:
     """A test's failing plain graphs, less those whose compile raised on a value of the marker's
     ``inductor_config`` (no result of the compiler's, no repro), and the first such refusal."""
     refusals = {
@@ -550,7 +528,7 @@ def config_failures_apart(
 
 
 def other_graphs_result(
-    nodeid: str, checker: GraphChecker, failures: list[GraphFailure]
+    nodeid: str, checker: GraphChecker, failures: list[GraphOutcome]
 ) -> CaseResult | None:
     """The check standing for a test's plain graphs that did not fail: those judged (they pass)
     and what could not be judged, with the reasons. None when there are neither, so that a test
@@ -618,7 +596,7 @@ def failure_message(result: CaseResult, outcome: CheckOutcome, layout: TerminalL
 
 
 def graph_failures_message(
-    results: list[CaseResult], failures: list[GraphFailure], layout: TerminalLayout
+    results: list[CaseResult], failures: list[GraphOutcome], layout: TerminalLayout
 ) -> str:
     lines = [f"compile accuracy: {len(failures)} graph(s) compiled by this test fail"]
     for result, failure in zip(results, failures, strict=True):

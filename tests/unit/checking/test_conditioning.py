@@ -12,7 +12,9 @@ import pytest
 import torch
 from torch._inductor import config, lowering
 
-from pytest_torchcompile.checking.model import EAGER_SPREAD_FLOOR, _EagerRuns, check_model
+from pytest_torchcompile.checking.eager import EagerRuns
+from pytest_torchcompile.checking.floors import EAGER_SPREAD_FLOOR
+from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.checking.plain import GraphChecker, _Judgement
 from pytest_torchcompile.common.leaves import INCONCLUSIVE, LeafResult
 from pytest_torchcompile.common.settings import CheckOptions
@@ -157,7 +159,7 @@ def test_a_nudged_run_moves_the_inputs_and_weights_but_not_the_buffers() -> None
         seen.append((args[0].clone(), module.weight.detach().clone(), module.inv_freq.clone()))
 
     model.register_forward_pre_hook(record)  # kept by the run's copy of the model
-    eager = _EagerRuns(model, CheckOptions(intermediates=False))
+    eager = EagerRuns(model, CheckOptions(intermediates=False))
     eager.run(((positions,), {}), nudged=1)
     ((x, weight, inv_freq),) = seen
     assert not torch.equal(x, positions) and not torch.equal(weight, torch.ones(8))
