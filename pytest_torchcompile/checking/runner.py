@@ -30,7 +30,8 @@ from pytest_torchcompile.checking.outcome import (
     FailingGraph,
     GraphOutcome,
 )
-from pytest_torchcompile.checking.plain import SAME_PRECISION, GraphChecker
+from pytest_torchcompile.checking.plain import GraphChecker
+from pytest_torchcompile.checking.plain_tally import SAME_PRECISION
 from pytest_torchcompile.checking.runs import model_tensors, unjudgeable_input
 from pytest_torchcompile.common.files import unusable_directory, unwritable_directory
 from pytest_torchcompile.common.kinds import FailureKind
@@ -436,7 +437,7 @@ class CheckRunner:
                 handled = True
             finally:
                 failures, refusal = config_failures_apart(
-                    settings, checker.failures + checker.error_failures(handled)
+                    settings, checker.tally.failures + checker.error_failures(handled)
                 )
                 failed = self._graph_failures(nodeid, failures, settings) if failures else []
                 self.session.record(*failed)
@@ -534,19 +535,21 @@ def other_graphs_result(
     and what could not be judged, with the reasons. None when there are neither, so that a test
     that compiled nothing has no check."""
     failing = {failure.graph.index for failure in failures}
-    passed = [ratio for index, ratio in checker.judged.items() if index not in failing]
-    if not passed and not checker.unchecked:
+    passed = [ratio for index, ratio in checker.tally.judged.items() if index not in failing]
+    if not passed and not checker.tally.unchecked:
         return None
     parts = [f"{len(passed)} graph(s) pass"] if passed else []
-    if checker.unchecked:
-        parts.append(f"{len(checker.unchecked)} unchecked")
+    if checker.tally.unchecked:
+        parts.append(f"{len(checker.tally.unchecked)} unchecked")
     # A graph that passed without its fp64 reference passed the weaker, labelled check only.
     failed = {
         failure.dynamo.label if failure.dynamo is not None else failure.graph.label
         for failure in failures
     }
     without_fp64 = [
-        f"{label}: {why}" for label, why in checker.without_fp64.items() if label not in failed
+        f"{label}: {why}"
+        for label, why in checker.tally.without_fp64.items()
+        if label not in failed
     ]
     status = (
         Status.NOT_JUDGED
@@ -563,7 +566,7 @@ def other_graphs_result(
         reference=f"{SAME_PRECISION}: {'; '.join(without_fp64)}" if without_fp64 else "fp64",
         worst_ratio=max(ratios, default=None),
         graphs_judged=len(passed),
-        unchecked=list(checker.unchecked),
+        unchecked=list(checker.tally.unchecked),
     )
 
 

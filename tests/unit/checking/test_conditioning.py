@@ -14,8 +14,9 @@ from torch._inductor import config, lowering
 
 from pytest_torchcompile.checking.eager import EagerRuns
 from pytest_torchcompile.checking.floors import EAGER_SPREAD_FLOOR
+from pytest_torchcompile.checking.graph_calls import CallJudgement
 from pytest_torchcompile.checking.model import check_model
-from pytest_torchcompile.checking.plain import GraphChecker, _Judgement
+from pytest_torchcompile.checking.plain import GraphChecker
 from pytest_torchcompile.common.leaves import INCONCLUSIVE, LeafResult
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, Comparison, Status
@@ -80,7 +81,7 @@ def _plain_failures(factor: float) -> list[str]:
     with checker.watching():
         torch.compile(_floor)(_at_ties())
     reset()
-    return [failure.message for failure in checker.failures]
+    return [failure.message for failure in checker.tally.failures]
 
 
 def test_a_plain_call_rounding_across_a_tie_is_within_the_outputs_conditioning(
@@ -111,9 +112,9 @@ class _Jittering:
         return (x * 2 + (1e-3 if self.calls == 2 else 0.0),)
 
 
-def _judgement(module: _Jittering, x: torch.Tensor) -> _Judgement:
+def _judgement(module: _Jittering, x: torch.Tensor) -> CallJudgement:
     eager = list(module(x))
-    return _Judgement(
+    return CallJudgement(
         module, [x], False, [], eager, [x.double() * 2], "out", DEFAULT_TOLERANCE, True, None
     )
 

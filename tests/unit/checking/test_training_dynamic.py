@@ -147,7 +147,7 @@ def test_a_probe_compiled_in_a_child_while_the_graph_compiles_here_finds_the_mas
     assert [verdict.failure for verdict in child_verdicts] == [FailureKind.ACCURACY], (
         "a plain compile's probe"
     )
-    [failure] = checker.failures
+    [failure] = checker.tally.failures
     assert "intermediate 'relu' deviates" in failure.message and "masks it" in failure.message
 
 
@@ -307,7 +307,7 @@ def test_a_graph_with_dynamic_shapes_is_probed_once(monkeypatch: pytest.MonkeyPa
             compiled(torch.randn(rows, 4))
     reset()
     assert len(checker._judged) == 3 and len(probed) == 1
-    assert not checker.failures
+    assert not checker.tally.failures
 
 
 def quantised_then_clamped(x: torch.Tensor) -> torch.Tensor:
@@ -380,9 +380,10 @@ def test_a_probe_that_raises_leaves_the_tests_call_alone_and_says_so(
         result = torch.compile(sin_relu_cos)(x)
     reset()
     torch.testing.assert_close(result, sin_relu_cos(x))
-    [unchecked] = checker.unchecked
+    [unchecked] = checker.tally.unchecked
     assert (
-        "intermediates not judged: the probe raised (KeyError" in unchecked and not checker.failures
+        "intermediates not judged: the probe raised (KeyError" in unchecked
+        and not checker.tally.failures
     )
 
 
