@@ -68,24 +68,12 @@ def failing_graphs(
     the torch-level graphs whose calls fail compiled through the whole stack (the bug was in the
     graph Inductor received: a decomposition); else every graph's last call (the deviation then
     builds up across graph breaks)."""
-    scored: list[tuple[float, FailingGraph]] = []
-    for graph in graphs:
-        if graph.compiled is None or graph.has_random_ops:
-            continue
-        for inputs in graph.calls:
-            judged = _judged_call(graph, inputs, options)
-            if not judged.passed:
-                ratio = max(
-                    (leaf.ratio for leaf in judged.failing if leaf.ratio is not None),
-                    default=math.inf,
-                )
-                scored.append(
-                    (
-                        ratio,
-                        FailingGraph(graph, inputs, non_float_only=judged.fails_only_in_non_float),
-                    )
-                )
-                break
+    scored = [
+        found
+        for graph in graphs
+        if graph.compiled is not None and not graph.has_random_ops
+        if (found := _first_failing_call(graph, options)) is not None
+    ]
     if not scored:
         return _failing_dynamo_graphs(dynamo_graphs, options) or [
             FailingGraph(
@@ -97,6 +85,21 @@ def failing_graphs(
             if g.calls
         ]
     return [failing for _, failing in sorted(scored, key=lambda item: -item[0])]
+
+
+def _first_failing_call(
+    graph: CapturedGraph, options: CheckOptions
+) -> tuple[float, FailingGraph] | None:
+    """A graph's first recorded call that fails on its own, with its worst error ratio."""
+    for inputs in graph.calls:
+        judged = _judged_call(graph, inputs, options)
+        if not judged.passed:
+            ratio = max(
+                (leaf.ratio for leaf in judged.failing if leaf.ratio is not None),
+                default=math.inf,
+            )
+            return ratio, FailingGraph(graph, inputs, non_float_only=judged.fails_only_in_non_float)
+    return None
 
 
 TORCH_LEVEL_NOTE = (

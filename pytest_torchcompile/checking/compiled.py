@@ -109,12 +109,14 @@ def _compile(
     return CompiledEntry(fn, module, compiled, capture, probes)
 
 
+SetRuns = tuple[Arguments, tuple[dict[str, Any], list[Any]], tuple[dict[str, Any], list[Any]]]
+"""An input set's arguments, eager's run on it and the compiled run."""
+
+
 @dataclass
 class CompiledRuns:
     entry: CompiledEntry
-    results: list[
-        tuple[Arguments, tuple[dict[str, Any], list[Any]], tuple[dict[str, Any], list[Any]]]
-    ]
+    results: list[SetRuns]
     """Per input set: its arguments, eager's run and the compiled run."""
     seconds: float
 
@@ -135,12 +137,7 @@ def compiled_runs(
     started = time.perf_counter()
     try:
         with inductor_config(options.inductor_config), no_compile_caches(), strict_dynamo():
-            results = _run_sets(entry, sets, eager_runs, options) if entry is not None else None
-            if entry is not None and not any(graph.calls for graph in entry.capture.graphs):
-                # Past Dynamo's recompile limit the cached copy runs eagerly: nothing was judged.
-                assert keeping is not None
-                keeping.forget(entry)
-                entry = results = None
+            entry, results = _cached_runs(entry, keeping, sets, eager_runs, options)
             if entry is None:
                 entry = _compile(fn, options, probe_children)
                 results = _run_sets(entry, sets, eager_runs, options)
@@ -157,12 +154,32 @@ def compiled_runs(
     return CompiledRuns(entry, results, time.perf_counter() - started)
 
 
+def _cached_runs(
+    entry: CompiledEntry | None,
+    keeping: CompiledCache | None,
+    sets: list[Arguments],
+    eager_runs: list[tuple[dict[str, Any], list[Any]]],
+    options: CheckOptions,
+) -> tuple[CompiledEntry | None, list[SetRuns] | None]:
+    """The cached copy ``entry`` and its run on each input set; none where there is no cached
+    copy, or where it ran eagerly (past Dynamo's recompile limit: nothing was judged), which is
+    then dropped from ``keeping``."""
+    if entry is None:
+        return None, None
+    results = _run_sets(entry, sets, eager_runs, options)
+    if any(graph.calls for graph in entry.capture.graphs):
+        return entry, results
+    assert keeping is not None
+    keeping.forget(entry)
+    return None, None
+
+
 def _run_sets(
     entry: CompiledEntry,
     sets: list[Arguments],
     eager_runs: list[tuple[dict[str, Any], list[Any]]],
     options: CheckOptions,
-) -> list[tuple[Arguments, tuple[dict[str, Any], list[Any]], tuple[dict[str, Any], list[Any]]]]:
+) -> list[SetRuns]:
     entry.capture.forget_calls()
     results = []
     for arguments, eager_run in zip(sets, eager_runs, strict=True):

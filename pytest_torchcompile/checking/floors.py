@@ -26,6 +26,7 @@ from pytest_torchcompile.judging.reordering import (
     capped,
     channels_last,
     noise_floors,
+    raise_floors,
     reversed_batch,
 )
 from pytest_torchcompile.torch_internals.compiling import no_compile_caches, reset, strict_dynamo
@@ -115,3 +116,17 @@ def decomposed_floors(
     finally:
         reset()
     return capped(noise_floors(runs[0], runs[1], reference, None), eager, reference)
+
+
+def spread_floors(
+    floors: dict[str, float],
+    deciding: dict[str, str],
+    runs: list[tuple[dict[str, Any], list[Any]]],
+    mutated: list[int],
+    reference: dict[str, Any],
+) -> None:
+    """``floors`` raised to the errors of eager's other runs on the same inputs (:class:`Spread`),
+    each counted as deciding where it raised a floor."""
+    for run in runs:
+        found = noise_floors(judged_results(*run, mutated), reference, reference, None)
+        raise_floors(floors, deciding, found, EAGER_SPREAD_FLOOR)

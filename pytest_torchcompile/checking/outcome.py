@@ -91,67 +91,61 @@ class EagerRunError(Exception):
 def compiler_error_outcome(
     error: BaseException, graphs: list[CapturedGraph], elapsed: float
 ) -> CheckOutcome:
-    environment = environment_failure(error) or next(
-        (
-            found
-            for graph in graphs
-            if (found := environment_failure(graph.compile_error or graph.runtime_error))
-        ),
-        None,
-    )
-    if environment is not None:
-        # The compiler is not at fault: no repro, no minification.
-        return CheckOutcome(
-            Status.NOT_JUDGED,
-            f"{ENVIRONMENT_NOT_JUDGED}: {error_signature(environment, max_chars=300)}; "
-            "the model ran eagerly",
-            graphs=graphs,
-            compile_seconds=elapsed,
-            error=error,
-        )
-    if out_of_memory(error) or any(
-        out_of_memory(g.compile_error or g.runtime_error) for g in graphs
-    ):
-        return CheckOutcome(
-            Status.OUT_OF_MEMORY,
-            f"compiling or running the compiled model ran out of memory: "
-            f"{error_signature(error, max_chars=300)}",
-            graphs=graphs,
-            compile_seconds=elapsed,
-            error=error,
-        )
-    compile_failed = [g for g in graphs if g.compile_error is not None]
-    if compile_failed:
-        graph = compile_failed[0]
-        return CheckOutcome(
-            Status.FAIL_COMPILE,
-            f"Inductor failed to compile {graph.label}: "
-            f"{error_signature(graph.compile_error or error, max_chars=300)}",
-            graphs=graphs,
-            failing_graphs=[FailingGraph(graph, None)],
-            compile_seconds=elapsed,
-            error=error,
-        )
-    run_failed = [g for g in graphs if g.runtime_error is not None]
-    if run_failed:
-        graph = run_failed[0]
-        return CheckOutcome(
-            Status.FAIL_RUNTIME,
-            f"compiled code raised in {graph.label}: "
-            f"{error_signature(graph.runtime_error or error, max_chars=300)}",
-            graphs=graphs,
-            failing_graphs=[FailingGraph(graph, graph.calls[-1] if graph.calls else None)],
-            compile_seconds=elapsed,
-            error=error,
-        )
-    where = "".join(traceback.format_exception_only(error)).strip().splitlines()[0]
+    """The outcome of a check whose compile or compiled run raised ``error``: the environment's
+    fault or a lack of memory (no repro), else the first graph that failed to compile or whose
+    compiled code raised, or Dynamo before any graph reached Inductor."""
+    status, message, failing = _compiler_error(error, graphs)
     return CheckOutcome(
-        Status.FAIL_COMPILE,
-        f"torch.compile raised before Inductor lowered a graph: {where}",
+        status,
+        message,
         graphs=graphs,
+        failing_graphs=failing,
         compile_seconds=elapsed,
         error=error,
     )
 
 
-# --- one graph at a time -------------------------------------------------------------------
+def _compiler_error(
+    error: BaseException, graphs: list[CapturedGraph]
+) -> tuple[Status, str, list[FailingGraph]]:
+    errors = [error, *(graph.compile_error or graph.runtime_error for graph in graphs)]
+    environment = next(filter(None, map(environment_failure, errors)), None)
+    if environment is not None:
+        # The compiler is not at fault: no repro, no minification.
+        return (
+            Status.NOT_JUDGED,
+            f"{ENVIRONMENT_NOT_JUDGED}: {error_signature(environment, max_chars=300)}; "
+            "the model ran eagerly",
+            [],
+        )
+    if any(map(out_of_memory, errors)):
+        return (
+            Status.OUT_OF_MEMORY,
+            "compiling or running the compiled model ran out of memory: "
+            f"{error_signature(error, max_chars=300)}",
+            [],
+        )
+    return _graph_error(error, graphs)
+
+
+def _graph_error(
+    error: BaseException, graphs: list[CapturedGraph]
+) -> tuple[Status, str, list[FailingGraph]]:
+    """The compiler's error: the first graph that failed to compile, else the first whose
+    compiled code raised, else Dynamo's before any graph reached Inductor."""
+    if failed := next((g for g in graphs if g.compile_error is not None), None):
+        return (
+            Status.FAIL_COMPILE,
+            f"Inductor failed to compile {failed.label}: "
+            f"{error_signature(failed.compile_error or error, max_chars=300)}",
+            [FailingGraph(failed, None)],
+        )
+    if failed := next((g for g in graphs if g.runtime_error is not None), None):
+        return (
+            Status.FAIL_RUNTIME,
+            f"compiled code raised in {failed.label}: "
+            f"{error_signature(failed.runtime_error or error, max_chars=300)}",
+            [FailingGraph(failed, failed.calls[-1] if failed.calls else None)],
+        )
+    where = "".join(traceback.format_exception_only(error)).strip().splitlines()[0]
+    return Status.FAIL_COMPILE, f"torch.compile raised before Inductor lowered a graph: {where}", []

@@ -14,6 +14,7 @@ from pytest_torchcompile.checking.masked import device_of
 from pytest_torchcompile.checking.outcome import GraphOutcome
 from pytest_torchcompile.checking.runs import fp64_bytes
 from pytest_torchcompile.common.leaves import LeafResult
+from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.verdict import Comparison, Status, out_of_memory
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph
 from pytest_torchcompile.judging.judge import error_signature
@@ -166,6 +167,40 @@ class PlainTally:
                 failures += _error_failure(graph, error, handled)
         return failures
 
+    def other_graphs_result(self, nodeid: str, failures: list[GraphOutcome]) -> CaseResult | None:
+        """The check standing for a test's plain graphs that did not fail: those judged (they
+        pass) and what could not be judged, with the reasons. None when there are neither, so
+        that a test that compiled nothing has no check."""
+        failing = {failure.graph.index for failure in failures}
+        passed = [ratio for index, ratio in self.judged.items() if index not in failing]
+        if not passed and not self.unchecked:
+            return None
+        parts = [f"{len(passed)} graph(s) pass"] if passed else []
+        if self.unchecked:
+            parts.append(f"{len(self.unchecked)} unchecked")
+        without_fp64 = self._passed_without_fp64(failures)
+        ratios = [ratio for ratio in passed if ratio is not None]
+        return CaseResult(
+            nodeid,
+            _passing_status(bool(passed), bool(without_fp64)),
+            ", ".join(parts),
+            reference=f"{SAME_PRECISION}: {'; '.join(without_fp64)}" if without_fp64 else "fp64",
+            worst_ratio=max(ratios, default=None),
+            graphs_judged=len(passed),
+            unchecked=list(self.unchecked),
+        )
+
+    def _passed_without_fp64(self, failures: list[GraphOutcome]) -> list[str]:
+        """A graph that passed without its fp64 reference passed the weaker, labelled check
+        only: each such graph, with why."""
+        failed = {
+            failure.dynamo.label if failure.dynamo is not None else failure.graph.label
+            for failure in failures
+        }
+        return [
+            f"{label}: {why}" for label, why in self.without_fp64.items() if label not in failed
+        ]
+
 
 def _error_failure(graph: CapturedGraph, error: BaseException, handled: bool) -> list[GraphOutcome]:
     """The failure of a graph that raised ``error`` compiling or running, none where it is no
@@ -189,3 +224,9 @@ def _error_failure(graph: CapturedGraph, error: BaseException, handled: bool) ->
     else:
         return []
     return [GraphOutcome(graph=graph, inputs=inputs, status=status, message=message)]
+
+
+def _passing_status(judged: bool, without_fp64: bool) -> Status:
+    if not judged:
+        return Status.NOT_JUDGED
+    return Status.NO_FP64_REFERENCE if without_fp64 else Status.PASS

@@ -110,16 +110,39 @@ def execute(
     args = [_clone_tree(a) for a in arguments[0]]
     kwargs = {k: _clone_tree(v) for k, v in arguments[1].items()}
     if options.steps:
-        optimizer = torch.optim.SGD([p for _, p in _trainable(module)], lr=options.lr)
-        with torch.enable_grad():
-            for _ in range(options.steps):
-                optimizer.zero_grad()
-                output = call(*args, **kwargs)
-                _loss(output, options.loss_fn).backward()
-                optimizer.step()
-        return {"out": output, "param": {n: p.detach() for n, p in _trainable(module)}}, args
+        return _stepped(call, module, args, kwargs, options), args
     if not options.backward:
         return {"out": call(*args, **kwargs)}, args
+    return _with_gradients(call, module, args, kwargs, options), args
+
+
+def _stepped(
+    call: Callable[..., Any],
+    module: torch.nn.Module | None,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    options: CheckOptions,
+) -> dict[str, Any]:
+    """The output of the last of ``options.steps`` optimizer steps, and the weights after it."""
+    optimizer = torch.optim.SGD([p for _, p in _trainable(module)], lr=options.lr)
+    with torch.enable_grad():
+        for _ in range(options.steps):
+            optimizer.zero_grad()
+            output = call(*args, **kwargs)
+            _loss(output, options.loss_fn).backward()
+            optimizer.step()
+    return {"out": output, "param": {n: p.detach() for n, p in _trainable(module)}}
+
+
+def _with_gradients(
+    call: Callable[..., Any],
+    module: torch.nn.Module | None,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    options: CheckOptions,
+) -> dict[str, Any]:
+    """The output, and the gradients of the loss with respect to the trainable parameters and
+    the arguments that require grad."""
     with torch.enable_grad():
         output = call(*args, **kwargs)
         targets = _trainable(module) + [
@@ -137,7 +160,7 @@ def execute(
             n: torch.zeros_like(t) if g is None else g
             for (n, t), g in zip(targets, grads, strict=True)
         },
-    }, args
+    }
 
 
 def _named_arguments(args: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
@@ -157,13 +180,7 @@ def differentiable(
     means the gradients with respect to its floating inputs (as PyTorch's accuracy runs take
     them): those inputs are made to require grad, on detached aliases, so the caller's tensors
     are left as they are."""
-    module = fn if isinstance(fn, torch.nn.Module) else None
-    if (
-        not options.backward
-        or options.steps
-        or _trainable(module)
-        or any(a.requires_grad for _, a in _named_arguments(*arguments))
-    ):
+    if not options.backward or options.steps or _differentiates(fn, arguments):
         return arguments, ""
     chosen = [name for name, a in _named_arguments(*arguments) if a.is_floating_point()]
     if not chosen:
@@ -185,6 +202,13 @@ def differentiable(
         f"backward=True with nothing requiring grad: gradients taken with respect to the floating "
         f"inputs {', '.join(chosen)}",
     )
+
+
+def _differentiates(fn: Callable[..., Any], arguments: Arguments) -> bool:
+    """Whether a call has something to differentiate with respect to of its own: a trainable
+    parameter, or an argument that requires grad."""
+    module = fn if isinstance(fn, torch.nn.Module) else None
+    return bool(_trainable(module)) or any(a.requires_grad for _, a in _named_arguments(*arguments))
 
 
 def unjudgeable_input(
@@ -244,21 +268,19 @@ def _grown(value: Any, batch: int, size: int) -> Any:
 def input_sets(arguments: Arguments, options: CheckOptions) -> list[Arguments]:
     """The arguments to check: the given ones, then ``options.sizes`` or, with ``dynamic=True``,
     the same arguments with the batch dimension grown (a bug may hide at another size)."""
-    sets = [arguments]
     if options.sizes is not None:
-        return sets + [(tuple(extra), arguments[1]) for extra in options.sizes]
-    if options.dynamic:
-        tensors = [a for a in arguments[0] if isinstance(a, torch.Tensor) and a.dim() > 0]
-        if tensors:
-            batch = int(tensors[0].shape[0])
-            for size in (2 * batch + 1, 4 * batch + 3):
-                sets.append(
-                    (
-                        tuple(_grown(a, batch, size) for a in arguments[0]),
-                        {k: _grown(v, batch, size) for k, v in arguments[1].items()},
-                    )
-                )
-    return sets
+        return [arguments] + [(tuple(extra), arguments[1]) for extra in options.sizes]
+    tensors = [a for a in arguments[0] if isinstance(a, torch.Tensor) and a.dim() > 0]
+    if not options.dynamic or not tensors:
+        return [arguments]
+    batch = int(tensors[0].shape[0])
+    return [arguments] + [
+        (
+            tuple(_grown(a, batch, size) for a in arguments[0]),
+            {k: _grown(v, batch, size) for k, v in arguments[1].items()},
+        )
+        for size in (2 * batch + 1, 4 * batch + 3)
+    ]
 
 
 def describe(arguments: Arguments) -> str:

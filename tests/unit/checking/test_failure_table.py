@@ -7,8 +7,8 @@ from typing import Any, cast
 
 import pytest
 
+from pytest_torchcompile.checking.messages import failure_message, graph_failures_message
 from pytest_torchcompile.checking.outcome import CheckOutcome, GraphOutcome
-from pytest_torchcompile.checking.runner import failure_message, graph_failures_message
 from pytest_torchcompile.common.leaves import FULL_TABLE_VARIABLE, LeafResult
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.verdict import Comparison, Status
