@@ -14,25 +14,16 @@ from pytest_torchcompile.checking.masked import (
     MaskedDeviation,
     find_masked_deviation,
 )
-from pytest_torchcompile.checking.outcome import (
-    FailingGraph,
-)
+from pytest_torchcompile.checking.outcome import FailingGraph
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import Comparison
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph
 from pytest_torchcompile.judging.copies import clone_values
 from pytest_torchcompile.judging.isolation.config import config_patches
-from pytest_torchcompile.judging.judge import (
-    DYNAMO,
-    compare_graph_outputs,
-    judge_graph,
-)
+from pytest_torchcompile.judging.judge import DYNAMO, compare_graph_outputs, judge_graph
 from pytest_torchcompile.judging.mutation import mutated_inputs
-from pytest_torchcompile.judging.references import (
-    reference_outputs,
-    unwritten_elements,
-)
+from pytest_torchcompile.judging.references import reference_outputs, unwritten_elements
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.random_ops import generator_state_outputs
 

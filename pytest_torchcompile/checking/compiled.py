@@ -11,29 +11,16 @@ from typing import Any
 import torch
 import torch.fx
 
-from pytest_torchcompile.checking.masked import (
-    ConcurrentProbes,
-    ProbeChildren,
-)
-from pytest_torchcompile.checking.outcome import (
-    CheckOutcome,
-    compiler_error_outcome,
-)
-from pytest_torchcompile.checking.runs import (
-    copy_callable,
-    execute,
-)
+from pytest_torchcompile.checking.masked import ConcurrentProbes, ProbeChildren
+from pytest_torchcompile.checking.outcome import CheckOutcome, compiler_error_outcome
+from pytest_torchcompile.checking.runs import copy_callable, execute
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import Comparison
 from pytest_torchcompile.judging.capture import GraphCapture
-from pytest_torchcompile.judging.reordering import (
-    Arguments,
-)
+from pytest_torchcompile.judging.reordering import Arguments
 from pytest_torchcompile.torch_internals.compiling import no_compile_caches, reset, strict_dynamo
 from pytest_torchcompile.torch_internals.config import inductor_config
-from pytest_torchcompile.torch_internals.rng import (
-    EAGER_RNG_CONFIG,
-)
+from pytest_torchcompile.torch_internals.rng import EAGER_RNG_CONFIG
 
 
 @dataclass

@@ -12,10 +12,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from pytest_torchcompile.checking.outcome import (
-    CheckOutcome,
-    EagerRunError,
-)
+from pytest_torchcompile.checking.outcome import CheckOutcome, EagerRunError
 from pytest_torchcompile.checking.runs import (
     copy_callable,
     describe,
@@ -27,21 +24,10 @@ from pytest_torchcompile.checking.runs import (
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import Status, out_of_memory
 from pytest_torchcompile.judging.conditioning import nudged as nudged_value
-from pytest_torchcompile.judging.judge import (
-    error_signature,
-)
-from pytest_torchcompile.judging.oracle import (
-    differing_leaves,
-    first_disagreement,
-    flatten_outputs,
-)
-from pytest_torchcompile.judging.references import (
-    UNLIKE_FILLS,
-    holds_nan,
-)
-from pytest_torchcompile.judging.reordering import (
-    Arguments,
-)
+from pytest_torchcompile.judging.judge import error_signature
+from pytest_torchcompile.judging.oracle import differing_leaves, first_disagreement, flatten_outputs
+from pytest_torchcompile.judging.references import UNLIKE_FILLS, holds_nan
+from pytest_torchcompile.judging.reordering import Arguments
 from pytest_torchcompile.judging.seeding import rng_states
 from pytest_torchcompile.torch_internals.nan_gradients import nan_gradients_filled
 from pytest_torchcompile.torch_internals.unwritten import filling_unwritten

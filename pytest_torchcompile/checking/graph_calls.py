@@ -15,10 +15,7 @@ import torch.fx
 from pytest_torchcompile.checking.floors import EAGER_SPREAD_FLOOR
 from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.verdict import Comparison
-from pytest_torchcompile.judging.capture import (
-    CapturedGraph,
-    DynamoGraph,
-)
+from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph
 from pytest_torchcompile.judging.conditioning import conditioned, judged_discontinuous, nudged
 from pytest_torchcompile.judging.copies import clone_values, traced_layout
 from pytest_torchcompile.judging.judge import (
@@ -28,17 +25,9 @@ from pytest_torchcompile.judging.judge import (
 )
 from pytest_torchcompile.judging.mutation import mutated_inputs
 from pytest_torchcompile.judging.precision import full_fp32_precision
-from pytest_torchcompile.judging.references import (
-    fp64_results,
-    reference_results,
-    run_graph,
-)
+from pytest_torchcompile.judging.references import fp64_results, reference_results, run_graph
 from pytest_torchcompile.judging.reordering import noise_floors, raise_floors
-from pytest_torchcompile.judging.seeding import (
-    rng_states,
-    seeded_alike,
-    set_rng_states,
-)
+from pytest_torchcompile.judging.seeding import rng_states, seeded_alike, set_rng_states
 from pytest_torchcompile.judging.tensor_comparison import differing_elements, written_only
 from pytest_torchcompile.torch_internals.random_ops import generator_state_outputs
 from pytest_torchcompile.torch_internals.rng import (

@@ -26,10 +26,7 @@ from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.settings import concurrent_probe
 from pytest_torchcompile.judging.capture import CapturedGraph, TensorSpec, input_spec
 from pytest_torchcompile.judging.isolation.parent import IsolatedJudge, IsolationError
-from pytest_torchcompile.judging.isolation.protocol import (
-    GraphToPrepare,
-    JudgeSettings,
-)
+from pytest_torchcompile.judging.isolation.protocol import GraphToPrepare, JudgeSettings
 from pytest_torchcompile.judging.judge import GraphVerdict, devices_of, judge_graph
 from pytest_torchcompile.judging.slicing import (
     ROOTS_TRIED_ALONE,

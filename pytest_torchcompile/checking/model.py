@@ -15,16 +15,8 @@ import torch
 import torch.fx
 
 from pytest_torchcompile.checking.aside import aside
-from pytest_torchcompile.checking.attribution import (
-    failing_graphs,
-    masked_deviation,
-)
-from pytest_torchcompile.checking.compiled import (
-    CompiledCache,
-    CompiledRuns,
-    compiled_runs,
-    recurs,
-)
+from pytest_torchcompile.checking.attribution import failing_graphs, masked_deviation
+from pytest_torchcompile.checking.compiled import CompiledCache, CompiledRuns, compiled_runs, recurs
 from pytest_torchcompile.checking.eager import (
     Baseline,
     EagerRuns,
@@ -39,14 +31,8 @@ from pytest_torchcompile.checking.floors import (
     evaluation_floors,
     spread_floors,
 )
-from pytest_torchcompile.checking.masked import (
-    ProbeChildren,
-    device_of,
-)
-from pytest_torchcompile.checking.outcome import (
-    CheckOutcome,
-    FailingGraph,
-)
+from pytest_torchcompile.checking.masked import ProbeChildren, device_of
+from pytest_torchcompile.checking.outcome import CheckOutcome, FailingGraph
 from pytest_torchcompile.checking.runs import (
     describe,
     differentiable,
@@ -59,16 +45,9 @@ from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import Comparison, Status
 from pytest_torchcompile.judging.capture import CapturedGraph
 from pytest_torchcompile.judging.conditioning import conditioned, judged_discontinuous
-from pytest_torchcompile.judging.oracle import (
-    compare_outputs,
-    flatten_outputs,
-)
+from pytest_torchcompile.judging.oracle import compare_outputs, flatten_outputs
 from pytest_torchcompile.judging.precision import full_fp32_precision
-from pytest_torchcompile.judging.reordering import (
-    Arguments,
-    capped,
-    raise_floors,
-)
+from pytest_torchcompile.judging.reordering import Arguments, capped, raise_floors
 from pytest_torchcompile.torch_internals.config import inductor_config
 
 

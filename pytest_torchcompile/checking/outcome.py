@@ -13,9 +13,7 @@ import torch.fx
 from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.verdict import Comparison, Status, out_of_memory
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph
-from pytest_torchcompile.judging.judge import (
-    error_signature,
-)
+from pytest_torchcompile.judging.judge import error_signature
 from pytest_torchcompile.torch_internals.environment import (
     ENVIRONMENT_NOT_JUDGED,
     environment_failure,

@@ -43,23 +43,13 @@ from pytest_torchcompile.judging.capture import (
 )
 from pytest_torchcompile.judging.copies import clone_values
 from pytest_torchcompile.judging.isolation.config import config_patches
-from pytest_torchcompile.judging.judge import (
-    devices_of,
-    error_signature,
-)
+from pytest_torchcompile.judging.judge import devices_of, error_signature
 from pytest_torchcompile.judging.precision import at_full_fp32, full_fp32_precision
-from pytest_torchcompile.judging.references import (
-    unwritten_elements,
-)
-from pytest_torchcompile.judging.seeding import (
-    set_rng_states,
-)
+from pytest_torchcompile.judging.references import unwritten_elements
+from pytest_torchcompile.judging.seeding import set_rng_states
 from pytest_torchcompile.torch_internals.config import inductor_config
 from pytest_torchcompile.torch_internals.interception import intercept_inductor
-from pytest_torchcompile.torch_internals.rng import (
-    EAGER_RNG_CONFIG,
-    RandomDrawMismatch,
-)
+from pytest_torchcompile.torch_internals.rng import EAGER_RNG_CONFIG, RandomDrawMismatch
 
 
 class GraphChecker:

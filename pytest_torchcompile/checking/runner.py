@@ -56,10 +56,7 @@ from pytest_torchcompile.torch_internals.compiling import (
     reset_if_compiled,
 )
 from pytest_torchcompile.torch_internals.config import inductor_config
-from pytest_torchcompile.torch_internals.environment import (
-    INDUCTOR_CACHE_VARIABLE,
-    inductor_cache,
-)
+from pytest_torchcompile.torch_internals.environment import INDUCTOR_CACHE_VARIABLE, inductor_cache
 from pytest_torchcompile.torch_internals.interception import intercept_inductor
 
 

@@ -16,16 +16,10 @@ import torch.fx
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import out_of_memory
 from pytest_torchcompile.judging.copies import strided_copy, widened
-from pytest_torchcompile.judging.judge import (
-    error_signature,
-)
+from pytest_torchcompile.judging.judge import error_signature
 from pytest_torchcompile.judging.mutation import changed
-from pytest_torchcompile.judging.oracle import (
-    flatten_outputs,
-)
-from pytest_torchcompile.judging.reordering import (
-    Arguments,
-)
+from pytest_torchcompile.judging.oracle import flatten_outputs
+from pytest_torchcompile.judging.reordering import Arguments
 from pytest_torchcompile.torch_internals.fp64 import float64_everywhere
 from pytest_torchcompile.torch_internals.rng import (
     RandomDrawMismatch,
