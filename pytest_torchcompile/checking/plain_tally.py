@@ -175,15 +175,12 @@ class PlainTally:
         passed = [ratio for index, ratio in self.judged.items() if index not in failing]
         if not passed and not self.unchecked:
             return None
-        parts = [f"{len(passed)} graph(s) pass"] if passed else []
-        if self.unchecked:
-            parts.append(f"{len(self.unchecked)} unchecked")
         without_fp64 = self._passed_without_fp64(failures)
         ratios = [ratio for ratio in passed if ratio is not None]
         return CaseResult(
             nodeid,
             _passing_status(bool(passed), bool(without_fp64)),
-            ", ".join(parts),
+            _summary(len(passed), len(self.unchecked)),
             reference=f"{SAME_PRECISION}: {'; '.join(without_fp64)}" if without_fp64 else "fp64",
             worst_ratio=max(ratios, default=None),
             graphs_judged=len(passed),
@@ -224,6 +221,14 @@ def _error_failure(graph: CapturedGraph, error: BaseException, handled: bool) ->
     else:
         return []
     return [GraphOutcome(graph=graph, inputs=inputs, status=status, message=message)]
+
+
+def _summary(passed: int, unchecked: int) -> str:
+    """How many graphs pass and how many are unchecked, each where there are some."""
+    parts = [f"{passed} graph(s) pass"] if passed else []
+    if unchecked:
+        parts.append(f"{unchecked} unchecked")
+    return ", ".join(parts)
 
 
 def _passing_status(judged: bool, without_fp64: bool) -> Status:

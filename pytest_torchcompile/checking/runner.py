@@ -228,6 +228,17 @@ class CheckRunner:
                 )
             )
             raise
+        return None, self._record_outcome(nodeid, outcome, settings, record_property)
+
+    def _record_outcome(
+        self,
+        nodeid: str,
+        outcome: CheckOutcome,
+        settings: CheckSettings,
+        record_property: Callable[[str, object], None] | None,
+    ) -> str | None:
+        """Record a check's outcome, with a repro of its failing graph where the compiler is at
+        fault. Returns the message the test fails with, None where it does not fail."""
         refuse_config_value(settings, outcome)
         result = _case_result(nodeid, outcome)
         if outcome.status.is_compiler_failure and outcome.failing_graphs:
@@ -241,8 +252,8 @@ class CheckRunner:
             for name, value in junit_properties(result, self.layout.public):
                 record_property(name, value)
         if not outcome.passed and result.status is not Status.UNCONFIRMED:
-            return None, failure_message(result, outcome, self.layout)
-        return None, None
+            return failure_message(result, outcome, self.layout)
+        return None
 
     def _write_repro(
         self,

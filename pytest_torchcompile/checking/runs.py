@@ -269,12 +269,16 @@ def input_sets(arguments: Arguments, options: CheckOptions) -> list[Arguments]:
         return [arguments]
     batch = int(tensors[0].shape[0])
     return [arguments] + [
-        (
-            tuple(_grown(a, batch, size) for a in arguments[0]),
-            {k: _grown(v, batch, size) for k, v in arguments[1].items()},
-        )
-        for size in (2 * batch + 1, 4 * batch + 3)
+        _grown_set(arguments, batch, size) for size in (2 * batch + 1, 4 * batch + 3)
     ]
+
+
+def _grown_set(arguments: Arguments, batch: int, size: int) -> Arguments:
+    """Every argument with its batch dimension grown from ``batch`` to ``size`` (:func:`_grown`)."""
+    return (
+        tuple(_grown(a, batch, size) for a in arguments[0]),
+        {k: _grown(v, batch, size) for k, v in arguments[1].items()},
+    )
 
 
 def describe(arguments: Arguments) -> str:
