@@ -7,7 +7,6 @@ import math
 from typing import Any
 
 import torch
-import torch.fx
 
 from pytest_torchcompile.checking.masked import (
     ConcurrentProbes,

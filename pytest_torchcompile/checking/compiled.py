@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.fx
 
 from pytest_torchcompile.checking.masked import ConcurrentProbes, ProbeChildren
 from pytest_torchcompile.checking.outcome import CheckOutcome, compiler_error_outcome

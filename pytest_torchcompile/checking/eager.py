@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.fx
 
 from pytest_torchcompile.checking.outcome import CheckOutcome, EagerRunError
 from pytest_torchcompile.checking.runs import (

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.fx
 
 from pytest_torchcompile.checking.runs import (
     copy_callable,

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.fx
 
 from pytest_torchcompile.checking.floors import EAGER_SPREAD_FLOOR
 from pytest_torchcompile.common.leaves import LeafResult

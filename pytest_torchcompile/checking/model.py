@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.fx
 
 from pytest_torchcompile.checking.aside import aside
 from pytest_torchcompile.checking.attribution import failing_graphs, masked_deviation

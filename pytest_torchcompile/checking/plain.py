@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-import torch.fx
 
 from pytest_torchcompile.checking.aside import aside
 from pytest_torchcompile.checking.graph_calls import (

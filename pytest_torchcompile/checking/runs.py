@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-import torch.fx
 
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import out_of_memory
