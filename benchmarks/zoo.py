@@ -54,7 +54,8 @@ except ImportError:  # run from a checkout without installing: use the repositor
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_torchcompile.checking.masked import ProbeChildren
-from pytest_torchcompile.checking.model import CheckOutcome, EagerRunError, check_model
+from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.checking.outcome import CheckOutcome, EagerRunError
 from pytest_torchcompile.common.leaves import format_table
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import Status

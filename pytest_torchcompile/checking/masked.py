@@ -26,10 +26,7 @@ from pytest_torchcompile.common.leaves import LeafResult, LeafRule
 from pytest_torchcompile.common.options import concurrent_probe
 from pytest_torchcompile.judging.capture import CapturedGraph, TensorSpec, input_spec
 from pytest_torchcompile.judging.isolation.parent import IsolatedJudge, IsolationError
-from pytest_torchcompile.judging.isolation.protocol import (
-    GraphToPrepare,
-    JudgeSettings,
-)
+from pytest_torchcompile.judging.isolation.protocol import GraphToPrepare, JudgeSettings
 from pytest_torchcompile.judging.judge import GraphVerdict, devices_of, judge_graph
 from pytest_torchcompile.judging.slicing import (
     ROOTS_TRIED_ALONE,
@@ -44,7 +41,7 @@ NEIGHBOURHOOD_RADII = (0, 1, 2, 4)
 
 
 @dataclass
-class MaskedDivergence:
+class MaskedDeviation:
     """The first op whose compiled value deviates although the graph's outputs pass."""
 
     node: str
@@ -207,14 +204,17 @@ def _accelerator(devices: Iterable[torch.device]) -> str | None:
 def _worth_a_child(graph: CapturedGraph) -> bool:
     """A static graph without random ops; unless :func:`concurrent_probe` says otherwise, a
     large one in a process with CPUs to spare for the child."""
-    if (
-        not _children_wanted()
-        or graph.has_random_ops
-        or not all(isinstance(spec, TensorSpec) for spec in graph.input_specs)
-        or not all(size.isdigit() for sizes in graph.symbolic_sizes for size in sizes or ())
-    ):
+    if not _children_wanted() or graph.has_random_ops or not _static(graph):
         return False
     return concurrent_probe() == "1" or graph.op_count >= CONCURRENT_PROBE_MIN_OPS
+
+
+def _static(graph: CapturedGraph) -> bool:
+    """Whether every input of a graph is a tensor of fixed sizes (a probe compiled for them
+    fits its every call)."""
+    return all(isinstance(spec, TensorSpec) for spec in graph.input_specs) and all(
+        size.isdigit() for sizes in graph.symbolic_sizes for size in sizes or ()
+    )
 
 
 PROBE_TIMEOUT_S = 1800.0
@@ -222,12 +222,12 @@ PROBE_TIMEOUT_S = 1800.0
 little before, and a compile this process made would have no limit at all."""
 
 
-def find_masked_divergence(
+def find_masked_deviation(
     gm: torch.fx.GraphModule,
     inputs: Sequence[Any],
     tol: float,
     prepared: PreparedProbe | None = None,
-) -> MaskedDivergence | None:
+) -> MaskedDeviation | None:
     """One compile of ``gm`` returning the floating intermediates a later op can mask
     (``prepared``: compiled in a child); where some deviate, one more compile of the ops where the
     deviations start, each alone and with its neighbours, side by side, to confirm that one
@@ -237,33 +237,14 @@ def find_masked_divergence(
         slicer = GraphSlicer(gm, inputs)
     except Exception:
         return None
-    remote = prepared.verdict(inputs, tol) if prepared is not None else None
-    if prepared is not None and remote is not None:
-        by_name = {node.name: node for node in slicer.unit_of}
-        observed = [by_name[name] for name in prepared.observed]
-        verdict = remote
-    else:
-        probe, probe_inputs, observed = slicer.probe(slicer.hidden_nodes())
-        if not observed:
-            return None
-        verdict = judge_graph(probe, probe_inputs, tol, check_non_float=False)
+    probed = _probed(slicer, inputs, tol, prepared)
+    if probed is None:
+        return None
+    observed, verdict = probed
     if verdict.failure != FailureKind.ACCURACY:
         return None
-    diverged = {
-        observed[index]: leaf
-        for leaf in verdict.leaves
-        if not leaf.passed and (index := output_index(leaf.path)) is not None
-    }
-    windows: list[tuple[str, frozenset[str]]] = []
-    for root in slicer.divergence_roots(slicer.carried(set(diverged)), set())[:ROOTS_TRIED_ALONE]:
-        # Among compiled neighbours, a rounding difference of theirs (a fused multiply-add, say)
-        # can move a rounding op's result by a whole step: such an op is judged on eager's values.
-        for radius in (
-            (0,) if rounds_to_steps(slicer.units[root][0].target) else NEIGHBOURHOOD_RADII
-        ):
-            window = slicer.neighbourhood(root, radius, frozenset(slicer.order))
-            if (root, window) not in windows:
-                windows.append((root, window))
+    diverged = _diverged(observed, verdict)
+    windows = _windows(slicer, diverged)
     cuts = [
         slicer.slice(window, outputs=[n for n in observed if slicer.unit_of[n] in window])
         for _, window in windows
@@ -273,9 +254,51 @@ def find_masked_divergence(
         return None
     (root, window), (candidate, candidate_inputs) = windows[first], cuts[first]
     node = next(n for n in slicer.units[root] if n in diverged)
-    return MaskedDivergence(
+    return MaskedDeviation(
         root, diverged[node], candidate, candidate_inputs, slicer.op_count(window)
     )
+
+
+def _probed(
+    slicer: GraphSlicer, inputs: Sequence[Any], tol: float, prepared: PreparedProbe | None
+) -> tuple[list[torch.fx.Node], GraphVerdict] | None:
+    """The intermediates a later op can mask and the probe's verdict on them, judged in the
+    child that compiled it where it can, else compiled here; None where there are none."""
+    remote = prepared.verdict(inputs, tol) if prepared is not None else None
+    if prepared is not None and remote is not None:
+        by_name = {node.name: node for node in slicer.unit_of}
+        return [by_name[name] for name in prepared.observed], remote
+    probe, probe_inputs, observed = slicer.probe(slicer.hidden_nodes())
+    if not observed:
+        return None
+    return observed, judge_graph(probe, probe_inputs, tol, check_non_float=False)
+
+
+def _diverged(
+    observed: list[torch.fx.Node], verdict: GraphVerdict
+) -> dict[torch.fx.Node, LeafResult]:
+    """The observed intermediates that deviate, with their rows of the probe's verdict."""
+    return {
+        observed[index]: leaf
+        for leaf in verdict.leaves
+        if not leaf.passed and (index := output_index(leaf.path)) is not None
+    }
+
+
+def _windows(
+    slicer: GraphSlicer, diverged: dict[torch.fx.Node, LeafResult]
+) -> list[tuple[str, frozenset[str]]]:
+    """The ops where the deviations start, each with the neighbourhoods it is judged in."""
+    windows: list[tuple[str, frozenset[str]]] = []
+    for root in slicer.divergence_roots(slicer.carried(set(diverged)), set())[:ROOTS_TRIED_ALONE]:
+        # Among compiled neighbours, a rounding difference of theirs (a fused multiply-add, say)
+        # can move a rounding op's result by a whole step: such an op is judged on eager's values.
+        radii = (0,) if rounds_to_steps(slicer.units[root][0].target) else NEIGHBOURHOOD_RADII
+        for radius in radii:
+            window = slicer.neighbourhood(root, radius, frozenset(slicer.order))
+            if (root, window) not in windows:
+                windows.append((root, window))
+    return windows
 
 
 def _first_deviating(
@@ -287,15 +310,7 @@ def _first_deviating(
     """The first of ``cuts`` that deviates compiled on its own (:func:`deviates_on_its_own`).
     Several are judged side by side in one compile first (a compile of a few ops costs about as
     much as one of many): only those that deviate there are compiled alone, in order."""
-    suspects: Iterable[int] = range(len(cuts))
-    if len(cuts) > 1:
-        together, inputs, spans = side_by_side(root, cuts)
-        verdict = judge_graph(together, inputs, tol, check_non_float=False)
-        if verdict.failure is None:
-            return None
-        failing = {output_index(leaf.path) for leaf in verdict.leaves if not leaf.passed}
-        if verdict.failure == FailureKind.ACCURACY and None not in failing:
-            suspects = [index for index, span in enumerate(spans) if failing & set(span)]
+    suspects = _suspects(root, cuts, tol) if len(cuts) > 1 else range(len(cuts))
     return next(
         (
             index
@@ -308,6 +323,21 @@ def _first_deviating(
         ),
         None,
     )
+
+
+def _suspects(
+    root: torch.fx.GraphModule, cuts: list[tuple[torch.fx.GraphModule, list[Any]]], tol: float
+) -> Iterable[int]:
+    """The cuts that deviate judged side by side in one compile: none where none does; every
+    one where that compile says nothing of which (it raised, or fails on no output)."""
+    together, inputs, spans = side_by_side(root, cuts)
+    verdict = judge_graph(together, inputs, tol, check_non_float=False)
+    if verdict.failure is None:
+        return []
+    failing = {output_index(leaf.path) for leaf in verdict.leaves if not leaf.passed}
+    if verdict.failure != FailureKind.ACCURACY or None in failing:
+        return range(len(cuts))
+    return [index for index, span in enumerate(spans) if failing & set(span)]
 
 
 def deviates_on_its_own(

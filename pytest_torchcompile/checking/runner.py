@@ -5,9 +5,8 @@ as a repro and queued for the minify phase. The only part of a session that need
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
-import os
-import shlex
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 import torch
 
 from pytest_torchcompile.checking.aside import aside
+from pytest_torchcompile.checking.compiled import CompiledCache
 from pytest_torchcompile.checking.confirmation import Confirmer, settle
 from pytest_torchcompile.checking.masked import (
     ProbeChildren,
@@ -22,24 +22,24 @@ from pytest_torchcompile.checking.masked import (
     device_of,
     graph_device,
 )
-from pytest_torchcompile.checking.model import (
+from pytest_torchcompile.checking.messages import failure_message, graph_failures_message
+from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.checking.outcome import (
     CheckOutcome,
-    CompiledCache,
     EagerRunError,
-    check_model,
-    model_tensors,
-    unjudgeable_input,
+    FailingGraph,
+    GraphOutcome,
 )
-from pytest_torchcompile.checking.plain import SAME_PRECISION, GraphChecker, GraphFailure
+from pytest_torchcompile.checking.plain import GraphChecker
+from pytest_torchcompile.checking.runs import model_tensors, unjudgeable_input
 from pytest_torchcompile.common.allowed import ConfigValueRefused, refused_config_value
 from pytest_torchcompile.common.files import unusable_directory, unwritable_directory
 from pytest_torchcompile.common.kinds import FailureKind
-from pytest_torchcompile.common.leaves import shown_table
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.run_state import MinifyJob, RunState
 from pytest_torchcompile.common.settings import MARKER, CheckSettings
 from pytest_torchcompile.common.verdict import CheckFailed, Comparison, Status
-from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph, GraphCapture
+from pytest_torchcompile.judging.capture import GraphCapture
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import DYNAMO, POST_AOT, error_signature
 from pytest_torchcompile.reporting.junit import junit_properties
@@ -53,10 +53,7 @@ from pytest_torchcompile.torch_internals.compiling import (
     reset_if_compiled,
 )
 from pytest_torchcompile.torch_internals.config import inductor_config
-from pytest_torchcompile.torch_internals.environment import (
-    INDUCTOR_CACHE_VARIABLE,
-    inductor_cache,
-)
+from pytest_torchcompile.torch_internals.environment import INDUCTOR_CACHE_VARIABLE, inductor_cache
 from pytest_torchcompile.torch_internals.interception import intercept_inductor
 
 
@@ -228,62 +225,44 @@ class CheckRunner:
                 )
             )
             raise
+        return None, self._record_outcome(nodeid, outcome, settings, record_property)
+
+    def _record_outcome(
+        self,
+        nodeid: str,
+        outcome: CheckOutcome,
+        settings: CheckSettings,
+        record_property: Callable[[str, object], None] | None,
+    ) -> str | None:
+        """Record a check's outcome, with a repro of its failing graph where the compiler is at
+        fault. Returns the message the test fails with, None where it does not fail."""
         refuse_config_value(settings, outcome)
-        result = CaseResult(
-            nodeid=nodeid,
-            status=outcome.status,
-            message=outcome.message,
-            reference=outcome.reference,
-            worst_ratio=outcome.comparison.worst_ratio if outcome.comparison else None,
-            leaves=outcome.comparison.leaves if outcome.comparison else [],
-            compile_seconds=outcome.compile_seconds,
-            fallback_random=outcome.fallback_random,
-        )
+        result = _case_result(nodeid, outcome)
         if outcome.status.is_compiler_failure and outcome.failing_graphs:
-            failing = outcome.failing_graphs[0]
-            others = len(outcome.failing_graphs) - 1
-            notes = [
-                note
-                for note in (
-                    failing.note,
-                    f"{others} other graph(s) of this check also deviate" if others else "",
-                )
-                if note
-            ]
-            self._record_failing_graph(
-                result,
-                failing.graph,
-                failing.inputs,
-                settings,
-                notes,
-                failing.gm,
-                failing.dynamo,
-                failing.non_float_only,
-                outcome.recurs,
-            )
+            failing, *others = outcome.failing_graphs
+            notes = [failing.note] if failing.note else []
+            if others:
+                notes.append(f"{len(others)} other graph(s) of this check also deviate")
+            self._record_failing_graph(result, failing, settings, notes, outcome.recurs)
         self.session.record(result)
         if record_property is not None:
             for name, value in junit_properties(result, self.layout.public):
                 record_property(name, value)
         if not outcome.passed and result.status is not Status.UNCONFIRMED:
-            return None, failure_message(result, outcome, self.layout)
-        return None, None
+            return failure_message(result, outcome, self.layout)
+        return None
 
     def _write_repro(
         self,
-        nodeid: str,
-        graph: CapturedGraph,
-        inputs: list[Any] | None,
-        status: Status,
-        message: str,
+        result: CaseResult,
+        failing: FailingGraph,
         settings: CheckSettings,
         notes: list[str],
-        gm: torch.fx.GraphModule | None,
-        dynamo: DynamoGraph | None = None,
-        non_float_failure: bool = False,
+        non_float_failure: bool,
     ) -> tuple[str, str]:
-        kind = status.failure_kind
-        assert kind is not None, f"a {status} check writes no repro"
+        kind = result.status.failure_kind
+        assert kind is not None, f"a {result.status} check writes no repro"
+        graph, inputs, dynamo = failing.graph, failing.inputs, failing.dynamo
         error = graph.compile_error or graph.runtime_error
         if inputs is None:
             inputs = graph.synthesized_inputs(settings.seed)
@@ -301,7 +280,7 @@ class CheckRunner:
             )
         else:
             gm, label, config_source, sizes, level = (
-                gm if gm is not None else graph.gm,
+                failing.gm if failing.gm is not None else graph.gm,
                 graph.label,
                 graph.config_source,
                 graph.symbolic_sizes,
@@ -312,7 +291,7 @@ class CheckRunner:
             gm=gm,
             inputs=inputs,
             kind=kind,
-            title=public(f"{nodeid} :: {label}"),
+            title=public(f"{result.nodeid} :: {label}"),
             tol=settings.tolerance,
             check_non_float=not settings.ignore_non_float,
             non_float_failure=non_float_failure,
@@ -323,77 +302,78 @@ class CheckRunner:
             config_source=config_source,
             grad_enabled=graph.kind != "inference" and torch.is_grad_enabled(),
             symbolic_sizes=sizes,
-            status_line=public(f"{status}: {message}"),
+            status_line=public(f"{result.status}: {result.message}"),
             notes=[public(note) for note in notes],
             level=level,
         )
-        path = write_case(case, self.session.repro_root, slugify(nodeid), self.session.token)
+        path = write_case(case, self.session.repro_root, slugify(result.nodeid), self.session.token)
         return path.parent.name, str(path)
 
     def _record_failing_graph(
         self,
         result: CaseResult,
-        graph: CapturedGraph,
-        inputs: list[Any] | None,
+        failing: FailingGraph,
         settings: CheckSettings,
         notes: list[str],
-        gm: torch.fx.GraphModule | None = None,
-        dynamo: DynamoGraph | None = None,
-        non_float_only: bool = False,
-        recurs: bool = False,
+        recurs: bool,
     ) -> None:
-        """``non_float_only``: the graph's own failing outputs are all non-floating, though the
-        check's may not be (:attr:`FailingGraph.non_float_only`,
-        :attr:`GraphFailure.non_float_only`). ``recurs``: the check's compiled code, run again
-        on the same inputs, failed again (:attr:`CheckOutcome.recurs`,
-        :attr:`GraphFailure.recurs`)."""
-        result.graph = dynamo.label if dynamo is not None else graph.label
-        if result.status is Status.FAIL_RUNTIME and graph.host_copy is not None and gm is None:
-            # The failing call's own copy, readable even where the error left the device unusable.
-            gm, inputs = graph.host_copy.gm, graph.host_copy.inputs
-            if not graph.host_copy.devices_usable():
-                self.session.devices_lost_in = result.nodeid
-                result.message += (
-                    " (a device-side error: the device is unusable to this process from "
-                    "now on, so its later checks here cannot run)"
-                )
+        """``result``'s repro written from ``failing``, confirmed in a fresh process and queued
+        for minifying. ``recurs``: the check's compiled code, run again on the same inputs,
+        failed again (:attr:`CheckOutcome.recurs`)."""
+        result.graph = failing.dynamo.label if failing.dynamo is not None else failing.graph.label
+        failing = self._host_copy(result, failing)
+        non_float = failing.non_float_only or Comparison(result.leaves).fails_only_in_non_float
         try:
-            result.case_id, result.repro_path = self._write_repro(
-                result.nodeid,
-                graph,
-                inputs,
-                result.status,
-                result.message,
-                settings,
-                notes,
-                gm,
-                dynamo,
-                non_float_only or Comparison(result.leaves).fails_only_in_non_float,
-            )
+            result.case_id, path = self._write_repro(result, failing, settings, notes, non_float)
         except OSError as error:
             # The check's verdict stands; only its repro is missing.
             result.repro_unwritten = str(error)
             return
-        if self.session.devices_lost_in != result.nodeid:
-            # Checked now, so that a repro that cannot run is reported at the test that made it.
-            result.repro_defect = repro_defect(result.repro_path)
-            # An accuracy finding is a judgement, which a fresh process must share; a compile or
-            # runtime error was raised by the compiler in this test, whatever a repro then shows.
-            if (
-                result.repro_defect is None
-                and settings.backend == "inductor"
-                and result.status is Status.FAIL_ACCURACY
-            ):
-                unreproduced = self.confirmer.unreproduced(result.repro_path)
-                if unreproduced is not None:
-                    # Nothing to minify: a fresh process does not fail the repro.
-                    settle(result, unreproduced, recurs)
-                    return
+        result.repro_path = path
+        if self.session.devices_lost_in != result.nodeid and self._unreproduced(
+            result, path, settings, recurs
+        ):
+            return
         if settings.minify and settings.backend == "inductor" and result.repro_defect is None:
             job = MinifyJob(
                 result.case_id, result.nodeid, result.repro_path, settings.minify_timeout
             )
             self.session.queue_minify_job(job)
+
+    def _host_copy(self, result: CaseResult, failing: FailingGraph) -> FailingGraph:
+        """A runtime failure's graph and inputs as its failing call's own copy on the host,
+        readable even where the error left the device unusable (then said in ``result``)."""
+        host_copy = failing.graph.host_copy
+        if result.status is not Status.FAIL_RUNTIME or host_copy is None or failing.gm is not None:
+            return failing
+        if not host_copy.devices_usable():
+            self.session.devices_lost_in = result.nodeid
+            result.message += (
+                " (a device-side error: the device is unusable to this process from "
+                "now on, so its later checks here cannot run)"
+            )
+        return dataclasses.replace(failing, gm=host_copy.gm, inputs=host_copy.inputs)
+
+    def _unreproduced(
+        self, result: CaseResult, path: str, settings: CheckSettings, recurs: bool
+    ) -> bool:
+        """Whether a fresh process does not fail ``result``'s repro, which is then settled
+        (:func:`settle`): nothing to minify. Checked now, so that a repro that cannot run is
+        reported at the test that made it. An accuracy finding is a judgement, which a fresh
+        process must share; a compile or runtime error was raised by the compiler in this test,
+        whatever a repro then shows."""
+        result.repro_defect = repro_defect(path)
+        if (
+            result.repro_defect is not None
+            or settings.backend != "inductor"
+            or result.status is not Status.FAIL_ACCURACY
+        ):
+            return False
+        unreproduced = self.confirmer.unreproduced(path)
+        if unreproduced is None:
+            return False
+        settle(result, unreproduced, recurs)
+        return True
 
     @contextlib.contextmanager
     def running_test(self, nodeid: str, settings: CheckSettings, watch: bool) -> Iterator[None]:
@@ -427,15 +407,7 @@ class CheckRunner:
             on_deviation=self.confirmer.prestart,
             on_lowering=lambda graph: self.confirmer.start(graph_device(graph)),
         )
-        if settings.inductor_config:
-            # The marker asks for the test's compiles under this config: code compiled under
-            # another one, which Dynamo would serve as it is, is compiled anew.
-            reset_if_compiled()
-            if current_device() is None and settings.backend == "inductor":
-                # The config's import below imports the compiler (seconds): a judging child
-                # started first imports its own meanwhile, as a fixture's check does. Only
-                # without a GPU: with one, a graph's device is known as it is lowered.
-                self.confirmer.start(None)
+        self._compiles_under(settings)
         handled = False
         with inductor_config(settings.inductor_config):
             try:
@@ -445,18 +417,7 @@ class CheckRunner:
                 # The test's call returned: whatever a compiled graph raised into it, it handled.
                 handled = True
             finally:
-                failures, refusal = config_failures_apart(
-                    settings, checker.failures + checker.error_failures(handled)
-                )
-                failed = self._graph_failures(nodeid, failures, settings) if failures else []
-                self.session.record(*failed)
-                rest = other_graphs_result(nodeid, checker, failures)
-                if rest is not None:
-                    self.session.record(rest)
-                checker.release()
-                if refusal is not None:
-                    # In place of what the compile raised into the test: the setting's line alone.
-                    raise pytest.fail.Exception(refusal.line(MARKER), pytrace=False) from None
+                failures, failed = self._record_graphs(nodeid, checker, settings, handled)
         confirmed = [
             index
             for index, result in enumerate(failed)
@@ -472,8 +433,40 @@ class CheckRunner:
                 pytrace=False,
             )
 
+    def _compiles_under(self, settings: CheckSettings) -> None:
+        """Ready the test's compiles for the marker's ``inductor_config``, where it gives one:
+        code compiled under another one, which Dynamo would serve as it is, is compiled anew."""
+        if not settings.inductor_config:
+            return
+        reset_if_compiled()
+        if current_device() is None and settings.backend == "inductor":
+            # The config's import below imports the compiler (seconds): a judging child
+            # started first imports its own meanwhile, as a fixture's check does. Only
+            # without a GPU: with one, a graph's device is known as it is lowered.
+            self.confirmer.start(None)
+
+    def _record_graphs(
+        self, nodeid: str, checker: GraphChecker, settings: CheckSettings, handled: bool
+    ) -> tuple[list[GraphOutcome], list[CaseResult]]:
+        """Record a watched test's graphs as the block ends: a result per failing graph, and one
+        for the rest. Returns the failures and their results; raises the marker's usage error
+        where a compile refused a value of its ``inductor_config``."""
+        failures, refusal = config_failures_apart(
+            settings, checker.tally.failures + checker.error_failures(handled)
+        )
+        failed = self._graph_failures(nodeid, failures, settings) if failures else []
+        self.session.record(*failed)
+        rest = checker.tally.other_graphs_result(nodeid, failures)
+        if rest is not None:
+            self.session.record(rest)
+        checker.release()
+        if refusal is not None:
+            # In place of what the compile raised into the test: the setting's line alone.
+            raise pytest.fail.Exception(refusal.line(MARKER), pytrace=False) from None
+        return failures, failed
+
     def _graph_failures(
-        self, nodeid: str, failures: list[GraphFailure], settings: CheckSettings
+        self, nodeid: str, failures: list[GraphOutcome], settings: CheckSettings
     ) -> list[CaseResult]:
         """A result per failing graph of a test, its repro written and confirmed where it is the
         compiler's."""
@@ -491,19 +484,25 @@ class CheckRunner:
                     graphs_judged=1,
                 )
                 if failure.status.is_compiler_failure:
-                    self._record_failing_graph(
-                        result,
-                        failure.graph,
-                        failure.inputs,
-                        settings,
-                        [failure.note] if failure.note else [],
-                        failure.gm,
-                        failure.dynamo,
-                        failure.non_float_only,
-                        failure.recurs,
-                    )
+                    notes = [failure.note] if failure.note else []
+                    self._record_failing_graph(result, failure, settings, notes, failure.recurs)
                 results.append(result)
         return results
+
+
+def _case_result(nodeid: str, outcome: CheckOutcome) -> CaseResult:
+    """The result a fixture's check records."""
+    comparison = outcome.comparison
+    return CaseResult(
+        nodeid=nodeid,
+        status=outcome.status,
+        message=outcome.message,
+        reference=outcome.reference,
+        worst_ratio=comparison.worst_ratio if comparison else None,
+        leaves=comparison.leaves if comparison else [],
+        compile_seconds=outcome.compile_seconds,
+        fallback_random=outcome.fallback_random,
+    )
 
 
 def config_value_refused(
@@ -533,8 +532,8 @@ def refuse_config_value(settings: CheckSettings, outcome: CheckOutcome) -> None:
 
 
 def config_failures_apart(
-    settings: CheckSettings, failures: list[GraphFailure]
-) -> tuple[list[GraphFailure], ConfigValueRefused | None]:
+    settings: CheckSettings, failures: list[GraphOutcome]
+) -> tuple[list[GraphOutcome], ConfigValueRefused | None]:
     """A test's failing plain graphs, less those whose compile raised on a value of the marker's
     ``inductor_config`` (no result of the compiler's, no repro), and the first such refusal."""
     refusals = {
@@ -544,103 +543,6 @@ def config_failures_apart(
     }
     kept = [failure for failure in failures if id(failure) not in refusals]
     return kept, next(iter(refusals.values()), None)
-
-
-def other_graphs_result(
-    nodeid: str, checker: GraphChecker, failures: list[GraphFailure]
-) -> CaseResult | None:
-    """The check standing for a test's plain graphs that did not fail: those judged (they pass)
-    and what could not be judged, with the reasons. None when there are neither, so that a test
-    that compiled nothing has no check."""
-    failing = {failure.graph.index for failure in failures}
-    passed = [ratio for index, ratio in checker.judged.items() if index not in failing]
-    if not passed and not checker.unchecked:
-        return None
-    parts = [f"{len(passed)} graph(s) pass"] if passed else []
-    if checker.unchecked:
-        parts.append(f"{len(checker.unchecked)} unchecked")
-    # A graph that passed without its fp64 reference passed the weaker, labelled check only.
-    failed = {
-        failure.dynamo.label if failure.dynamo is not None else failure.graph.label
-        for failure in failures
-    }
-    without_fp64 = [
-        f"{label}: {why}" for label, why in checker.without_fp64.items() if label not in failed
-    ]
-    status = (
-        Status.NOT_JUDGED
-        if not passed
-        else Status.NO_FP64_REFERENCE
-        if without_fp64
-        else Status.PASS
-    )
-    ratios = [ratio for ratio in passed if ratio is not None]
-    return CaseResult(
-        nodeid,
-        status,
-        ", ".join(parts),
-        reference=f"{SAME_PRECISION}: {'; '.join(without_fp64)}" if without_fp64 else "fp64",
-        worst_ratio=max(ratios, default=None),
-        graphs_judged=len(passed),
-        unchecked=list(checker.unchecked),
-    )
-
-
-def relative(path: str) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return path
-
-
-def failure_message(result: CaseResult, outcome: CheckOutcome, layout: TerminalLayout) -> str:
-    lines = [f"compile accuracy: {result.status}: {result.message}"]
-    if outcome.comparison is not None and outcome.comparison.leaves:
-        lines.append(f"reference: {outcome.reference}")
-        lines.append(shown_table(outcome.comparison.leaves, layout.width))
-    if result.graph:
-        lines.append(f"failing graph: {result.graph}")
-    lines += _repro_lines(result)
-    if (
-        not result.repro_path
-        and result.repro_unwritten is None
-        and result.status.is_compiler_failure
-    ):
-        lines.append(
-            "no repro: no graph reached Inductor"
-            if not outcome.graphs
-            else "no repro: the failing graph could not be identified"
-        )
-    return layout.fit(layout.public("\n".join(lines)))
-
-
-def graph_failures_message(
-    results: list[CaseResult], failures: list[GraphFailure], layout: TerminalLayout
-) -> str:
-    lines = [f"compile accuracy: {len(failures)} graph(s) compiled by this test fail"]
-    for result, failure in zip(results, failures, strict=True):
-        lines.append(f"{result.status}: {failure.message}")
-        if failure.leaves:
-            lines.append(shown_table(failure.leaves, layout.width))
-        lines += _repro_lines(result)
-    return layout.fit(layout.public("\n".join(lines)))
-
-
-def _repro_lines(result: CaseResult) -> list[str]:
-    if result.repro_unwritten is not None:
-        return [f"repro not written: {result.repro_unwritten}"]
-    if not result.repro_path:
-        return []
-    if result.repro_defect is not None:
-        return [
-            f"repro: {result.repro_path}",
-            f"the repro is broken, a defect of pytest-torchcompile (please report it): {result.repro_defect}",
-        ]
-    # Quoted for the shell it is pasted into: a repro directory may hold spaces or a ``$``.
-    return [
-        f"repro: {result.repro_path}",
-        f"rerun: python {shlex.quote(relative(result.repro_path))}",
-    ]
 
 
 def _device_checked(

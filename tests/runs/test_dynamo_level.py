@@ -244,6 +244,6 @@ def test_plain_torch_compile_call_with_a_wrong_decomposition_fails_at_the_torch_
     with checker.watching(), torch.no_grad():
         torch.compile(model)(x)
 
-    (failure,) = checker.failures
+    (failure,) = checker.tally.failures
     assert failure.dynamo is not None and failure.status is Status.FAIL_ACCURACY
     assert failure.message.startswith("1 of 1 outputs of torch-level graph 0")

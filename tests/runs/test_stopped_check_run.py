@@ -47,7 +47,7 @@ def test_a_check_stopped_by_a_timeout_keeps_its_row(pytester: pytest.Pytester) -
 
 STOPPING_CONFTEST = """
 import pytest
-from pytest_torchcompile.checking import plain
+from pytest_torchcompile.checking import graph_calls
 
 
 def stopped(*args, **kwargs):
@@ -57,7 +57,7 @@ def stopped(*args, **kwargs):
 @pytest.fixture(autouse=True)
 def stop_while_judging(monkeypatch):
     # The stop comes while the plugin judges a graph of the test's own compile.
-    monkeypatch.setattr(plain, "mutated_inputs", stopped)
+    monkeypatch.setattr(graph_calls, "mutated_inputs", stopped)
 """
 
 PLAIN_SUITE = """
@@ -147,9 +147,9 @@ def test_a_plain_training_call_stopped_while_its_gradients_are_judged_keeps_its_
 ) -> None:
     # The training call is judged as the test's call ends, rerunning its compiled code: stopped there.
     pytester.makeconftest(
-        STOPPING_CONFTEST.format(
-            stop='pytest.fail("Timeout (>1.0s) from pytest-timeout.")'
-        ).replace('"mutated_inputs"', '"run_graph"')
+        STOPPING_CONFTEST.format(stop='pytest.fail("Timeout (>1.0s) from pytest-timeout.")')
+        .replace('"mutated_inputs"', '"run_graph"')
+        .replace("graph_calls", "torch_level")
     )
     pytester.makepyfile(test_model=TRAINING_SUITE)
     result = pytester.runpytest(

@@ -371,12 +371,12 @@ def test_an_eager_run_out_of_memory_gets_its_own_status() -> None:
 
 
 def test_a_compile_out_of_memory_is_not_fail_compile(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_torchcompile.checking import model
+    from pytest_torchcompile.checking import compiled
 
     def compile_without_memory(*args: object) -> object:
         return torch.empty(TOO_MUCH, dtype=torch.float64)
 
-    monkeypatch.setattr(model, "_compile", compile_without_memory)
+    monkeypatch.setattr(compiled, "_compile", compile_without_memory)
     outcome = check_model(torch.relu, [torch.ones(3)])
     assert outcome.status is Status.OUT_OF_MEMORY
     assert "ran out of memory" in outcome.message and "can't allocate memory" in outcome.message

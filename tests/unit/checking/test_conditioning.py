@@ -12,8 +12,11 @@ import pytest
 import torch
 from torch._inductor import config, lowering
 
-from pytest_torchcompile.checking.model import EAGER_SPREAD_FLOOR, _EagerRuns, check_model
-from pytest_torchcompile.checking.plain import GraphChecker, _Judgement
+from pytest_torchcompile.checking.eager import EagerRuns
+from pytest_torchcompile.checking.floors import EAGER_SPREAD_FLOOR
+from pytest_torchcompile.checking.graph_calls import CallJudgement
+from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.checking.plain import GraphChecker
 from pytest_torchcompile.common.leaves import LeafResult, LeafRule
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, Comparison, Status
@@ -78,7 +81,7 @@ def _plain_failures(factor: float) -> list[str]:
     with checker.watching():
         torch.compile(_floor)(_at_ties())
     reset()
-    return [failure.message for failure in checker.failures]
+    return [failure.message for failure in checker.tally.failures]
 
 
 def test_a_plain_call_rounding_across_a_tie_is_within_the_outputs_conditioning(
@@ -109,9 +112,9 @@ class _Jittering:
         return (x * 2 + (1e-3 if self.calls == 2 else 0.0),)
 
 
-def _judgement(module: _Jittering, x: torch.Tensor) -> _Judgement:
+def _judgement(module: _Jittering, x: torch.Tensor) -> CallJudgement:
     eager = list(module(x))
-    return _Judgement(
+    return CallJudgement(
         module, [x], False, [], eager, [x.double() * 2], "out", DEFAULT_TOLERANCE, True, None
     )
 
@@ -157,7 +160,7 @@ def test_a_nudged_run_moves_the_inputs_and_weights_but_not_the_buffers() -> None
         seen.append((args[0].clone(), module.weight.detach().clone(), module.inv_freq.clone()))
 
     model.register_forward_pre_hook(record)  # kept by the run's copy of the model
-    eager = _EagerRuns(model, CheckOptions(intermediates=False))
+    eager = EagerRuns(model, CheckOptions(intermediates=False))
     eager.run(((positions,), {}), nudged=1)
     ((x, weight, inv_freq),) = seen
     assert not torch.equal(x, positions) and not torch.equal(weight, torch.ones(8))

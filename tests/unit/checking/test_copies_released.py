@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 
+from pytest_torchcompile.checking import compiled, eager, floors, runs
 from pytest_torchcompile.checking import model as checking
 from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.common.settings import CheckOptions
@@ -31,7 +32,7 @@ def _copies(monkeypatch: pytest.MonkeyPatch) -> Copies:
     """Every copy of the model the check makes: (fp64, weak references to its weights). The
     weights, not the module: an autograd graph keeps a copy's weights alive without it."""
     made: Copies = []
-    original = checking._copy_callable
+    original = runs.copy_callable
 
     def spy(fn: Callable[..., Any], fp64: bool = False) -> Callable[..., Any]:
         copy = original(fn, fp64)
@@ -39,8 +40,14 @@ def _copies(monkeypatch: pytest.MonkeyPatch) -> Copies:
         made.append((fp64, [weakref.ref(weight) for weight in copy.parameters()]))
         return copy
 
-    monkeypatch.setattr(checking, "_copy_callable", spy)
+    _copying_with(monkeypatch, spy)
     return made
+
+
+def _copying_with(monkeypatch: pytest.MonkeyPatch, copier: Callable[..., Any]) -> None:
+    """``copier`` in place of :func:`runs.copy_callable` wherever a check copies a model."""
+    for module in (runs, eager, compiled, floors):
+        monkeypatch.setattr(module, "copy_callable", copier)
 
 
 def _alive(made: Copies, fp64: bool) -> int:
@@ -61,10 +68,8 @@ def test_no_copy_is_alive_beside_the_fp64_one_and_only_the_compiled_one_outlives
 
         return run
 
-    monkeypatch.setattr(checking, "_reference", noting("fp64 run", checking._reference))
-    monkeypatch.setattr(
-        checking, "_masked_divergence", noting("probe", checking._masked_divergence)
-    )
+    monkeypatch.setattr(checking, "fp64_reference", noting("fp64 run", checking.fp64_reference))
+    monkeypatch.setattr(checking, "masked_deviation", noting("probe", checking.masked_deviation))
     outcome = check_model(_mlp(), [torch.randn(3, 8)], options=CheckOptions(backward=backward))
     assert outcome.status is Status.PASS, outcome.message
     # Two eager runs came before the fp64 run, none of them left; the compiled copy came after it,
@@ -76,14 +81,14 @@ def test_no_copy_is_alive_beside_the_fp64_one_and_only_the_compiled_one_outlives
 def test_an_fp64_copy_that_does_not_fit_leaves_the_same_precision_check(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = checking._copy_callable
+    original = runs.copy_callable
 
     def no_room_in_fp64(fn: Callable[..., Any], fp64: bool = False) -> Callable[..., Any]:
         if fp64:
             raise MemoryError("no room")
         return original(fn, fp64)
 
-    monkeypatch.setattr(checking, "_copy_callable", no_room_in_fp64)
+    _copying_with(monkeypatch, no_room_in_fp64)
     outcome = check_model(_mlp(), [torch.randn(3, 8)])
     assert outcome.status is Status.NO_FP64_REFERENCE and outcome.passed
     assert outcome.reference == (
@@ -99,7 +104,7 @@ def test_an_fp64_copy_that_does_not_fit_leaves_the_same_precision_check(
 def test_the_fp64_copy_keeps_tied_weights_tied_and_the_callers_in_fp32() -> None:
     model = torch.nn.Sequential(torch.nn.Embedding(5, 4), torch.nn.Linear(4, 5, bias=False))
     model[1].weight = model[0].weight
-    wide = checking._copy_callable(model, fp64=True)
+    wide = runs.copy_callable(model, fp64=True)
     assert isinstance(wide, torch.nn.Sequential) and wide[0].weight is wide[1].weight
     assert wide[0].weight.dtype == torch.float64 and isinstance(wide[0].weight, torch.nn.Parameter)
     assert model[0].weight.dtype == torch.float32 and torch.equal(

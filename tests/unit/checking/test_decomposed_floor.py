@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import torch
 
+from pytest_torchcompile.checking import floors as checking_floors
 from pytest_torchcompile.checking import model as checking_model
 from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.common.settings import CheckOptions
@@ -129,9 +130,9 @@ def test_a_wrong_layer_norm_decomposition_still_fails_in_training(
     monkeypatch.setitem(decompositions, aten.native_layer_norm.default, wrong)
     _forget_derived_tables(decomposition)
     asked: list[int] = []
-    floors = checking_model._decomposed_floors
+    floors = checking_model.decomposed_floors
     monkeypatch.setattr(
-        checking_model, "_decomposed_floors", lambda *args: asked.append(1) or floors(*args)
+        checking_model, "decomposed_floors", lambda *args: asked.append(1) or floors(*args)
     )
     monkeypatch.setattr(checking_model, "_capped_floors_could_pass", lambda *args: True)
     torch.manual_seed(0)
@@ -150,7 +151,7 @@ def test_a_wrong_layer_norm_decomposition_still_fails_in_training(
 
 def test_a_passing_check_runs_no_decomposed_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        checking_model,
+        checking_floors,
         "decomposed",
         lambda *args, **kwargs: pytest.fail("a passing check decomposed"),
     )

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_torchcompile.checking.model import EagerRunError, check_model
+from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.checking.outcome import EagerRunError
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import Status
 

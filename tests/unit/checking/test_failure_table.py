@@ -7,9 +7,8 @@ from typing import Any, cast
 
 import pytest
 
-from pytest_torchcompile.checking.model import CheckOutcome
-from pytest_torchcompile.checking.plain import GraphFailure
-from pytest_torchcompile.checking.runner import failure_message, graph_failures_message
+from pytest_torchcompile.checking.messages import failure_message, graph_failures_message
+from pytest_torchcompile.checking.outcome import CheckOutcome, GraphOutcome
 from pytest_torchcompile.common.leaves import FULL_TABLE_VARIABLE, LeafResult
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.verdict import Comparison, Status
@@ -72,8 +71,12 @@ def test_a_plain_graphs_long_table_is_summarized_too(monkeypatch: pytest.MonkeyP
     monkeypatch.delenv(FULL_TABLE_VARIABLE, raising=False)
     leaves = gradients(40, {7})
     # Only the message and the table are shown: no graph is needed.
-    failure = GraphFailure(
-        cast(Any, None), [], Status.FAIL_ACCURACY, "1 of 40 outputs deviate", leaves
+    failure = GraphOutcome(
+        graph=cast(Any, None),
+        inputs=[],
+        status=Status.FAIL_ACCURACY,
+        message="1 of 40 outputs deviate",
+        leaves=leaves,
     )
     result = CaseResult("test_plain", Status.FAIL_ACCURACY, failure.message)
     message = graph_failures_message([result], [failure], TerminalLayout(80))

@@ -8,13 +8,9 @@ import math
 import pytest
 import torch
 
-from pytest_torchcompile.checking.model import (
-    EagerRunError,
-    _Baseline,
-    _eager_baseline,
-    _EagerRuns,
-    check_model,
-)
+from pytest_torchcompile.checking.eager import Baseline, EagerRuns, eager_baseline
+from pytest_torchcompile.checking.model import check_model
+from pytest_torchcompile.checking.outcome import EagerRunError
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, TRAINING_TOLERANCE, Status
 
@@ -138,9 +134,9 @@ def test_eager_disagreeing_with_itself_is_run_again_with_deterministic_kernels()
         return x * 2 + jitter
 
     options = CheckOptions()
-    runs = _EagerRuns(fn, options)
-    baseline = _eager_baseline(runs, ((torch.ones(4),), {}), options)
-    assert isinstance(baseline, _Baseline) and runs.deterministic
+    runs = EagerRuns(fn, options)
+    baseline = eager_baseline(runs, ((torch.ones(4),), {}), options)
+    assert isinstance(baseline, Baseline) and runs.deterministic
     assert torch.equal(baseline.parts["out"], torch.full((4,), 2.0))
     assert (
         torch.backends.cudnn.deterministic is False

@@ -53,8 +53,8 @@ def test_a_backward_graph_given_activations_in_inductors_layout_is_judged() -> N
     assert _relaid_backward_inputs(checker) > 0, (
         "Inductor no longer lays the saved activations out otherwise"
     )
-    assert checker.failures == [] and checker.unchecked == []
-    assert sorted(checker.judged) == [0, 1]
+    assert checker.tally.failures == [] and checker.tally.unchecked == []
+    assert sorted(checker.tally.judged) == [0, 1]
 
 
 def _viewing(x: torch.Tensor) -> tuple[torch.Tensor]:
@@ -72,8 +72,8 @@ def test_a_graph_that_raises_eagerly_on_its_inputs_is_noted_unchecked_not_raised
         )
         [output] = call([transposed])
     assert torch.equal(output, transposed.reshape(-1) * 2)
-    assert checker.failures == [] and checker.judged == {}
-    [note] = checker.unchecked
+    assert checker.tally.failures == [] and checker.tally.judged == {}
+    [note] = checker.tally.unchecked
     assert (
         "raises when run eagerly on the inputs of its compiled call (RuntimeError: view size"
         in note
@@ -89,7 +89,7 @@ def test_a_graph_that_raises_eagerly_counts_as_judged_through_its_torch_level_gr
     def raising(*args: object) -> None:
         raise RuntimeError("cannot run eagerly here")
 
-    monkeypatch.setattr(plain, "_eager_references", raising)
+    monkeypatch.setattr(plain, "eager_references", raising)
     checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False)
     reset()
     try:
@@ -97,5 +97,5 @@ def test_a_graph_that_raises_eagerly_counts_as_judged_through_its_torch_level_gr
             torch.compile(lambda x: (x.sin() * 2,))(torch.randn(8))
     finally:
         reset()
-    assert checker.failures == [] and checker.unchecked == []
-    assert list(checker.judged) == [0]
+    assert checker.tally.failures == [] and checker.tally.unchecked == []
+    assert list(checker.tally.judged) == [0]

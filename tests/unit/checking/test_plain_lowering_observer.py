@@ -37,7 +37,7 @@ def test_a_graph_with_size_inputs_is_told_with_its_device() -> None:
         checker.release()
         reset()
     assert devices == [None]
-    assert checker.failures == []
+    assert checker.tally.failures == []
 
 
 def test_an_observer_that_raises_leaves_the_compile_alone() -> None:

@@ -26,7 +26,7 @@ def test_a_wrong_value_written_into_an_argument_is_caught() -> None:
     with inductor_config(RELU_BUG), checker.watching():
         torch.compile(write_relu_into)(dst, src)
     reset()
-    [failure] = checker.failures
+    [failure] = checker.tally.failures
     # dst is the graph's only input written into, whatever its position among the graph's inputs.
     [written] = [
         index for index, value in enumerate(failure.inputs) if torch.equal(value, torch.zeros(16))

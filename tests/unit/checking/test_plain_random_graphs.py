@@ -46,11 +46,15 @@ def test_a_random_graph_computes_what_it_computes_without_the_plugin_and_is_judg
     watched, watched_generator = compiled(noisy, x, checker)
     plain, plain_generator = compiled(noisy, x)
     assert torch.equal(watched, plain) and torch.equal(watched_generator, plain_generator)
-    assert checker.failures == [] and checker.unchecked == [] and list(checker.judged) == [0]
+    assert (
+        checker.tally.failures == []
+        and checker.tally.unchecked == []
+        and list(checker.tally.judged) == [0]
+    )
 
 
 def test_a_wrong_kernel_in_a_random_graph_fails() -> None:
     checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False)
     compiled(noisy, torch.randn(256), checker, {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"})
-    (failure,) = checker.failures
+    (failure,) = checker.tally.failures
     assert failure.graph.index == 0 and SIDE_RANDOM_NOTE in failure.message

@@ -28,4 +28,4 @@ def test_a_call_given_a_tensor_subclass_is_judged() -> None:
         out = torch.compile(double, fullgraph=True)(x)
     reset()
     assert torch.equal(out.as_subclass(torch.Tensor), torch.linspace(-2, 2, 8))
-    assert checker.failures == [] and checker.judged
+    assert checker.tally.failures == [] and checker.tally.judged

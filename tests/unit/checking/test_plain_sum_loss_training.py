@@ -45,10 +45,12 @@ def _checked_sum_loss_step(config: dict[str, str]) -> GraphChecker:
 
 def test_a_sum_loss_training_step_without_a_bug_passes() -> None:
     checker = _checked_sum_loss_step({})
-    assert checker.failures == [] and checker.unchecked == []
-    assert sorted(checker.judged) == [0, 1]
+    assert checker.tally.failures == [] and checker.tally.unchecked == []
+    assert sorted(checker.tally.judged) == [0, 1]
 
 
 def test_a_sum_loss_training_step_with_a_backward_bug_fails() -> None:
     checker = _checked_sum_loss_step(RELU_BUG)
-    assert any(failure.graph.kind == "backward" for failure in checker.failures), checker.failures
+    assert any(failure.graph.kind == "backward" for failure in checker.tally.failures), (
+        checker.tally.failures
+    )

@@ -15,7 +15,8 @@ import pytest
 import torch
 from models import ReluInBackward
 
-from pytest_torchcompile.checking.plain import TRAINING_NOTE, GraphChecker
+from pytest_torchcompile.checking.plain import GraphChecker
+from pytest_torchcompile.checking.torch_level import TRAINING_NOTE
 from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE
 from pytest_torchcompile.torch_internals.compiling import reset
 from pytest_torchcompile.torch_internals.config import inductor_config
@@ -108,10 +109,10 @@ def test_a_backward_that_misreads_what_the_compiled_forward_saved_is_caught() ->
     reset()
 
     # Each post-AOT graph, judged on its own, passes: only forward and backward together fail.
-    assert sorted(checker.judged) == [0, 1] and not any(checker.judged.values())
+    assert sorted(checker.tally.judged) == [0, 1] and not any(checker.tally.judged.values())
     [torch_level] = checker.capture.dynamo_graphs
     assert [graph.kind for graph in torch_level.lowered] == ["forward", "backward"]
-    [failure] = checker.failures
+    [failure] = checker.tally.failures
     assert failure.dynamo is not None and failure.note == TRAINING_NOTE
     assert [leaf.path for leaf in failure.leaves if not leaf.passed] == ["grad of L_x_"]
     assert failure.message.startswith("1 of 1 gradients of torch-level graph 0")
@@ -126,7 +127,7 @@ def test_a_call_no_backward_followed_gets_no_backward() -> None:
     with checker.watching():
         torch.compile(scaled_by_cat)(x, v)
     reset()
-    assert checker.failures == [] and [graph.kind for graph in checker.capture.graphs] == [
+    assert checker.tally.failures == [] and [graph.kind for graph in checker.capture.graphs] == [
         "forward"
     ]
 
@@ -138,7 +139,7 @@ def test_a_backward_graph_failing_on_its_own_is_reported_once() -> None:
     with inductor_config(RELU_BUG), checker.watching():
         torch.compile(lambda x: ReluInBackward.apply(x).sin())(x).sum().backward()
     reset()
-    [failure] = checker.failures
+    [failure] = checker.tally.failures
     assert failure.graph.kind == "backward" and failure.dynamo is None
 
 
@@ -179,7 +180,7 @@ def test_a_training_model_without_a_bug_passes_judged_on_copies() -> None:
     checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False)
     _train_step(model, x, checker)
 
-    assert checker.failures == [] and checker.unchecked == []
+    assert checker.tally.failures == [] and checker.tally.unchecked == []
     assert [graph.judgeable() for graph in checker.capture.dynamo_graphs] == [True]
     # One step's effect, as without the plugin: the running statistics updated once, one gradient
     # in each parameter and in x, the generator untouched.
@@ -205,8 +206,8 @@ def test_a_training_model_with_dropout_passes() -> None:
     model, x = _model_and_input(dropout=True)
     checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=True, intermediates=False)
     _train_step(model, x, checker)
-    assert checker.failures == [] and checker.unchecked == []
-    assert sorted(checker.judged) == [0, 1]
+    assert checker.tally.failures == [] and checker.tally.unchecked == []
+    assert sorted(checker.tally.judged) == [0, 1]
 
 
 def test_gradients_that_cancel_to_nearly_zero_are_no_failure() -> None:
@@ -227,7 +228,7 @@ def test_gradients_that_cancel_to_nearly_zero_are_no_failure() -> None:
     with checker.watching():
         torch.compile(model)(torch.randn(8, 3, 16, 16)).mean().backward()
     reset()
-    assert checker.failures == [] and checker.unchecked == []
+    assert checker.tally.failures == [] and checker.tally.unchecked == []
     assert [graph.judgeable() for graph in checker.capture.dynamo_graphs] == [True]
 
 
@@ -248,6 +249,6 @@ def test_gradients_judged_without_an_fp64_reference_name_the_rule_they_failed(
         torch.compile(scaled_by_cat)(x, v).sum().backward()
     reset()
 
-    [failure] = checker.failures
+    [failure] = checker.tally.failures
     assert failure.note == TRAINING_NOTE and failure.reference != "fp64"
     assert "deviate beyond the cosine check (its compiled forward and backward" in failure.message

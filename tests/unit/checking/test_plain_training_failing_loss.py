@@ -26,7 +26,7 @@ def test_a_wrong_loss_shows_the_gradients_it_makes_wrong() -> None:
     with inductor_config(RELU_BUG), checker.watching():
         torch.compile(relu_matmul)(x, w).sum().backward()
     reset()
-    [failure] = checker.failures
+    [failure] = checker.tally.failures
     assert failure.graph.kind == "forward" and failure.dynamo is None
     failing = [leaf.path for leaf in failure.leaves if not leaf.passed]
     assert failing[0] == "forward_out[0]"
@@ -40,7 +40,9 @@ def test_a_backward_failing_on_its_own_keeps_the_gradients_in_its_table() -> Non
     with inductor_config(RELU_BUG), checker.watching():
         torch.compile(lambda x: ReluInBackward.apply(torch.relu(x)).sin())(x).sum().backward()
     reset()
-    assert [failure.graph.kind for failure in checker.failures] == ["forward", "backward"]
+    assert [failure.graph.kind for failure in checker.tally.failures] == ["forward", "backward"]
     assert not any(
-        leaf.path.startswith("grad of") for failure in checker.failures for leaf in failure.leaves
+        leaf.path.startswith("grad of")
+        for failure in checker.tally.failures
+        for leaf in failure.leaves
     )

@@ -22,8 +22,8 @@ def test_a_call_on_meta_tensors_runs_and_is_not_judged() -> None:
         out = torch.compile(doubled_sine)(torch.ones(4, device="meta"))
     reset()
     assert out.device.type == "meta" and out.shape == (4,)
-    assert checker.failures == [] and not checker.judged
-    assert [line.split(": ", 1)[1] for line in checker.unchecked] == [
+    assert checker.tally.failures == [] and not checker.tally.judged
+    assert [line.split(": ", 1)[1] for line in checker.tally.unchecked] == [
         "not judged: its inputs are meta tensors, which hold no values to judge"
     ]
 
@@ -39,7 +39,7 @@ def test_a_call_on_a_jagged_nested_tensor_runs_and_is_not_judged() -> None:
         torch.allclose(got, doubled_sine(part))
         for got, part in zip(out.unbind(), parts, strict=True)
     )
-    assert checker.failures == [] and not checker.judged
-    assert [line.split(": ", 1)[1] for line in checker.unchecked] == [
+    assert checker.tally.failures == [] and not checker.tally.judged
+    assert [line.split(": ", 1)[1] for line in checker.tally.unchecked] == [
         "not judged: its inputs have jagged sizes (a nested tensor's), which have no int value"
     ]

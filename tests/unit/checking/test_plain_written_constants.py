@@ -25,4 +25,4 @@ def test_a_compiled_optimizer_step_updates_the_parameters_once() -> None:
         torch.compile(step)()
     reset()
     assert torch.equal(x.detach(), torch.zeros(3)) and torch.equal(y.detach(), torch.zeros(3))
-    assert checker.failures == []
+    assert checker.tally.failures == []

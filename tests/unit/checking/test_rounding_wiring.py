@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_torchcompile.checking import model as checking_model
+from pytest_torchcompile.checking import floors as checking_floors
 from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import Status
@@ -32,7 +32,7 @@ def test_a_failure_the_reversed_batch_run_explains_passes(monkeypatch: pytest.Mo
         asked.append(args[-1])
         return {"out": 1e6}
 
-    monkeypatch.setattr(checking_model, "noise_floors", floors)
+    monkeypatch.setattr(checking_floors, "noise_floors", floors)
 
     outcome = check_model(relu_of_linear(), (torch.randn(4, 8),), options=RELU_BUG)
 
@@ -45,7 +45,7 @@ def test_a_failure_the_reversed_batch_run_explains_passes(monkeypatch: pytest.Mo
 
 def test_a_passing_check_runs_no_reversed_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        checking_model, "reversed_batch", lambda *args: pytest.fail("a passing check reordered")
+        checking_floors, "reversed_batch", lambda *args: pytest.fail("a passing check reordered")
     )
 
     assert check_model(relu_of_linear(), (torch.randn(4, 8),)).status is Status.PASS
@@ -87,7 +87,7 @@ def test_a_model_that_draws_random_numbers_gets_the_channels_last_run_only(
         asked.append(args[-1])
         return {"out": 1e6}
 
-    monkeypatch.setattr(checking_model, "noise_floors", floors)
+    monkeypatch.setattr(checking_floors, "noise_floors", floors)
 
     outcome = check_model(conv_with_dropout(), (torch.randn(4, 3, 6, 6),), options=RELU_BUG)
 

@@ -8,8 +8,9 @@ import torch
 from models import ReluInBackward, sin_relu_cos
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from pytest_torchcompile.checking.compiled import CompiledCache
 from pytest_torchcompile.checking.masked import ProbeChildren
-from pytest_torchcompile.checking.model import CompiledCache, check_model
+from pytest_torchcompile.checking.model import check_model
 from pytest_torchcompile.checking.plain import GraphChecker
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.settings import CheckOptions
@@ -146,7 +147,7 @@ def test_a_probe_compiled_in_a_child_while_the_graph_compiles_here_finds_the_mas
     assert [verdict.failure for verdict in child_verdicts] == [FailureKind.ACCURACY], (
         "a plain compile's probe"
     )
-    [failure] = checker.failures
+    [failure] = checker.tally.failures
     assert "intermediate 'relu' deviates" in failure.message and "masks it" in failure.message
 
 
@@ -293,10 +294,10 @@ def test_a_graph_with_dynamic_shapes_is_probed_once(monkeypatch: pytest.MonkeyPa
     import pytest_torchcompile.checking.plain as plain
 
     probed: list[int] = []
-    real = plain.find_masked_divergence
+    real = plain.find_masked_deviation
     monkeypatch.setattr(
         plain,
-        "find_masked_divergence",
+        "find_masked_deviation",
         lambda gm, inputs, *rest: probed.append(len(inputs)) or real(gm, inputs, *rest),
     )
     checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True)
@@ -306,7 +307,7 @@ def test_a_graph_with_dynamic_shapes_is_probed_once(monkeypatch: pytest.MonkeyPa
             compiled(torch.randn(rows, 4))
     reset()
     assert len(checker._judged) == 3 and len(probed) == 1
-    assert not checker.failures
+    assert not checker.tally.failures
 
 
 def quantised_then_clamped(x: torch.Tensor) -> torch.Tensor:
@@ -360,7 +361,7 @@ def test_a_deviation_starting_at_a_rounding_op_is_judged_on_eagers_values_only(
         )
 
     monkeypatch.setattr(masked, "judge_graph", judge)
-    assert masked.find_masked_divergence(gm, [x], DEFAULT_TOLERANCE) is None
+    assert masked.find_masked_deviation(gm, [x], DEFAULT_TOLERANCE) is None
     assert judged[1:] == judged_after_probe
 
 
@@ -372,16 +373,17 @@ def test_a_probe_that_raises_leaves_the_tests_call_alone_and_says_so(
     def broken(*args: object) -> None:
         raise KeyError("_tensor_constant1")
 
-    monkeypatch.setattr(plain, "find_masked_divergence", broken)
+    monkeypatch.setattr(plain, "find_masked_deviation", broken)
     checker = GraphChecker(DEFAULT_TOLERANCE, check_non_float=False, intermediates=True)
     x = torch.randn(4, 4)
     with checker.watching():
         result = torch.compile(sin_relu_cos)(x)
     reset()
     torch.testing.assert_close(result, sin_relu_cos(x))
-    [unchecked] = checker.unchecked
+    [unchecked] = checker.tally.unchecked
     assert (
-        "intermediates not judged: the probe raised (KeyError" in unchecked and not checker.failures
+        "intermediates not judged: the probe raised (KeyError" in unchecked
+        and not checker.tally.failures
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_torchcompile.checking.model import unjudgeable_input
+from pytest_torchcompile.checking.runs import unjudgeable_input
 
 
 def identity(*args: object, **kwargs: object) -> object:

@@ -58,10 +58,10 @@ def test_a_plain_compile_given_a_view_is_judged_as_its_compiled_code_computes(gi
             torch.compile(affine, fullgraph=True)(x)
     finally:
         reset()
-    assert [failure.status for failure in checker.failures] == (
+    assert [failure.status for failure in checker.tally.failures] == (
         [] if right else [Status.FAIL_ACCURACY]
     )
-    assert list(checker.judged) == [0]
+    assert list(checker.tally.judged) == [0]
     if given != "negative, real":
         assert right, "Inductor computes this view as eager does"
 
