@@ -290,7 +290,7 @@ def _windows(
 ) -> list[tuple[str, frozenset[str]]]:
     """The ops where the deviations start, each with the neighbourhoods it is judged in."""
     windows: list[tuple[str, frozenset[str]]] = []
-    for root in slicer.divergence_roots(slicer.carried(set(diverged)), set())[:ROOTS_TRIED_ALONE]:
+    for root in slicer.deviation_roots(slicer.carried(set(diverged)), set())[:ROOTS_TRIED_ALONE]:
         # Among compiled neighbours, a rounding difference of theirs (a fused multiply-add, say)
         # can move a rounding op's result by a whole step: such an op is judged on eager's values.
         radii = (0,) if rounds_to_steps(slicer.units[root][0].target) else NEIGHBOURHOOD_RADII

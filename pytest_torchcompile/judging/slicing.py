@@ -304,7 +304,7 @@ class GraphSlicer:
                 carried.add(node)
         return carried
 
-    def divergence_roots(
+    def deviation_roots(
         self, diverged: set[torch.fx.Node], failing_outputs: set[torch.fx.Node]
     ) -> list[str]:
         """Units where a deviation starts, earliest first.

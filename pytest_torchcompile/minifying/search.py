@@ -229,7 +229,7 @@ def _failing_core(search: _Search) -> tuple[Selection | None, str]:
     """A small failing selection to reduce further, and how it was found; None when the whole
     graph does not fail as recorded."""
     roots, deviating = (
-        _locate_divergence(search) if search.case.kind == FailureKind.ACCURACY else ([], 0)
+        _locate_deviation(search) if search.case.kind == FailureKind.ACCURACY else ([], 0)
     )
     if not search.fails(search.everything):
         return None, "the whole graph does not fail as recorded"
@@ -283,7 +283,7 @@ def _why_not_reproduced(verdict: GraphVerdict) -> tuple[StopReason, str]:
     return StopReason.NOT_REPRODUCED, f"it fails differently now ({verdict.failure}{error})"
 
 
-def _locate_divergence(search: _Search) -> tuple[list[str], int]:
+def _locate_deviation(search: _Search) -> tuple[list[str], int]:
     """Units where a deviation starts, earliest first, from one compile of the whole graph
     returning every floating intermediate and every exact one computed from exact values
     (:meth:`GraphSlicer.located_nodes`), each judged against its own fp64 value by the oracle
@@ -306,7 +306,7 @@ def _locate_divergence(search: _Search) -> tuple[list[str], int]:
         search.deviation = _deviation(slicer, observed, verdict, set())
     if verdict.failure != FailureKind.ACCURACY:
         return [], 0
-    roots = slicer.divergence_roots(diverged, failing_outputs)
+    roots = slicer.deviation_roots(diverged, failing_outputs)
     search.deviation = _deviation(slicer, observed, verdict, set(roots))
     return roots, len({slicer.unit_of[node] for node in diverged})
 

@@ -48,8 +48,8 @@ def test_a_deviation_carried_by_an_index_starts_where_the_index_comes_from() -> 
     diverged = {
         node for node in slicer.unit_of if node.name in ("sin", "mul", "round_1", "index", "mul_1")
     }
-    assert slicer.divergence_roots(diverged, set()) == ["sin", "index"]
-    assert slicer.divergence_roots(slicer.carried(diverged), set()) == ["sin"]
+    assert slicer.deviation_roots(diverged, set()) == ["sin", "index"]
+    assert slicer.deviation_roots(slicer.carried(diverged), set()) == ["sin"]
 
 
 def relu_of_a_mean(x: torch.Tensor) -> torch.Tensor:
@@ -63,4 +63,4 @@ def test_only_tensors_that_are_not_floating_carry_a_deviation() -> None:
     x = torch.randn(6, 3)
     slicer = GraphSlicer(make_fx(relu_of_a_mean)(x), [x])
     diverged = {node for node in slicer.unit_of if node.name in ("mul", "relu")}
-    assert slicer.divergence_roots(slicer.carried(diverged), set()) == ["mul", "relu"]
+    assert slicer.deviation_roots(slicer.carried(diverged), set()) == ["mul", "relu"]
