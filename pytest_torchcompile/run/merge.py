@@ -2,7 +2,7 @@
 machines (pytest-split, pytest-shard), judged as one run.
 
 The union of the shards' checks goes through the same end of run as a single run
-(``session.conclude_run``): the same baseline outcomes, terminal lines, files and exit status. The
+(``conclusion.conclude_run``): the same baseline outcomes, terminal lines, files and exit status. The
 merge refuses, with one line, reports it cannot add up: of another report schema or another
 plugin version than each other, a test in two reports with different statuses, a report cut short
 (not JSON, fields missing) or malformed (a field of the wrong type, JSON nested too deep), shards
@@ -47,16 +47,10 @@ from pytest_torchcompile.reporting.baseline import BaselineError, Gate
 from pytest_torchcompile.reporting.grouping import RootCause
 from pytest_torchcompile.reporting.json_report import SCHEMA_VERSION
 from pytest_torchcompile.reporting.layout import TerminalLayout
+from pytest_torchcompile.run.conclusion import RunEnd, RunRecord, conclude_run, file_digest
 from pytest_torchcompile.run.merge_repros import ReproDirError, merge_repro_dirs
-from pytest_torchcompile.run.session import (
-    INI_FILE,
-    RunEnd,
-    RunOutputs,
-    RunRecord,
-    conclude_run,
-    file_digest,
-    test_inputs,
-)
+from pytest_torchcompile.run.report_files import report_files, writing
+from pytest_torchcompile.run.session import INI_FILE, test_inputs
 from pytest_torchcompile.run.shard import Shard
 
 REFUSED = 4
@@ -583,9 +577,9 @@ def merge(args: argparse.Namespace) -> int:
         print(f"merge refused: {error}", file=sys.stderr)
         return REFUSED
     record = merged.record if args.into is None else relocate_repros(merged.record, args.into)
-    outputs = RunOutputs(args.report, args.github_summary, args.junit, args.html)
+    files = report_files(args.report, args.html, args.github_summary, args.junit, gate)
     layout = TerminalLayout(shutil.get_terminal_size().columns, root=Path.cwd())
-    end = conclude_run(record, gate, outputs, lambda: reports[0].environment, layout)
+    end = conclude_run(record, gate, writing(files), lambda: reports[0].environment, layout)
     _print(lines + end.lines, end)
     status = pytest.ExitCode.OK if record.exitstatus is None else record.exitstatus
     return int(end.exit_status(status, len(record.failed_reports)))

@@ -235,7 +235,7 @@ def test_merge_refuses_to_replace_a_device_with_its_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pytest_torchcompile.reporting.json_report import write_json_report
-    from pytest_torchcompile.run.session import RunRecord
+    from pytest_torchcompile.run.conclusion import RunRecord
 
     shard = tmp_path / "shard.json"
     write_json_report(
