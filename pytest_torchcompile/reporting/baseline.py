@@ -173,7 +173,7 @@ class Baseline:
         return self.entries.get(test_id)
 
 
-class DecisionKind(enum.StrEnum):
+class BaselineOutcome(enum.StrEnum):
     OK = "ok"
     EXPECTED_FAILURE = "expected_failure"
     NEW_FAILURE = "new_failure"
@@ -185,12 +185,12 @@ class DecisionKind(enum.StrEnum):
     def label(self) -> str:
         """How reports name the outcome; the ones that need attention are shouted."""
         return {
-            DecisionKind.OK: "ok",
-            DecisionKind.EXPECTED_FAILURE: "expected failure",
-            DecisionKind.NEW_FAILURE: "NEW FAILURE",
-            DecisionKind.IMPROVED: "IMPROVED",
-            DecisionKind.MISSING: "missing",
-            DecisionKind.FLAKY: "flaky",
+            BaselineOutcome.OK: "ok",
+            BaselineOutcome.EXPECTED_FAILURE: "expected failure",
+            BaselineOutcome.NEW_FAILURE: "NEW FAILURE",
+            BaselineOutcome.IMPROVED: "IMPROVED",
+            BaselineOutcome.MISSING: "missing",
+            BaselineOutcome.FLAKY: "flaky",
         }[self]
 
 
@@ -198,7 +198,7 @@ class DecisionKind(enum.StrEnum):
 class Decision:
     """What one test's result means against the baseline."""
 
-    kind: DecisionKind
+    outcome: BaselineOutcome
     message: str
     status: Status
     expected: Expectation | None
@@ -370,14 +370,14 @@ def decide(test_id: str, status: Status, baseline: Baseline, strict: bool) -> De
     if entry is None:
         if is_failing(status):
             return Decision(
-                DecisionKind.NEW_FAILURE,
+                BaselineOutcome.NEW_FAILURE,
                 f"{status}, and the test is not in the baseline",
                 status,
                 None,
                 fails_run=True,
             )
         return Decision(
-            DecisionKind.MISSING,
+            BaselineOutcome.MISSING,
             f"{status}; the test is not in the baseline",
             status,
             None,
@@ -385,39 +385,43 @@ def decide(test_id: str, status: Status, baseline: Baseline, strict: bool) -> De
         )
     expected = entry.expected
     if not isinstance(expected, Status):
-        kind, message, fails_run = DecisionKind.FLAKY, f"{status} (flaky in the baseline)", False
+        outcome, message, fails_run = (
+            BaselineOutcome.FLAKY,
+            f"{status} (flaky in the baseline)",
+            False,
+        )
     elif not is_failing(expected):
         if is_failing(status):
-            kind, message, fails_run = (
-                DecisionKind.NEW_FAILURE,
+            outcome, message, fails_run = (
+                BaselineOutcome.NEW_FAILURE,
                 f"{status}, the baseline expects {expected}",
                 True,
             )
         else:
-            kind, message, fails_run = DecisionKind.OK, str(status), False
+            outcome, message, fails_run = BaselineOutcome.OK, str(status), False
     elif status == expected:
-        kind, message, fails_run = (
-            DecisionKind.EXPECTED_FAILURE,
+        outcome, message, fails_run = (
+            BaselineOutcome.EXPECTED_FAILURE,
             f"still {status}, as the baseline records",
             False,
         )
     elif is_failing(status):
-        kind, message, fails_run = (
-            DecisionKind.NEW_FAILURE,
+        outcome, message, fails_run = (
+            BaselineOutcome.NEW_FAILURE,
             f"{status}, a different failure than the baseline's {expected}",
             True,
         )
     else:
         # Strict mode fails the run so that a fixed bug cannot silently come back later.
         advice = " (strict: record it in the baseline)" if strict else ""
-        kind, message, fails_run = (
-            DecisionKind.IMPROVED,
+        outcome, message, fails_run = (
+            BaselineOutcome.IMPROVED,
             f"{status}, the baseline expects {expected}{advice}",
             strict,
         )
     if entry.note:
         message = f"{message} [{entry.note}]"
-    return Decision(kind, message, status, expected, fails_run)
+    return Decision(outcome, message, status, expected, fails_run)
 
 
 def write_baseline(
@@ -522,18 +526,18 @@ class Gate:
         decision = self.decide(test_id, results)
         if decision is None or not is_failing(decision.status):
             return None
-        if decision.kind not in (DecisionKind.EXPECTED_FAILURE, DecisionKind.FLAKY):
+        if decision.outcome not in (BaselineOutcome.EXPECTED_FAILURE, BaselineOutcome.FLAKY):
             return None
-        reason = f"compile accuracy {decision.kind.label}: {decision.message} (baseline {self.where(test_id)})"
+        reason = f"compile accuracy {decision.outcome.label}: {decision.message} (baseline {self.where(test_id)})"
         repro = _first_repro(results)
         return f"{reason}; repro: {repro}" if repro else reason
 
     def failure_note(self, test_id: str, results: Sequence[CaseResult]) -> str | None:
         """For a new failure: what the baseline expected and where; None for any other outcome."""
         decision = self.decide(test_id, results)
-        if decision is None or decision.kind is not DecisionKind.NEW_FAILURE:
+        if decision is None or decision.outcome is not BaselineOutcome.NEW_FAILURE:
             return None
-        return f"{decision.kind.label}: {decision.message} (baseline {self.where(test_id)})"
+        return f"{decision.outcome.label}: {decision.message} (baseline {self.where(test_id)})"
 
     def unknown(
         self, collected_ids: Iterable[str], narrowed_files: Iterable[str] = ()
@@ -562,7 +566,7 @@ class Gate:
     ) -> list[str]:
         """Why the run fails against the baseline; empty when it does not."""
         reasons = [
-            f"{decision.kind.label} {test_id}: {decision.message}"
+            f"{decision.outcome.label} {test_id}: {decision.message}"
             for test_id, decision in sorted(decisions.items())
             if decision.fails_run
         ]

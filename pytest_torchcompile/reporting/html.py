@@ -17,13 +17,18 @@ from pytest_torchcompile.common.files import atomic_write
 from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.results import CaseResult, Deviation, MinifyResult, MinifyStep
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.reporting.baseline import Decision, DecisionKind, is_failing, test_status
+from pytest_torchcompile.reporting.baseline import (
+    BaselineOutcome,
+    Decision,
+    is_failing,
+    test_status,
+)
 from pytest_torchcompile.reporting.cells import (
     baseline_summary,
     by_test,
     format_minify,
     format_ratio,
-    kind_counts,
+    outcome_counts,
     printable,
     status_summary,
 )
@@ -351,7 +356,7 @@ def _check_section(
         f"{_text(status)}</span> <code>{_text(check.nodeid)}</code></h3>"
     )
     facts = [
-        ("baseline", _text(f"{decision.kind.label}: {decision.message}") if decision else ""),
+        ("baseline", _text(f"{decision.outcome.label}: {decision.message}") if decision else ""),
         ("message", _text(check.message)),
         ("graph", _text(check.graph) if check.graph else ""),
         ("reference", _text(check.reference) if check.reference != "fp64" else ""),
@@ -395,11 +400,11 @@ def html_report(
     )
     outcome_chips = ""
     if decisions is not None:
-        outcomes = kind_counts(decisions)
+        counts = outcome_counts(decisions)
         outcome_chips = "".join(
-            f'<span class="chip {_status_class(str(kind))}">{count} {_text(kind.label)}</span>'
-            for kind in DecisionKind
-            if (count := outcomes[str(kind)])
+            f'<span class="chip {_status_class(str(outcome))}">{count} {_text(outcome.label)}</span>'
+            for outcome in BaselineOutcome
+            if (count := counts[str(outcome)])
         )
     anchors: dict[int, str] = {}
     sections = []
@@ -422,7 +427,7 @@ def html_report(
             f'<tr class="{"fail" if is_failing(status) else ""}">'
             f'<td><span class="chip {_status_class(status)}">{_text(str(status))}</span></td>'
             f'<td class="num">{_ratio_text(max(ratios) if ratios else None)}</td>'
-            f"<td>{_text(decision.kind.label) if decision else '-'}</td>"
+            f"<td>{_text(decision.outcome.label) if decision else '-'}</td>"
             f"<td>{shown}</td></tr>"
         )
     causes = root_causes(results)

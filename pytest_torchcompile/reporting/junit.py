@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from pytest_torchcompile.common.files import atomic_write
 from pytest_torchcompile.common.results import CaseResult
-from pytest_torchcompile.reporting.baseline import Decision, DecisionKind, is_failing
+from pytest_torchcompile.reporting.baseline import BaselineOutcome, Decision, is_failing
 from pytest_torchcompile.reporting.cells import by_test, format_ratio, printable
 
 PATH_PROPERTIES = frozenset({"torchcompile_repro", "torchcompile_minified"})
@@ -90,16 +90,16 @@ def junit_xml(
         if nodeid in failed or (decision is not None and decision.fails_run):
             reasons = [f"failed in {when}" for when in failed.get(nodeid, [])]
             if decision is not None:
-                reasons.append(f"compile accuracy {decision.kind.label}: {decision.message}")
+                reasons.append(f"compile accuracy {decision.outcome.label}: {decision.message}")
             ET.SubElement(case, "failure", message=printable("; ".join(reasons), lines=True))
             counts["failures"] += 1
         elif (
             decision is not None
-            and decision.kind in (DecisionKind.EXPECTED_FAILURE, DecisionKind.FLAKY)
+            and decision.outcome in (BaselineOutcome.EXPECTED_FAILURE, BaselineOutcome.FLAKY)
             and is_failing(decision.status)
         ):
             reason = (xfail_reasons or {}).get(nodeid) or (
-                f"compile accuracy {decision.kind.label}: {decision.message}"
+                f"compile accuracy {decision.outcome.label}: {decision.message}"
             )
             ET.SubElement(
                 case, "skipped", type="pytest.xfail", message=printable(reason, lines=True)

@@ -7,7 +7,12 @@ from collections.abc import Mapping, Sequence
 
 from pytest_torchcompile.common.results import CaseResult, MinifyResult
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.reporting.baseline import Decision, DecisionKind, is_failing, test_status
+from pytest_torchcompile.reporting.baseline import (
+    BaselineOutcome,
+    Decision,
+    is_failing,
+    test_status,
+)
 from pytest_torchcompile.reporting.cells import (
     baseline_summary,
     by_test,
@@ -24,11 +29,11 @@ from pytest_torchcompile.reporting.grouping import root_cause_lines
 from pytest_torchcompile.reporting.layout import TerminalLayout
 
 # Outcomes listed one by one under the terminal table: the ones a reader has to act on or know.
-_NOTABLE_KINDS = (
-    DecisionKind.NEW_FAILURE,
-    DecisionKind.IMPROVED,
-    DecisionKind.MISSING,
-    DecisionKind.FLAKY,
+_NOTABLE_OUTCOMES = (
+    BaselineOutcome.NEW_FAILURE,
+    BaselineOutcome.IMPROVED,
+    BaselineOutcome.MISSING,
+    BaselineOutcome.FLAKY,
 )
 
 
@@ -53,12 +58,14 @@ def terminal_lines(
     lines.extend(root_cause_lines(results, layout.wrap))
     if decisions is not None:
         lines.extend(layout.wrap(f"baseline: {baseline_summary(decisions)}", ""))
-        for kind in _NOTABLE_KINDS:
-            if recording and kind is DecisionKind.MISSING:
+        for outcome in _NOTABLE_OUTCOMES:
+            if recording and outcome is BaselineOutcome.MISSING:
                 continue
             for test_id, decision in sorted(decisions.items()):
-                if decision.kind is kind:
-                    lines.extend(layout.wrap(f"{kind.label} {test_id}: {decision.message}", "  "))
+                if decision.outcome is outcome:
+                    lines.extend(
+                        layout.wrap(f"{outcome.label} {test_id}: {decision.message}", "  ")
+                    )
     return lines
 
 
@@ -75,7 +82,7 @@ def _table(
                 str(test_status(checks)),
                 format_ratio(_worst_ratio(checks)),
                 format_graphs(checks),
-                decision.kind.label if decision else "-",
+                decision.outcome.label if decision else "-",
             ]
         )
     shown = [
