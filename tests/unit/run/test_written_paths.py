@@ -25,7 +25,7 @@ from pytest_torchcompile.common.settings import CheckSettings, GatingSettings
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.reporting import baseline as baseline_module
 from pytest_torchcompile.reporting.baseline import BaselineError, load_baseline
-from pytest_torchcompile.run import merge as merge_module
+from pytest_torchcompile.run import shard_report
 from pytest_torchcompile.run.merge import REFUSED
 from pytest_torchcompile.run.session import AccuracySession
 
@@ -313,7 +313,7 @@ def test_a_shard_report_that_is_no_regular_file_is_refused_in_one_line(
 def test_a_shard_report_larger_than_any_is_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(merge_module, "MAX_REPORT_BYTES", 2**20)
+    monkeypatch.setattr(shard_report, "MAX_REPORT_BYTES", 2**20)
     shard = tmp_path / "shard.json"
     shard.write_bytes(b" " * (2**20 + 1))
     merged = tmp_path / "merged.json"
