@@ -159,17 +159,7 @@ def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
     """The check's status and message, then its graph, reference and files, one per line."""
     message = layout.shown(check.message)
     lines = layout.wrap(f"{check.status}: {message}" if message else str(check.status), "    ")
-    facts = []
-    if check.graph and check.graph not in check.message:
-        facts.append(("graph", layout.shown(check.graph)))
-    if check.reference != "fp64":
-        facts.append(("reference", layout.shown(check.reference)))
-    if check.repro_path:
-        facts.append(("repro", layout.shown(check.repro_path)))
-    if check.unconfirmed:
-        facts.append(("unconfirmed", layout.shown(check.unconfirmed)))
-    if check.repro_unwritten is not None:
-        facts.append(("repro not written", layout.shown(check.repro_unwritten)))
+    facts = _case_facts(check, layout)
     if check.minify is not None:
         facts.extend(_minify_facts(check.minify, layout))
         if check.minify.note:
@@ -182,6 +172,23 @@ def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
     for name, value in facts:
         lines.extend(layout.wrap(f"{name}: {value}", "      "))
     return lines
+
+
+def _case_facts(check: CaseResult, layout: TerminalLayout) -> list[tuple[str, str]]:
+    """The check's graph (where its message does not name it), reference other than fp64, repro
+    and why it is unconfirmed or unwritten."""
+    facts = []
+    if check.graph and check.graph not in check.message:
+        facts.append(("graph", layout.shown(check.graph)))
+    if check.reference != "fp64":
+        facts.append(("reference", layout.shown(check.reference)))
+    if check.repro_path:
+        facts.append(("repro", layout.shown(check.repro_path)))
+    if check.unconfirmed:
+        facts.append(("unconfirmed", layout.shown(check.unconfirmed)))
+    if check.repro_unwritten is not None:
+        facts.append(("repro not written", layout.shown(check.repro_unwritten)))
+    return facts
 
 
 def _minify_facts(minify: MinifyResult, layout: TerminalLayout) -> list[tuple[str, str]]:

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from pytest_torchcompile.common.results import CaseResult
-from pytest_torchcompile.reporting.baseline import BaselineEntry, Decision, Gate
+from pytest_torchcompile.reporting.baseline import Decision, Gate
+from pytest_torchcompile.reporting.baseline_file import BaselineEntry
 from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.reporting.terminal import terminal_lines
 from pytest_torchcompile.run.shard import Shard

@@ -30,7 +30,8 @@ from pytest_torchcompile.common.files import (
     clashing_paths,
 )
 from pytest_torchcompile.common.results import CaseResult
-from pytest_torchcompile.reporting.baseline import BaselineError, Gate
+from pytest_torchcompile.reporting.baseline import Gate
+from pytest_torchcompile.reporting.baseline_file import BaselineError
 from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.conclusion import RunEnd, RunRecord, conclude_run, file_digest
 from pytest_torchcompile.run.merge_repros import ReproDirError, merge_repro_dirs

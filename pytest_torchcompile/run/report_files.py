@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_torchcompile.reporting.baseline import BaselineError, Decision, Gate, is_failing
+from pytest_torchcompile.reporting.baseline import Decision, Gate, is_failing
+from pytest_torchcompile.reporting.baseline_file import BaselineError
 from pytest_torchcompile.reporting.cells import by_test
 from pytest_torchcompile.reporting.github import append_github_summary
 from pytest_torchcompile.reporting.html import write_html_report

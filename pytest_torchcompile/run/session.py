@@ -28,7 +28,8 @@ from pytest_torchcompile.common.settings import (
     marker_settings,
 )
 from pytest_torchcompile.common.verdict import CheckFailed, leaves_device_unusable
-from pytest_torchcompile.reporting.baseline import BaselineError, Gate
+from pytest_torchcompile.reporting.baseline import Gate
+from pytest_torchcompile.reporting.baseline_file import BaselineError
 from pytest_torchcompile.reporting.cells import printable
 from pytest_torchcompile.reporting.junit import junit_properties
 from pytest_torchcompile.reporting.layout import TerminalLayout
@@ -347,42 +348,56 @@ class AccuracySession:
         mine = self._test_results.setdefault(item.nodeid, [])
         mine.extend(result for result in pending if result.nodeid == item.nodeid)
         if report.when == "call":
-            made = None if mine else repro_test_result(item, report)
-            if made is not None:
-                pending.append(made)
-                mine.append(made)
-            for result in pending:
-                if result.graphs_judged is not None or result is made:
-                    # The fixture records its own checks' properties as it makes them.
-                    item.user_properties.extend(
-                        junit_properties(result, TerminalLayout.of(item.config).public)
-                    )
-            by_check = report.failed and (
-                made is not None or (raised is not None and raised.errisinstance(CheckFailed))
-            )
-            if by_check:
-                setattr(report, FAILED_BY_CHECK_ATTRIBUTE, True)
-            if self.gate is not None and mine and report.failed:
-                self._gate_failure(self.gate, item, report, mine, by_check)
+            self._judge_call(item, report, raised, pending, mine)
         elif report.when == "teardown":
             self._test_results.pop(item.nodeid, None)
-        if (
-            report.failed
-            and self.devices_lost_in not in (None, item.nodeid)
-            and _device_unusable(report)
-        ):
-            report.sections.append(
-                (
-                    "compile accuracy",
-                    _fitted(
-                        item.config,
-                        f"the device-side error in {self.devices_lost_in} left the device unusable to this "
-                        "process, which this failure follows from; run this test on its own",
-                    ),
-                )
-            )
+        if report.failed and self.devices_lost_in not in (None, item.nodeid):
+            self._note_lost_device(item, report)
         if pending:
             setattr(report, RESULTS_ATTRIBUTE, json.dumps([result.to_dict() for result in pending]))
+
+    def _judge_call(
+        self,
+        item: pytest.Item,
+        report: pytest.TestReport,
+        raised: pytest.ExceptionInfo[BaseException] | None,
+        pending: list[CaseResult],
+        mine: list[CaseResult],
+    ) -> None:
+        """The call's report: a repro test's own check added (to ``pending``, the checks it
+        carries, and ``mine``, the test's), the checks' JUnit properties, whether a check failed
+        the test, and its failure against the baseline."""
+        made = None if mine else repro_test_result(item, report)
+        if made is not None:
+            pending.append(made)
+            mine.append(made)
+        public = TerminalLayout.of(item.config).public
+        for result in pending:
+            if result.graphs_judged is not None or result is made:
+                # The fixture records its own checks' properties as it makes them.
+                item.user_properties.extend(junit_properties(result, public))
+        by_check = report.failed and (
+            made is not None or (raised is not None and raised.errisinstance(CheckFailed))
+        )
+        if by_check:
+            setattr(report, FAILED_BY_CHECK_ATTRIBUTE, True)
+        if self.gate is not None and mine and report.failed:
+            self._gate_failure(self.gate, item, report, mine, by_check)
+
+    def _note_lost_device(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """A section on a failed report that follows from an earlier test's device-side error."""
+        if not _device_unusable(report):
+            return
+        report.sections.append(
+            (
+                "compile accuracy",
+                _fitted(
+                    item.config,
+                    f"the device-side error in {self.devices_lost_in} left the device unusable to this "
+                    "process, which this failure follows from; run this test on its own",
+                ),
+            )
+        )
 
     def _gate_failure(
         self,

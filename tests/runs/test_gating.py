@@ -18,12 +18,12 @@ from inline import runpytest
 
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.reporting.baseline import (
+from pytest_torchcompile.reporting.baseline import Gate
+from pytest_torchcompile.reporting.baseline_file import (
     HEADER,
     Baseline,
     BaselineEntry,
     BaselineError,
-    Gate,
     load_baseline,
 )
 

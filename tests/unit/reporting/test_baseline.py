@@ -9,21 +9,23 @@ import pytest
 
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.reporting import baseline as baseline_module
+from pytest_torchcompile.reporting import baseline_file
 from pytest_torchcompile.reporting.baseline import (
+    STATUS_PRIORITY,
+    BaselineOutcome,
+    decide,
+    unknown_entries,
+)
+from pytest_torchcompile.reporting.baseline import test_status as aggregate_status
+from pytest_torchcompile.reporting.baseline_file import (
     FLAKY,
     HEADER,
-    STATUS_PRIORITY,
     Baseline,
     BaselineEntry,
     BaselineError,
-    BaselineOutcome,
-    decide,
     load_baseline,
-    unknown_entries,
     write_baseline,
 )
-from pytest_torchcompile.reporting.baseline import test_status as aggregate_status
 
 
 def write(tmp_path: Path, text: str, name: str = "baseline.txt") -> Path:
@@ -235,7 +237,7 @@ def test_write_failure_leaves_the_old_file_intact(
     def failing_replace(source: str, target: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(baseline_module.os, "replace", failing_replace)
+    monkeypatch.setattr(baseline_file.os, "replace", failing_replace)
     with pytest.raises(OSError, match="disk full"):
         write_baseline(path, {"t.py::a": Status.FAIL_ACCURACY}, None)
     assert path.read_text(encoding="utf-8") == "t.py::a\tpass\n"

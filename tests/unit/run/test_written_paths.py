@@ -23,8 +23,8 @@ from pytest_torchcompile.common.files import RefusedPath, atomic_write
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.settings import CheckSettings, GatingSettings
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.reporting import baseline as baseline_module
-from pytest_torchcompile.reporting.baseline import BaselineError, load_baseline
+from pytest_torchcompile.reporting import baseline_file
+from pytest_torchcompile.reporting.baseline_file import BaselineError, load_baseline
 from pytest_torchcompile.run import shard_report
 from pytest_torchcompile.run.merge import REFUSED
 from pytest_torchcompile.run.session import AccuracySession
@@ -273,7 +273,7 @@ def test_a_baseline_that_is_no_regular_file_is_refused_in_one_line(
 def test_a_baseline_larger_than_any_is_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(baseline_module, "MAX_BYTES", 2**20)
+    monkeypatch.setattr(baseline_file, "MAX_BYTES", 2**20)
     path = tmp_path / "baseline.txt"
     path.write_bytes(b"t.py::a\tpass\n" * (2**20 // 10))
     with pytest.raises(BaselineError) as refused:
