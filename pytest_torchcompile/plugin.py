@@ -17,6 +17,8 @@ from pytest_torchcompile.common.roles import Role, role_of
 from pytest_torchcompile.minifying.phase import configure as configure_minify_phase
 from pytest_torchcompile.minifying.phase import run_minify_phase
 from pytest_torchcompile.reporting.layout import TerminalLayout
+from pytest_torchcompile.run import report_files
+from pytest_torchcompile.run.conclusion import RunEnd
 from pytest_torchcompile.run.session import (
     CONFTEST,
     CURRENT_ITEM_KEY,
@@ -49,6 +51,10 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(report_files.ReportHooks)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -110,6 +116,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(
             ControllerHooks(config.stash[SESSION_KEY], config), "torchcompile-controller"
         )
+        report_files.register(config, config.stash[SESSION_KEY].report_files)
 
 
 def _inputs_known(config: pytest.Config) -> list[tuple[str, Path | None]]:
@@ -304,7 +311,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(SESSION_KEY, None)
     if state is None or _is_worker(config):
         return
-    end = state.end_run(narrowed_files(config), _layout(config), _exitstatus(config))
+    end = _end_run(config, state, _exitstatus(config))
     if end.lines:
         terminalreporter.section("compile accuracy")
         for line in end.lines:
@@ -324,10 +331,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(PYTEST_SESSION_KEY, None)
     if state is not None:
         state.close()
-    if state is None or session is None or _is_worker(config):
-        return
-    if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        end = state.end_run(
-            narrowed_files(config), _layout(config), exitstatus=int(session.exitstatus)
-        )
+    ended = session is not None and session.exitstatus in (
+        pytest.ExitCode.OK,
+        pytest.ExitCode.TESTS_FAILED,
+    )
+    if state is not None and session is not None and ended and not _is_worker(config):
+        end = _end_run(config, state, int(session.exitstatus))
         session.exitstatus = end.exit_status(session.exitstatus, session.testsfailed)
+    report_files.unregister(config)
+
+
+def _end_run(config: pytest.Config, state: AccuracySession, exitstatus: int | None) -> RunEnd:
+    """The run judged (once), its report files written through their hook."""
+    write = report_files.hook_writing(config)
+    return state.end_run(narrowed_files(config), _layout(config), exitstatus, write)

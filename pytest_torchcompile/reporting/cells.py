@@ -12,7 +12,7 @@ from itertools import groupby
 
 from pytest_torchcompile.common.results import CaseResult, MinifyResult, StopReason
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.reporting.baseline import Decision, DecisionKind
+from pytest_torchcompile.reporting.baseline import BaselineOutcome, Decision
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 _CONTROL_BUT_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
@@ -66,9 +66,9 @@ def status_counts(statuses: Sequence[Status]) -> dict[str, int]:
     return {str(status): counted[status] for status in Status}
 
 
-def kind_counts(decisions: Mapping[str, Decision]) -> dict[str, int]:
-    counted = Counter(decision.kind for decision in decisions.values())
-    return {str(kind): counted[kind] for kind in DecisionKind}
+def outcome_counts(decisions: Mapping[str, Decision]) -> dict[str, int]:
+    counted = Counter(decision.outcome for decision in decisions.values())
+    return {str(outcome): counted[outcome] for outcome in BaselineOutcome}
 
 
 def join_counts(counts: Mapping[str, int]) -> str:
@@ -121,5 +121,5 @@ def status_summary(results: Sequence[CaseResult]) -> str:
 
 def baseline_summary(decisions: Mapping[str, Decision]) -> str:
     """E.g. ``1 NEW FAILURE, 1 IMPROVED, 5 ok`` (tests per outcome)."""
-    counts = kind_counts(decisions)
-    return join_counts({kind.label: counts[str(kind)] for kind in DecisionKind})
+    counts = outcome_counts(decisions)
+    return join_counts({outcome.label: counts[str(outcome)] for outcome in BaselineOutcome})

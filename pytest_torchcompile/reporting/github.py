@@ -44,7 +44,7 @@ def _markdown_row(result: CaseResult, decisions: Mapping[str, Decision] | None) 
         _markdown_cell(str(result.status)),
         format_ratio(result.worst_ratio),
         format_graphs([result]),
-        _markdown_cell(decision.kind.label if decision else "-"),
+        _markdown_cell(decision.outcome.label if decision else "-"),
         _markdown_cell(result.repro_path, code=True) if result.repro_path else "-",
         _markdown_cell(result.minify.path, code=True)
         if result.minify and result.minify.path

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import math
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,17 +18,22 @@ from pytest_torchcompile.common.files import atomic_write
 from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.results import CaseResult, Deviation, MinifyResult, MinifyStep
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.reporting.baseline import Decision, DecisionKind, is_failing, test_status
+from pytest_torchcompile.reporting.baseline import (
+    BaselineOutcome,
+    Decision,
+    is_failing,
+    test_status,
+)
 from pytest_torchcompile.reporting.cells import (
     baseline_summary,
     by_test,
     format_minify,
     format_ratio,
-    kind_counts,
+    outcome_counts,
     printable,
     status_summary,
 )
-from pytest_torchcompile.reporting.grouping import root_causes
+from pytest_torchcompile.reporting.grouping import RootCause, root_causes
 
 _STYLE = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2430;
@@ -351,7 +357,7 @@ def _check_section(
         f"{_text(status)}</span> <code>{_text(check.nodeid)}</code></h3>"
     )
     facts = [
-        ("baseline", _text(f"{decision.kind.label}: {decision.message}") if decision else ""),
+        ("baseline", _text(f"{decision.outcome.label}: {decision.message}") if decision else ""),
         ("message", _text(check.message)),
         ("graph", _text(check.graph) if check.graph else ""),
         ("reference", _text(check.reference) if check.reference != "fp64" else ""),
@@ -380,67 +386,22 @@ def html_report(
     page_dir: Path,
 ) -> str:
     """The page; links to files are relative to ``page_dir``, the directory it is written to."""
-    tests = sorted(
-        by_test(results),
-        key=lambda item: _priority(item[1], (decisions or {}).get(item[0])),
-    )
-    test_counts: dict[Status, int] = {}
-    for _, checks in tests:
-        status = test_status(checks)
-        test_counts[status] = test_counts.get(status, 0) + 1
-    chips = "".join(
-        f'<span class="chip {_status_class(status)}">{count} {_text(str(status))}</span>'
-        for status in Status
-        if (count := test_counts.get(status, 0))
-    )
-    outcome_chips = ""
-    if decisions is not None:
-        outcomes = kind_counts(decisions)
-        outcome_chips = "".join(
-            f'<span class="chip {_status_class(str(kind))}">{count} {_text(kind.label)}</span>'
-            for kind in DecisionKind
-            if (count := outcomes[str(kind)])
-        )
+    outcomes = decisions or {}
+    tests = sorted(by_test(results), key=lambda item: _priority(item[1], outcomes.get(item[0])))
+    chips = _status_chips(tests)
     anchors: dict[int, str] = {}
-    sections = []
-    for nodeid, checks in tests:
-        for check in checks:
-            if _shown(check):
-                anchors[id(check)] = anchor = f"check-{len(anchors) + 1}"
-                sections.append(
-                    _check_section(anchor, check, (decisions or {}).get(nodeid), page_dir)
-                )
-    rows = []
-    for nodeid, checks in tests:
-        decision = (decisions or {}).get(nodeid)
-        status = test_status(checks)
-        target = next((anchors[id(check)] for check in checks if id(check) in anchors), None)
-        name = f"<code>{_text(nodeid)}</code>"
-        shown = f'<a href="#{target}">{name}</a>' if target else name
-        ratios = [check.worst_ratio for check in checks if check.worst_ratio is not None]
-        rows.append(
-            f'<tr class="{"fail" if is_failing(status) else ""}">'
-            f'<td><span class="chip {_status_class(status)}">{_text(str(status))}</span></td>'
-            f'<td class="num">{_ratio_text(max(ratios) if ratios else None)}</td>'
-            f"<td>{_text(decision.kind.label) if decision else '-'}</td>"
-            f"<td>{shown}</td></tr>"
-        )
-    causes = root_causes(results)
-    cause_items = "".join(
-        f"<li>{_text(cause.stage_summary or cause.stage)} (ops "
-        f"{_text(', '.join(cause.ops))}, {_text(cause.failure_type)}): "
-        f"{len(cause.tests)} test{'s' if len(cause.tests) != 1 else ''}</li>"
-        for cause in causes
-    )
+    sections = [
+        _check_section(_anchored(anchors, check), check, outcomes.get(nodeid), page_dir)
+        for nodeid, checks in tests
+        for check in checks
+        if _shown(check)
+    ]
+    rows = [_test_row(nodeid, checks, outcomes.get(nodeid), anchors) for nodeid, checks in tests]
+    cause_items = "".join(_cause_item(cause) for cause in root_causes(results))
     versions = ", ".join(
         f"{name} {environment[name]}" for name in ("torch", "python", "cpu") if name in environment
     )
-    baseline_line = (
-        f'<p>Baseline: {_text(baseline_summary(decisions))}</p><div class="chips">'
-        f"{outcome_chips}</div>"
-        if decisions is not None
-        else ""
-    )
+    baseline_line = _baseline_line(decisions) if decisions is not None else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -460,6 +421,62 @@ def html_report(
 <p class="muted">{_text(versions)}</p>
 </main></body></html>
 """
+
+
+def _status_chips(tests: Sequence[tuple[str, list[CaseResult]]]) -> str:
+    """A chip per status: how many tests came to it."""
+    test_counts = Counter(test_status(checks) for _, checks in tests)
+    return "".join(
+        f'<span class="chip {_status_class(status)}">{count} {_text(str(status))}</span>'
+        for status in Status
+        if (count := test_counts.get(status, 0))
+    )
+
+
+def _baseline_line(decisions: Mapping[str, Decision]) -> str:
+    """The outcomes against the baseline: counted in a line, and a chip per outcome."""
+    counts = outcome_counts(decisions)
+    outcome_chips = "".join(
+        f'<span class="chip {_status_class(str(outcome))}">{count} {_text(outcome.label)}</span>'
+        for outcome in BaselineOutcome
+        if (count := counts[str(outcome)])
+    )
+    return (
+        f'<p>Baseline: {_text(baseline_summary(decisions))}</p><div class="chips">'
+        f"{outcome_chips}</div>"
+    )
+
+
+def _anchored(anchors: dict[int, str], check: CaseResult) -> str:
+    """A new anchor for the section of ``check``, noted in ``anchors`` for its test's row."""
+    anchors[id(check)] = anchor = f"check-{len(anchors) + 1}"
+    return anchor
+
+
+def _test_row(
+    nodeid: str, checks: Sequence[CaseResult], decision: Decision | None, anchors: dict[int, str]
+) -> str:
+    """A test's row: status, worst ratio, baseline outcome, its id linked to its first section."""
+    status = test_status(checks)
+    target = next((anchors[id(check)] for check in checks if id(check) in anchors), None)
+    name = f"<code>{_text(nodeid)}</code>"
+    shown = f'<a href="#{target}">{name}</a>' if target else name
+    ratios = [check.worst_ratio for check in checks if check.worst_ratio is not None]
+    return (
+        f'<tr class="{"fail" if is_failing(status) else ""}">'
+        f'<td><span class="chip {_status_class(status)}">{_text(str(status))}</span></td>'
+        f'<td class="num">{_ratio_text(max(ratios) if ratios else None)}</td>'
+        f"<td>{_text(decision.outcome.label) if decision else '-'}</td>"
+        f"<td>{shown}</td></tr>"
+    )
+
+
+def _cause_item(cause: RootCause) -> str:
+    return (
+        f"<li>{_text(cause.stage_summary or cause.stage)} (ops "
+        f"{_text(', '.join(cause.ops))}, {_text(cause.failure_type)}): "
+        f"{len(cause.tests)} test{'s' if len(cause.tests) != 1 else ''}</li>"
+    )
 
 
 def write_html_report(

@@ -14,7 +14,7 @@ from typing import Any
 from pytest_torchcompile.common.files import atomic_write
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.reporting.baseline import Decision, test_status
-from pytest_torchcompile.reporting.cells import by_test, graph_counts, kind_counts, status_counts
+from pytest_torchcompile.reporting.cells import by_test, graph_counts, outcome_counts, status_counts
 from pytest_torchcompile.reporting.grouping import root_causes
 
 SCHEMA_VERSION = 1
@@ -39,7 +39,7 @@ def _decision_json(decision: Decision | None) -> dict[str, Any] | None:
     if decision is None:
         return None
     return {
-        "kind": str(decision.kind),
+        "kind": str(decision.outcome),
         "message": decision.message,
         "expected": None if decision.expected is None else str(decision.expected),
         "fails_run": decision.fails_run,
@@ -62,7 +62,7 @@ def json_report(
         "counts": {
             "checks": status_counts([result.status for result in results]),
             "tests": status_counts([test_status(checks) for _, checks in tests]),
-            "baseline": None if decisions is None else kind_counts(decisions),
+            "baseline": None if decisions is None else outcome_counts(decisions),
             "graphs": graph_counts(results) or {"judged": 0, "unchecked": 0},
         },
         "tests": [

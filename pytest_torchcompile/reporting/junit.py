@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from pytest_torchcompile.common.files import atomic_write
 from pytest_torchcompile.common.results import CaseResult
-from pytest_torchcompile.reporting.baseline import Decision, DecisionKind, is_failing
+from pytest_torchcompile.reporting.baseline import BaselineOutcome, Decision, is_failing
 from pytest_torchcompile.reporting.cells import by_test, format_ratio, printable
 
 PATH_PROPERTIES = frozenset({"torchcompile_repro", "torchcompile_minified"})
@@ -72,39 +72,12 @@ def junit_xml(
     suite = ET.Element("testsuite", name="pytest-torchcompile")
     counts = Counter[str]()
     for nodeid in sorted(set(checks) | set(failed)):
-        *scope, name = nodeid.split("::")
-        classname = (
-            ".".join([scope[0].removesuffix(".py").replace("/", "."), *scope[1:]]) if scope else ""
-        )
-        case = ET.SubElement(
-            suite, "testcase", classname=printable(classname), name=printable(name)
-        )
-        properties = [
-            pair for check in checks.get(nodeid, []) for pair in junit_properties(check, public)
-        ]
-        if properties:
-            holder = ET.SubElement(case, "properties")
-            for key, value in properties:
-                ET.SubElement(holder, "property", name=key, value=value)
+        case = _test_case(suite, nodeid, checks.get(nodeid, []), public)
         decision = decisions.get(nodeid) if decisions else None
-        if nodeid in failed or (decision is not None and decision.fails_run):
-            reasons = [f"failed in {when}" for when in failed.get(nodeid, [])]
-            if decision is not None:
-                reasons.append(f"compile accuracy {decision.kind.label}: {decision.message}")
-            ET.SubElement(case, "failure", message=printable("; ".join(reasons), lines=True))
-            counts["failures"] += 1
-        elif (
-            decision is not None
-            and decision.kind in (DecisionKind.EXPECTED_FAILURE, DecisionKind.FLAKY)
-            and is_failing(decision.status)
-        ):
-            reason = (xfail_reasons or {}).get(nodeid) or (
-                f"compile accuracy {decision.kind.label}: {decision.message}"
-            )
-            ET.SubElement(
-                case, "skipped", type="pytest.xfail", message=printable(reason, lines=True)
-            )
-            counts["skipped"] += 1
+        reason = (xfail_reasons or {}).get(nodeid)
+        counted = _outcome(case, decision, failed.get(nodeid, []), reason)
+        if counted is not None:
+            counts[counted] += 1
     suite.set("tests", str(len(suite)))
     suite.set("failures", str(counts["failures"]))
     suite.set("errors", "0")
@@ -112,6 +85,45 @@ def junit_xml(
     root = ET.Element("testsuites")
     root.append(suite)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _test_case(
+    suite: ET.Element, nodeid: str, checks: Sequence[CaseResult], public: Callable[[str], str]
+) -> ET.Element:
+    """A test's case in ``suite``, named as pytest names it, with its checks' properties."""
+    *scope, name = nodeid.split("::")
+    classname = (
+        ".".join([scope[0].removesuffix(".py").replace("/", "."), *scope[1:]]) if scope else ""
+    )
+    case = ET.SubElement(suite, "testcase", classname=printable(classname), name=printable(name))
+    properties = [pair for check in checks for pair in junit_properties(check, public)]
+    if properties:
+        holder = ET.SubElement(case, "properties")
+        for key, value in properties:
+            ET.SubElement(holder, "property", name=key, value=value)
+    return case
+
+
+def _outcome(
+    case: ET.Element, decision: Decision | None, failed_in: Sequence[str], reason: str | None
+) -> str | None:
+    """A test case's failure (``failed_in``: the phases pytest counted failed) or xfail, and the
+    count it adds to (None: it passed)."""
+    if failed_in or (decision is not None and decision.fails_run):
+        reasons = [f"failed in {when}" for when in failed_in]
+        if decision is not None:
+            reasons.append(f"compile accuracy {decision.outcome.label}: {decision.message}")
+        ET.SubElement(case, "failure", message=printable("; ".join(reasons), lines=True))
+        return "failures"
+    if (
+        decision is not None
+        and decision.outcome in (BaselineOutcome.EXPECTED_FAILURE, BaselineOutcome.FLAKY)
+        and is_failing(decision.status)
+    ):
+        shown = reason or f"compile accuracy {decision.outcome.label}: {decision.message}"
+        ET.SubElement(case, "skipped", type="pytest.xfail", message=printable(shown, lines=True))
+        return "skipped"
+    return None
 
 
 def write_junit(

@@ -7,7 +7,12 @@ from collections.abc import Mapping, Sequence
 
 from pytest_torchcompile.common.results import CaseResult, MinifyResult
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.reporting.baseline import Decision, DecisionKind, is_failing, test_status
+from pytest_torchcompile.reporting.baseline import (
+    BaselineOutcome,
+    Decision,
+    is_failing,
+    test_status,
+)
 from pytest_torchcompile.reporting.cells import (
     baseline_summary,
     by_test,
@@ -24,11 +29,11 @@ from pytest_torchcompile.reporting.grouping import root_cause_lines
 from pytest_torchcompile.reporting.layout import TerminalLayout
 
 # Outcomes listed one by one under the terminal table: the ones a reader has to act on or know.
-_NOTABLE_KINDS = (
-    DecisionKind.NEW_FAILURE,
-    DecisionKind.IMPROVED,
-    DecisionKind.MISSING,
-    DecisionKind.FLAKY,
+_NOTABLE_OUTCOMES = (
+    BaselineOutcome.NEW_FAILURE,
+    BaselineOutcome.IMPROVED,
+    BaselineOutcome.MISSING,
+    BaselineOutcome.FLAKY,
 )
 
 
@@ -53,12 +58,14 @@ def terminal_lines(
     lines.extend(root_cause_lines(results, layout.wrap))
     if decisions is not None:
         lines.extend(layout.wrap(f"baseline: {baseline_summary(decisions)}", ""))
-        for kind in _NOTABLE_KINDS:
-            if recording and kind is DecisionKind.MISSING:
+        for outcome in _NOTABLE_OUTCOMES:
+            if recording and outcome is BaselineOutcome.MISSING:
                 continue
             for test_id, decision in sorted(decisions.items()):
-                if decision.kind is kind:
-                    lines.extend(layout.wrap(f"{kind.label} {test_id}: {decision.message}", "  "))
+                if decision.outcome is outcome:
+                    lines.extend(
+                        layout.wrap(f"{outcome.label} {test_id}: {decision.message}", "  ")
+                    )
     return lines
 
 
@@ -67,23 +74,10 @@ def _table(
 ) -> list[str]:
     """Aligned columns with the test id last, never cut: it can be pasted into pytest."""
     tests = by_test(results)
+    outcomes = decisions or {}
     rows = [["status", "ratio", "graphs", "baseline"]]
-    for nodeid, checks in tests:
-        decision = decisions.get(nodeid) if decisions else None
-        rows.append(
-            [
-                str(test_status(checks)),
-                format_ratio(_worst_ratio(checks)),
-                format_graphs(checks),
-                decision.kind.label if decision else "-",
-            ]
-        )
-    shown = [
-        column
-        for column, heading in enumerate(rows[0])
-        if (heading != "graphs" or any(row[column] != "-" for row in rows[1:]))
-        and (heading != "baseline" or decisions is not None)
-    ]
+    rows.extend(_row(checks, outcomes.get(nodeid)) for nodeid, checks in tests)
+    shown = _shown_columns(rows, decisions is not None)
     widths = {column: max(len(row[column]) for row in rows) for column in shown}
 
     def line(row: list[str], test: str) -> str:
@@ -95,27 +89,56 @@ def _table(
         if layout.verbosity < 0 and not is_failing(test_status(checks)):
             continue
         blank_ratio = blank_ratio or row[1] == "-"
-        # Whole where the terminal has room (the test id can be pasted into pytest), else wrapped.
-        row_line = line(row, printable(nodeid))
-        lines.extend([row_line] if len(row_line) <= layout.width else layout.wrap(row_line, ""))
-        for check in checks:
-            # A passing check's details (its message, ratio, compile time) only at -vv; a fixture
-            # check not judged says why (a plain graph's reason is its unchecked line below).
-            if (
-                layout.verbosity > 1
-                or is_failing(check.status)
-                or check.unconfirmed
-                or check.status is Status.HANDLED_ERROR
-                or (check.status is Status.NOT_JUDGED and check.graphs_judged is None)
-            ):
-                lines.extend(_check_details(check, layout))
-        for check in checks:
-            for entry in check.unchecked:
-                lines.extend(layout.wrap(f"unchecked {layout.shown(entry)}", "    "))
+        lines.extend(_test_lines(line(row, printable(nodeid)), checks, layout))
     if not lines:
         return []
     legend = layout.wrap(RATIO_LEGEND, "") if blank_ratio else []
     return [line(rows[0], "test"), *lines, *legend]
+
+
+def _row(checks: Sequence[CaseResult], decision: Decision | None) -> list[str]:
+    """A test's cells: status, worst ratio, plain graphs, baseline outcome."""
+    return [
+        str(test_status(checks)),
+        format_ratio(_worst_ratio(checks)),
+        format_graphs(checks),
+        decision.outcome.label if decision else "-",
+    ]
+
+
+def _shown_columns(rows: list[list[str]], gated: bool) -> list[int]:
+    """The columns shown: plain graphs where some test has them, the baseline where ``gated``."""
+    return [
+        column
+        for column, heading in enumerate(rows[0])
+        if (heading != "graphs" or any(row[column] != "-" for row in rows[1:]))
+        and (heading != "baseline" or gated)
+    ]
+
+
+def _test_lines(row_line: str, checks: Sequence[CaseResult], layout: TerminalLayout) -> list[str]:
+    """A test's row, whole where the terminal has room (the test id can be pasted into pytest),
+    else wrapped; then the details of its checks that need a look and its unchecked graphs."""
+    lines = [row_line] if len(row_line) <= layout.width else layout.wrap(row_line, "")
+    for check in checks:
+        if _detailed(check, layout.verbosity):
+            lines.extend(_check_details(check, layout))
+    for check in checks:
+        for entry in check.unchecked:
+            lines.extend(layout.wrap(f"unchecked {layout.shown(entry)}", "    "))
+    return lines
+
+
+def _detailed(check: CaseResult, verbosity: int) -> bool:
+    """Whether a check's details show: a passing check's (its message, ratio, compile time) only
+    at -vv; a fixture check not judged says why (a plain graph's reason is its unchecked line)."""
+    return (
+        verbosity > 1
+        or is_failing(check.status)
+        or bool(check.unconfirmed)
+        or check.status is Status.HANDLED_ERROR
+        or (check.status is Status.NOT_JUDGED and check.graphs_judged is None)
+    )
 
 
 RATIO_LEGEND = (
@@ -136,17 +159,7 @@ def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
     """The check's status and message, then its graph, reference and files, one per line."""
     message = layout.shown(check.message)
     lines = layout.wrap(f"{check.status}: {message}" if message else str(check.status), "    ")
-    facts = []
-    if check.graph and check.graph not in check.message:
-        facts.append(("graph", layout.shown(check.graph)))
-    if check.reference != "fp64":
-        facts.append(("reference", layout.shown(check.reference)))
-    if check.repro_path:
-        facts.append(("repro", layout.shown(check.repro_path)))
-    if check.unconfirmed:
-        facts.append(("unconfirmed", layout.shown(check.unconfirmed)))
-    if check.repro_unwritten is not None:
-        facts.append(("repro not written", layout.shown(check.repro_unwritten)))
+    facts = _case_facts(check, layout)
     if check.minify is not None:
         facts.extend(_minify_facts(check.minify, layout))
         if check.minify.note:
@@ -159,6 +172,23 @@ def _check_details(check: CaseResult, layout: TerminalLayout) -> list[str]:
     for name, value in facts:
         lines.extend(layout.wrap(f"{name}: {value}", "      "))
     return lines
+
+
+def _case_facts(check: CaseResult, layout: TerminalLayout) -> list[tuple[str, str]]:
+    """The check's graph (where its message does not name it), reference other than fp64, repro
+    and why it is unconfirmed or unwritten."""
+    facts = []
+    if check.graph and check.graph not in check.message:
+        facts.append(("graph", layout.shown(check.graph)))
+    if check.reference != "fp64":
+        facts.append(("reference", layout.shown(check.reference)))
+    if check.repro_path:
+        facts.append(("repro", layout.shown(check.repro_path)))
+    if check.unconfirmed:
+        facts.append(("unconfirmed", layout.shown(check.unconfirmed)))
+    if check.repro_unwritten is not None:
+        facts.append(("repro not written", layout.shown(check.repro_unwritten)))
+    return facts
 
 
 def _minify_facts(minify: MinifyResult, layout: TerminalLayout) -> list[tuple[str, str]]:

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import threading
 import uuid
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,25 +19,30 @@ import pytest
 
 from pytest_torchcompile.common.allowed import CompilerNames, ConfigHas, ConfigRefusal
 from pytest_torchcompile.common.files import clashing_paths, refusal
-from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.results import CaseResult, MinifyResult
 from pytest_torchcompile.common.run_state import Checker, MinifyJob
 from pytest_torchcompile.common.settings import (
     FIXTURE,
-    REPRO_KIND,
     CheckSettings,
     GatingSettings,
     marker_settings,
 )
-from pytest_torchcompile.common.verdict import CheckFailed, Status, leaves_device_unusable
-from pytest_torchcompile.reporting.baseline import BaselineError, Decision, Gate, is_failing
-from pytest_torchcompile.reporting.cells import by_test, printable
-from pytest_torchcompile.reporting.github import append_github_summary
-from pytest_torchcompile.reporting.html import write_html_report
-from pytest_torchcompile.reporting.json_report import write_json_report
-from pytest_torchcompile.reporting.junit import junit_properties, write_junit
+from pytest_torchcompile.common.verdict import CheckFailed, leaves_device_unusable
+from pytest_torchcompile.reporting.baseline import Gate
+from pytest_torchcompile.reporting.baseline_file import BaselineError
+from pytest_torchcompile.reporting.cells import printable
+from pytest_torchcompile.reporting.junit import junit_properties
 from pytest_torchcompile.reporting.layout import TerminalLayout
-from pytest_torchcompile.reporting.terminal import minified_section, terminal_lines
+from pytest_torchcompile.reporting.terminal import minified_section
+from pytest_torchcompile.run.conclusion import (
+    RunEnd,
+    RunRecord,
+    WriteReports,
+    conclude_run,
+    file_digest,
+)
+from pytest_torchcompile.run.report_files import ReportFile, report_files, writing
+from pytest_torchcompile.run.repro_tests import recorded_kind, repro_test_result
 from pytest_torchcompile.run.shard import Shard
 
 
@@ -95,12 +97,16 @@ class AccuracySession:
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     """Names this session in the case directories it claims (``repro.unique_case_dir``)."""
     _sigterm_handler: Any = field(default=None, init=False, repr=False)
+    """SIGTERM's handler before :meth:`stop_on_sigterm` replaced it; None where it did not."""
     _outputs: list[tuple[str, str | os.PathLike[str] | None]] = field(
         default_factory=list, init=False, repr=False
     )
     """The files the run writes, by the setting that names them (see :meth:`configure_gating`)."""
     _refused: bool = field(default=False, init=False, repr=False)
-    """SIGTERM's handler before :meth:`stop_on_sigterm` replaced it; None where it did not."""
+    """Whether the run stopped for an output at one of its inputs: it then writes nothing."""
+    report_files: list[ReportFile] = field(default_factory=list, init=False, repr=False)
+    """The files the run's end writes (:meth:`configure_gating`), registered as plugins on the
+    controller (or the only process)."""
 
     def stop_on_sigterm(self) -> None:
         """Have SIGTERM (what a CI job's timeout sends) stop the run as Ctrl-C does, as a
@@ -306,6 +312,9 @@ class AccuracySession:
             except BaselineError as error:
                 raise pytest.UsageError(f"compile accuracy baseline: {error}") from None
             self.baseline_digest = file_digest(gating.baseline)
+        self.report_files = report_files(
+            gating.report, gating.html, _github_summary(), gate=self.gate
+        )
 
     def refuse_outputs_at(
         self, inputs: Sequence[tuple[str, str | os.PathLike[str] | None]]
@@ -339,42 +348,56 @@ class AccuracySession:
         mine = self._test_results.setdefault(item.nodeid, [])
         mine.extend(result for result in pending if result.nodeid == item.nodeid)
         if report.when == "call":
-            made = None if mine else repro_test_result(item, report)
-            if made is not None:
-                pending.append(made)
-                mine.append(made)
-            for result in pending:
-                if result.graphs_judged is not None or result is made:
-                    # The fixture records its own checks' properties as it makes them.
-                    item.user_properties.extend(
-                        junit_properties(result, TerminalLayout.of(item.config).public)
-                    )
-            by_check = report.failed and (
-                made is not None or (raised is not None and raised.errisinstance(CheckFailed))
-            )
-            if by_check:
-                setattr(report, FAILED_BY_CHECK_ATTRIBUTE, True)
-            if self.gate is not None and mine and report.failed:
-                self._gate_failure(self.gate, item, report, mine, by_check)
+            self._judge_call(item, report, raised, pending, mine)
         elif report.when == "teardown":
             self._test_results.pop(item.nodeid, None)
-        if (
-            report.failed
-            and self.devices_lost_in not in (None, item.nodeid)
-            and _device_unusable(report)
-        ):
-            report.sections.append(
-                (
-                    "compile accuracy",
-                    _fitted(
-                        item.config,
-                        f"the device-side error in {self.devices_lost_in} left the device unusable to this "
-                        "process, which this failure follows from; run this test on its own",
-                    ),
-                )
-            )
+        if report.failed and self.devices_lost_in not in (None, item.nodeid):
+            self._note_lost_device(item, report)
         if pending:
             setattr(report, RESULTS_ATTRIBUTE, json.dumps([result.to_dict() for result in pending]))
+
+    def _judge_call(
+        self,
+        item: pytest.Item,
+        report: pytest.TestReport,
+        raised: pytest.ExceptionInfo[BaseException] | None,
+        pending: list[CaseResult],
+        mine: list[CaseResult],
+    ) -> None:
+        """The call's report: a repro test's own check added (to ``pending``, the checks it
+        carries, and ``mine``, the test's), the checks' JUnit properties, whether a check failed
+        the test, and its failure against the baseline."""
+        made = None if mine else repro_test_result(item, report)
+        if made is not None:
+            pending.append(made)
+            mine.append(made)
+        public = TerminalLayout.of(item.config).public
+        for result in pending:
+            if result.graphs_judged is not None or result is made:
+                # The fixture records its own checks' properties as it makes them.
+                item.user_properties.extend(junit_properties(result, public))
+        by_check = report.failed and (
+            made is not None or (raised is not None and raised.errisinstance(CheckFailed))
+        )
+        if by_check:
+            setattr(report, FAILED_BY_CHECK_ATTRIBUTE, True)
+        if self.gate is not None and mine and report.failed:
+            self._gate_failure(self.gate, item, report, mine, by_check)
+
+    def _note_lost_device(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """A section on a failed report that follows from an earlier test's device-side error."""
+        if not _device_unusable(report):
+            return
+        report.sections.append(
+            (
+                "compile accuracy",
+                _fitted(
+                    item.config,
+                    f"the device-side error in {self.devices_lost_in} left the device unusable to this "
+                    "process, which this failure follows from; run this test on its own",
+                ),
+            )
+        )
 
     def _gate_failure(
         self,
@@ -417,17 +440,17 @@ class AccuracySession:
         narrowed_files: set[str],
         layout: TerminalLayout | None = None,
         exitstatus: int | None = None,
+        write_reports: WriteReports | None = None,
     ) -> RunEnd:
-        """On the controller, once, after the minify phase: judge the run against the baseline,
-        write the JSON report, the GitHub step summary and the baseline update (see
-        :func:`conclude_run`). ``exitstatus`` is pytest's, for the report. Later calls return the
-        first answer."""
+        """On the controller, once, after the minify phase: judge the run against the baseline
+        and have its report files written (see :func:`conclude_run`): by ``write_reports``
+        (pytest's hook, where they are registered), else each of :attr:`report_files` in turn.
+        ``exitstatus`` is pytest's, for the report. Later calls return the first answer."""
         if self._run_end is not None:
             return self._run_end
         if self._refused:  # the run stopped for an output at an input: nothing is written
             self._run_end = RunEnd([], [])
             return self._run_end
-        gating = self.gating or GatingSettings(None, False, False, None)
         record = RunRecord(
             self._results,
             self._collected_ids,
@@ -439,11 +462,10 @@ class AccuracySession:
             self.baseline_digest,
             self._failed_by_check,
         )
-        outputs = RunOutputs(gating.report, _github_summary(), html=gating.html)
         self._run_end = conclude_run(
             record,
             self.gate,
-            outputs,
+            write_reports or writing(self.report_files),
             lambda: self._environment or self.describe_environment(),
             layout,
             self.enabled,
@@ -458,205 +480,6 @@ CURRENT_ITEM_KEY = pytest.StashKey[pytest.Item]()
 """The test running now, for the fixture's check to act for."""
 
 
-@dataclass(frozen=True)
-class RunRecord:
-    """What a run found, as it ends: the controller's own, or the union of a split run's shards."""
-
-    results: Sequence[CaseResult]
-    collected_ids: Collection[str]
-    """Every test id collected, deselected ones included."""
-    selected_ids: Collection[str]
-    """The test ids left to run once ``-k``, ``-m`` or a shard's split deselected the others."""
-    narrowed_files: Collection[str]
-    failed_reports: Sequence[tuple[str, str]]
-    """(test id, phase) of every failed test report, as pytest counts them (xfails not)."""
-    shard: Shard | None = None
-    exitstatus: int | None = None
-    """pytest's exit status before the baseline's say; None where not known."""
-    baseline_digest: str | None = None
-    """The sha256 of the baseline file the run was judged against; None without one."""
-    failed_by_check: Collection[str] = ()
-    """The tests whose call a check failed (``CheckFailed``, a repro test's verdict): the one
-    failure of a test that a baseline excuses and a recording run records. Any other failed
-    report is the test's own, which fails the run as it fails a plain run."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON report's ``run`` object (schema: ``report``)."""
-        selected = set(self.selected_ids)
-        return {
-            "shard": None if self.shard is None else self.shard.to_dict(),
-            "selected": sorted(selected),
-            "deselected": sorted(set(self.collected_ids) - selected),
-            "narrowed_files": sorted(self.narrowed_files),
-            # Sorted, as the tests are: under xdist reports arrive in any order.
-            "failed": [
-                {
-                    "nodeid": nodeid,
-                    "when": when,
-                    "by_check": when == "call" and nodeid in self.failed_by_check,
-                }
-                for nodeid, when in sorted(self.failed_reports)
-            ],
-            "exitstatus": self.exitstatus,
-            "baseline_sha256": self.baseline_digest,
-        }
-
-
-def file_digest(path: Path) -> str | None:
-    """The sha256 of the file's bytes; None where there is no such file."""
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except FileNotFoundError:
-        return None
-
-
-@dataclass(frozen=True)
-class RunOutputs:
-    """Where the end of a run writes (None: not written)."""
-
-    report: Path | None = None
-    github_summary: str | None = None
-    junit: Path | None = None
-    html: Path | None = None
-
-
-def conclude_run(
-    record: RunRecord,
-    gate: Gate | None,
-    outputs: RunOutputs,
-    environment: Callable[[], Mapping[str, Any]],
-    layout: TerminalLayout | None = None,
-    enabled: bool = True,
-    features_off: Sequence[str] = (),
-) -> RunEnd:
-    """Judge a run against the baseline and write its files: the JSON report, the HTML report,
-    the GitHub step summary, the JUnit file and the baseline update. Returns the lines to show,
-    the features the installed torch leaves off first, and the reasons the run fails (none when
-    it does not)."""
-    layout = layout or TerminalLayout()
-    results = record.results
-    decisions = gate.decisions(results) if gate is not None else None
-    unknown = gate.unknown(record.collected_ids, record.narrowed_files) if gate is not None else []
-    recording = gate is not None and gate.update
-    lines = [wrapped for line in features_off for wrapped in layout.wrap(f"WARNING {line}", "")]
-    lines.extend(terminal_lines(results, decisions, layout, recording))
-    said: list[str] = []  # lines below the table, wrapped to the terminal at the end
-    # A recording run writes what it finds to the baseline: nothing in it fails the run.
-    failures = (
-        gate.run_failures(decisions or {}, unknown) if gate is not None and not recording else []
-    )
-    recorded = 0
-    if gate is not None:
-        said.extend(gate.unknown_lines(unknown))
-        if not results:
-            said.append(
-                f"baseline {gate.path}: no test ran a compile-accuracy check"
-                + ("" if enabled else " (--compile-accuracy is off)")
-            )
-    unwritten: list[str] = []
-
-    def written(what: str, path: str | os.PathLike[str], write: Callable[[], object]) -> bool:
-        """Whether ``write`` wrote ``what``; where not, the run fails for it: one line each,
-        and one file that cannot be written keeps none of the others from being written."""
-        try:
-            write()
-        except BaselineError as error:  # it names the file, and the line at fault
-            unwritten.append(f"cannot write {what}: {error}")
-            return False
-        except OSError as error:
-            # Its strerror leaves out the temporary file it was written through.
-            unwritten.append(f"cannot write {what} {path}: {error.strerror or error}")
-            return False
-        return True
-
-    report, summary, junit = outputs.report, outputs.github_summary, outputs.junit
-    # The files are read away from this machine: their messages name paths as the terminal does
-    # and the home directory as ~; the JSON report's path fields stay absolute, for tools.
-    public = [result.with_messages(layout.public) for result in results]
-    public_decisions = decisions and {
-        test_id: dataclasses.replace(decision, message=layout.public(decision.message))
-        for test_id, decision in decisions.items()
-    }
-    # The reason a single run's xfail gives (the baseline row, the repro path), for the JUnit file.
-    xfail_reasons = {
-        nodeid: layout.public(reason)
-        for nodeid, checks in by_test(results)
-        if gate is not None and (reason := gate.xfail_reason(nodeid, checks)) is not None
-    }
-    if report is not None and written(
-        "the JSON report",
-        report,
-        lambda: write_json_report(
-            report, public, public_decisions, environment(), record.to_json()
-        ),
-    ):
-        said.append(f"JSON report written to {report}")
-    html = outputs.html
-    if html is not None and written(
-        "the HTML report",
-        html,
-        lambda: write_html_report(html, public, public_decisions, environment()),
-    ):
-        said.append(f"HTML report written to {html}")
-    if summary and (results or gate is not None):
-        readable = [result.with_messages(layout.public, paths=True) for result in results]
-        written(
-            "the GitHub step summary",
-            summary,
-            lambda: append_github_summary(summary, readable, public_decisions),
-        )
-    if junit is not None and written(
-        "the JUnit file",
-        junit,
-        lambda: write_junit(
-            junit, results, public_decisions, record.failed_reports, layout.public, xfail_reasons
-        ),
-    ):
-        said.append(f"JUnit file written to {junit}")
-    if gate is not None and gate.update:
-        updated: list[str] = []
-        if written(
-            "the baseline", gate.path, lambda: updated.append(gate.update_file(results, unknown))
-        ):
-            said.extend(updated)
-            recorded, line = recorded_failures(record, decisions or {})
-            said.extend([line] if line else [])
-    failures.extend(unwritten)
-    lines.extend(wrapped for line in said for wrapped in layout.wrap(layout.shown(line), ""))
-    # A run whose reports could not be written fails for that, whatever the baseline says.
-    heading = (
-        "the run fails against the baseline"
-        if gate is not None and not unwritten
-        else "the run fails"
-    )
-    shown = [wrapped for reason in failures for wrapped in layout.wrap(layout.shown(reason), "  ")]
-    return RunEnd(lines, failures, recorded, heading, shown)
-
-
-def recorded_failures(
-    record: RunRecord, decisions: Mapping[str, Decision]
-) -> tuple[int, str | None]:
-    """After a recording run wrote the baseline: how many failed test reports are failures it
-    recorded (the call of a test that its check failed, whose status is failing) when they are
-    all such, else 0; and a line saying so (None when no test failed that way)."""
-    failing = {test_id for test_id, decision in decisions.items() if is_failing(decision.status)}
-    recorded = sum(
-        1
-        for test_id, when in record.failed_reports
-        if when == "call" and test_id in failing and test_id in record.failed_by_check
-    )
-    if not recorded:
-        return 0, None
-    others = len(record.failed_reports) - recorded
-    line = (
-        f"recording run: {recorded} test failure(s) from compile accuracy, recorded in the baseline: "
-        "they do not fail this run"
-    )
-    if others:
-        return 0, f"{line}; {others} other test failure(s) do"
-    return recorded, f"{line} (exit status 0)"
-
-
 FAILED_BY_CHECK_ATTRIBUTE = "torchcompile_failed_by_check"
 """Set (True) on the report of a test call that a check failed, for the controller: xdist carries
 report attributes from workers to it."""
@@ -664,36 +487,6 @@ report attributes from workers to it."""
 RESULTS_ATTRIBUTE = "torchcompile_results"
 """Test report attribute with the checks made since the previous report, as a JSON list of
 ``CaseResult.to_dict()``; xdist carries report attributes from workers to the controller."""
-
-
-@dataclass(frozen=True)
-class RunEnd:
-    """What the controller shows at the end of the run, and why the run fails (if it does)."""
-
-    lines: list[str]
-    failures: list[str]
-    recorded_failures: int = 0
-    """Failed test reports that are all compile-accuracy failures a recording run
-    (``--compile-accuracy-update-baseline``) wrote to the baseline; 0 when there are others."""
-    heading: str = "the run fails against the baseline"
-    """What the failures are shown under: a run without a baseline, or whose reports could not
-    be written, does not fail against a baseline."""
-    failure_lines: list[str] = field(default_factory=list)
-    """The failures as shown under the heading: each wrapped to the terminal, indented."""
-
-    def exit_status(self, status: int, tests_failed: int) -> int:
-        """The run's exit status, from pytest's ``status`` and its count of failed test reports:
-        failing when the run fails against the baseline; passing when the only failures are the
-        ones a recording run wrote to the baseline (they still show)."""
-        if self.failures:
-            return pytest.ExitCode.TESTS_FAILED if status == pytest.ExitCode.OK else status
-        if (
-            self.recorded_failures
-            and status == pytest.ExitCode.TESTS_FAILED
-            and tests_failed == self.recorded_failures
-        ):
-            return pytest.ExitCode.OK
-        return status
 
 
 BASELINE_OPTION = "--compile-accuracy-baseline"
@@ -712,61 +505,6 @@ def _fitted(config: pytest.Config, text: str) -> str:
 
 def _device_unusable(report: pytest.TestReport) -> bool:
     return leaves_device_unusable(report.longreprtext)
-
-
-REPRO_STATUSES = {
-    str(kind): status for kind in FailureKind if (status := Status.recorded(kind)) is not None
-}
-"""A generated repro's failure kinds, as its marker and its verdict line name them, and the status
-of each."""
-# A generated repro's assertion message: its verdict line, e.g. "compile_error: RuntimeError: ...".
-_REPRO_VERDICT = re.compile(rf"^(?:E\s+)?({'|'.join(REPRO_STATUSES)})\b", re.MULTILINE)
-
-
-def recorded_kind(item: pytest.Item) -> str | None:
-    """The failure kind a generated repro test records: its marker's ``kind``, where the test is
-    its repro file's own (``test_repro``, in a module whose ``KIND`` is that kind, one a repro is
-    written with); None for any other test, whose marker cannot give ``kind``."""
-    marker = item.get_closest_marker("inductor_repro")
-    kind = marker.kwargs.get(REPRO_KIND) if marker is not None else None
-    if (
-        kind in REPRO_STATUSES
-        and getattr(item, "originalname", None) == "test_repro"
-        and getattr(getattr(item, "module", None), "KIND", None) == kind
-    ):
-        return str(kind)
-    return None
-
-
-def repro_test_result(item: pytest.Item, report: pytest.TestReport) -> CaseResult | None:
-    """The check of a generated repro test (``pytest repro.py``), which judges its graph itself
-    rather than through the fixture: ``pass`` when it passes (the bug is fixed), the recorded
-    failure kind of its marker when it reproduces, the kind it printed when it fails differently.
-    None for any other test, and for a repro test that failed for an unrelated reason."""
-    kind = recorded_kind(item)
-    if kind is None:
-        return None
-    path = Path(str(item.path))
-
-    def made(status: Status, message: str) -> CaseResult:
-        return CaseResult(
-            item.nodeid, status, message, case_id=path.parent.name, repro_path=str(path)
-        )
-
-    if report.passed:
-        return made(Status.PASS, f"the repro no longer fails ({kind} recorded)")
-    if not report.failed:
-        return None
-    text = report.longreprtext
-    if "REPRODUCED" in text:
-        return made(REPRO_STATUSES[kind], f"the repro still fails: {kind}")
-    verdicts = _REPRO_VERDICT.findall(text) if "FAILS DIFFERENTLY" in text else []
-    if verdicts:
-        return made(
-            REPRO_STATUSES[verdicts[-1]],
-            f"the repro fails differently: {verdicts[-1]}, recorded {kind}",
-        )
-    return None
 
 
 TEST_FILE, CONFTEST, INI_FILE = "a test file", "a conftest.py", "the ini file"

@@ -18,12 +18,12 @@ from inline import runpytest
 
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.reporting.baseline import (
+from pytest_torchcompile.reporting.baseline import Gate
+from pytest_torchcompile.reporting.baseline_file import (
     HEADER,
     Baseline,
     BaselineEntry,
     BaselineError,
-    Gate,
     load_baseline,
 )
 
@@ -685,7 +685,7 @@ def test_gate_update_starts_a_missing_file_but_reading_needs_it(tmp_path: Path) 
 def test_a_repro_tests_failure_kinds_are_the_ones_repros_are_written_with() -> None:
     """The session reads a repro test's kind without importing the (torch) module that writes it."""
     from pytest_torchcompile.common.kinds import FailureKind
-    from pytest_torchcompile.run import session
+    from pytest_torchcompile.run import repro_tests
 
     written = {
         FailureKind.ACCURACY,
@@ -693,4 +693,4 @@ def test_a_repro_tests_failure_kinds_are_the_ones_repros_are_written_with() -> N
         FailureKind.RUNTIME_ERROR,
         FailureKind.EAGER_ERROR,
     }
-    assert set(session.REPRO_STATUSES) == written
+    assert set(repro_tests.REPRO_STATUSES) == written

@@ -63,7 +63,7 @@ def test_hostile_ids_and_a_hostile_repro_directory(pytester: pytest.Pytester) ->
     output = result.stdout.str()
     assert result.ret == pytest.ExitCode.OK, output  # a recording run
     # Every row kept, the tab's as a JSON string that reads back as the id.
-    from pytest_torchcompile.reporting.baseline import load_baseline
+    from pytest_torchcompile.reporting.baseline_file import load_baseline
 
     assert {
         entry.test_id: str(entry.expected) for entry in load_baseline(baseline).entries.values()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_torchcompile.reporting.baseline import HEADER
+from pytest_torchcompile.reporting.baseline_file import HEADER
 
 pytest_plugins = ["pytester"]
 

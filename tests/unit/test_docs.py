@@ -103,7 +103,7 @@ def test_every_option_is_in_the_option_table() -> None:
 
 def test_the_baseline_statuses_listed_are_every_status_a_baseline_records() -> None:
     from pytest_torchcompile.common.verdict import Status
-    from pytest_torchcompile.reporting.baseline import UNGATED_STATUSES
+    from pytest_torchcompile.reporting.baseline_file import UNGATED_STATUSES
 
     reports = (ROOT / "docs" / "reports.md").read_text()
     listed = reports.split("the status is one of the statuses", 1)[1].split("or `flaky`", 1)[0]

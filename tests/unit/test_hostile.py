@@ -25,10 +25,10 @@ from pytest_torchcompile.common.settings import CheckSettings, GatingSettings
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.judge import ReproBroken
-from pytest_torchcompile.reporting.baseline import (
+from pytest_torchcompile.reporting.baseline import Gate
+from pytest_torchcompile.reporting.baseline_file import (
     HEADER,
     BaselineError,
-    Gate,
     load_baseline,
     write_baseline,
 )

@@ -9,21 +9,23 @@ import pytest
 
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.reporting import baseline as baseline_module
+from pytest_torchcompile.reporting import baseline_file
 from pytest_torchcompile.reporting.baseline import (
+    STATUS_PRIORITY,
+    BaselineOutcome,
+    decide,
+    unknown_entries,
+)
+from pytest_torchcompile.reporting.baseline import test_status as aggregate_status
+from pytest_torchcompile.reporting.baseline_file import (
     FLAKY,
     HEADER,
-    STATUS_PRIORITY,
     Baseline,
     BaselineEntry,
     BaselineError,
-    DecisionKind,
-    decide,
     load_baseline,
-    unknown_entries,
     write_baseline,
 )
-from pytest_torchcompile.reporting.baseline import test_status as aggregate_status
 
 
 def write(tmp_path: Path, text: str, name: str = "baseline.txt") -> Path:
@@ -235,7 +237,7 @@ def test_write_failure_leaves_the_old_file_intact(
     def failing_replace(source: str, target: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(baseline_module.os, "replace", failing_replace)
+    monkeypatch.setattr(baseline_file.os, "replace", failing_replace)
     with pytest.raises(OSError, match="disk full"):
         write_baseline(path, {"t.py::a": Status.FAIL_ACCURACY}, None)
     assert path.read_text(encoding="utf-8") == "t.py::a\tpass\n"
@@ -284,91 +286,97 @@ NOTED = BaselineEntry("t.py::a", Status.FAIL_ACCURACY, "https://bugs/1")
 
 @pytest.mark.parametrize("strict", [False, True])
 @pytest.mark.parametrize(
-    ("entry", "status", "kind", "fails_run", "message"),
+    ("entry", "status", "outcome", "fails_run", "message"),
     [
-        (BaselineEntry("t.py::a", Status.PASS), Status.PASS, DecisionKind.OK, False, "pass"),
+        (BaselineEntry("t.py::a", Status.PASS), Status.PASS, BaselineOutcome.OK, False, "pass"),
         (
             BaselineEntry("t.py::a", Status.PASS),
             Status.NO_FP64_REFERENCE,
-            DecisionKind.OK,
+            BaselineOutcome.OK,
             False,
             "no_fp64_reference",
         ),
         (
             BaselineEntry("t.py::a", Status.NO_FP64_REFERENCE),
             Status.PASS,
-            DecisionKind.OK,
+            BaselineOutcome.OK,
             False,
             "pass",
         ),
         (
             BaselineEntry("t.py::a", Status.PASS),
             Status.FAIL_RUNTIME,
-            DecisionKind.NEW_FAILURE,
+            BaselineOutcome.NEW_FAILURE,
             True,
             "fail_runtime, the baseline expects pass",
         ),
         (
             BaselineEntry("t.py::a", Status.PASS),
             Status.OUT_OF_MEMORY,
-            DecisionKind.NEW_FAILURE,
+            BaselineOutcome.NEW_FAILURE,
             True,
             "out_of_memory, the baseline expects pass",
         ),
         (
             NOTED,
             Status.FAIL_ACCURACY,
-            DecisionKind.EXPECTED_FAILURE,
+            BaselineOutcome.EXPECTED_FAILURE,
             False,
             "still fail_accuracy, as the baseline records [https://bugs/1]",
         ),
         (
             BaselineEntry("t.py::a", Status.EAGER_NONDETERMINISTIC),
             Status.EAGER_NONDETERMINISTIC,
-            DecisionKind.OK,
+            BaselineOutcome.OK,
             False,
             "eager_nondeterministic",
         ),
         (
             BaselineEntry("t.py::a", Status.PASS),
             Status.EAGER_NONDETERMINISTIC,
-            DecisionKind.OK,
+            BaselineOutcome.OK,
             False,
             "eager_nondeterministic",
         ),
         (
             NOTED,
             Status.FAIL_COMPILE,
-            DecisionKind.NEW_FAILURE,
+            BaselineOutcome.NEW_FAILURE,
             True,
             "fail_compile, a different failure than the baseline's fail_accuracy [https://bugs/1]",
         ),
         (
             BaselineEntry("t.py::a", FLAKY, "racy"),
             Status.FAIL_COMPILE,
-            DecisionKind.FLAKY,
+            BaselineOutcome.FLAKY,
             False,
             "fail_compile (flaky in the baseline) [racy]",
         ),
         (
             BaselineEntry("t.py::a", FLAKY),
             Status.PASS,
-            DecisionKind.FLAKY,
+            BaselineOutcome.FLAKY,
             False,
             "pass (flaky in the baseline)",
         ),
-        (None, Status.PASS, DecisionKind.MISSING, False, "pass; the test is not in the baseline"),
+        (
+            None,
+            Status.PASS,
+            BaselineOutcome.MISSING,
+            False,
+            "pass; the test is not in the baseline",
+        ),
         (
             None,
             Status.NO_FP64_REFERENCE,
-            DecisionKind.MISSING,
+            BaselineOutcome.MISSING,
             False,
             "no_fp64_reference; the test is not in the baseline",
         ),
         (
             None,
             Status.FAIL_ACCURACY,
-            DecisionKind.NEW_FAILURE,
+            BaselineOutcome.NEW_FAILURE,
             True,
             "fail_accuracy, and the test is not in the baseline",
         ),
@@ -378,7 +386,7 @@ def test_decide_outcomes_that_ignore_strict(
     strict: bool,
     entry: BaselineEntry | None,
     status: Status,
-    kind: DecisionKind,
+    outcome: BaselineOutcome,
     fails_run: bool,
     message: str,
 ) -> None:
@@ -386,7 +394,7 @@ def test_decide_outcomes_that_ignore_strict(
         make_baseline(entry) if entry else make_baseline(BaselineEntry("t.py::other", Status.PASS))
     )
     decision = decide("t.py::a", status, known, strict=strict)
-    assert decision.kind is kind
+    assert decision.outcome is outcome
     assert decision.fails_run is fails_run
     assert decision.message == message
     assert decision.status is status
@@ -396,19 +404,19 @@ def test_decide_outcomes_that_ignore_strict(
 def test_decide_improved_fails_the_run_only_when_strict() -> None:
     known = make_baseline(NOTED)
     lenient = decide("t.py::a", Status.PASS, known, strict=False)
-    assert (lenient.kind, lenient.fails_run) == (DecisionKind.IMPROVED, False)
+    assert (lenient.outcome, lenient.fails_run) == (BaselineOutcome.IMPROVED, False)
     assert lenient.message == "pass, the baseline expects fail_accuracy [https://bugs/1]"
     strict = decide("t.py::a", Status.NO_FP64_REFERENCE, known, strict=True)
-    assert (strict.kind, strict.fails_run) == (DecisionKind.IMPROVED, True)
+    assert (strict.outcome, strict.fails_run) == (BaselineOutcome.IMPROVED, True)
     assert strict.message == (
         "no_fp64_reference, the baseline expects fail_accuracy (strict: record it in the baseline) [https://bugs/1]"
     )
 
 
 def test_decision_labels_shout_what_needs_attention() -> None:
-    assert DecisionKind.IMPROVED.label == "IMPROVED"
-    assert DecisionKind.NEW_FAILURE.label == "NEW FAILURE"
-    assert DecisionKind.EXPECTED_FAILURE.label == "expected failure"
+    assert BaselineOutcome.IMPROVED.label == "IMPROVED"
+    assert BaselineOutcome.NEW_FAILURE.label == "NEW FAILURE"
+    assert BaselineOutcome.EXPECTED_FAILURE.label == "expected failure"
 
 
 # --- unknown entries ------------------------------------------------------------------------

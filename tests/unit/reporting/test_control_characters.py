@@ -12,7 +12,7 @@ from pathlib import Path
 from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.results import CaseResult, Deviation, MinifyResult, StopReason
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.reporting.baseline import Decision, DecisionKind
+from pytest_torchcompile.reporting.baseline import BaselineOutcome, Decision
 from pytest_torchcompile.reporting.cells import printable
 from pytest_torchcompile.reporting.github import github_summary_markdown
 from pytest_torchcompile.reporting.html import write_html_report
@@ -61,7 +61,7 @@ def hostile_check() -> CaseResult:
 def decisions() -> dict[str, Decision]:
     # A baseline row's note is the file's text, as written.
     message = f"fail_runtime, a different failure than the baseline's pass [{HOSTILE}]"
-    return {NODEID: Decision(DecisionKind.NEW_FAILURE, message, Status.FAIL_RUNTIME, None, True)}
+    return {NODEID: Decision(BaselineOutcome.NEW_FAILURE, message, Status.FAIL_RUNTIME, None, True)}
 
 
 def test_the_html_page_shows_control_characters_escaped(tmp_path: Path) -> None:
@@ -89,7 +89,7 @@ def test_the_junit_file_is_well_formed_xml_with_control_characters_escaped() -> 
     failed = junit_xml([check], decisions(), [(NODEID, "call")], public)
     skipped = junit_xml(
         [check],
-        {NODEID: Decision(DecisionKind.FLAKY, HOSTILE, Status.FAIL_RUNTIME, "flaky", False)},
+        {NODEID: Decision(BaselineOutcome.FLAKY, HOSTILE, Status.FAIL_RUNTIME, "flaky", False)},
         [],
         public,
         {NODEID: reason},

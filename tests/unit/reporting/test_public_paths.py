@@ -15,7 +15,9 @@ from pytest_torchcompile.common.settings import CheckSettings
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.reporting.baseline import Gate
 from pytest_torchcompile.reporting.layout import TerminalLayout
-from pytest_torchcompile.run.session import AccuracySession, RunOutputs, RunRecord, conclude_run
+from pytest_torchcompile.run.conclusion import RunRecord, conclude_run
+from pytest_torchcompile.run.report_files import report_files, writing
+from pytest_torchcompile.run.session import AccuracySession
 
 
 def test_no_absolute_path_of_the_machine_is_made_public(
@@ -67,7 +69,7 @@ def test_the_reports_name_no_absolute_path_but_in_the_json_reports_path_fields(
     conclude_run(
         record,
         Gate.load(baseline),
-        RunOutputs(report, str(summary), junit, html),
+        writing(report_files(report, html, str(summary), junit)),
         dict,
         TerminalLayout(root=root),
     )

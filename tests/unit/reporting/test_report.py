@@ -11,7 +11,7 @@ import torch
 from pytest_torchcompile.common.leaves import LeafResult
 from pytest_torchcompile.common.results import CaseResult, MinifyResult, StopReason
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.reporting.baseline import Decision, DecisionKind
+from pytest_torchcompile.reporting.baseline import BaselineOutcome, Decision
 from pytest_torchcompile.reporting.github import append_github_summary, github_summary_markdown
 from pytest_torchcompile.reporting.json_report import SCHEMA_VERSION, json_report, write_json_report
 from pytest_torchcompile.reporting.junit import junit_properties
@@ -79,16 +79,16 @@ def results() -> list[CaseResult]:
 
 def decisions() -> dict[str, Decision]:
     return {
-        "tests/m.py::test_a": Decision(DecisionKind.OK, "pass", Status.PASS, Status.PASS, False),
+        "tests/m.py::test_a": Decision(BaselineOutcome.OK, "pass", Status.PASS, Status.PASS, False),
         "tests/m.py::test_b[bf16]": Decision(
-            DecisionKind.NEW_FAILURE,
+            BaselineOutcome.NEW_FAILURE,
             "fail_accuracy, the baseline expects pass",
             Status.FAIL_ACCURACY,
             Status.PASS,
             True,
         ),
         "tests/m.py::test_c": Decision(
-            DecisionKind.MISSING,
+            BaselineOutcome.MISSING,
             "no_fp64_reference; the test is not in the baseline",
             Status.NO_FP64_REFERENCE,
             None,
@@ -193,14 +193,14 @@ def test_terminal_lists_improved_and_flaky_tests() -> None:
         [flaky, fixed],
         {
             "t.py::f": Decision(
-                DecisionKind.FLAKY,
+                BaselineOutcome.FLAKY,
                 "fail_runtime (flaky in the baseline)",
                 Status.FAIL_RUNTIME,
                 "flaky",
                 False,
             ),
             "t.py::g": Decision(
-                DecisionKind.IMPROVED,
+                BaselineOutcome.IMPROVED,
                 "pass, the baseline expects fail_compile",
                 Status.PASS,
                 Status.FAIL_COMPILE,
@@ -259,7 +259,7 @@ def test_terminal_fits_the_width_keeping_ids_whole_and_paths_relative(width: int
     failure = deep_failure()
     baseline = {
         failure.nodeid: Decision(
-            DecisionKind.NEW_FAILURE,
+            BaselineOutcome.NEW_FAILURE,
             "fail_accuracy; the baseline expects pass, "
             "update it with --compile-accuracy-update-baseline if intended",
             Status.FAIL_ACCURACY,

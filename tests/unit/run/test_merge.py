@@ -20,7 +20,8 @@ from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.reporting.baseline import Gate
 from pytest_torchcompile.reporting.json_report import write_json_report
 from pytest_torchcompile.reporting.layout import TerminalLayout
-from pytest_torchcompile.run.session import RunOutputs, RunRecord, conclude_run, file_digest
+from pytest_torchcompile.run.conclusion import RunRecord, conclude_run, file_digest
+from pytest_torchcompile.run.report_files import report_files, writing
 from pytest_torchcompile.run.shard import Shard
 
 ENVIRONMENT = {"torch": "2.13.0", "python": "3.11.7", "inductor_config": {}}
@@ -134,12 +135,13 @@ def run_merge(
     return status, capsys.readouterr().out.splitlines()
 
 
-def single_run(gate: Gate | None, outputs: RunOutputs) -> tuple[int, list[str]]:
-    """The exit status and the lines of the run of the whole suite, as the plugin ends it."""
+def single_run(gate: Gate | None, report: Path | None = None) -> tuple[int, list[str]]:
+    """The exit status and the lines of the run of the whole suite, as the plugin ends it:
+    ``report`` written, and the baseline where ``gate`` updates it."""
     whole = record(ALL, gate)
-    end = conclude_run(
-        whole, gate, outputs, lambda: ENVIRONMENT, TerminalLayout(WIDTH, root=Path.cwd())
-    )
+    files = writing(report_files(report, gate=gate))
+    layout = TerminalLayout(WIDTH, root=Path.cwd())
+    end = conclude_run(whole, gate, files, lambda: ENVIRONMENT, layout)
     lines = end.lines + (
         ["compile accuracy: the run fails against the baseline:"] if end.failures else []
     )
@@ -181,7 +183,7 @@ def test_the_union_of_the_shards_is_judged_as_the_whole_run(
     monkeypatch.setenv("COLUMNS", str(WIDTH))
     gate = Gate.load(baseline, strict)
     shards = write_shards(tmp_path, gate if shards_had_baseline else None)
-    expected_status, expected_lines = single_run(gate, RunOutputs(tmp_path / "single.json"))
+    expected_status, expected_lines = single_run(gate, tmp_path / "single.json")
 
     strictness = ["--strict"] if strict else []
     status, lines = run_merge(
@@ -204,7 +206,7 @@ def test_without_a_baseline_the_failed_tests_fail_the_merge(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("COLUMNS", str(WIDTH))
-    expected_status, expected_lines = single_run(None, RunOutputs())
+    expected_status, expected_lines = single_run(None)
     status, lines = run_merge(capsys, *write_shards(tmp_path, None))
     assert status == expected_status == 1
     assert without_files(lines) == without_files(expected_lines)
@@ -229,9 +231,7 @@ def test_update_baseline_writes_the_union_as_the_whole_run_would(
     whole = tmp_path / "whole"
     whole.mkdir()
     (whole / "baseline.txt").write_text(BASELINE)
-    expected_status, expected_lines = single_run(
-        Gate.load(whole / "baseline.txt", update=True), RunOutputs()
-    )
+    expected_status, expected_lines = single_run(Gate.load(whole / "baseline.txt", update=True))
     merged = (
         tmp_path / "union" / "baseline.txt"
     )  # as long a path as the whole run's: lines wrap alike

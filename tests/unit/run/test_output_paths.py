@@ -18,7 +18,8 @@ from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.settings import CheckSettings, GatingSettings
 from pytest_torchcompile.common.verdict import Status
 from pytest_torchcompile.reporting.json_report import write_json_report
-from pytest_torchcompile.run.session import AccuracySession, RunRecord, test_inputs
+from pytest_torchcompile.run.conclusion import RunRecord
+from pytest_torchcompile.run.session import AccuracySession, test_inputs
 
 TEST = "tests/test_a.py::test_a"
 

@@ -15,9 +15,11 @@ from pytest_torchcompile.__main__ import main
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.settings import CheckSettings, GatingSettings
 from pytest_torchcompile.common.verdict import CheckFailed, Status
-from pytest_torchcompile.reporting.baseline import HEADER, BaselineError, Gate, load_baseline
+from pytest_torchcompile.reporting.baseline import Gate
+from pytest_torchcompile.reporting.baseline_file import HEADER, BaselineError, load_baseline
 from pytest_torchcompile.reporting.json_report import write_json_report
-from pytest_torchcompile.run.session import AccuracySession, RunEnd, RunRecord
+from pytest_torchcompile.run.conclusion import RunEnd, RunRecord
+from pytest_torchcompile.run.session import AccuracySession
 
 
 def check(nodeid: str, status: Status) -> CaseResult:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_torchcompile.common.settings import CheckSettings, marker_settings
-from pytest_torchcompile.run.session import recorded_kind, repro_test_result
+from pytest_torchcompile.run.repro_tests import recorded_kind, repro_test_result
 
 REPRO_TEST = """
 import pytest

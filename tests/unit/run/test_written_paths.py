@@ -23,9 +23,9 @@ from pytest_torchcompile.common.files import RefusedPath, atomic_write
 from pytest_torchcompile.common.results import CaseResult
 from pytest_torchcompile.common.settings import CheckSettings, GatingSettings
 from pytest_torchcompile.common.verdict import Status
-from pytest_torchcompile.reporting import baseline as baseline_module
-from pytest_torchcompile.reporting.baseline import BaselineError, load_baseline
-from pytest_torchcompile.run import merge as merge_module
+from pytest_torchcompile.reporting import baseline_file
+from pytest_torchcompile.reporting.baseline_file import BaselineError, load_baseline
+from pytest_torchcompile.run import shard_report
 from pytest_torchcompile.run.merge import REFUSED
 from pytest_torchcompile.run.session import AccuracySession
 
@@ -235,7 +235,7 @@ def test_merge_refuses_to_replace_a_device_with_its_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pytest_torchcompile.reporting.json_report import write_json_report
-    from pytest_torchcompile.run.session import RunRecord
+    from pytest_torchcompile.run.conclusion import RunRecord
 
     shard = tmp_path / "shard.json"
     write_json_report(
@@ -273,7 +273,7 @@ def test_a_baseline_that_is_no_regular_file_is_refused_in_one_line(
 def test_a_baseline_larger_than_any_is_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(baseline_module, "MAX_BYTES", 2**20)
+    monkeypatch.setattr(baseline_file, "MAX_BYTES", 2**20)
     path = tmp_path / "baseline.txt"
     path.write_bytes(b"t.py::a\tpass\n" * (2**20 // 10))
     with pytest.raises(BaselineError) as refused:
@@ -313,7 +313,7 @@ def test_a_shard_report_that_is_no_regular_file_is_refused_in_one_line(
 def test_a_shard_report_larger_than_any_is_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(merge_module, "MAX_REPORT_BYTES", 2**20)
+    monkeypatch.setattr(shard_report, "MAX_REPORT_BYTES", 2**20)
     shard = tmp_path / "shard.json"
     shard.write_bytes(b" " * (2**20 + 1))
     merged = tmp_path / "merged.json"
