@@ -8,7 +8,6 @@ returns the exit status. Without a verb, the usage and the verbs are printed (ex
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import dataclasses
 import json
@@ -23,14 +22,17 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-import pytest
-
-from pytest_torchcompile.common.allowed import Allowed, NotAllowed, Number
+from pytest_torchcompile.common.arguments import (
+    DURATION,
+    MINIFY_TIMEOUT,
+    UsageError,
+    setup_checked,
+)
 from pytest_torchcompile.common.files import BUG_REPORT_NAME, MINIFIED_NAME, REPRO_NAME
-from pytest_torchcompile.common.options import option, setup_modules
 from pytest_torchcompile.common.results import MinifyProgress, ProgressThrottle, StopReason
+from pytest_torchcompile.hunting.verb import hunt, hunt_arguments
 from pytest_torchcompile.reporting.layout import TerminalLayout
 from pytest_torchcompile.run.merge import merge, merge_arguments, merge_usage_error
 
@@ -60,46 +62,6 @@ RERUN_WORDS = {**RERUN_OUTCOMES, NOT_A_REPRO: "not a repro"}
 
 RERUN_PRECEDENCE = (1, 2, 3, NOT_A_REPRO, 0)
 """``rerun``'s exit status: the first of these outcomes that any file had."""
-
-
-class UsageError(Exception):
-    """What the command was given cannot be used: said on stderr, exit status 2."""
-
-
-def taking(allowed: Allowed) -> Callable[[str], Any]:
-    """An argument type that takes what ``allowed`` takes, as the plugin's options do; for
-    anything else argparse says in one line what it takes (exit status 2)."""
-
-    def argument(text: str) -> Any:
-        try:
-            return allowed(text)
-        except NotAllowed:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not allowed; expected {allowed.describe}"
-            ) from None
-
-    return argument
-
-
-DURATION = taking(Number(above=True))
-"""A time limit or budget, in seconds or minutes: a finite number above 0."""
-MINIFY_TIMEOUT = taking(option("compile-accuracy-minify-timeout").allowed)
-"""The time budget for minifying one case, as the plugin's option takes it."""
-
-
-def _directory(text: str) -> Path:
-    """A directory that exists."""
-    if not Path(text).is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a directory")
-    return Path(text)
-
-
-def _directory_to_write(text: str) -> Path:
-    """A directory that exists or can be made: not a file."""
-    path = Path(text)
-    if path.exists() and not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a directory")
-    return path
 
 
 def _cuda_device(text: str) -> str:
@@ -322,15 +284,6 @@ class ProgressLine:
             self.stream.flush()
 
 
-def _setup_checked() -> None:
-    """A usage error where ``PYTEST_TORCHCOMPILE_SETUP`` names a module or file not there, before
-    a judging process fails to start on it."""
-    try:
-        setup_modules()
-    except pytest.UsageError as error:
-        raise UsageError(str(error)) from None
-
-
 def minify(args: argparse.Namespace) -> int:
     # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
     from pytest_torchcompile.minifying.repro_file import minify_repro
@@ -340,7 +293,7 @@ def minify(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.repro} is no repro file: its name does not end in .py")
     if not os.path.lexists(args.repro):
         raise UsageError(f"no such repro file: {args.repro}")
-    _setup_checked()
+    setup_checked()
     if args.device is not None:
         # Here, not at the top: the torch-free verbs (merge) start without torch.
         import torch
@@ -410,103 +363,6 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hunt_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--minutes", type=DURATION, default=10.0, help="time to draw programs for (default 10)"
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="hypothesis' seed: one seed, one sequence of programs"
-    )
-    parser.add_argument(
-        "--dir",
-        type=_directory_to_write,
-        default=Path(".compile-accuracy-hunt"),
-        help="where findings are written (default: .compile-accuracy-hunt)",
-    )
-    parser.add_argument(
-        "--minify-timeout", type=MINIFY_TIMEOUT, default=120.0, help="seconds to minify one finding"
-    )
-    parser.add_argument(
-        "--max-ops",
-        type=taking(Number(whole=True, least=1)),
-        default=6,
-        help="the most steps of a program (default 6)",
-    )
-    parser.add_argument(
-        "--known",
-        type=_directory,
-        action="append",
-        default=[],
-        help="a repro directory of known cases: causes matching one are marked known",
-    )
-    parser.add_argument(
-        "--intermediates",
-        action="store_true",
-        help="also probe each graph for masked deviations (slower)",
-    )
-    parser.add_argument(
-        "--dtypes",
-        # Empty items are kept for the verb to refuse: a value given is never [], all dtypes.
-        type=lambda text: [name.strip() for name in text.split(",")],
-        default=[],
-        metavar="NAME,...",
-        help="draw inputs of these dtypes only, e.g. float32,bfloat16 (default: all)",
-    )
-    parser.add_argument(
-        "--specials",
-        choices=("drawn", "always", "never"),
-        default="drawn",
-        help="floating inputs with NaN, infinities, -0.0 and subnormals among their values: "
-        "one in four (drawn, the default), every one, or none",
-    )
-    parser.add_argument(
-        "--inductor-config",
-        type=_config_entry,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an Inductor config entry to hunt under, e.g. cpp_wrapper=True",
-    )
-
-
-def _config_entry(text: str) -> tuple[str, object]:
-    key, equals, value = text.partition("=")
-    if not equals or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        return key.strip(), ast.literal_eval(value.strip())
-    except (ValueError, SyntaxError):
-        return key.strip(), value.strip()
-
-
-def hunt(args: argparse.Namespace) -> int:
-    # Imported by the verb that needs it: the torch-free verbs (merge) start without torch.
-    from pytest_torchcompile.hunting.hunt import DTYPES_BY_NAME, hunt_options
-    from pytest_torchcompile.hunting.hunt import hunt as run_hunt
-    from pytest_torchcompile.torch_internals.config import inductor_config_has
-
-    _check_dtypes(args.dtypes, list(DTYPES_BY_NAME))
-    missing = [key for key, _ in args.inductor_config if not inductor_config_has(key)]
-    if missing:
-        raise UsageError(
-            f"--inductor-config: {missing[0]!r} is no key of this torch's Inductor config"
-        )
-    _setup_checked()
-    result = run_hunt(**hunt_options(args), progress=lambda line: print(line, file=sys.stderr))
-    for line in result.lines():
-        print(line)
-    return 1 if any(cause.known is None for cause in result.causes) else 0
-
-
-def _check_dtypes(names: list[str], known: list[str]) -> None:
-    """Refuse ``--dtypes`` naming a dtype the hunt does not draw, or an empty name (``,,``),
-    which would otherwise narrow nothing."""
-    unknown = [name for name in names if name not in known]
-    if unknown:
-        said = "an empty name" if "" in unknown else f"unknown {', '.join(unknown)}"
-        raise UsageError(f"--dtypes: {said}; known: {', '.join(known)}")
-
-
 def _merge(args: argparse.Namespace) -> int:
     problem = merge_usage_error(args)
     if problem is not None:
@@ -574,7 +430,7 @@ VERBS: tuple[Verb, ...] = (
         "hunt",
         "check drawn torch programs for a time budget; print each root cause found",
         ("--minutes 30", "--minutes 5 --seed 7 --dir hunt --known .compile-accuracy"),
-        _hunt_arguments,
+        hunt_arguments,
         hunt,
         "1 when a cause not known was found, else 0",
     ),
