@@ -19,7 +19,7 @@ from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.common.verdict import Comparison
 from pytest_torchcompile.judging.capture import CapturedGraph, DynamoGraph
 from pytest_torchcompile.judging.copies import clone_values
-from pytest_torchcompile.judging.isolation.config import config_patches
+from pytest_torchcompile.judging.isolation.process_setup import config_patches
 from pytest_torchcompile.judging.judge import DYNAMO, compare_graph_outputs, judge_graph
 from pytest_torchcompile.judging.mutation import mutated_inputs
 from pytest_torchcompile.judging.references import reference_outputs, unwritten_elements

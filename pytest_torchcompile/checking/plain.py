@@ -41,7 +41,7 @@ from pytest_torchcompile.judging.capture import (
     input_signature,
 )
 from pytest_torchcompile.judging.copies import clone_values
-from pytest_torchcompile.judging.isolation.config import config_patches
+from pytest_torchcompile.judging.isolation.process_setup import config_patches
 from pytest_torchcompile.judging.judge import devices_of, error_signature
 from pytest_torchcompile.judging.precision import at_full_fp32, full_fp32_precision
 from pytest_torchcompile.judging.references import unwritten_elements

@@ -19,7 +19,7 @@ from pytest_torchcompile.common.verdict import DEFAULT_TOLERANCE, out_of_memory
 from pytest_torchcompile.judging import judge as standalone
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.copies import clone_values
-from pytest_torchcompile.judging.isolation.config import config_patches
+from pytest_torchcompile.judging.isolation.process_setup import config_patches
 from pytest_torchcompile.judging.judge import ReproBroken, error_signature
 from pytest_torchcompile.repros.compact import (
     compact_trace,

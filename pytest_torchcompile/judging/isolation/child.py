@@ -23,7 +23,7 @@ import torch.fx
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.verdict import leaves_device_unusable
 from pytest_torchcompile.judging.capture import TensorSpec, private_copy
-from pytest_torchcompile.judging.isolation.config import config_patches, import_setup_modules
+from pytest_torchcompile.judging.isolation.process_setup import config_patches, import_setup_modules
 from pytest_torchcompile.judging.isolation.protocol import (
     PREPARED_KEPT,
     PROTOCOL_VERSION,

@@ -25,7 +25,7 @@ from pytest_torchcompile.common import budget
 from pytest_torchcompile.common.kinds import FailureKind
 from pytest_torchcompile.common.verdict import leaves_device_unusable
 from pytest_torchcompile.judging.capture import private_copy
-from pytest_torchcompile.judging.isolation.config import config_patches, import_setup_modules
+from pytest_torchcompile.judging.isolation.process_setup import config_patches, import_setup_modules
 from pytest_torchcompile.judging.isolation.protocol import (
     PREPARED_KEPT,
     ChildSetup,

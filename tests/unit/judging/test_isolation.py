@@ -28,12 +28,12 @@ from pytest_torchcompile.common.settings import CheckOptions
 from pytest_torchcompile.judging.capture import input_spec
 from pytest_torchcompile.judging.case import ReproCase
 from pytest_torchcompile.judging.isolation import parent
-from pytest_torchcompile.judging.isolation.config import config_patches
 from pytest_torchcompile.judging.isolation.parent import (
     InProcessJudge,
     IsolatedJudge,
     SpareChildren,
 )
+from pytest_torchcompile.judging.isolation.process_setup import config_patches
 from pytest_torchcompile.judging.isolation.protocol import (
     PROTOCOL_VERSION,
     ChildSetup,

@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch._inductor.config as inductor_config_module
 
-from pytest_torchcompile.judging.isolation.config import config_patches
+from pytest_torchcompile.judging.isolation.process_setup import config_patches
 from pytest_torchcompile.torch_internals.config import (
     inductor_config_source,
     with_inductor_config_undone,
